@@ -1,0 +1,9 @@
+//! One module per top-level command. Each parses its own flags, builds what it needs from
+//! [`crate::ctx::Ctx`], calls into its workflow crate, and renders the result.
+
+pub mod agents;
+pub mod exhaust;
+pub mod implement;
+pub mod loop_cmd;
+pub mod ultra;
+pub mod until;

@@ -1,0 +1,122 @@
+//! The context every command starts from: global flags resolved to a repository root, a
+//! state directory, the parsed `work.toml`, a clock and a redactor; and the CLI's error type.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use work_config::Config;
+use work_runtime::ExitStatus;
+use work_runtime::clock::{self, Clock};
+use work_runtime::redact::Redactor;
+
+/// Global flags.
+#[derive(Debug, Clone, Default)]
+pub struct Global {
+    /// `-C DIR`.
+    pub directory: Option<PathBuf>,
+    /// `--state-dir DIR`.
+    pub state_dir: Option<PathBuf>,
+    /// `-c key=value`.
+    pub overrides: Vec<String>,
+}
+
+/// A command's failure. The message reads after "failed to …".
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Bad input, refused before anything was dispatched or changed (exit 2).
+    #[error("{0}")]
+    BadInput(String),
+    /// Something went wrong while running (exit 1).
+    #[error("{0}")]
+    Runtime(String),
+}
+
+impl CliError {
+    /// The exit status for this error.
+    pub fn exit_status(&self) -> ExitStatus {
+        match self {
+            CliError::BadInput(_) => ExitStatus::BadInput,
+            CliError::Runtime(_) => ExitStatus::Unsuccessful,
+        }
+    }
+
+    /// A bad-input error.
+    pub fn bad(msg: impl Into<String>) -> Self {
+        CliError::BadInput(msg.into())
+    }
+}
+
+impl From<work_config::ConfigError> for CliError {
+    fn from(e: work_config::ConfigError) -> Self {
+        CliError::BadInput(e.to_string())
+    }
+}
+
+/// The resolved context of one command.
+pub struct Ctx {
+    /// The repository root.
+    pub root: PathBuf,
+    /// The state directory.
+    pub state_dir: PathBuf,
+    /// `work.toml` with `-c` overrides.
+    pub config: Config,
+    /// The clock.
+    pub clock: Arc<dyn Clock>,
+    /// Secrets to keep out of every file and line.
+    pub redactor: Redactor,
+}
+
+impl Ctx {
+    /// Resolves the global flags: `-C`, the repository root (`git rev-parse --show-toplevel`,
+    /// else the directory), the state directory, and `work.toml`.
+    pub fn new(global: &Global) -> Result<Ctx, CliError> {
+        let cwd = std::env::current_dir().map_err(|e| CliError::Runtime(format!("read the current directory: {e}")))?;
+        let dir = match &global.directory {
+            Some(d) => {
+                let d = if d.is_absolute() { d.clone() } else { cwd.join(d) };
+                if !d.is_dir() {
+                    return Err(CliError::bad(format!("change to directory `{}`: not a directory", d.display())));
+                }
+                d
+            }
+            None => cwd,
+        };
+        let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+        let root = work_git::Git::toplevel(&dir).unwrap_or(dir);
+        let state_dir = match &global.state_dir {
+            Some(s) if s.is_absolute() => s.clone(),
+            Some(s) => root.join(s),
+            None => root.join(".work"),
+        };
+        let config = Config::load(&root, &global.overrides)?;
+        let mut redactor = Redactor::from_env();
+        for def in config.agents.values() {
+            if let Some(var) = &def.api_key_env
+                && let Ok(v) = std::env::var(var)
+            {
+                redactor.add(v);
+            }
+        }
+        Ok(Ctx { root, state_dir, config, clock: Arc::from(clock::from_env()), redactor })
+    }
+
+    /// A path relative to the state directory.
+    pub fn state_path(&self, rel: impl AsRef<Path>) -> PathBuf {
+        self.state_dir.join(rel)
+    }
+}
+
+/// Builds the multi-threaded tokio runtime commands run on.
+pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Runtime(format!("start the async runtime: {e}")))
+}
+
+/// Prints a JSON document on stdout (the `--json` contract: nothing else on stdout).
+pub fn print_json(value: &serde_json::Value) {
+    match serde_json::to_string_pretty(value) {
+        Ok(s) => println!("{s}"),
+        Err(e) => eprintln!("error: failed to encode the result as JSON: {e}"),
+    }
+}

@@ -1,0 +1,6 @@
+//! The one integration-test binary: every test drives the real `work` binary against a
+//! scratch git repository with scripted agents (see `support`).
+
+mod support;
+
+mod exhaust;

@@ -1,0 +1,141 @@
+//! Scenario helpers: a scratch git repository, scripted agents, and a `work` command bound to
+//! them, in a few lines.
+//!
+//! ```ignore
+//! let s = Scenario::new();
+//! s.write("src/a.rs", "fn main() {}\n");
+//! s.commit("init");
+//! let agent = s.agent("finder.py", r#"print(json.dumps({"angle": req["context"]["angle"], "items": []}))"#);
+//! s.work().args(["exhaust", "x", "--agent", &agent]).assert().success();
+//! ```
+
+#![allow(dead_code, reason = "each test module uses a different subset of the helpers")]
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// A scratch git repository.
+pub struct Scenario {
+    dir: tempfile::TempDir,
+}
+
+impl Scenario {
+    /// A new repository with one empty commit.
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("create a temp dir");
+        let s = Scenario { dir };
+        s.git(&["init", "-q", "-b", "main"]);
+        s.git(&["config", "user.email", "test@example.com"]);
+        s.git(&["config", "user.name", "test"]);
+        s.git(&["commit", "-q", "--allow-empty", "-m", "root"]);
+        s
+    }
+
+    /// The repository root.
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A path inside the repository.
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// Writes a file (creating parents).
+    pub fn write(&self, rel: &str, content: &str) -> &Self {
+        let p = self.path(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(p, content).expect("write file");
+        self
+    }
+
+    /// Reads a file.
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.path(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
+    }
+
+    /// Reads a JSON file.
+    pub fn read_json(&self, rel: &str) -> Value {
+        serde_json::from_str(&self.read(rel)).unwrap_or_else(|e| panic!("parse {rel}: {e}"))
+    }
+
+    /// Runs git in the repository and returns stdout.
+    pub fn git(&self, args: &[&str]) -> String {
+        #[expect(clippy::disallowed_methods, reason = "tests set up fixtures with git directly")]
+        let out = std::process::Command::new("git").args(args).current_dir(self.root()).output().expect("run git");
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Stages everything and commits.
+    pub fn commit(&self, msg: &str) {
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "-q", "--allow-empty", "-m", msg]);
+    }
+
+    /// Writes an executable Python agent script under `.agents/` (outside what finders see
+    /// only by convention) and returns its `command:` spec. The body runs with `req` (the
+    /// parsed dispatch request), `ctx` (its context), `json`, `os`, `sys` and `time` in scope,
+    /// plus `state_path(name)` for a per-scenario counter directory.
+    pub fn agent(&self, name: &str, body: &str) -> String {
+        let rel = format!(".agents/{name}");
+        let script = format!(
+            "#!/usr/bin/env python3\nimport json, os, sys, time\nreq = json.load(sys.stdin)\nctx = req.get('context') or {{}}\nSTATE = {state:?}\ndef state_path(n):\n    os.makedirs(STATE, exist_ok=True)\n    return os.path.join(STATE, n)\ndef bump(n):\n    p = state_path(n)\n    c = int(open(p).read()) if os.path.exists(p) else 0\n    open(p, 'w').write(str(c + 1))\n    return c + 1\n{body}\n",
+            state = self.dir.path().join(".agent-state").display().to_string(),
+        );
+        self.write(&rel, &script);
+        let p = self.path(&rel);
+        let mut perm = std::fs::metadata(&p).expect("stat").permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(&p, perm).expect("chmod");
+        // Keep the fixtures out of git status so they never count as work.
+        let exclude = self.path(".git/info/exclude");
+        let mut ex = std::fs::read_to_string(&exclude).unwrap_or_default();
+        if !ex.contains(".agents/") {
+            ex.push_str("\n.agents/\n.agent-state/\n.work/\n");
+            std::fs::write(&exclude, ex).expect("write exclude");
+        }
+        format!("command:python3 {}", p.display())
+    }
+
+    /// A `work` command run in the repository with a fixed fake clock and no inherited
+    /// agent keys.
+    pub fn work(&self) -> Command {
+        let mut c = Command::cargo_bin("work").expect("the work binary is built");
+        c.current_dir(self.root())
+            .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")
+            .env("NO_COLOR", "1")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY");
+        c
+    }
+
+    /// Runs `work args…` and returns (exit code, stdout, stderr).
+    pub fn run(&self, args: &[&str]) -> (i32, String, String) {
+        let out = self.work().args(args).output().expect("run work");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Runs `work args…`, asserts the exit code, and parses stdout as JSON.
+    pub fn run_json(&self, args: &[&str], expect_code: i32) -> Value {
+        let (code, out, err) = self.run(args);
+        assert_eq!(code, expect_code, "exit code of work {args:?}\nstdout:\n{out}\nstderr:\n{err}");
+        serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("stdout of work {args:?} is not JSON ({e}):\n{out}\nstderr:\n{err}"))
+    }
+}
+
+/// Asserts that a failed command printed exactly one line on stderr (the one-line error rule).
+pub fn assert_one_line_error(stderr: &str) {
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected a one-line error, got:\n{stderr}");
+    assert!(lines[0].starts_with("error: "), "expected `error: …`, got {:?}", lines[0]);
+    assert!(!stderr.contains("panicked"), "panic: {stderr}");
+}

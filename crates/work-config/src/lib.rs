@@ -1,0 +1,448 @@
+//! `work.toml` and agent selection.
+//!
+//! - [`Config`] is the parsed `work.toml` (every table rejects unknown keys, naming them);
+//! - [`apply_override`] applies one `-c key=value` before parsing;
+//! - [`AgentSpec`] parses the `--agent SPEC` forms of CONTRACTS §2;
+//! - [`Config::resolve_role`] gives every dispatch its agent, **model** and **effort** pin
+//!   (defaults in code per role, overrides in the file), refusing banned models.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Why the configuration or an agent spec was refused. Every variant is bad input (exit 2).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("read {path}: {reason}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The OS error.
+        reason: String,
+    },
+    /// The TOML is malformed or has an unknown key or a wrong type.
+    #[error("parse {path}: {reason}")]
+    Parse {
+        /// The file (or `-c`).
+        path: String,
+        /// What is wrong, with the key named.
+        reason: String,
+    },
+    /// A `-c` override is not `key=value`.
+    #[error("parse -c override `{0}`: expected key=value")]
+    BadOverride(String),
+    /// An agent spec that names no backend and no configured agent.
+    #[error(
+        "resolve agent `{0}`: not a backend (command:…, claude[:MODEL], codex[:MODEL], openai:MODEL, anthropic:MODEL) nor an agent named in work.toml"
+    )]
+    UnknownAgent(String),
+    /// An agent spec with a missing part (`command:` with no command, `openai:` with no model).
+    #[error("parse agent spec `{spec}`: {reason}")]
+    BadAgentSpec {
+        /// The spec.
+        spec: String,
+        /// What is missing.
+        reason: String,
+    },
+    /// The model pinned for a role is banned.
+    #[error("use model `{model}` for role {role}: the model is banned by banned_models")]
+    BannedModel {
+        /// The role.
+        role: String,
+        /// The model.
+        model: String,
+    },
+    /// Named agents refer to each other in a loop.
+    #[error("resolve agent `{0}`: named agents refer to each other in a loop")]
+    AgentLoop(String),
+}
+
+/// The parsed `work.toml`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The default agent for every role: a SPEC or the name of an `[agents.NAME]` entry.
+    pub agent: Option<String>,
+    /// The default wave cap.
+    pub concurrency: Option<usize>,
+    /// Models that must never be dispatched (case-insensitive substring match).
+    /// Defaults to `["fable"]`.
+    pub banned_models: Option<Vec<String>>,
+    /// Timeouts.
+    #[serde(default)]
+    pub timeouts: Timeouts,
+    /// Named agents.
+    #[serde(default)]
+    pub agents: BTreeMap<String, AgentDef>,
+    /// Per-role overrides.
+    #[serde(default)]
+    pub roles: BTreeMap<String, RoleDef>,
+    /// The project's own check commands.
+    #[serde(default)]
+    pub gates: Gates,
+}
+
+/// `[timeouts]`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Timeouts {
+    /// One agent attempt (default 600 s).
+    pub dispatch_secs: Option<u64>,
+    /// One oracle command (default 300 s).
+    pub oracle_secs: Option<u64>,
+    /// One gate command (lint, typecheck, test; default 1800 s).
+    pub gate_secs: Option<u64>,
+}
+
+/// `[agents.NAME]`: a named agent.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AgentDef {
+    /// The backend SPEC (`command:…`, `claude:…`, …) or another agent's name.
+    pub spec: String,
+    /// Model for every role using this agent (a role's own `model` wins).
+    pub model: Option<String>,
+    /// Effort for every role using this agent (a role's own `effort` wins).
+    pub effort: Option<String>,
+    /// Endpoint for HTTP backends (default from `OPENAI_BASE_URL` / the vendor's URL).
+    pub base_url: Option<String>,
+    /// The environment variable holding the key (default `OPENAI_API_KEY` / `ANTHROPIC_API_KEY`).
+    pub api_key_env: Option<String>,
+    /// OpenAI-compatible servers: `json_schema` (default) or `json_object`
+    /// (servers that only take `{"type": "json_object", "schema": …}`).
+    pub response_format: Option<String>,
+    /// Anthropic: `output_format` (default) or `tool` (forced tool use).
+    pub structured_output: Option<String>,
+    /// Per-attempt timeout for this agent.
+    pub timeout_secs: Option<u64>,
+    /// Extra arguments for CLI backends.
+    #[serde(default)]
+    pub extra_args: Vec<String>,
+    /// Max output tokens for HTTP backends.
+    pub max_tokens: Option<u64>,
+}
+
+/// `[roles.ROLE]`: overrides for one role.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RoleDef {
+    /// The agent (SPEC or name) for this role.
+    pub agent: Option<String>,
+    /// The model pin.
+    pub model: Option<String>,
+    /// The effort pin.
+    pub effort: Option<String>,
+    /// Per-attempt timeout.
+    pub timeout_secs: Option<u64>,
+}
+
+/// `[gates]`: shell commands run with `sh -c` in the repository root.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Gates {
+    /// The lint command.
+    pub lint: Option<String>,
+    /// The type-check command.
+    pub typecheck: Option<String>,
+    /// The test command.
+    pub test: Option<String>,
+}
+
+/// A parsed agent SPEC (CONTRACTS §2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentSpec {
+    /// `command:<command line>`, split like a shell splits words.
+    Command(Vec<String>),
+    /// `claude[:MODEL]`.
+    Claude(Option<String>),
+    /// `codex[:MODEL]`.
+    Codex(Option<String>),
+    /// `openai:MODEL`.
+    OpenAi(String),
+    /// `anthropic:MODEL`.
+    Anthropic(String),
+    /// The name of an `[agents.NAME]` entry.
+    Named(String),
+}
+
+impl AgentSpec {
+    /// Parses a SPEC string.
+    pub fn parse(spec: &str) -> Result<AgentSpec, ConfigError> {
+        let s = spec.trim();
+        let bad = |reason: &str| ConfigError::BadAgentSpec { spec: spec.to_string(), reason: reason.to_string() };
+        let model = |m: &str| if m.trim().is_empty() { None } else { Some(m.trim().to_string()) };
+        if let Some(cmd) = s.strip_prefix("command:") {
+            let words = shell_words::split(cmd).map_err(|e| bad(&format!("cannot split the command line: {e}")))?;
+            if words.is_empty() {
+                return Err(bad("no command after `command:`"));
+            }
+            return Ok(AgentSpec::Command(words));
+        }
+        if s == "claude" {
+            return Ok(AgentSpec::Claude(None));
+        }
+        if let Some(m) = s.strip_prefix("claude:") {
+            return Ok(AgentSpec::Claude(model(m)));
+        }
+        if s == "codex" {
+            return Ok(AgentSpec::Codex(None));
+        }
+        if let Some(m) = s.strip_prefix("codex:") {
+            return Ok(AgentSpec::Codex(model(m)));
+        }
+        if let Some(m) = s.strip_prefix("openai:") {
+            return model(m).map(AgentSpec::OpenAi).ok_or_else(|| bad("`openai:` needs a model"));
+        }
+        if s == "openai" {
+            return Err(bad("`openai` needs a model: openai:MODEL"));
+        }
+        if let Some(m) = s.strip_prefix("anthropic:") {
+            return model(m).map(AgentSpec::Anthropic).ok_or_else(|| bad("`anthropic:` needs a model"));
+        }
+        if s == "anthropic" {
+            return Err(bad("`anthropic` needs a model: anthropic:MODEL"));
+        }
+        let valid_name =
+            !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
+        if valid_name { Ok(AgentSpec::Named(s.to_string())) } else { Err(ConfigError::UnknownAgent(spec.to_string())) }
+    }
+
+    /// The model the spec itself names, if any.
+    pub fn model(&self) -> Option<&str> {
+        match self {
+            AgentSpec::Claude(m) | AgentSpec::Codex(m) => m.as_deref(),
+            AgentSpec::OpenAi(m) | AgentSpec::Anthropic(m) => Some(m),
+            _ => None,
+        }
+    }
+}
+
+/// The code's default (model, effort) pin for a role. Judgement roles get the strong tier at
+/// `xhigh`; in-loop mechanical roles the fast tier at `high`; schema-bound extraction and
+/// verification stages `medium` (seed: implement-pipeline-changelog.md).
+pub fn default_pin(role: &str) -> (&'static str, &'static str) {
+    match role {
+        "quality-reviewer"
+        | "adversarial-reviewer"
+        | "finding-adjudicator"
+        | "architect"
+        | "debugger"
+        | "plan-recon"
+        | "spec-skeptic"
+        | "grounding-check"
+        | "tdd-author"
+        | "recon" => ("opus", "xhigh"),
+        "implementer" | "spec-reviewer" | "tester" | "worker" | "editor" => ("sonnet", "high"),
+        "plan-index" | "plan-extract" | "finalize" | "verify" => ("sonnet", "medium"),
+        "finder" => ("sonnet", "high"),
+        _ => ("sonnet", "high"),
+    }
+}
+
+/// A role's resolved agent and pins.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedRole {
+    /// The role.
+    pub role: String,
+    /// The backend spec (never [`AgentSpec::Named`]).
+    pub spec: AgentSpec,
+    /// The named agent's settings (defaults when the spec was given directly).
+    pub def: AgentDef,
+    /// The model pin.
+    pub model: String,
+    /// The effort pin.
+    pub effort: String,
+    /// Per-attempt timeout in seconds.
+    pub timeout_secs: u64,
+}
+
+impl Config {
+    /// Loads `work.toml` from `root` (absent ⇒ defaults), applying `-c` overrides.
+    pub fn load(root: &Path, overrides: &[String]) -> Result<Config, ConfigError> {
+        let path = root.join("work.toml");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(ConfigError::Read { path: path.display().to_string(), reason: e.to_string() }),
+        };
+        Self::from_str_with_overrides(&text, "work.toml", overrides)
+    }
+
+    /// Parses TOML text, applying `-c` overrides.
+    pub fn from_str_with_overrides(text: &str, name: &str, overrides: &[String]) -> Result<Config, ConfigError> {
+        let mut table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| ConfigError::Parse { path: name.into(), reason: one_line(&e.to_string()) })?;
+        for o in overrides {
+            apply_override(&mut table, o)?;
+        }
+        let src = if overrides.is_empty() { name.to_string() } else { format!("{name} with -c overrides") };
+        Config::deserialize(toml::Value::Table(table))
+            .map_err(|e| ConfigError::Parse { path: src, reason: one_line(&e.to_string()) })
+    }
+
+    /// The banned model patterns.
+    pub fn banned(&self) -> Vec<String> {
+        self.banned_models.clone().unwrap_or_else(|| vec!["fable".into()])
+    }
+
+    /// True when `model` matches a banned pattern.
+    pub fn is_banned(&self, model: &str) -> bool {
+        let m = model.to_ascii_lowercase();
+        self.banned().iter().any(|b| !b.trim().is_empty() && m.contains(&b.to_ascii_lowercase()))
+    }
+
+    /// Resolves a spec or name to a backend spec and the named agent's settings.
+    pub fn resolve_agent(&self, spec_or_name: &str) -> Result<(AgentSpec, AgentDef), ConfigError> {
+        let mut current = spec_or_name.to_string();
+        let mut def: Option<AgentDef> = None;
+        for _ in 0..8 {
+            match AgentSpec::parse(&current)? {
+                AgentSpec::Named(name) => match self.agents.get(&name) {
+                    Some(d) => {
+                        let mut merged = d.clone();
+                        if let Some(outer) = &def {
+                            // The outer (first-named) agent's settings win.
+                            merged = merge_def(outer, &merged);
+                        }
+                        current = d.spec.clone();
+                        def = Some(merged);
+                    }
+                    None => return Err(ConfigError::UnknownAgent(name)),
+                },
+                spec => return Ok((spec, def.unwrap_or_default())),
+            }
+        }
+        Err(ConfigError::AgentLoop(spec_or_name.to_string()))
+    }
+
+    /// Resolves `role`: the agent (`cli_agent` > `[roles.R].agent` > `agent` > `fallback`),
+    /// then model and effort (`[roles.R]` > the spec's own model > the named agent's > code
+    /// default), refusing a banned model.
+    pub fn resolve_role(
+        &self,
+        role: &str,
+        cli_agent: Option<&str>,
+        fallback: &str,
+    ) -> Result<ResolvedRole, ConfigError> {
+        let r = self.roles.get(role).cloned().unwrap_or_default();
+        let chosen = cli_agent.map(str::to_string).or(r.agent.clone()).or(self.agent.clone());
+        let chosen = chosen.unwrap_or_else(|| fallback.to_string());
+        let (spec, def) = self.resolve_agent(&chosen)?;
+        let (dm, de) = default_pin(role);
+        let model = r
+            .model
+            .clone()
+            .or_else(|| spec.model().map(str::to_string))
+            .or(def.model.clone())
+            .unwrap_or_else(|| dm.to_string());
+        let effort = r.effort.clone().or(def.effort.clone()).unwrap_or_else(|| de.to_string());
+        if self.is_banned(&model) {
+            return Err(ConfigError::BannedModel { role: role.into(), model });
+        }
+        let timeout_secs = r.timeout_secs.or(def.timeout_secs).or(self.timeouts.dispatch_secs).unwrap_or(600);
+        Ok(ResolvedRole { role: role.into(), spec, def, model, effort, timeout_secs })
+    }
+}
+
+fn merge_def(outer: &AgentDef, inner: &AgentDef) -> AgentDef {
+    AgentDef {
+        spec: inner.spec.clone(),
+        model: outer.model.clone().or(inner.model.clone()),
+        effort: outer.effort.clone().or(inner.effort.clone()),
+        base_url: outer.base_url.clone().or(inner.base_url.clone()),
+        api_key_env: outer.api_key_env.clone().or(inner.api_key_env.clone()),
+        response_format: outer.response_format.clone().or(inner.response_format.clone()),
+        structured_output: outer.structured_output.clone().or(inner.structured_output.clone()),
+        timeout_secs: outer.timeout_secs.or(inner.timeout_secs),
+        extra_args: if outer.extra_args.is_empty() { inner.extra_args.clone() } else { outer.extra_args.clone() },
+        max_tokens: outer.max_tokens.or(inner.max_tokens),
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Applies one `-c key=value` override to a TOML table. The value is read as TOML
+/// (`-c concurrency=4`, `-c 'banned_models=["x"]'`) and falls back to a plain string
+/// (`-c agent=command:./a.sh`). Dotted keys address nested tables (`-c roles.finder.model=opus`).
+pub fn apply_override(table: &mut toml::Table, o: &str) -> Result<(), ConfigError> {
+    let (key, raw) = o.split_once('=').ok_or_else(|| ConfigError::BadOverride(o.to_string()))?;
+    let key = key.trim();
+    if key.is_empty() || key.split('.').any(|k| k.trim().is_empty()) {
+        return Err(ConfigError::BadOverride(o.to_string()));
+    }
+    let value = format!("v = {raw}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+    let parts: Vec<&str> = key.split('.').map(str::trim).collect();
+    let mut cur = table;
+    for p in &parts[..parts.len() - 1] {
+        let entry = cur.entry(p.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        cur = match entry {
+            toml::Value::Table(t) => t,
+            _ => return Err(ConfigError::BadOverride(o.to_string())),
+        };
+    }
+    cur.insert(parts[parts.len() - 1].to_string(), value);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_spec_form() {
+        assert_eq!(
+            AgentSpec::parse("command:python3 'a b.py' -x"),
+            Ok(AgentSpec::Command(vec!["python3".into(), "a b.py".into(), "-x".into()]))
+        );
+        assert_eq!(AgentSpec::parse("claude"), Ok(AgentSpec::Claude(None)));
+        assert_eq!(AgentSpec::parse("claude:opus"), Ok(AgentSpec::Claude(Some("opus".into()))));
+        assert_eq!(AgentSpec::parse("codex:gpt-5"), Ok(AgentSpec::Codex(Some("gpt-5".into()))));
+        assert_eq!(AgentSpec::parse("openai:qwen"), Ok(AgentSpec::OpenAi("qwen".into())));
+        assert_eq!(AgentSpec::parse("anthropic:claude-x"), Ok(AgentSpec::Anthropic("claude-x".into())));
+        assert_eq!(AgentSpec::parse("mybot"), Ok(AgentSpec::Named("mybot".into())));
+        assert!(AgentSpec::parse("command:").is_err());
+        assert!(AgentSpec::parse("openai:").is_err());
+        assert!(AgentSpec::parse("what ever:x").is_err());
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = Config::from_str_with_overrides("concurency = 3", "work.toml", &[]).expect_err("unknown key");
+        assert!(e.to_string().contains("concurency"), "{e}");
+        let e = Config::from_str_with_overrides("[roles.finder]\nmodle = 'x'", "work.toml", &[]).expect_err("unknown");
+        assert!(e.to_string().contains("modle"), "{e}");
+    }
+
+    #[test]
+    fn overrides_and_role_resolution() {
+        let text = r#"
+agent = "bot"
+[agents.bot]
+spec = "command:./bot.sh"
+effort = "low"
+[roles.finder]
+model = "opus"
+"#;
+        let c =
+            Config::from_str_with_overrides(text, "work.toml", &["roles.worker.effort=max".into()]).expect("parses");
+        let f = c.resolve_role("finder", None, "command:x").expect("resolves");
+        assert_eq!(f.spec, AgentSpec::Command(vec!["./bot.sh".into()]));
+        assert_eq!((f.model.as_str(), f.effort.as_str()), ("opus", "low"));
+        let w = c.resolve_role("worker", Some("claude:haiku"), "command:x").expect("resolves");
+        assert_eq!((w.model.as_str(), w.effort.as_str()), ("haiku", "max"));
+        let banned = c.resolve_role("worker", Some("claude:fable-2"), "command:x");
+        assert!(matches!(banned, Err(ConfigError::BannedModel { .. })));
+        assert!(matches!(c.resolve_role("x", Some("nope"), "command:x"), Err(ConfigError::UnknownAgent(_))));
+        let c = Config::from_str_with_overrides("concurrency = 2", "w", &["concurrency=5".into()]).expect("ok");
+        assert_eq!(c.concurrency, Some(5));
+        assert!(Config::from_str_with_overrides("", "w", &["novalue".into()]).is_err());
+    }
+}

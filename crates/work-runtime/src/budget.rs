@@ -1,0 +1,166 @@
+//! Budgets in dispatches, tokens and USD. A budget never stops a run silently: the
+//! workflow asks [`BudgetTracker::exhausted`] and records why it stopped.
+
+use serde::{Deserialize, Serialize};
+use std::sync::Mutex;
+
+/// Token and cost usage of one dispatch (or a sum of them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Input (prompt) tokens.
+    pub input_tokens: u64,
+    /// Output (completion) tokens.
+    pub output_tokens: u64,
+    /// Cost in US dollars.
+    pub cost_usd: f64,
+}
+
+impl Usage {
+    /// Input plus output tokens.
+    pub fn total_tokens(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+
+    /// Adds another usage to this one.
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cost_usd += other.cost_usd;
+    }
+}
+
+/// The limits of a run; `None` is unlimited.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Budget {
+    /// Agent invocations (every attempt counts).
+    pub max_dispatches: Option<u64>,
+    /// Input plus output tokens.
+    pub max_tokens: Option<u64>,
+    /// US dollars.
+    pub max_usd: Option<f64>,
+}
+
+/// Which limit was reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BudgetKind {
+    /// `--budget-dispatches`.
+    Dispatches,
+    /// `--budget-tokens`.
+    Tokens,
+    /// `--budget-usd`.
+    Usd,
+}
+
+impl std::fmt::Display for BudgetKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BudgetKind::Dispatches => "dispatches",
+            BudgetKind::Tokens => "tokens",
+            BudgetKind::Usd => "usd",
+        })
+    }
+}
+
+/// What has been spent so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spent {
+    /// Agent invocations started.
+    pub dispatches: u64,
+    /// Usage reported by the agents.
+    pub usage: Usage,
+}
+
+/// Tracks spending against a [`Budget`]; shared by all dispatches of a run.
+#[derive(Debug, Default)]
+pub struct BudgetTracker {
+    budget: Budget,
+    spent: Mutex<Spent>,
+}
+
+impl BudgetTracker {
+    /// A tracker starting from `already` spent (a resumed run carries its spending over).
+    pub fn new(budget: Budget, already: Spent) -> Self {
+        Self { budget, spent: Mutex::new(already) }
+    }
+
+    /// The limits.
+    pub fn budget(&self) -> Budget {
+        self.budget
+    }
+
+    /// Reserves one dispatch; false (and nothing reserved) when the dispatch budget is spent
+    /// or another limit is already reached.
+    pub fn try_reserve_dispatch(&self) -> bool {
+        let Ok(mut s) = self.spent.lock() else { return false };
+        if exhausted_kind(&self.budget, &s).is_some() {
+            return false;
+        }
+        s.dispatches += 1;
+        true
+    }
+
+    /// How many more dispatches fit (`u64::MAX` when unlimited).
+    pub fn dispatches_left(&self) -> u64 {
+        let s = self.spent();
+        match self.budget.max_dispatches {
+            Some(m) => m.saturating_sub(s.dispatches),
+            None => u64::MAX,
+        }
+    }
+
+    /// Records the usage of a finished dispatch.
+    pub fn record(&self, usage: &Usage) {
+        if let Ok(mut s) = self.spent.lock() {
+            s.usage.add(usage);
+        }
+    }
+
+    /// What has been spent.
+    pub fn spent(&self) -> Spent {
+        self.spent.lock().map(|s| *s).unwrap_or_default()
+    }
+
+    /// The first limit reached, if any.
+    pub fn exhausted(&self) -> Option<BudgetKind> {
+        exhausted_kind(&self.budget, &self.spent())
+    }
+}
+
+fn exhausted_kind(b: &Budget, s: &Spent) -> Option<BudgetKind> {
+    if b.max_dispatches.is_some_and(|m| s.dispatches >= m) {
+        return Some(BudgetKind::Dispatches);
+    }
+    if b.max_tokens.is_some_and(|m| s.usage.total_tokens() >= m) {
+        return Some(BudgetKind::Tokens);
+    }
+    if b.max_usd.is_some_and(|m| s.usage.cost_usd >= m) {
+        return Some(BudgetKind::Usd);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_limit_stops() {
+        let t = BudgetTracker::new(Budget { max_dispatches: Some(2), ..Default::default() }, Spent::default());
+        assert!(t.try_reserve_dispatch());
+        assert!(t.try_reserve_dispatch());
+        assert!(!t.try_reserve_dispatch());
+        assert_eq!(t.exhausted(), Some(BudgetKind::Dispatches));
+
+        let t = BudgetTracker::new(Budget { max_tokens: Some(100), ..Default::default() }, Spent::default());
+        t.record(&Usage { input_tokens: 60, output_tokens: 40, cost_usd: 0.0 });
+        assert_eq!(t.exhausted(), Some(BudgetKind::Tokens));
+        assert!(!t.try_reserve_dispatch());
+
+        let t = BudgetTracker::new(Budget { max_usd: Some(0.5), ..Default::default() }, Spent::default());
+        t.record(&Usage { cost_usd: 0.25, ..Default::default() });
+        assert_eq!(t.exhausted(), None);
+        t.record(&Usage { cost_usd: 0.25, ..Default::default() });
+        assert_eq!(t.exhausted(), Some(BudgetKind::Usd));
+    }
+}

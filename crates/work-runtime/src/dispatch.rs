@@ -1,0 +1,471 @@
+//! Agent dispatch: the one way a workflow asks for judgement.
+//!
+//! A workflow describes a dispatch ([`DispatchSpec`]); the [`Dispatcher`] turns it into a
+//! `work.dispatch.v1` [`DispatchRequest`], hands it to the configured [`Agent`] backend,
+//! validates the answer against the dispatch's schema itself (never trusting the backend),
+//! retries a malformed answer exactly once with the validation error added to the brief,
+//! and returns a [`DispatchOutcome`]. Every attempt is charged to the run's budget, logged as
+//! events and recorded (request and response) beside the event log.
+//!
+//! Null-handling: a failed or dropped dispatch is an outcome of its own, never an empty answer.
+
+use crate::budget::{BudgetTracker, Usage};
+use crate::events::EventLog;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// The protocol name written in every request.
+pub const PROTOCOL: &str = "work.dispatch.v1";
+
+/// What an agent may do to the repository.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Access {
+    /// Read only.
+    ReadOnly,
+    /// May write inside the repository.
+    WorkspaceWrite,
+}
+
+impl Access {
+    /// The protocol's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::ReadOnly => "read-only",
+            Access::WorkspaceWrite => "workspace-write",
+        }
+    }
+}
+
+/// The request an agent backend receives (the `work.dispatch.v1` document).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DispatchRequest {
+    /// Always [`PROTOCOL`].
+    pub protocol: String,
+    /// The run.
+    pub run_id: String,
+    /// This dispatch (stable across its attempts).
+    pub dispatch_id: String,
+    /// 1, or 2 for the retry after a malformed answer.
+    pub attempt: u32,
+    /// The workflow (`exhaust`, `until`, …).
+    pub workflow: String,
+    /// The role (`finder`, `worker`, …).
+    pub role: String,
+    /// The pinned model.
+    pub model: String,
+    /// The pinned effort.
+    pub effort: String,
+    /// What the agent may touch.
+    pub access: Access,
+    /// The repository root, absolute.
+    pub cwd: String,
+    /// The full brief.
+    pub prompt: String,
+    /// The JSON Schema of the expected output, or null.
+    pub schema: Option<Value>,
+    /// Workflow data (angle, round, iteration, task id, …).
+    pub context: Value,
+}
+
+/// A backend's answer: the document to validate, and what it cost.
+#[derive(Debug, Clone)]
+pub struct AgentReply {
+    /// The output document (after unwrapping any envelope).
+    pub document: Value,
+    /// Usage reported by the backend.
+    pub usage: Usage,
+    /// The raw text received, for the dispatch record.
+    pub raw: String,
+}
+
+/// Why a backend produced no usable document.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AgentError {
+    /// The agent failed: non-zero exit, killed, timeout, transport error. Not retried by the
+    /// dispatcher; contributes nothing.
+    #[error("agent failed: {reason}")]
+    Failed {
+        /// Why.
+        reason: String,
+        /// What it printed, if anything.
+        raw: String,
+        /// What it cost, if known.
+        usage: Usage,
+    },
+    /// The agent answered, but not with a usable JSON document. Retried once.
+    #[error("malformed answer: {reason}")]
+    Malformed {
+        /// Why.
+        reason: String,
+        /// What it printed.
+        raw: String,
+        /// What it cost, if known.
+        usage: Usage,
+    },
+}
+
+/// Per-invocation options that are not part of the protocol document.
+#[derive(Debug, Clone, Copy)]
+pub struct InvokeOptions {
+    /// Kill the agent after this long.
+    pub timeout: Duration,
+}
+
+/// An agent backend: something that turns a request into a reply.
+#[async_trait]
+pub trait Agent: Send + Sync {
+    /// A short description for logs (`command:./finder.sh`, `claude:sonnet`).
+    fn describe(&self) -> String;
+
+    /// Checks, without dispatching, that the backend can run here (CLI present, key set).
+    /// The error is a one-line reason.
+    fn preflight(&self) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Runs one attempt.
+    async fn invoke(&self, request: &DispatchRequest, options: InvokeOptions) -> Result<AgentReply, AgentError>;
+}
+
+/// What a workflow asks for.
+#[derive(Debug, Clone)]
+pub struct DispatchSpec {
+    /// The role.
+    pub role: String,
+    /// The pinned model.
+    pub model: String,
+    /// The pinned effort.
+    pub effort: String,
+    /// Access.
+    pub access: Access,
+    /// The brief.
+    pub prompt: String,
+    /// The schema the answer must validate against, or `None` for free-form JSON.
+    pub schema: Option<Value>,
+    /// Workflow data.
+    pub context: Value,
+    /// A short label used in the dispatch id (`angle`, task id …), made filename-safe.
+    pub label: String,
+}
+
+/// How a dispatch ended.
+#[derive(Debug, Clone)]
+pub enum DispatchOutcome {
+    /// A schema-valid answer.
+    Ok {
+        /// The dispatch id.
+        dispatch_id: String,
+        /// The validated document.
+        output: Value,
+        /// Usage over all attempts.
+        usage: Usage,
+        /// 1 or 2.
+        attempts: u32,
+    },
+    /// The agent failed (exit code, kill, timeout, transport).
+    Failed {
+        /// The dispatch id.
+        dispatch_id: String,
+        /// Why.
+        reason: String,
+    },
+    /// Malformed twice: dropped.
+    Dropped {
+        /// The dispatch id.
+        dispatch_id: String,
+        /// The last validation error.
+        reason: String,
+    },
+    /// Not (or not fully) run because the budget was spent.
+    OverBudget {
+        /// The dispatch id.
+        dispatch_id: String,
+    },
+}
+
+impl DispatchOutcome {
+    /// The validated output, when there is one.
+    pub fn output(&self) -> Option<&Value> {
+        match self {
+            DispatchOutcome::Ok { output, .. } => Some(output),
+            _ => None,
+        }
+    }
+
+    /// The dispatch id.
+    pub fn dispatch_id(&self) -> &str {
+        match self {
+            DispatchOutcome::Ok { dispatch_id, .. }
+            | DispatchOutcome::Failed { dispatch_id, .. }
+            | DispatchOutcome::Dropped { dispatch_id, .. }
+            | DispatchOutcome::OverBudget { dispatch_id } => dispatch_id,
+        }
+    }
+
+    /// A one-line description of a non-Ok outcome.
+    pub fn failure_reason(&self) -> Option<String> {
+        match self {
+            DispatchOutcome::Ok { .. } => None,
+            DispatchOutcome::Failed { reason, .. } => Some(format!("failed: {reason}")),
+            DispatchOutcome::Dropped { reason, .. } => Some(format!("malformed twice: {reason}")),
+            DispatchOutcome::OverBudget { .. } => Some("not run: budget spent".into()),
+        }
+    }
+}
+
+/// Validates `doc` against `schema`; the error lists the first few violations on one line.
+pub fn validate(schema: &Value, doc: &Value) -> Result<(), String> {
+    let validator = jsonschema::validator_for(schema).map_err(|e| format!("invalid schema: {e}"))?;
+    let errors: Vec<String> = validator
+        .iter_errors(doc)
+        .take(5)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            if path.is_empty() { e.to_string() } else { format!("{path}: {e}") }
+        })
+        .collect();
+    if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
+}
+
+/// Dispatches to one backend on behalf of one run. Cheap to clone.
+#[derive(Clone)]
+pub struct Dispatcher {
+    agent: Arc<dyn Agent>,
+    events: Arc<EventLog>,
+    budget: Arc<BudgetTracker>,
+    workflow: String,
+    cwd: PathBuf,
+    timeout: Duration,
+    counter: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher").field("agent", &self.agent.describe()).field("workflow", &self.workflow).finish()
+    }
+}
+
+fn safe_label(label: &str) -> String {
+    let s: String = label
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c.to_ascii_lowercase() } else { '-' })
+        .take(40)
+        .collect();
+    if s.is_empty() { "x".into() } else { s }
+}
+
+impl Dispatcher {
+    /// A dispatcher for `workflow` in `cwd`, each attempt limited to `timeout`.
+    pub fn new(
+        agent: Arc<dyn Agent>,
+        events: Arc<EventLog>,
+        budget: Arc<BudgetTracker>,
+        workflow: &str,
+        cwd: PathBuf,
+        timeout: Duration,
+    ) -> Self {
+        Self { agent, events, budget, workflow: workflow.into(), cwd, timeout, counter: Arc::new(AtomicU64::new(0)) }
+    }
+
+    /// The backend's description.
+    pub fn agent_description(&self) -> String {
+        self.agent.describe()
+    }
+
+    /// The budget tracker shared by this run.
+    pub fn budget(&self) -> &Arc<BudgetTracker> {
+        &self.budget
+    }
+
+    /// Runs one dispatch: attempt, validate, retry once when malformed.
+    pub async fn dispatch(&self, spec: DispatchSpec) -> DispatchOutcome {
+        let n = self.counter.fetch_add(1, Ordering::SeqCst) + 1;
+        let dispatch_id = format!("d{n:04}-{}-{}", safe_label(&spec.role), safe_label(&spec.label));
+        let mut usage = Usage::default();
+        let mut last_error = String::new();
+        for attempt in 1..=2u32 {
+            if !self.budget.try_reserve_dispatch() {
+                self.events.emit("dispatch.over_budget", json!({"dispatch_id": dispatch_id, "attempt": attempt}));
+                return DispatchOutcome::OverBudget { dispatch_id };
+            }
+            let mut prompt = spec.prompt.clone();
+            if attempt == 2 {
+                prompt.push_str(&format!(
+                    "\n\nYOUR PREVIOUS ANSWER WAS REJECTED: {last_error}\nAnswer again with exactly one JSON document{}.",
+                    if spec.schema.is_some() { " that validates against the schema" } else { "" }
+                ));
+            }
+            let request = DispatchRequest {
+                protocol: PROTOCOL.into(),
+                run_id: self.events.run_id().into(),
+                dispatch_id: dispatch_id.clone(),
+                attempt,
+                workflow: self.workflow.clone(),
+                role: spec.role.clone(),
+                model: spec.model.clone(),
+                effort: spec.effort.clone(),
+                access: spec.access,
+                cwd: self.cwd.display().to_string(),
+                prompt,
+                schema: spec.schema.clone(),
+                context: spec.context.clone(),
+            };
+            self.events.emit(
+                "dispatch.start",
+                json!({"dispatch_id": dispatch_id, "attempt": attempt, "role": spec.role, "model": spec.model,
+                       "effort": spec.effort, "access": spec.access, "agent": self.agent.describe()}),
+            );
+            let result = self.agent.invoke(&request, InvokeOptions { timeout: self.timeout }).await;
+            let request_json = serde_json::to_value(&request).unwrap_or(Value::Null);
+            let (verdict, raw, attempt_usage) = match result {
+                Ok(reply) => {
+                    let v = match &spec.schema {
+                        Some(schema) => validate(schema, &reply.document).map(|_| reply.document.clone()),
+                        None => Ok(reply.document.clone()),
+                    };
+                    match v {
+                        Ok(doc) => (Ok(doc), reply.raw, reply.usage),
+                        Err(e) => (Err(("malformed", format!("schema: {e}"))), reply.raw, reply.usage),
+                    }
+                }
+                Err(AgentError::Malformed { reason, raw, usage }) => (Err(("malformed", reason)), raw, usage),
+                Err(AgentError::Failed { reason, raw, usage }) => (Err(("failed", reason)), raw, usage),
+            };
+            usage.add(&attempt_usage);
+            self.budget.record(&attempt_usage);
+            let (outcome, reason) = match &verdict {
+                Ok(_) => ("ok", None),
+                Err((k, r)) => (*k, Some(r.clone())),
+            };
+            let record_path = self.events.record_dispatch(
+                &dispatch_id,
+                attempt,
+                &json!({"request": request_json,
+                        "response": {"outcome": outcome, "reason": reason, "raw": raw, "usage": attempt_usage,
+                                     "document": verdict.as_ref().ok()}}),
+            );
+            self.events.emit(
+                "dispatch.end",
+                json!({"dispatch_id": dispatch_id, "attempt": attempt, "outcome": outcome, "reason": reason,
+                       "usage": attempt_usage, "record": record_path}),
+            );
+            match verdict {
+                Ok(output) => return DispatchOutcome::Ok { dispatch_id, output, usage, attempts: attempt },
+                Err(("failed", reason)) => return DispatchOutcome::Failed { dispatch_id, reason },
+                Err((_, reason)) => last_error = reason,
+            }
+        }
+        self.events.emit("dispatch.dropped", json!({"dispatch_id": dispatch_id, "reason": last_error}));
+        DispatchOutcome::Dropped { dispatch_id, reason: last_error }
+    }
+
+    /// Runs `specs` in waves of at most `cap` concurrent dispatches (each wave a barrier),
+    /// logging the cap applied. Outcomes come back in the order of `specs`.
+    pub async fn dispatch_waves(&self, specs: Vec<DispatchSpec>, cap: usize) -> Vec<DispatchOutcome> {
+        let cap = cap.max(1);
+        let total = specs.len();
+        let mut outcomes = Vec::with_capacity(total);
+        let waves = total.div_ceil(cap);
+        let mut queue = specs.into_iter();
+        for w in 0..waves {
+            let wave: Vec<DispatchSpec> = queue.by_ref().take(cap).collect();
+            self.events.emit("wave.start", json!({"wave": w + 1, "waves": waves, "size": wave.len(), "cap": cap}));
+            let mut set = tokio::task::JoinSet::new();
+            for (i, spec) in wave.into_iter().enumerate() {
+                let me = self.clone();
+                set.spawn(async move { (i, me.dispatch(spec).await) });
+            }
+            let mut results: Vec<(usize, DispatchOutcome)> = Vec::new();
+            while let Some(joined) = set.join_next().await {
+                match joined {
+                    Ok(r) => results.push(r),
+                    Err(e) => self.events.emit("wave.task_panicked", json!({"error": e.to_string()})),
+                }
+            }
+            results.sort_by_key(|(i, _)| *i);
+            outcomes.extend(results.into_iter().map(|(_, o)| o));
+            self.events.emit("wave.end", json!({"wave": w + 1}));
+        }
+        outcomes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::Budget;
+    use crate::clock::SystemClock;
+    use std::sync::Mutex;
+
+    struct Scripted(Mutex<Vec<Result<Value, AgentError>>>);
+
+    #[async_trait]
+    impl Agent for Scripted {
+        fn describe(&self) -> String {
+            "scripted".into()
+        }
+        async fn invoke(&self, _r: &DispatchRequest, _o: InvokeOptions) -> Result<AgentReply, AgentError> {
+            let next = self.0.lock().expect("lock").remove(0);
+            next.map(|document| AgentReply { document, usage: Usage::default(), raw: String::new() })
+        }
+    }
+
+    fn dispatcher(answers: Vec<Result<Value, AgentError>>, budget: Budget) -> Dispatcher {
+        let events = Arc::new(EventLog::discard("run", Arc::new(SystemClock)));
+        Dispatcher::new(
+            Arc::new(Scripted(Mutex::new(answers))),
+            events,
+            Arc::new(BudgetTracker::new(budget, Default::default())),
+            "test",
+            PathBuf::from("/"),
+            Duration::from_secs(5),
+        )
+    }
+
+    fn spec() -> DispatchSpec {
+        DispatchSpec {
+            role: "finder".into(),
+            model: "m".into(),
+            effort: "low".into(),
+            access: Access::ReadOnly,
+            prompt: "p".into(),
+            schema: Some(json!({"type": "object", "required": ["a"]})),
+            context: json!({}),
+            label: "x".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn malformed_once_then_valid_is_ok_on_attempt_two() {
+        let d = dispatcher(vec![Ok(json!({"b": 1})), Ok(json!({"a": 1}))], Budget::default());
+        match d.dispatch(spec()).await {
+            DispatchOutcome::Ok { attempts, output, .. } => {
+                assert_eq!(attempts, 2);
+                assert_eq!(output, json!({"a": 1}));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn malformed_twice_is_dropped_and_failure_is_not_retried() {
+        let d = dispatcher(vec![Ok(json!(1)), Ok(json!(2))], Budget::default());
+        assert!(matches!(d.dispatch(spec()).await, DispatchOutcome::Dropped { .. }));
+        let fail = AgentError::Failed { reason: "exit code 1".into(), raw: String::new(), usage: Usage::default() };
+        let d = dispatcher(vec![Err(fail)], Budget::default());
+        assert!(matches!(d.dispatch(spec()).await, DispatchOutcome::Failed { .. }));
+    }
+
+    #[tokio::test]
+    async fn budget_refuses_dispatches_past_the_limit() {
+        let d = dispatcher(vec![Ok(json!({"a": 1}))], Budget { max_dispatches: Some(1), ..Default::default() });
+        assert!(d.dispatch(spec()).await.output().is_some());
+        assert!(matches!(d.dispatch(spec()).await, DispatchOutcome::OverBudget { .. }));
+    }
+}

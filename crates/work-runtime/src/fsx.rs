@@ -1,0 +1,196 @@
+//! Files: atomic writes and path confinement.
+//!
+//! Invariants:
+//! - a state file is either its old content or its new content, never a mix: [`write_atomic`]
+//!   writes a temporary file in the same directory, fsyncs it, renames it over the target and
+//!   fsyncs the directory;
+//! - a path taken from outside (a flag, an agent answer, a file) is resolved against the
+//!   repository root only through [`confine`], which refuses anything that could leave it.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Why a relative path was refused by [`confine`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfineError {
+    /// The path is empty or only whitespace.
+    #[error("path is empty")]
+    Empty,
+    /// The path is absolute (`/x`, `C:\x`, `C:/x`, `\\server\x`).
+    #[error("path `{0}` is absolute")]
+    Absolute(String),
+    /// The path contains a backslash.
+    #[error("path `{0}` contains a backslash")]
+    Backslash(String),
+    /// The path contains a `.` or `..` segment, or an empty segment.
+    #[error("path `{0}` has a `.`, `..` or empty segment")]
+    DotSegment(String),
+    /// The path resolves, through a symlink, outside the root.
+    #[error("path `{0}` resolves outside the repository root")]
+    Escapes(String),
+    /// The root itself could not be resolved.
+    #[error("repository root `{0}` cannot be resolved")]
+    BadRoot(String),
+    /// The path contains a NUL byte.
+    #[error("path `{0}` contains a NUL byte")]
+    Nul(String),
+}
+
+/// Resolves `rel`, a path relative to `root` taken from outside, to a path inside `root`.
+///
+/// Refused before any read or write: empty paths, absolute paths (including Windows drive
+/// letters and UNC prefixes), backslashes, `.`/`..`/empty segments, and paths whose existing
+/// prefix resolves (through symlinks) outside `root`. A path that does not exist yet is allowed
+/// when its deepest existing ancestor is inside `root`.
+pub fn confine(root: &Path, rel: &str) -> Result<PathBuf, ConfineError> {
+    if rel.trim().is_empty() {
+        return Err(ConfineError::Empty);
+    }
+    if rel.contains('\0') {
+        return Err(ConfineError::Nul(rel.to_string()));
+    }
+    let bytes = rel.as_bytes();
+    let drive = bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':';
+    if rel.starts_with('/') || drive {
+        return Err(ConfineError::Absolute(rel.to_string()));
+    }
+    if rel.contains('\\') {
+        return Err(ConfineError::Backslash(rel.to_string()));
+    }
+    let trimmed = rel.strip_suffix('/').unwrap_or(rel);
+    for seg in trimmed.split('/') {
+        if seg.is_empty() || seg == "." || seg == ".." {
+            return Err(ConfineError::DotSegment(rel.to_string()));
+        }
+    }
+    let root_real = fs::canonicalize(root).map_err(|_| ConfineError::BadRoot(root.display().to_string()))?;
+    let joined = root_real.join(trimmed);
+    // Resolve the deepest existing ancestor; it must stay inside the root.
+    let mut probe = joined.clone();
+    let mut rest: Vec<std::ffi::OsString> = Vec::new();
+    loop {
+        match fs::canonicalize(&probe) {
+            Ok(real) => {
+                if !real.starts_with(&root_real) {
+                    return Err(ConfineError::Escapes(rel.to_string()));
+                }
+                let mut out = real;
+                for r in rest.iter().rev() {
+                    out.push(r);
+                }
+                return Ok(out);
+            }
+            Err(_) => {
+                // A dangling symlink counts as an escape: we cannot prove where it points.
+                if fs::symlink_metadata(&probe).map(|m| m.file_type().is_symlink()).unwrap_or(false) {
+                    return Err(ConfineError::Escapes(rel.to_string()));
+                }
+                match (probe.file_name().map(|s| s.to_os_string()), probe.parent()) {
+                    (Some(name), Some(parent)) => {
+                        rest.push(name);
+                        probe = parent.to_path_buf();
+                    }
+                    _ => return Err(ConfineError::Escapes(rel.to_string())),
+                }
+            }
+        }
+    }
+}
+
+/// True when `path` lexically has no `..` component and is relative.
+pub fn is_plain_relative(path: &Path) -> bool {
+    path.components().all(|c| matches!(c, Component::Normal(_)))
+}
+
+static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Writes `bytes` to `path` atomically: temporary file in the same directory, fsync, rename,
+/// fsync of the directory. Creates missing parent directories.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    fs::create_dir_all(&dir)?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "file".into());
+    let tmp = dir.join(format!(".{name}.tmp-{}-{}", std::process::id(), TMP_COUNTER.fetch_add(1, Ordering::Relaxed)));
+    let result = (|| {
+        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        fs::rename(&tmp, path)?;
+        if let Ok(d) = File::open(&dir) {
+            // Some filesystems refuse fsync on a directory; the rename is still atomic.
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Serialises `value` as pretty JSON (with a trailing newline) and writes it atomically.
+pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+    bytes.push(b'\n');
+    write_atomic(path, &bytes)
+}
+
+/// Reads a file to a string; `Ok(None)` when it does not exist.
+pub fn read_optional(path: &Path) -> io::Result<Option<String>> {
+    match fs::read_to_string(path) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Creates a directory and its parents.
+pub fn ensure_dir(path: &Path) -> io::Result<()> {
+    fs::create_dir_all(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn confine_refuses_every_escape_vector() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        fs::create_dir_all(root.join("src")).expect("mkdir");
+        fs::write(root.join("src/a.rs"), "x\n").expect("write");
+        let outside = tempfile::tempdir().expect("tempdir");
+        std::os::unix::fs::symlink(outside.path(), root.join("escape")).expect("symlink");
+        std::os::unix::fs::symlink(root.join("nowhere"), root.join("dangling")).expect("symlink");
+
+        assert!(confine(root, "src/a.rs").is_ok());
+        assert!(confine(root, "src/new/file.rs").is_ok());
+        assert_eq!(confine(root, ""), Err(ConfineError::Empty));
+        assert!(matches!(confine(root, "/etc/passwd"), Err(ConfineError::Absolute(_))));
+        assert!(matches!(confine(root, "C:/x"), Err(ConfineError::Absolute(_))));
+        assert!(matches!(confine(root, "c:\\x"), Err(ConfineError::Absolute(_))));
+        assert!(matches!(confine(root, "src\\a.rs"), Err(ConfineError::Backslash(_))));
+        assert!(matches!(confine(root, "../x"), Err(ConfineError::DotSegment(_))));
+        assert!(matches!(confine(root, "src/./a.rs"), Err(ConfineError::DotSegment(_))));
+        assert!(matches!(confine(root, "src//a.rs"), Err(ConfineError::DotSegment(_))));
+        assert!(matches!(confine(root, "escape/x"), Err(ConfineError::Escapes(_))));
+        assert!(matches!(confine(root, "dangling"), Err(ConfineError::Escapes(_))));
+    }
+
+    #[test]
+    fn write_atomic_replaces_whole_file_and_leaves_no_temp() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("deep/state.json");
+        write_atomic(&p, b"one").expect("write");
+        write_atomic(&p, b"two").expect("write");
+        assert_eq!(fs::read_to_string(&p).expect("read"), "two");
+        let names: Vec<_> = fs::read_dir(dir.path().join("deep")).expect("ls").collect();
+        assert_eq!(names.len(), 1);
+    }
+}

@@ -1,0 +1,25 @@
+//! The `work` runtime: the one layer that touches the outside world.
+//!
+//! Every side effect of a workflow goes through this crate:
+//!
+//! - time through [`clock::Clock`] (a fake clock makes runs byte-for-byte repeatable),
+//! - files through [`fsx`] (atomic writes, path confinement to the repository root),
+//! - processes through [`spawn::Spawner`] (process groups, timeouts, capped output),
+//! - agent calls through [`dispatch::Dispatcher`] (schema validation, one retry,
+//!   null-handling, waves under a cap, budgets),
+//! - audit through [`events::EventLog`] (append-only, one JSON object a line, secrets redacted).
+//!
+//! The runtime knows nothing about any particular workflow or agent backend: backends
+//! implement [`dispatch::Agent`], workflows consume [`run::RunContext`].
+
+pub mod budget;
+pub mod clock;
+pub mod dispatch;
+pub mod events;
+pub mod exit;
+pub mod fsx;
+pub mod redact;
+pub mod run;
+pub mod spawn;
+
+pub use exit::ExitStatus;

@@ -1,0 +1,357 @@
+//! Processes: the one place in `work` that starts a program.
+//!
+//! Invariants:
+//! - every child runs in its own process group, so that a timeout kills the whole tree
+//!   (the agent and anything it started);
+//! - stdout and stderr are read concurrently (no deadlock on a full pipe), each up to a cap;
+//!   bytes past the cap are drained and discarded, and the truncation is reported;
+//! - stdin is written and closed before the output is awaited;
+//! - a program that cannot be started is a [`SpawnError`], never a panic.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+/// The default cap on each of stdout and stderr: 8 MiB.
+pub const DEFAULT_OUTPUT_CAP: usize = 8 * 1024 * 1024;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct ProcessSpec {
+    /// The program (looked up on PATH when it has no slash).
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// The working directory.
+    pub cwd: PathBuf,
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
+    /// Bytes written to stdin, which is then closed. `None` gives an empty stdin.
+    pub stdin: Option<Vec<u8>>,
+    /// Kill the process group after this long.
+    pub timeout: Option<Duration>,
+    /// Cap on each captured stream, in bytes.
+    pub output_cap: usize,
+}
+
+impl ProcessSpec {
+    /// A spec for `program args…` in `cwd`, with no stdin, no timeout and the default cap.
+    pub fn new(program: impl Into<String>, args: Vec<String>, cwd: &Path) -> Self {
+        Self {
+            program: program.into(),
+            args,
+            cwd: cwd.to_path_buf(),
+            env: Vec::new(),
+            stdin: None,
+            timeout: None,
+            output_cap: DEFAULT_OUTPUT_CAP,
+        }
+    }
+
+    /// A spec for `sh -c <script>` in `cwd`.
+    pub fn shell(script: &str, cwd: &Path) -> Self {
+        Self::new("sh", vec!["-c".into(), script.into()], cwd)
+    }
+
+    /// Sets the stdin bytes.
+    pub fn with_stdin(mut self, bytes: Vec<u8>) -> Self {
+        self.stdin = Some(bytes);
+        self
+    }
+
+    /// Sets the timeout.
+    pub fn with_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Adds an environment variable.
+    pub fn with_env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+}
+
+/// What a finished (or killed) process left.
+#[derive(Debug, Clone)]
+pub struct ProcessOutput {
+    /// The exit code, when the process exited normally.
+    pub code: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
+    /// Captured stdout (at most the cap).
+    pub stdout: Vec<u8>,
+    /// Captured stderr (at most the cap).
+    pub stderr: Vec<u8>,
+    /// stdout went past the cap.
+    pub stdout_truncated: bool,
+    /// stderr went past the cap.
+    pub stderr_truncated: bool,
+    /// The timeout fired and the process group was killed.
+    pub timed_out: bool,
+    /// Wall time from spawn to the end of output.
+    pub elapsed: Duration,
+}
+
+impl ProcessOutput {
+    /// Exited normally with code 0 and was not killed.
+    pub fn success(&self) -> bool {
+        self.code == Some(0) && !self.timed_out
+    }
+
+    /// stdout as lossy UTF-8.
+    pub fn stdout_text(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+
+    /// stderr as lossy UTF-8.
+    pub fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).into_owned()
+    }
+
+    /// A short description of how it ended: `exit code 3`, `killed by signal 9`, `timed out after 5s`.
+    pub fn describe_end(&self) -> String {
+        if self.timed_out {
+            format!("timed out after {:.1}s", self.elapsed.as_secs_f64())
+        } else if let Some(c) = self.code {
+            format!("exit code {c}")
+        } else if let Some(s) = self.signal {
+            format!("killed by signal {s}")
+        } else {
+            "ended without an exit code".into()
+        }
+    }
+}
+
+/// Why a process could not be run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// The program was not found.
+    #[error("start `{program}`: not found")]
+    NotFound {
+        /// The program name.
+        program: String,
+    },
+    /// The working directory does not exist.
+    #[error("start `{program}`: working directory `{cwd}` does not exist")]
+    NoCwd {
+        /// The program name.
+        program: String,
+        /// The directory.
+        cwd: String,
+    },
+    /// Any other OS error while starting or talking to the process.
+    #[error("run `{program}`: {source}")]
+    Io {
+        /// The program name.
+        program: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// Starts processes. Cheap to clone; the only way `work` runs a program.
+#[derive(Debug, Clone, Default)]
+pub struct Spawner;
+
+impl Spawner {
+    /// Runs a process to completion (or to its timeout) and captures its output.
+    pub async fn run(&self, spec: &ProcessSpec) -> Result<ProcessOutput, SpawnError> {
+        use std::os::unix::process::ExitStatusExt;
+        if !spec.cwd.is_dir() {
+            return Err(SpawnError::NoCwd { program: spec.program.clone(), cwd: spec.cwd.display().to_string() });
+        }
+        #[expect(clippy::disallowed_methods, reason = "the runtime's spawner is the one chokepoint for processes")]
+        let mut cmd = tokio::process::Command::new(&spec.program);
+        cmd.args(&spec.args)
+            .current_dir(&spec.cwd)
+            .stdin(if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        for (k, v) in &spec.env {
+            cmd.env(k, v);
+        }
+        let started = Instant::now();
+        let mut child = cmd.spawn().map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                SpawnError::NotFound { program: spec.program.clone() }
+            } else {
+                SpawnError::Io { program: spec.program.clone(), source: e }
+            }
+        })?;
+        let pgid = child.id().map(|p| p as i32);
+
+        let stdin_task = match (child.stdin.take(), spec.stdin.clone()) {
+            (Some(mut w), Some(bytes)) => Some(tokio::spawn(async move {
+                // A child that exits without reading its stdin gives EPIPE: not our failure.
+                let _ = w.write_all(&bytes).await;
+                let _ = w.shutdown().await;
+            })),
+            _ => None,
+        };
+        let cap = spec.output_cap;
+        let out_task = child.stdout.take().map(|r| tokio::spawn(read_capped(r, cap)));
+        let err_task = child.stderr.take().map(|r| tokio::spawn(read_capped(r, cap)));
+
+        let all = async {
+            let status = child.wait().await;
+            let out = match out_task {
+                Some(t) => t.await.unwrap_or_default(),
+                None => (Vec::new(), false),
+            };
+            let err = match err_task {
+                Some(t) => t.await.unwrap_or_default(),
+                None => (Vec::new(), false),
+            };
+            (status, out, err)
+        };
+        let (timed_out, result) = match spec.timeout {
+            Some(t) => match tokio::time::timeout(t, all).await {
+                Ok(r) => (false, Some(r)),
+                Err(_) => (true, None),
+            },
+            None => (false, Some(all.await)),
+        };
+        // Whatever happened, the process group does not outlive the dispatch.
+        if let Some(pg) = pgid {
+            kill_group(pg);
+        }
+        if let Some(t) = stdin_task {
+            t.abort();
+        }
+        let elapsed = started.elapsed();
+        match result {
+            Some((status, (stdout, so_t), (stderr, se_t))) => {
+                let status = status.map_err(|e| SpawnError::Io { program: spec.program.clone(), source: e })?;
+                Ok(ProcessOutput {
+                    code: status.code(),
+                    signal: status.signal(),
+                    stdout,
+                    stderr,
+                    stdout_truncated: so_t,
+                    stderr_truncated: se_t,
+                    timed_out: false,
+                    elapsed,
+                })
+            }
+            None => {
+                debug_assert!(timed_out);
+                Ok(ProcessOutput {
+                    code: None,
+                    signal: Some(9),
+                    stdout: Vec::new(),
+                    stderr: Vec::new(),
+                    stdout_truncated: false,
+                    stderr_truncated: false,
+                    timed_out: true,
+                    elapsed,
+                })
+            }
+        }
+    }
+
+    /// Runs `sh -c <script>` in `cwd`.
+    pub async fn shell(
+        &self,
+        script: &str,
+        cwd: &Path,
+        timeout: Option<Duration>,
+    ) -> Result<ProcessOutput, SpawnError> {
+        self.run(&ProcessSpec::shell(script, cwd).with_timeout(timeout)).await
+    }
+
+    /// Runs a process from synchronous code (builds a small runtime when none is running).
+    pub fn run_blocking(&self, spec: &ProcessSpec) -> Result<ProcessOutput, SpawnError> {
+        let io_err = |e: std::io::Error| SpawnError::Io { program: spec.program.clone(), source: e };
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => tokio::task::block_in_place(|| h.block_on(self.run(spec))),
+            Err(_) => tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(io_err)?
+                .block_on(self.run(spec)),
+        }
+    }
+}
+
+fn kill_group(pgid: i32) {
+    use nix::sys::signal::{Signal, killpg};
+    use nix::unistd::Pid;
+    // ESRCH (already gone) is the common case and not an error.
+    let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+}
+
+async fn read_capped<R: AsyncRead + Unpin>(mut r: R, cap: usize) -> (Vec<u8>, bool) {
+    let mut kept = Vec::new();
+    let mut truncated = false;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = cap.saturating_sub(kept.len());
+                if n > room {
+                    truncated = true;
+                }
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+    (kept, truncated)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn captures_output_and_exit_code() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = Spawner
+            .run(&ProcessSpec::shell("cat; echo err >&2; exit 3", dir.path()).with_stdin(b"hello".to_vec()))
+            .await
+            .expect("runs");
+        assert_eq!(out.code, Some(3));
+        assert_eq!(out.stdout, b"hello");
+        assert_eq!(out.stderr_text(), "err\n");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn timeout_kills_the_whole_group() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let marker = dir.path().join("grandchild-alive");
+        let script = format!("(sleep 1; touch {}) & sleep 30", marker.display());
+        let out = Spawner
+            .run(&ProcessSpec::shell(&script, dir.path()).with_timeout(Some(Duration::from_millis(200))))
+            .await
+            .expect("runs");
+        assert!(out.timed_out);
+        assert!(!out.success());
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(!marker.exists(), "the grandchild survived the timeout");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn caps_output_without_blocking() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut spec = ProcessSpec::shell("head -c 300000 /dev/zero; head -c 300000 /dev/zero >&2", dir.path());
+        spec.output_cap = 1000;
+        let out = Spawner.run(&spec).await.expect("runs");
+        assert_eq!(out.stdout.len(), 1000);
+        assert!(out.stdout_truncated && out.stderr_truncated);
+        assert_eq!(out.code, Some(0));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn missing_program_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let err = Spawner
+            .run(&ProcessSpec::new("definitely-not-a-program-xyz", vec![], dir.path()))
+            .await
+            .expect_err("fails");
+        assert!(matches!(err, SpawnError::NotFound { .. }));
+    }
+}
