@@ -3,4 +3,8 @@
 
 mod support;
 
+mod agents;
 mod exhaust;
+mod implement;
+mod loop_cmd;
+mod until;

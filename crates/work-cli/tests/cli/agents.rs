@@ -1,0 +1,1 @@
+//! `work agents` end to end.

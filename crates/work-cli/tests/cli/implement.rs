@@ -1,0 +1,1 @@
+//! `work implement` end to end.

@@ -1,0 +1,1 @@
+//! `work loop` end to end.

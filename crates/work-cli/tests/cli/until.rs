@@ -1,0 +1,1 @@
+//! `work until` end to end.
