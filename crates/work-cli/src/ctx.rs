@@ -105,6 +105,70 @@ impl Ctx {
     }
 }
 
+/// The message when no agent is configured for a role.
+pub const NO_AGENT: &str = "choose an agent: pass --agent SPEC or set `agent` in work.toml (see `work agents check`)";
+
+impl Ctx {
+    /// Resolves a role's agent and pins (`--agent` > `[roles.R].agent` > `agent`), builds
+    /// its backend and checks it can run here. Bad input (exit 2) on any failure.
+    pub fn resolve_agent(
+        &self,
+        role: &str,
+        cli_agent: Option<&str>,
+    ) -> Result<(work_config::ResolvedRole, Arc<dyn work_runtime::dispatch::Agent>), CliError> {
+        let has_any = cli_agent.is_some()
+            || self.config.agent.is_some()
+            || self.config.roles.get(role).is_some_and(|r| r.agent.is_some());
+        if !has_any {
+            return Err(CliError::bad(NO_AGENT));
+        }
+        let resolved = self.config.resolve_role(role, cli_agent, "")?;
+        let agent = work_agents::build(&resolved, &self.root).map_err(|e| CliError::bad(e.to_string()))?;
+        agent
+            .preflight()
+            .map_err(|e| CliError::bad(format!("use agent `{}` for role {role}: {e}", agent.describe())))?;
+        Ok((resolved, agent))
+    }
+
+    /// Starts a run of `workflow` with `budget`, logging to `<state>/runs/<run-id>/`.
+    pub fn start_run(
+        &self,
+        workflow: &str,
+        budget: work_runtime::budget::Budget,
+        already_spent: work_runtime::budget::Spent,
+    ) -> Result<work_runtime::run::RunContext, CliError> {
+        work_runtime::run::RunContext::start(
+            work_runtime::run::RunOptions {
+                root: self.root.clone(),
+                state_dir: self.state_dir.clone(),
+                clock: self.clock.clone(),
+                redactor: self.redactor.clone(),
+                budget,
+                already_spent,
+                progress: work_runtime::run::ProgressSink::Stderr,
+            },
+            workflow,
+        )
+        .map_err(|e| CliError::Runtime(format!("create the run directory under {}: {e}", self.state_dir.display())))
+    }
+}
+
+/// A dispatcher for one resolved role within a run.
+pub fn dispatcher(
+    run: &work_runtime::run::RunContext,
+    role: &work_config::ResolvedRole,
+    agent: Arc<dyn work_runtime::dispatch::Agent>,
+) -> work_runtime::dispatch::Dispatcher {
+    work_runtime::dispatch::Dispatcher::new(
+        agent,
+        run.events.clone(),
+        run.budget.clone(),
+        &run.workflow,
+        run.root.clone(),
+        std::time::Duration::from_secs(role.timeout_secs.max(1)),
+    )
+}
+
 /// Builds the multi-threaded tokio runtime commands run on.
 pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_multi_thread()

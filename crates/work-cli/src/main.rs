@@ -6,7 +6,6 @@
 //! as one line, `error: failed to …`.
 
 mod cmd;
-#[expect(dead_code, reason = "placeholder commands do not use the context yet")]
 mod ctx;
 
 use clap::{Parser, Subcommand};

@@ -1,1 +1,23 @@
-//! work exhaust.
+//! `work exhaust`: discovery until dry (seed: work-exhaust.md, CONTRACTS §3).
+//!
+//! Rounds of parallel finders (one per angle, in waves under a cap) meet at a barrier where
+//! the engine — never an agent — re-reads every `PATH:LINE` (gate 2), dedups against
+//! everything ever seen (accepted or rejected), and updates the dry counter with the
+//! False-DRY guard. Gate 1 seeds `seen` from oracle commands; gate 3 runs the final oracles
+//! before the K-th qualifying dry round commits. The journal is rewritten atomically after
+//! every round and is the resume source.
+//!
+//! - [`angles`]: the built-in sweep pool;
+//! - [`items`]: dedup keys and gate 2;
+//! - [`oracle`]: oracle commands and their output;
+//! - [`journal`]: the journal and master object;
+//! - [`engine`]: the round loop.
+
+pub mod angles;
+pub mod engine;
+pub mod items;
+pub mod journal;
+pub mod oracle;
+
+pub use engine::{Engine, ExhaustError, Params, finder_schema};
+pub use journal::Journal;

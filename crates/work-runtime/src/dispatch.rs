@@ -16,7 +16,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The protocol name written in every request.
@@ -242,7 +241,6 @@ pub struct Dispatcher {
     workflow: String,
     cwd: PathBuf,
     timeout: Duration,
-    counter: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -270,7 +268,7 @@ impl Dispatcher {
         cwd: PathBuf,
         timeout: Duration,
     ) -> Self {
-        Self { agent, events, budget, workflow: workflow.into(), cwd, timeout, counter: Arc::new(AtomicU64::new(0)) }
+        Self { agent, events, budget, workflow: workflow.into(), cwd, timeout }
     }
 
     /// The backend's description.
@@ -285,7 +283,7 @@ impl Dispatcher {
 
     /// Runs one dispatch: attempt, validate, retry once when malformed.
     pub async fn dispatch(&self, spec: DispatchSpec) -> DispatchOutcome {
-        let n = self.counter.fetch_add(1, Ordering::SeqCst) + 1;
+        let n = self.events.next_dispatch_number();
         let dispatch_id = format!("d{n:04}-{}-{}", safe_label(&spec.role), safe_label(&spec.label));
         let mut usage = Usage::default();
         let mut last_error = String::new();

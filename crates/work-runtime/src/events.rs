@@ -20,6 +20,7 @@ pub struct EventLog {
     inner: Mutex<(u64, Option<File>)>,
     clock: Arc<dyn Clock>,
     redactor: Redactor,
+    dispatches: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for EventLog {
@@ -39,6 +40,7 @@ impl EventLog {
             inner: Mutex::new((0, Some(file))),
             clock,
             redactor,
+            dispatches: Default::default(),
         })
     }
 
@@ -50,6 +52,7 @@ impl EventLog {
             inner: Mutex::new((0, None)),
             clock,
             redactor: Redactor::default(),
+            dispatches: Default::default(),
         }
     }
 
@@ -102,6 +105,11 @@ impl EventLog {
                 None
             }
         }
+    }
+
+    /// The next dispatch number of this run (1, 2, …), shared by every dispatcher of the run.
+    pub fn next_dispatch_number(&self) -> u64 {
+        self.dispatches.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
     }
 
     /// The redactor this log applies.

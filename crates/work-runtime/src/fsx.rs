@@ -155,6 +155,16 @@ pub fn ensure_dir(path: &Path) -> io::Result<()> {
     fs::create_dir_all(path)
 }
 
+/// Reads at most `cap` bytes of a file as lossy UTF-8; `Ok((text, truncated))`.
+pub fn read_text_capped(path: &Path, cap: u64) -> io::Result<(String, bool)> {
+    use std::io::Read;
+    let f = File::open(path)?;
+    let len = f.metadata()?.len();
+    let mut buf = Vec::new();
+    f.take(cap).read_to_end(&mut buf)?;
+    Ok((String::from_utf8_lossy(&buf).into_owned(), len > cap))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

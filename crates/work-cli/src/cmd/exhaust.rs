@@ -1,17 +1,227 @@
-//! `work exhaust` (placeholder until the workflow lands).
+//! `work exhaust`: discovery until dry (CONTRACTS §3). Validates every flag before anything
+//! runs, loads or starts the journal, and drives [`work_exhaust::Engine`].
 
 use crate::CmdResult;
-use crate::ctx::{CliError, Global};
+use crate::ctx::{self, CliError, Ctx, Global};
+use std::time::Duration;
+use work_exhaust::engine::stop;
+use work_exhaust::{Engine, ExhaustError, Journal, Params};
+use work_runtime::ExitStatus;
+use work_runtime::budget::Budget;
 
-/// Arguments.
+/// Discovery until dry: rounds of parallel finders until K consecutive qualifying rounds find
+/// nothing new.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Anything.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+    /// What is being discovered ("all places that touch job state transitions").
+    #[arg(value_name = "WHAT")]
+    pub what: String,
+    /// Qualifying dry rounds to stop (K ≥ 2).
+    #[arg(short = 'k', long = "k", default_value_t = 3)]
+    pub k: u32,
+    /// Extra context for the finders.
+    #[arg(long)]
+    pub context: Option<String>,
+    /// Journal name (default: a slug of WHAT).
+    #[arg(long, value_name = "SLUG")]
+    pub task: Option<String>,
+    /// The angle pool, in the order to try (default: the built-in sweep pool).
+    #[arg(long, value_name = "A,B,…", value_delimiter = ',')]
+    pub angles: Option<Vec<String>>,
+    /// Fresh angles per round.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub angles_per_round: usize,
+    /// Gate 1: an oracle command run before round 1 (repeatable).
+    #[arg(long, value_name = "CMD")]
+    pub seed_oracle: Vec<String>,
+    /// Gate 3: an oracle command run before the K-th qualifying dry round commits (repeatable).
+    #[arg(long, value_name = "CMD")]
+    pub final_oracle: Vec<String>,
+    /// Stop after N rounds (stoppedReason caller-target).
+    #[arg(long, value_name = "N")]
+    pub max_rounds: Option<u32>,
+    /// Stop when N dispatches have been made.
+    #[arg(long, value_name = "N")]
+    pub budget_dispatches: Option<u64>,
+    /// Stop when N tokens have been used.
+    #[arg(long, value_name = "N")]
+    pub budget_tokens: Option<u64>,
+    /// Stop when X US dollars have been spent.
+    #[arg(long, value_name = "X")]
+    pub budget_usd: Option<f64>,
+    /// Wave cap (default min(16, cores − 2), at least 1).
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<usize>,
+    /// The finders' backend (SPEC or a name from work.toml).
+    #[arg(long, value_name = "SPEC")]
+    pub agent: Option<String>,
+    /// Start over, discarding an existing journal for this task.
+    #[arg(long)]
+    pub fresh: bool,
+    /// Print the master object as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
-/// Runs the command.
-pub fn run(_global: &Global, _args: Args) -> CmdResult {
-    Err(CliError::bad("run this command: it is not implemented yet"))
+/// A slug of WHAT for the journal name.
+pub fn slug(what: &str) -> String {
+    let mut s = String::new();
+    for c in what.chars().flat_map(char::to_lowercase) {
+        if c.is_ascii_alphanumeric() {
+            s.push(c);
+        } else if !s.ends_with('-') && !s.is_empty() {
+            s.push('-');
+        }
+        if s.len() >= 60 {
+            break;
+        }
+    }
+    let s = s.trim_end_matches('-').to_string();
+    if s.is_empty() { "task".into() } else { s }
+}
+
+/// The default wave cap: min(16, cores − 2), at least 1.
+pub fn default_concurrency() -> usize {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    cores.saturating_sub(2).clamp(1, 16)
+}
+
+fn validate(a: &Args) -> Result<(), CliError> {
+    if a.what.trim().is_empty() {
+        return Err(CliError::bad("start exhaust: WHAT is empty"));
+    }
+    if a.k < 2 {
+        return Err(CliError::bad(format!("start exhaust: --k must be at least 2 (got {})", a.k)));
+    }
+    if a.angles_per_round == 0 {
+        return Err(CliError::bad("start exhaust: --angles-per-round must be at least 1"));
+    }
+    if a.concurrency == Some(0) {
+        return Err(CliError::bad("start exhaust: --concurrency must be at least 1"));
+    }
+    if a.max_rounds == Some(0) {
+        return Err(CliError::bad("start exhaust: --max-rounds must be at least 1"));
+    }
+    if let Some(x) = a.budget_usd
+        && !(x.is_finite() && x > 0.0)
+    {
+        return Err(CliError::bad(format!("start exhaust: --budget-usd must be a positive number (got {x})")));
+    }
+    if a.budget_dispatches == Some(0) || a.budget_tokens == Some(0) {
+        return Err(CliError::bad("start exhaust: a budget must be at least 1"));
+    }
+    if let Some(angles) = &a.angles
+        && (angles.is_empty() || angles.iter().any(|x| x.trim().is_empty()))
+    {
+        return Err(CliError::bad("start exhaust: --angles has an empty angle"));
+    }
+    if let Some(t) = &a.task
+        && (t.is_empty()
+            || t.starts_with('.')
+            || !t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'))
+    {
+        return Err(CliError::bad(format!(
+            "start exhaust: --task `{t}` must be a slug (letters, digits, `-`, `_`, `.`; no path)"
+        )));
+    }
+    for o in a.seed_oracle.iter().chain(a.final_oracle.iter()) {
+        if o.trim().is_empty() {
+            return Err(CliError::bad("start exhaust: an oracle command is empty"));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `work exhaust`.
+pub fn run(global: &Global, a: Args) -> CmdResult {
+    validate(&a)?;
+    let ctx = Ctx::new(global)?;
+    let (role, agent) = ctx.resolve_agent("finder", a.agent.as_deref())?;
+    let task = a.task.clone().unwrap_or_else(|| slug(&a.what));
+    let journal_path = ctx.state_path(format!("quality-journals/work-exhaust-{task}.json"));
+    let pool: Vec<String> = match &a.angles {
+        Some(v) => v.iter().map(|s| s.trim().to_string()).collect(),
+        None => work_exhaust::angles::default_pool(),
+    };
+    let existing = if a.fresh {
+        None
+    } else {
+        work_runtime::fsx::read_optional(&journal_path)
+            .map_err(|e| CliError::bad(format!("read journal {}: {e}", journal_path.display())))?
+    };
+    let resumed = existing.is_some();
+    let journal = match existing {
+        Some(text) => {
+            let mut j = Journal::parse(&text).map_err(|e| {
+                CliError::bad(format!(
+                    "resume journal {}: it is corrupt ({e}); it was left untouched — move it away or pass --fresh",
+                    journal_path.display()
+                ))
+            })?;
+            for angle in &pool {
+                if !j.pool.contains(angle) {
+                    j.pool.push(angle.clone());
+                }
+            }
+            j
+        }
+        None => Journal::new(&task, &a.what, a.k, pool),
+    };
+    let concurrency = a.concurrency.or(ctx.config.concurrency).unwrap_or_else(default_concurrency).max(1);
+    let budget = Budget { max_dispatches: a.budget_dispatches, max_tokens: a.budget_tokens, max_usd: a.budget_usd };
+    let params = Params {
+        what: a.what.clone(),
+        context: a.context.clone(),
+        k: a.k,
+        angles_per_round: a.angles_per_round,
+        seed_oracles: a.seed_oracle.clone(),
+        final_oracles: a.final_oracle.clone(),
+        max_rounds: a.max_rounds,
+        concurrency,
+        model: role.model.clone(),
+        effort: role.effort.clone(),
+        oracle_timeout: Duration::from_secs(ctx.config.timeouts.oracle_secs.unwrap_or(300).max(1)),
+        journal_path: journal_path.clone(),
+    };
+    let run = ctx.start_run("exhaust", budget, journal.spent)?;
+    let d = ctx::dispatcher(&run, &role, agent);
+    run.emit(
+        "exhaust.start",
+        serde_json::json!({"what": a.what, "k": a.k, "cap": concurrency, "agent": d.agent_description(),
+                           "resumed": resumed, "journal": journal_path.display().to_string()}),
+    );
+    let fresh_seed = !journal.seed_done;
+    let result = ctx::runtime()?.block_on(Engine::new(&run, &d, &params, journal).drive());
+    match result {
+        Ok(j) => {
+            let reason = j.stopped_reason.clone().unwrap_or_default();
+            run.finish(&reason, serde_json::json!({"seen": j.seen.len()}));
+            run.progress(&format!(
+                "Stopped: {reason} · {} seen · {} rejected · {} round(s) · journal {}",
+                j.seen.len(),
+                j.rejected.len(),
+                j.rounds.len(),
+                journal_path.display()
+            ));
+            if a.json {
+                ctx::print_json(&ctx.redactor.redact_json(&serde_json::to_value(&j).unwrap_or_default()));
+            }
+            Ok(match reason.as_str() {
+                stop::K_DRY | stop::EXHAUSTED => ExitStatus::Done,
+                _ => ExitStatus::Unsuccessful,
+            })
+        }
+        Err(ExhaustError::Oracle(e)) => {
+            run.finish("oracle-failed", serde_json::json!({"error": e.to_string()}));
+            if fresh_seed && run.budget.spent().dispatches == 0 {
+                // Nothing was dispatched and no journal written: leave no trace of the attempt.
+                let _ = std::fs::remove_dir_all(run.run_dir());
+            }
+            Err(CliError::bad(e.to_string()))
+        }
+        Err(e) => {
+            run.finish("error", serde_json::json!({"error": e.to_string()}));
+            Err(CliError::Runtime(e.to_string()))
+        }
+    }
 }

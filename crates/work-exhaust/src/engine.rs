@@ -1,0 +1,572 @@
+//! The round loop: PARALLEL fan-out of finders → BARRIER (gate 2, dedup against `seen`) →
+//! dry-counter update with the False-DRY guard → gate 3 before the K-th qualifying dry round
+//! commits → journal → next round.
+
+use crate::items::{Gate2, Rejected, accepted_item, dedup_keys, gate2, normalize_id};
+use crate::journal::{Gate3Record, Journal, RoundRecord};
+use crate::oracle::{OracleError, run_oracle};
+use serde_json::{Map, Value, json};
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::time::Duration;
+use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
+use work_runtime::run::RunContext;
+
+/// The stop reasons of the master object.
+pub mod stop {
+    /// K consecutive qualifying dry rounds, gate 3 clean.
+    pub const K_DRY: &str = "k-consecutive-dry";
+    /// No fresh angle and no un-run oracle left.
+    pub const EXHAUSTED: &str = "angles-and-oracles-exhausted";
+    /// A dispatch, token or USD budget was spent.
+    pub const BUDGET: &str = "budget";
+    /// The caller's target (`--max-rounds`) was reached.
+    pub const CALLER_TARGET: &str = "caller-target";
+}
+
+/// What one `work exhaust` run is asked to do.
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// What is being discovered.
+    pub what: String,
+    /// Extra context for the finders.
+    pub context: Option<String>,
+    /// K (≥ 2).
+    pub k: u32,
+    /// Fresh angles per round (≥ 1).
+    pub angles_per_round: usize,
+    /// Gate 1 commands.
+    pub seed_oracles: Vec<String>,
+    /// Gate 3 commands.
+    pub final_oracles: Vec<String>,
+    /// Stop after this many rounds (caller target).
+    pub max_rounds: Option<u32>,
+    /// Wave cap.
+    pub concurrency: usize,
+    /// The finders' model pin.
+    pub model: String,
+    /// The finders' effort pin.
+    pub effort: String,
+    /// One oracle's timeout.
+    pub oracle_timeout: Duration,
+    /// Where the journal lives.
+    pub journal_path: PathBuf,
+}
+
+/// Why a run could not go on.
+#[derive(Debug, thiserror::Error)]
+pub enum ExhaustError {
+    /// An oracle failed (bad input: exit 2). The journal holds the last completed round.
+    #[error(transparent)]
+    Oracle(#[from] OracleError),
+    /// The journal could not be written.
+    #[error("write journal {path}: {source}")]
+    Journal {
+        /// The journal path.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// The JSON Schema every finder's answer must validate against.
+pub fn finder_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["angle", "items"],
+        "properties": {
+            "angle": {"type": "string"},
+            "items": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["id", "title", "location"],
+                    "properties": {
+                        "id": {"type": "string", "minLength": 1},
+                        "title": {"type": "string"},
+                        "description": {"type": "string"},
+                        "location": {"type": "string", "minLength": 1},
+                        "evidence": {"type": "string"},
+                        "severity": {"enum": ["critical", "high", "medium", "low"]}
+                    }
+                }
+            },
+            "roundNotes": {"type": "string"}
+        }
+    })
+}
+
+/// How an item fared at the barrier.
+enum Admission {
+    New(String),
+    Duplicate,
+    Rejected(String),
+}
+
+/// One exhaust loop over a journal.
+pub struct Engine<'a> {
+    run: &'a RunContext,
+    dispatcher: &'a Dispatcher,
+    params: &'a Params,
+    journal: Journal,
+    dedup: HashSet<String>,
+}
+
+impl<'a> Engine<'a> {
+    /// An engine resuming `journal` (a fresh one for a new task).
+    pub fn new(run: &'a RunContext, dispatcher: &'a Dispatcher, params: &'a Params, mut journal: Journal) -> Self {
+        if !journal.is_final() && journal.stopped_reason.is_some() {
+            // A budget or caller-target stop is resumable: the reasons are recomputed.
+            journal.stopped_reason = None;
+            journal.dropped_due_to_budget.clear();
+        }
+        journal.k = params.k;
+        let dedup = journal.dedup_set();
+        Self { run, dispatcher, params, journal, dedup }
+    }
+
+    fn save(&mut self) -> Result<(), ExhaustError> {
+        self.journal.spent = self.run.budget.spent();
+        self.run
+            .write_state(&self.params.journal_path, &self.journal)
+            .map_err(|source| ExhaustError::Journal { path: self.params.journal_path.display().to_string(), source })?;
+        self.run.emit("journal.saved", json!({"rounds": self.journal.rounds.len(), "seen": self.journal.seen.len()}));
+        Ok(())
+    }
+
+    fn gap(&mut self, text: String) {
+        if !self.journal.completeness_gaps.contains(&text) {
+            self.journal.completeness_gaps.push(text);
+        }
+    }
+
+    /// The barrier's per-item step: dedup against everything ever seen, then gate 2.
+    fn admit(&mut self, raw: &Map<String, Value>, source: &str, round: u32) -> Admission {
+        let id = raw.get("id").and_then(Value::as_str).unwrap_or("").to_string();
+        let location = raw.get("location").and_then(Value::as_str).unwrap_or("").to_string();
+        let keys = dedup_keys(&id, &location);
+        if keys.iter().any(|k| self.dedup.contains(k)) {
+            return Admission::Duplicate;
+        }
+        self.dedup.extend(keys);
+        let verdict = if normalize_id(&id).is_empty() {
+            Gate2::Refused("the id is empty".into())
+        } else {
+            gate2(&self.run.root, &location)
+        };
+        if let Gate2::Refused(reason) = &verdict {
+            self.run
+                .emit("gate2.rejected", json!({"id": id, "location": location, "reason": reason, "source": source}));
+            self.journal.rejected.push(Rejected {
+                id: id.clone(),
+                location,
+                reason: reason.clone(),
+                source: source.into(),
+                round,
+            });
+            return Admission::Rejected(id);
+        }
+        self.journal.items.push(accepted_item(raw, &verdict, source, round));
+        self.journal.seen.push(id.clone());
+        Admission::New(id)
+    }
+
+    async fn run_oracles(
+        &mut self,
+        commands: &[String],
+        source: &str,
+        round: u32,
+    ) -> Result<Vec<String>, ExhaustError> {
+        let mut new = Vec::new();
+        for cmd in commands {
+            let items = run_oracle(&self.run.spawner, &self.run.root, cmd, self.params.oracle_timeout).await?;
+            self.run.emit("oracle.ran", json!({"command": cmd, "source": source, "items": items.len()}));
+            for it in &items {
+                if let Admission::New(id) = self.admit(it, source, round) {
+                    new.push(id);
+                }
+            }
+        }
+        Ok(new)
+    }
+
+    /// Angles still to run, in order, for a stop record.
+    fn remaining_angles(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for a in self.journal.retry_queue.iter().chain(self.journal.pool[self.journal.cursor..].iter()) {
+            if !self.journal.angles_used.contains(a) && !self.journal.given_up.contains(a) && !out.contains(a) {
+                out.push(a.clone());
+            }
+        }
+        out
+    }
+
+    fn stop(&mut self, reason: &str, detail: &str) -> Result<(), ExhaustError> {
+        if reason == stop::BUDGET || reason == stop::CALLER_TARGET {
+            for a in self.remaining_angles() {
+                let prefix = format!("angle {a}: ");
+                if !self.journal.dropped_due_to_budget.iter().any(|l| l.starts_with(&prefix)) {
+                    self.journal.dropped_due_to_budget.push(format!("{prefix}not run ({detail})"));
+                }
+            }
+        }
+        self.journal.stopped_reason = Some(reason.into());
+        self.run.emit("exhaust.stop", json!({"stoppedReason": reason, "detail": detail}));
+        self.save()
+    }
+
+    /// Picks this round's angles: the retry queue first, then the pool from the cursor, up to
+    /// `angles_per_round`. Returns each pick with where the cursor stands after it.
+    fn pick_angles(&self) -> Vec<(String, usize, bool)> {
+        let j = &self.journal;
+        let want = self.params.angles_per_round.max(1);
+        let mut picks: Vec<(String, usize, bool)> = Vec::new();
+        for a in &j.retry_queue {
+            if picks.len() >= want {
+                break;
+            }
+            if !j.given_up.contains(a) && !j.angles_used.contains(a) && !picks.iter().any(|p| &p.0 == a) {
+                picks.push((a.clone(), j.cursor, true));
+            }
+        }
+        let mut cursor = j.cursor;
+        while picks.len() < want && cursor < j.pool.len() {
+            let a = j.pool[cursor].clone();
+            cursor += 1;
+            if j.given_up.contains(&a) || picks.iter().any(|p| p.0 == a) || j.retry_queue.contains(&a) {
+                continue;
+            }
+            picks.push((a, cursor, false));
+        }
+        picks
+    }
+
+    fn finder_spec(&self, angle: &str, round: u32) -> DispatchSpec {
+        let p = self.params;
+        let j = &self.journal;
+        const SUMMARY_CAP: usize = 500;
+        let seen_summary: Vec<Value> = j
+            .items
+            .iter()
+            .take(SUMMARY_CAP)
+            .map(|it| json!({"id": it.get("id"), "location": it.get("location")}))
+            .collect();
+        let prompt = format!(
+            "You are one finder in an exhaustive discovery loop.\n\
+             GOAL: find {what}.\n{context}\
+             YOUR ANGLE: {angle} — search only through this angle; other finders cover the others.\n\
+             Round {round}. {n} item(s) are already known (see context.seen); do not repeat them.\n\
+             Work read-only. For every item give a stable kebab-case `id`, a `title`, a `location` as \
+             PATH:LINE relative to the repository root (or a named concept when no file applies), the \
+             `evidence` you saw, and a `severity` (critical|high|medium|low). The engine re-reads every \
+             PATH:LINE itself and rejects locations that do not exist.\n\
+             Answer with ONE JSON object: {{\"angle\": \"{angle}\", \"items\": [...], \"roundNotes\": \"what this angle covered and where it felt thin\"}}.",
+            what = p.what,
+            context = p.context.as_deref().map(|c| format!("CONTEXT: {c}\n")).unwrap_or_default(),
+            n = j.seen.len(),
+        );
+        DispatchSpec {
+            role: "finder".into(),
+            model: p.model.clone(),
+            effort: p.effort.clone(),
+            access: Access::ReadOnly,
+            prompt,
+            schema: Some(finder_schema()),
+            context: json!({
+                "angle": angle,
+                "round": round,
+                "what": p.what,
+                "context": p.context,
+                "k": p.k,
+                "dryCounter": j.dry_counter,
+                "seen": seen_summary,
+                "seenTotal": j.seen.len(),
+            }),
+            label: angle.into(),
+        }
+    }
+
+    /// Runs the loop to a stop and returns the final journal (the master object).
+    pub async fn drive(mut self) -> Result<Journal, ExhaustError> {
+        let k = self.params.k;
+        if self.journal.is_final() {
+            self.run.progress(&format!(
+                "exhaust: task already stopped ({}); nothing to do (pass --fresh to start over)",
+                self.journal.stopped_reason.as_deref().unwrap_or("")
+            ));
+            return Ok(self.journal);
+        }
+        if !self.journal.seed_done {
+            let seeds = self.params.seed_oracles.clone();
+            let new = self.run_oracles(&seeds, "seed-oracle", 0).await?;
+            self.journal.seeded = new.clone();
+            self.journal.seed_done = true;
+            self.save()?;
+            self.run.progress(&format!(
+                "Gate 1: {} seeded from {} oracle(s) ({} total) · K={k} · wave cap {}",
+                new.len(),
+                seeds.len(),
+                self.journal.seen.len(),
+                self.params.concurrency
+            ));
+        } else {
+            self.run.progress(&format!(
+                "Resuming at round {}: {} seen · dryCounter {}/{k} · wave cap {}",
+                self.journal.rounds.len() + 1,
+                self.journal.seen.len(),
+                self.journal.dry_counter,
+                self.params.concurrency
+            ));
+        }
+        loop {
+            let n = self.journal.rounds.len() as u32 + 1;
+            if let Some(max) = self.params.max_rounds
+                && self.journal.rounds.len() as u32 >= max
+            {
+                self.stop(stop::CALLER_TARGET, &format!("--max-rounds {max} reached"))?;
+                break;
+            }
+            if let Some(kind) = self.run.budget.exhausted() {
+                self.stop(stop::BUDGET, &format!("{kind} budget spent"))?;
+                break;
+            }
+            let mut picks = self.pick_angles();
+            let left = self.run.budget.dispatches_left();
+            let cut = if (picks.len() as u64) > left { picks.split_off(left as usize) } else { Vec::new() };
+            if picks.is_empty() && !cut.is_empty() {
+                self.stop(stop::BUDGET, "dispatches budget spent")?;
+                break;
+            }
+            if picks.is_empty() {
+                let un_run: Vec<String> = self
+                    .params
+                    .final_oracles
+                    .iter()
+                    .filter(|o| !self.journal.final_oracles_run.contains(o))
+                    .cloned()
+                    .collect();
+                if un_run.is_empty() {
+                    self.stop(stop::EXHAUSTED, "no fresh angle and no un-run oracle left")?;
+                    break;
+                }
+                if self.gate3_round(n, k).await? {
+                    break;
+                }
+                continue;
+            }
+            // Take the picks off the queue and the pool (persisted with the round); angles the
+            // dispatch budget cut wait in the retry queue, named in droppedDueToBudget.
+            for (_, cursor_after, from_retry) in picks.iter().chain(cut.iter()) {
+                if !*from_retry {
+                    self.journal.cursor = self.journal.cursor.max(*cursor_after);
+                }
+            }
+            for (a, _, from_retry) in &picks {
+                if *from_retry {
+                    self.journal.retry_queue.retain(|r| r != a);
+                }
+            }
+            for (a, _, _) in &cut {
+                self.journal.dropped_due_to_budget.push(format!("angle {a}: cut from round {n} (dispatches budget)"));
+                if !self.journal.retry_queue.contains(a) {
+                    self.journal.retry_queue.push(a.clone());
+                }
+            }
+            let angles: Vec<String> = picks.iter().map(|p| p.0.clone()).collect();
+            if self.finder_round(n, k, &angles).await? {
+                break;
+            }
+        }
+        Ok(self.journal)
+    }
+
+    /// A round of finders. Returns true when the loop stopped.
+    async fn finder_round(&mut self, n: u32, k: u32, angles: &[String]) -> Result<bool, ExhaustError> {
+        let used_before: HashSet<String> = self.journal.angles_used.iter().cloned().collect();
+        let specs: Vec<DispatchSpec> = angles.iter().map(|a| self.finder_spec(a, n)).collect();
+        self.run.emit("round.start", json!({"round": n, "angles": angles, "cap": self.params.concurrency}));
+        let outcomes = self.dispatcher.dispatch_waves(specs, self.params.concurrency).await;
+        let mut rec = RoundRecord {
+            n,
+            angles_used: angles.to_vec(),
+            new_items: Vec::new(),
+            dry_counter_after: self.journal.dry_counter,
+            soft_empty: false,
+            failed_finders: 0,
+            gate3: None,
+            rejected_items: Vec::new(),
+            duplicates: 0,
+            angles_given_up: Vec::new(),
+            verdict: String::new(),
+        };
+        let mut any_ok = false;
+        let mut ran_fresh = false;
+        for (angle, outcome) in angles.iter().zip(outcomes.iter()) {
+            match outcome.output() {
+                Some(out) => {
+                    any_ok = true;
+                    if !used_before.contains(angle) {
+                        ran_fresh = true;
+                    }
+                    if !self.journal.angles_used.contains(angle) {
+                        self.journal.angles_used.push(angle.clone());
+                    }
+                    let items: Vec<Map<String, Value>> = out
+                        .get("items")
+                        .and_then(Value::as_array)
+                        .map(|a| a.iter().filter_map(|v| v.as_object().cloned()).collect())
+                        .unwrap_or_default();
+                    for it in &items {
+                        match self.admit(it, &format!("finder:{angle}"), n) {
+                            Admission::New(id) => rec.new_items.push(id),
+                            Admission::Duplicate => rec.duplicates += 1,
+                            Admission::Rejected(id) => rec.rejected_items.push(id),
+                        }
+                    }
+                }
+                None => {
+                    if let DispatchOutcome::OverBudget { .. } = outcome {
+                        self.journal
+                            .dropped_due_to_budget
+                            .push(format!("angle {angle}: not run in round {n} (budget)"));
+                        if !self.journal.retry_queue.contains(angle) {
+                            self.journal.retry_queue.push(angle.clone());
+                        }
+                        continue;
+                    }
+                    rec.failed_finders += 1;
+                    let reason = outcome.failure_reason().unwrap_or_default();
+                    let count = {
+                        let c = self.journal.angle_failures.entry(angle.clone()).or_insert(0);
+                        *c += 1;
+                        *c
+                    };
+                    self.run.emit(
+                        "finder.failed",
+                        json!({"round": n, "angle": angle, "reason": reason, "failures": count}),
+                    );
+                    if count >= 2 {
+                        if !self.journal.given_up.contains(angle) {
+                            self.journal.given_up.push(angle.clone());
+                        }
+                        self.journal.retry_queue.retain(|r| r != angle);
+                        rec.angles_given_up.push(angle.clone());
+                        self.gap(format!("angle {angle}: given up, its finder failed in two rounds (last: {reason})"));
+                    } else if !self.journal.angles_used.contains(angle) && !self.journal.retry_queue.contains(angle) {
+                        self.journal.retry_queue.push(angle.clone());
+                    }
+                }
+            }
+        }
+        let mut stopped = false;
+        let mut suffix = String::new();
+        if !any_ok {
+            rec.verdict = "all-finders-failed".into();
+            suffix = format!(" · all {} finder(s) failed — not a dry round", angles.len());
+        } else if !rec.new_items.is_empty() {
+            self.journal.dry_counter = 0;
+            rec.verdict = "new-items".into();
+        } else if ran_fresh {
+            if self.journal.dry_counter + 1 >= k {
+                let (new3, oracles) = self.gate3().await?;
+                rec.gate3 = Some(Gate3Record { oracles, new_items: new3.clone() });
+                if !new3.is_empty() {
+                    rec.new_items.extend(new3.iter().cloned());
+                    self.journal.dry_counter = 0;
+                    rec.verdict = "gate3-reset".into();
+                    suffix = format!(" · gate-3 completeness: +{} new → dryCounter reset", new3.len());
+                } else {
+                    self.journal.dry_counter += 1;
+                    rec.verdict = "qualifying-dry".into();
+                    suffix = " · gate-3 clean".into();
+                    stopped = true;
+                }
+            } else {
+                self.journal.dry_counter += 1;
+                rec.verdict = "qualifying-dry".into();
+            }
+        } else {
+            rec.soft_empty = true;
+            rec.verdict = "soft-empty".into();
+            suffix = " · softEmpty (exhausted angle) — retry".into();
+        }
+        if rec.failed_finders > 0 && any_ok {
+            suffix.push_str(&format!(" · {} finder(s) failed", rec.failed_finders));
+        }
+        rec.dry_counter_after = self.journal.dry_counter;
+        let new = rec.new_items.len();
+        self.journal.rounds.push(rec);
+        self.run.progress(&format!(
+            "Round {n}: {new} new ({} total) · angle={} · dryCounter {}/{k}{suffix}",
+            self.journal.seen.len(),
+            angles.join(","),
+            self.journal.dry_counter
+        ));
+        if stopped {
+            self.stop(stop::K_DRY, "K consecutive qualifying dry rounds, gate 3 clean")?;
+        } else {
+            self.save()?;
+        }
+        Ok(stopped)
+    }
+
+    /// Gate 3: every final oracle; returns the new ids and the oracles run.
+    async fn gate3(&mut self) -> Result<(Vec<String>, Vec<String>), ExhaustError> {
+        let oracles = self.params.final_oracles.clone();
+        if oracles.is_empty() {
+            self.gap("gate 3: no final oracle configured (--final-oracle); dry rests on finder rounds alone".into());
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let n = self.journal.rounds.len() as u32 + 1;
+        let new = self.run_oracles(&oracles, "final-oracle", n).await?;
+        for o in &oracles {
+            if !self.journal.final_oracles_run.contains(o) {
+                self.journal.final_oracles_run.push(o.clone());
+            }
+        }
+        Ok((new, oracles))
+    }
+
+    /// A round that runs only gate 3 (no fresh angle left, an oracle not yet run). Returns
+    /// true when the loop stopped.
+    async fn gate3_round(&mut self, n: u32, k: u32) -> Result<bool, ExhaustError> {
+        let (new3, oracles) = self.gate3().await?;
+        let mut rec = RoundRecord {
+            n,
+            angles_used: vec!["gate-3".into()],
+            new_items: new3.clone(),
+            dry_counter_after: 0,
+            soft_empty: false,
+            failed_finders: 0,
+            gate3: Some(Gate3Record { oracles, new_items: new3.clone() }),
+            rejected_items: Vec::new(),
+            duplicates: 0,
+            angles_given_up: Vec::new(),
+            verdict: String::new(),
+        };
+        let stopped;
+        if new3.is_empty() {
+            self.journal.dry_counter += 1;
+            rec.verdict = "qualifying-dry".into();
+            stopped = self.journal.dry_counter >= k;
+        } else {
+            self.journal.dry_counter = 0;
+            rec.verdict = "gate3-reset".into();
+            stopped = false;
+        }
+        rec.dry_counter_after = self.journal.dry_counter;
+        self.journal.rounds.push(rec);
+        self.run.progress(&format!(
+            "Round {n}: {} new ({} total) · angle=gate-3 · dryCounter {}/{k}",
+            new3.len(),
+            self.journal.seen.len(),
+            self.journal.dry_counter
+        ));
+        if stopped {
+            self.stop(stop::K_DRY, "K consecutive qualifying dry rounds, gate 3 clean")?;
+        } else {
+            self.save()?;
+        }
+        Ok(stopped)
+    }
+}

@@ -1,0 +1,235 @@
+//! Items, their dedup keys, and gate 2: the engine's own re-read at `PATH:LINE`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::path::Path;
+
+/// How much of a file gate 2 reads (16 MiB).
+const READ_CAP: u64 = 16 * 1024 * 1024;
+
+/// Normalises an id for dedup: lowercase, runs of anything but letters and digits become one
+/// `-`, trimmed of `-`.
+pub fn normalize_id(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    let mut dash = false;
+    for c in id.trim().chars().flat_map(char::to_lowercase) {
+        if c.is_alphanumeric() {
+            out.push(c);
+            dash = false;
+        } else if !dash && !out.is_empty() {
+            out.push('-');
+            dash = true;
+        }
+    }
+    while out.ends_with('-') {
+        out.pop();
+    }
+    out
+}
+
+/// A location in `PATH:LINE` form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileLine {
+    /// The path as written (leading `./` removed).
+    pub path: String,
+    /// The line (1-based).
+    pub line: u64,
+    /// The end of a `PATH:A-B` range.
+    pub end: Option<u64>,
+    /// Text after `PATH:LINE:` (oracle lines).
+    pub text: Option<String>,
+}
+
+impl FileLine {
+    /// The dedup key: `path:line`.
+    pub fn key(&self) -> String {
+        format!("{}:{}", self.path, self.line)
+    }
+}
+
+/// Parses `PATH:LINE`, `PATH:LINE-END`, `PATH:LINE:COL` or `PATH:LINE:TEXT`. `None` for a
+/// named concept. A Windows drive path (`C:\x:3`) parses with the whole `C:\x` as its path, so
+/// that gate 2 refuses it as absolute.
+pub fn parse_file_line(location: &str) -> Option<FileLine> {
+    let s = location.trim();
+    let b = s.as_bytes();
+    let (prefix, rest) = if b.len() > 2 && b[0].is_ascii_alphabetic() && b[1] == b':' && (b[2] == b'\\' || b[2] == b'/')
+    {
+        (&s[..2], &s[2..])
+    } else {
+        ("", s)
+    };
+    // The path is everything up to the first `:<digits>` followed by end, `-`, or `:`.
+    let mut search = 0;
+    while let Some(rel) = rest[search..].find(':') {
+        let colon = search + rel;
+        let after = &rest[colon + 1..];
+        let digits: String = after.chars().take_while(|c| c.is_ascii_digit()).collect();
+        let path = &rest[..colon];
+        if !digits.is_empty() && !path.trim().is_empty() && !path.starts_with(char::is_whitespace) {
+            let tail = &after[digits.len()..];
+            let (end, text) = if tail.is_empty() {
+                (None, None)
+            } else if let Some(r) = tail.strip_prefix('-') {
+                let e: String = r.chars().take_while(|c| c.is_ascii_digit()).collect();
+                if e.is_empty() || e.len() != r.len() {
+                    search = colon + 1;
+                    continue;
+                }
+                (e.parse().ok(), None)
+            } else if let Some(t) = tail.strip_prefix(':') {
+                (None, Some(t.to_string()))
+            } else {
+                search = colon + 1;
+                continue;
+            };
+            let line: u64 = digits.parse().ok()?;
+            let mut p = format!("{prefix}{path}");
+            while let Some(stripped) = p.strip_prefix("./") {
+                p = stripped.to_string();
+            }
+            return Some(FileLine { path: p, line, end, text });
+        }
+        search = colon + 1;
+    }
+    None
+}
+
+/// The dedup keys of an item: its normalised id, and its `path:line` when it has one.
+pub fn dedup_keys(id: &str, location: &str) -> Vec<String> {
+    let mut keys = vec![format!("id:{}", normalize_id(id))];
+    if let Some(fl) = parse_file_line(location) {
+        keys.push(format!("loc:{}", fl.key()));
+    }
+    keys
+}
+
+/// An item rejected by gate 2 (remembered as seen so it never re-enters).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rejected {
+    /// The item's id as given.
+    pub id: String,
+    /// Its location as given.
+    pub location: String,
+    /// Why gate 2 refused it.
+    pub reason: String,
+    /// Where it came from (`finder:<angle>`, `seed-oracle`, `final-oracle`).
+    pub source: String,
+    /// The round (0 for gate 1).
+    pub round: u32,
+}
+
+/// What gate 2 concluded.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Gate2 {
+    /// Re-read: the line exists; `text` is what the engine read there.
+    Read {
+        /// The re-read source, `path:line`.
+        source: String,
+        /// The line's text (trimmed, at most 300 characters).
+        text: String,
+    },
+    /// A named concept; nothing to re-read.
+    Concept,
+    /// Refused.
+    Refused(String),
+}
+
+/// Gate 2: re-reads `location` inside `root`. Refuses absolute paths, `..`, symlink escapes,
+/// missing files, directories and lines out of range.
+pub fn gate2(root: &Path, location: &str) -> Gate2 {
+    let Some(fl) = parse_file_line(location) else {
+        return Gate2::Concept;
+    };
+    let path = match work_runtime::fsx::confine(root, &fl.path) {
+        Ok(p) => p,
+        Err(e) => return Gate2::Refused(format!("location refused: {e}")),
+    };
+    if !path.is_file() {
+        return Gate2::Refused(format!("no file `{}` in the repository", fl.path));
+    }
+    if fl.line == 0 {
+        return Gate2::Refused("line 0 does not exist (lines start at 1)".into());
+    }
+    let text = match work_runtime::fsx::read_text_capped(&path, READ_CAP) {
+        Ok((t, _)) => t,
+        Err(e) => return Gate2::Refused(format!("cannot read `{}`: {e}", fl.path)),
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let last = fl.end.unwrap_or(fl.line).max(fl.line);
+    if last as usize > lines.len() {
+        return Gate2::Refused(format!(
+            "line {last} is past the end of `{}` ({} line{})",
+            fl.path,
+            lines.len(),
+            if lines.len() == 1 { "" } else { "s" }
+        ));
+    }
+    let line_text: String = lines[fl.line as usize - 1].trim().chars().take(300).collect();
+    Gate2::Read { source: fl.key(), text: line_text }
+}
+
+/// Builds the accepted item object: the finder's fields, with the engine's own `reReadSources`,
+/// `reRead`, `workDone` and `source` written over whatever the finder claimed.
+pub fn accepted_item(raw: &Map<String, Value>, gate: &Gate2, source: &str, round: u32) -> Value {
+    let mut obj = raw.clone();
+    obj.remove("reReadSources");
+    obj.remove("workDone");
+    match gate {
+        Gate2::Read { source: s, text } => {
+            obj.insert("reReadSources".into(), Value::from(vec![s.clone()]));
+            obj.insert("reRead".into(), serde_json::json!({"source": s, "text": text}));
+            obj.insert("gate2".into(), Value::from("re-read"));
+        }
+        Gate2::Concept => {
+            obj.insert("reReadSources".into(), Value::Array(vec![]));
+            obj.insert("gate2".into(), Value::from("concept"));
+        }
+        Gate2::Refused(_) => {}
+    }
+    obj.insert("workDone".into(), Value::Bool(true));
+    obj.insert("source".into(), Value::from(source));
+    obj.insert("round".into(), Value::from(round));
+    Value::Object(obj)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_normalise() {
+        assert_eq!(normalize_id("  Job State: Partial_Fail!! "), "job-state-partial-fail");
+        assert_eq!(normalize_id("A--B"), "a-b");
+        assert_eq!(normalize_id("!!!"), "");
+    }
+
+    #[test]
+    fn file_lines_parse() {
+        let fl = parse_file_line("./src/a.rs:12").expect("parses");
+        assert_eq!((fl.path.as_str(), fl.line), ("src/a.rs", 12));
+        let fl = parse_file_line("src/a b.rs:3:  let x = 1;").expect("parses");
+        assert_eq!(fl.text.as_deref(), Some("  let x = 1;"));
+        assert_eq!(parse_file_line("src/a.rs:3-9").and_then(|f| f.end), Some(9));
+        assert_eq!(parse_file_line("C:\\x\\y.rs:4").map(|f| f.path), Some("C:\\x\\y.rs".into()));
+        assert_eq!(parse_file_line("/etc/passwd:1").map(|f| f.path), Some("/etc/passwd".into()));
+        assert!(parse_file_line("the job queue").is_none());
+        assert!(parse_file_line("retry policy: 3 tries").is_none());
+        assert!(parse_file_line("src/a.rs").is_none());
+        assert_eq!(dedup_keys("X", "./src/a.rs:007"), vec!["id:x".to_string(), "loc:src/a.rs:7".to_string()]);
+    }
+
+    #[test]
+    fn gate2_rereads_and_refuses() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        std::fs::write(root.join("a.txt"), "one\n  two  \n").expect("write");
+        assert_eq!(gate2(root, "a.txt:2"), Gate2::Read { source: "a.txt:2".into(), text: "two".into() });
+        assert!(matches!(gate2(root, "a.txt:3"), Gate2::Refused(r) if r.contains("past the end")));
+        assert!(matches!(gate2(root, "a.txt:0"), Gate2::Refused(_)));
+        assert!(matches!(gate2(root, "b.txt:1"), Gate2::Refused(r) if r.contains("no file")));
+        assert!(matches!(gate2(root, "../a.txt:1"), Gate2::Refused(r) if r.contains("refused")));
+        assert!(matches!(gate2(root, "/etc/passwd:1"), Gate2::Refused(r) if r.contains("absolute")));
+        assert_eq!(gate2(root, "a concept"), Gate2::Concept);
+    }
+}

@@ -1,0 +1,129 @@
+//! Oracle commands (gates 1 and 3): deterministic enumerations run with `sh -c` in the
+//! repository root. Their stdout is a JSON array of items, or `PATH:LINE[:TEXT]` lines
+//! (what `grep -n` and `rg -n` print).
+
+use crate::items::parse_file_line;
+use serde_json::{Map, Value};
+use std::path::Path;
+use std::time::Duration;
+use work_runtime::spawn::Spawner;
+
+/// Why an oracle gave no usable answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OracleError {
+    /// The command could not run, or exited with a failure.
+    #[error("run oracle `{command}`: {reason}")]
+    Failed {
+        /// The command.
+        command: String,
+        /// Why.
+        reason: String,
+    },
+    /// The output is neither a JSON array of items nor `PATH:LINE[:TEXT]` lines.
+    #[error("read oracle `{command}` output: {reason}")]
+    BadOutput {
+        /// The command.
+        command: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Runs one oracle and returns its items (each an object with at least `id` and `location`).
+///
+/// Exit code 0 ⇒ the output is parsed. Exit code 1 with nothing on stdout or stderr is the
+/// `grep`/`rg` convention for "no match" ⇒ no items. Anything else fails.
+pub async fn run_oracle(
+    spawner: &Spawner,
+    root: &Path,
+    command: &str,
+    timeout: Duration,
+) -> Result<Vec<Map<String, Value>>, OracleError> {
+    let failed = |reason: String| OracleError::Failed { command: command.to_string(), reason };
+    let out = spawner.shell(command, root, Some(timeout)).await.map_err(|e| failed(e.to_string()))?;
+    let stdout = out.stdout_text();
+    if out.code == Some(1) && stdout.trim().is_empty() && out.stderr.is_empty() && !out.timed_out {
+        return Ok(Vec::new());
+    }
+    if !out.success() {
+        let err = out.stderr_text();
+        let err = err.trim().lines().last().unwrap_or("");
+        return Err(failed(if err.is_empty() { out.describe_end() } else { format!("{}: {err}", out.describe_end()) }));
+    }
+    if out.stdout_truncated {
+        return Err(OracleError::BadOutput { command: command.into(), reason: "output exceeded the cap".into() });
+    }
+    parse_oracle_output(&stdout).map_err(|reason| OracleError::BadOutput { command: command.into(), reason })
+}
+
+/// Parses oracle stdout (see [`run_oracle`]).
+pub fn parse_oracle_output(stdout: &str) -> Result<Vec<Map<String, Value>>, String> {
+    let t = stdout.trim();
+    if t.is_empty() {
+        return Ok(Vec::new());
+    }
+    if t.starts_with('[') {
+        let v: Value = serde_json::from_str(t).map_err(|e| format!("not a JSON array of items: {e}"))?;
+        let Value::Array(arr) = v else { return Err("not a JSON array".into()) };
+        let mut items = Vec::new();
+        for (i, it) in arr.into_iter().enumerate() {
+            let Value::Object(mut m) = it else { return Err(format!("item {i} is not an object")) };
+            let id = m.get("id").and_then(Value::as_str).map(str::to_string);
+            let loc = m.get("location").and_then(Value::as_str).map(str::to_string);
+            match (id, loc) {
+                (None, None) => return Err(format!("item {i} has neither `id` nor `location`")),
+                (Some(id), None) => {
+                    m.insert("location".into(), Value::from(id));
+                }
+                (None, Some(loc)) => {
+                    m.insert("id".into(), Value::from(loc));
+                }
+                _ => {}
+            }
+            if !m.contains_key("title") {
+                let title = m.get("id").cloned().unwrap_or(Value::Null);
+                m.insert("title".into(), title);
+            }
+            items.push(m);
+        }
+        return Ok(items);
+    }
+    let mut items = Vec::new();
+    for (n, line) in t.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let Some(fl) = parse_file_line(line) else {
+            return Err(format!("line {} is not PATH:LINE[:TEXT]: {:?}", n + 1, truncate(line, 80)));
+        };
+        let mut m = Map::new();
+        let key = fl.key();
+        m.insert("id".into(), Value::from(key.clone()));
+        m.insert("location".into(), Value::from(key));
+        m.insert("title".into(), Value::from(fl.text.as_deref().map(str::trim).unwrap_or("").to_string()));
+        items.push(m);
+    }
+    Ok(items)
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    s.chars().take(n).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_grep_lines_and_json() {
+        let items = parse_oracle_output("./src/a.rs:3:fn x() {}\nsrc/b.rs:10:y\n").expect("parses");
+        assert_eq!(items.len(), 2);
+        assert_eq!(items[0]["id"], "src/a.rs:3");
+        assert_eq!(items[0]["title"], "fn x() {}");
+        let items = parse_oracle_output(r#"[{"location": "a:1"}, {"id": "concept-x", "title": "t"}]"#).expect("json");
+        assert_eq!(items[0]["id"], "a:1");
+        assert_eq!(items[1]["location"], "concept-x");
+        assert!(parse_oracle_output("garbage line").is_err());
+        assert!(parse_oracle_output("[1]").is_err());
+    }
+}
