@@ -363,34 +363,45 @@ impl Dispatcher {
         DispatchOutcome::Dropped { dispatch_id, reason: last_error }
     }
 
-    /// Runs `specs` in waves of at most `cap` concurrent dispatches (each wave a barrier),
-    /// logging the cap applied. Outcomes come back in the order of `specs`.
+    /// Runs `specs` with at most `cap` dispatches in flight; the rest queue and start as
+    /// earlier ones finish (a sliding wave, so one slow agent does not idle the other slots).
+    /// Returns when every dispatch has ended (the caller's barrier), with the outcomes in the
+    /// order of `specs`. The cap applied is logged.
     pub async fn dispatch_waves(&self, specs: Vec<DispatchSpec>, cap: usize) -> Vec<DispatchOutcome> {
         let cap = cap.max(1);
         let total = specs.len();
-        let mut outcomes = Vec::with_capacity(total);
-        let waves = total.div_ceil(cap);
-        let mut queue = specs.into_iter();
-        for w in 0..waves {
-            let wave: Vec<DispatchSpec> = queue.by_ref().take(cap).collect();
-            self.events.emit("wave.start", json!({"wave": w + 1, "waves": waves, "size": wave.len(), "cap": cap}));
-            let mut set = tokio::task::JoinSet::new();
-            for (i, spec) in wave.into_iter().enumerate() {
+        self.events.emit("fanout.start", json!({"size": total, "cap": cap, "queued": total.saturating_sub(cap)}));
+        let mut slots: Vec<Option<DispatchOutcome>> = vec![None; total];
+        let mut queue = specs.into_iter().enumerate();
+        let mut set = tokio::task::JoinSet::new();
+        let spawn_next = |set: &mut tokio::task::JoinSet<(usize, DispatchOutcome)>,
+                          queue: &mut std::iter::Enumerate<std::vec::IntoIter<DispatchSpec>>| {
+            if let Some((i, spec)) = queue.next() {
                 let me = self.clone();
                 set.spawn(async move { (i, me.dispatch(spec).await) });
             }
-            let mut results: Vec<(usize, DispatchOutcome)> = Vec::new();
-            while let Some(joined) = set.join_next().await {
-                match joined {
-                    Ok(r) => results.push(r),
-                    Err(e) => self.events.emit("wave.task_panicked", json!({"error": e.to_string()})),
-                }
-            }
-            results.sort_by_key(|(i, _)| *i);
-            outcomes.extend(results.into_iter().map(|(_, o)| o));
-            self.events.emit("wave.end", json!({"wave": w + 1}));
+        };
+        for _ in 0..cap {
+            spawn_next(&mut set, &mut queue);
         }
-        outcomes
+        while let Some(joined) = set.join_next().await {
+            match joined {
+                Ok((i, outcome)) => slots[i] = Some(outcome),
+                Err(e) => self.events.emit("fanout.task_panicked", json!({"error": e.to_string()})),
+            }
+            spawn_next(&mut set, &mut queue);
+        }
+        self.events.emit("fanout.end", json!({"size": total}));
+        slots
+            .into_iter()
+            .enumerate()
+            .map(|(i, o)| {
+                o.unwrap_or_else(|| DispatchOutcome::Failed {
+                    dispatch_id: format!("lost-{i}"),
+                    reason: "the dispatch task panicked".into(),
+                })
+            })
+            .collect()
     }
 }
 

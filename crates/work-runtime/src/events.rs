@@ -98,7 +98,9 @@ impl EventLog {
         }
         let rel = format!("dispatches/{dispatch_id}.a{attempt}.json");
         let value = self.redactor.redact_json(record);
-        match crate::fsx::write_json_atomic(&self.dir.join(&rel), &value) {
+        // An audit record, not resume state: written whole (temp + rename) but not fsynced,
+        // which would dominate the cost of a short dispatch.
+        match crate::fsx::write_json_unsynced(&self.dir.join(&rel), &value) {
             Ok(()) => Some(rel),
             Err(e) => {
                 eprintln!("warning: failed to write dispatch record {rel}: {e}");

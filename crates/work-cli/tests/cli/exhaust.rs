@@ -305,13 +305,20 @@ fn waves_respect_the_cap_and_log_it() {
     assert_eq!(rounds(&master)[0]["anglesUsed"].as_array().map(Vec::len), Some(5));
     let runs = std::fs::read_dir(s.path(".work/runs")).expect("runs").next().expect("a run").expect("entry").path();
     let events = std::fs::read_to_string(runs.join("events.jsonl")).expect("events");
-    let waves: Vec<Value> = events
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).expect("json line"))
-        .filter(|e| e["kind"] == "wave.start")
-        .collect();
-    assert_eq!(waves.len(), 6, "two rounds of 5 angles at cap 2 = 3 waves each");
-    assert!(waves.iter().all(|w| w["cap"] == 2 && w["size"].as_u64().is_some_and(|n| n <= 2)));
+    let parsed: Vec<Value> = events.lines().map(|l| serde_json::from_str::<Value>(l).expect("json line")).collect();
+    let fanouts: Vec<&Value> = parsed.iter().filter(|e| e["kind"] == "fanout.start").collect();
+    assert_eq!(fanouts.len(), 2, "one fan-out a round");
+    assert!(fanouts.iter().all(|w| w["cap"] == 2 && w["size"] == 5 && w["queued"] == 3), "the cap is logged");
+    let (mut in_flight, mut peak) = (0i64, 0i64);
+    for e in &parsed {
+        if e["kind"] == "dispatch.start" {
+            in_flight += 1;
+            peak = peak.max(in_flight);
+        } else if e["kind"] == "dispatch.end" {
+            in_flight -= 1;
+        }
+    }
+    assert_eq!(peak, 2, "never more than the cap in flight, and the cap is used");
     let mut seq = 0;
     for line in events.lines() {
         let e: Value = serde_json::from_str(line).expect("json");
@@ -421,6 +428,7 @@ print(json.dumps({{"angle": angle, "items": TABLE.get(angle, [])}}))
     let marker = s.path(".agent-state-marker");
     let agent = s.agent("f.py", &slow_body(&marker.display().to_string()));
     let a: Vec<String> = args(&agent);
+    #[expect(clippy::disallowed_methods, reason = "the test needs a child it can SIGKILL mid-run")]
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
         .args(&a)
         .current_dir(s.root())
