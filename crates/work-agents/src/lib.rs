@@ -1,15 +1,38 @@
 //! Agent backends: each turns a `work.dispatch.v1` request into a JSON document.
 //!
 //! Backends know nothing of workflows; the runtime's [`work_runtime::dispatch::Dispatcher`]
-//! validates what they return. Every process is started through the runtime's spawner.
+//! validates what they return (a backend's own claim of schema conformance is never trusted).
+//! Backends only classify: a transport failure, a non-zero exit, a kill or a timeout is
+//! [`AgentError::Failed`](work_runtime::dispatch::AgentError::Failed); an answer that holds no
+//! usable document (not JSON, a null structured output, a refusal, a truncated answer) is
+//! [`AgentError::Malformed`](work_runtime::dispatch::AgentError::Malformed). Every process is
+//! started through the runtime's spawner, which kills the whole process group on timeout.
 //!
-//! - [`command`]: any program speaking the command protocol (CONTRACTS §2.1).
+//! - [`command`]: any program speaking the command protocol (CONTRACTS §2.1);
+//! - [`claude`]: the Claude Code CLI, headless (`claude -p --output-format json --json-schema …`);
+//! - [`codex`]: the Codex CLI (`codex exec --json --output-schema FILE …`);
+//! - [`openai`]: an OpenAI-compatible Chat Completions endpoint with a JSON-schema response format;
+//! - [`anthropic`]: the Anthropic Messages API with native structured output or forced tool use;
+//! - [`check`]: which backends are usable on this machine (`work agents check`).
+//!
+//! The versions each backend targets, and how a role's access maps to each tool's controls,
+//! are recorded in `docs/agents.md`.
 
+pub mod anthropic;
+pub mod check;
+pub mod claude;
+pub mod codex;
 pub mod command;
+mod http;
+pub mod openai;
+#[cfg(test)]
+mod testserver;
 
+use serde_json::Value;
 use std::path::Path;
 use std::sync::Arc;
 use work_config::{AgentSpec, ResolvedRole};
+use work_runtime::budget::Usage;
 use work_runtime::dispatch::Agent;
 
 /// Why a backend could not be built for a role.
@@ -18,7 +41,7 @@ pub enum BuildError {
     /// The backend is not available in this build.
     #[error("use agent `{0}`: this backend is not available yet")]
     Unsupported(String),
-    /// The backend cannot run here (CLI missing, key absent).
+    /// The backend cannot run here (CLI missing, key absent) or is misconfigured.
     #[error("use agent `{spec}`: {reason}")]
     Unusable {
         /// The spec.
@@ -30,9 +53,16 @@ pub enum BuildError {
 
 /// Builds the backend for a resolved role, rooted at the repository root.
 pub fn build(role: &ResolvedRole, root: &Path) -> Result<Arc<dyn Agent>, BuildError> {
+    let unusable = |reason: String| BuildError::Unusable { spec: describe_spec(&role.spec), reason };
     match &role.spec {
         AgentSpec::Command(argv) => Ok(Arc::new(command::CommandAgent::new(argv.clone(), root))),
-        other => Err(BuildError::Unsupported(describe_spec(other))),
+        AgentSpec::Claude(model) => Ok(Arc::new(claude::ClaudeAgent::new(model.clone(), &role.def, root))),
+        AgentSpec::Codex(model) => Ok(Arc::new(codex::CodexAgent::new(model.clone(), &role.def, root))),
+        AgentSpec::OpenAi(model) => Ok(Arc::new(openai::OpenAiAgent::new(model, &role.def).map_err(unusable)?)),
+        AgentSpec::Anthropic(model) => {
+            Ok(Arc::new(anthropic::AnthropicAgent::new(model, &role.def).map_err(unusable)?))
+        }
+        AgentSpec::Named(_) => Err(unusable("a named agent must be resolved through work.toml first".into())),
     }
 }
 
@@ -45,5 +75,120 @@ pub fn describe_spec(spec: &AgentSpec) -> String {
         AgentSpec::OpenAi(m) => format!("openai:{m}"),
         AgentSpec::Anthropic(m) => format!("anthropic:{m}"),
         AgentSpec::Named(n) => n.clone(),
+    }
+}
+
+/// The model tiers the code's role pins use (`work_config::default_pin`): aliases that Claude
+/// Code understands, and that every other backend replaces by a concrete model.
+pub const TIERS: [&str; 3] = ["opus", "sonnet", "haiku"];
+
+/// True when `model` is a bare tier name (`opus`, `sonnet`, `haiku`), not a concrete model.
+pub fn is_tier(model: &str) -> bool {
+    TIERS.iter().any(|t| t.eq_ignore_ascii_case(model.trim()))
+}
+
+/// The concrete model for a backend that does not understand tier names: the pinned model
+/// when it is concrete, else `fallback` (the spec's own model), else `None` (the tool's default).
+pub fn concrete_model(pinned: &str, fallback: Option<&str>) -> Option<String> {
+    let pinned = pinned.trim();
+    if !pinned.is_empty() && !is_tier(pinned) {
+        return Some(pinned.to_string());
+    }
+    fallback.map(str::trim).filter(|m| !m.is_empty() && !is_tier(m)).map(str::to_string)
+}
+
+/// Cost of `usage` at the given prices (USD per million tokens); 0 when no price is set.
+pub fn priced(usage: &Usage, input_per_mtok: Option<f64>, output_per_mtok: Option<f64>) -> f64 {
+    let cost = usage.input_tokens as f64 * input_per_mtok.unwrap_or(0.0) / 1e6
+        + usage.output_tokens as f64 * output_per_mtok.unwrap_or(0.0) / 1e6;
+    if cost.is_finite() && cost > 0.0 { cost } else { 0.0 }
+}
+
+/// Reads a JSON document out of model text: the whole text, or the body of one fenced
+/// ```` ```json ```` block. `None` when neither parses.
+pub fn json_from_text(text: &str) -> Option<Value> {
+    let t = text.trim();
+    if let Ok(v) = serde_json::from_str::<Value>(t) {
+        return Some(v);
+    }
+    let start = t.find("```")?;
+    let rest = &t[start + 3..];
+    let rest = rest.strip_prefix("json").unwrap_or(rest);
+    let end = rest.find("```")?;
+    serde_json::from_str(rest[..end].trim()).ok()
+}
+
+/// One line, at most `n` characters from the end of `s`, whitespace collapsed.
+pub(crate) fn tail(s: &str, n: usize) -> String {
+    let t = s.trim();
+    let start = t.char_indices().rev().nth(n).map(|(i, _)| i).unwrap_or(0);
+    t[start..].split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// One line, at most `n` characters from the start of `s`, whitespace collapsed.
+pub(crate) fn head(s: &str, n: usize) -> String {
+    let one = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one.char_indices().nth(n) {
+        Some((i, _)) => format!("{}…", &one[..i]),
+        None => one,
+    }
+}
+
+/// A finder request with the code's `opus`/`xhigh` pins and a small schema (tests).
+#[cfg(test)]
+pub(crate) fn test_request(access: work_runtime::dispatch::Access) -> work_runtime::dispatch::DispatchRequest {
+    work_runtime::dispatch::DispatchRequest {
+        protocol: work_runtime::dispatch::PROTOCOL.into(),
+        run_id: "r".into(),
+        dispatch_id: "d0001-finder-x".into(),
+        attempt: 1,
+        workflow: "exhaust".into(),
+        role: "finder".into(),
+        model: "opus".into(),
+        effort: "xhigh".into(),
+        access,
+        cwd: "/".into(),
+        prompt: "find things".into(),
+        schema: Some(serde_json::json!({"type": "object", "required": ["items"]})),
+        context: serde_json::json!({"angle": "a", "round": 1}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tiers_fall_back_to_the_spec_model() {
+        assert!(is_tier("opus") && is_tier("Sonnet") && !is_tier("gpt-5"));
+        assert_eq!(concrete_model("opus", Some("qwen")), Some("qwen".into()));
+        assert_eq!(concrete_model("gpt-5", Some("qwen")), Some("gpt-5".into()));
+        assert_eq!(concrete_model("sonnet", None), None);
+        assert_eq!(concrete_model("sonnet", Some("opus")), None);
+    }
+
+    #[test]
+    fn json_is_read_whole_or_from_one_fence() {
+        assert_eq!(json_from_text(" {\"a\": 1} "), Some(json!({"a": 1})));
+        assert_eq!(json_from_text("Here:\n```json\n{\"a\": 2}\n```\n"), Some(json!({"a": 2})));
+        assert_eq!(json_from_text("no json here"), None);
+    }
+
+    #[test]
+    fn prices_account_cost() {
+        let u = Usage { input_tokens: 1_000_000, output_tokens: 500_000, cost_usd: 0.0 };
+        assert!((priced(&u, Some(2.0), Some(10.0)) - 7.0).abs() < 1e-9);
+        assert_eq!(priced(&u, None, None), 0.0);
+    }
+
+    #[test]
+    fn build_rejects_nothing_it_can_describe() {
+        let cfg = work_config::Config::default();
+        for spec in ["claude", "codex:gpt-5", "openai:qwen", "anthropic:claude-sonnet-4-5", "command:true"] {
+            let role = cfg.resolve_role("finder", Some(spec), "").expect("resolves");
+            let agent = build(&role, Path::new("/")).expect("builds");
+            assert!(agent.describe().starts_with(spec.split(':').next().unwrap_or("")), "{}", agent.describe());
+        }
     }
 }

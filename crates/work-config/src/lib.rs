@@ -112,7 +112,8 @@ pub struct AgentDef {
     /// OpenAI-compatible servers: `json_schema` (default) or `json_object`
     /// (servers that only take `{"type": "json_object", "schema": …}`).
     pub response_format: Option<String>,
-    /// Anthropic: `output_format` (default) or `tool` (forced tool use).
+    /// Anthropic: `output_config` (default: native structured output), `output_format` (the
+    /// earlier beta parameter) or `tool` (forced tool use).
     pub structured_output: Option<String>,
     /// Per-attempt timeout for this agent.
     pub timeout_secs: Option<u64>,
@@ -121,6 +122,18 @@ pub struct AgentDef {
     pub extra_args: Vec<String>,
     /// Max output tokens for HTTP backends.
     pub max_tokens: Option<u64>,
+    /// HTTP backends: send the role's effort to the API (`reasoning_effort` for OpenAI-compatible
+    /// servers, `output_config.effort` for Anthropic). Default: only for OpenAI reasoning models
+    /// (`o1`…, `o3`…, `o4`…, `gpt-5`…) on `openai:`, never on `anthropic:`.
+    pub send_effort: Option<bool>,
+    /// Claude Code: `--max-turns` for every dispatch.
+    pub max_turns: Option<u32>,
+    /// Claude Code: `--max-budget-usd` for every dispatch.
+    pub max_budget_usd: Option<f64>,
+    /// HTTP backends: the price of a million input tokens in USD, to account cost.
+    pub input_usd_per_mtok: Option<f64>,
+    /// HTTP backends: the price of a million output tokens in USD, to account cost.
+    pub output_usd_per_mtok: Option<f64>,
 }
 
 /// `[roles.ROLE]`: overrides for one role.
@@ -358,6 +371,11 @@ fn merge_def(outer: &AgentDef, inner: &AgentDef) -> AgentDef {
         timeout_secs: outer.timeout_secs.or(inner.timeout_secs),
         extra_args: if outer.extra_args.is_empty() { inner.extra_args.clone() } else { outer.extra_args.clone() },
         max_tokens: outer.max_tokens.or(inner.max_tokens),
+        send_effort: outer.send_effort.or(inner.send_effort),
+        max_turns: outer.max_turns.or(inner.max_turns),
+        max_budget_usd: outer.max_budget_usd.or(inner.max_budget_usd),
+        input_usd_per_mtok: outer.input_usd_per_mtok.or(inner.input_usd_per_mtok),
+        output_usd_per_mtok: outer.output_usd_per_mtok.or(inner.output_usd_per_mtok),
     }
 }
 

@@ -1,1 +1,434 @@
-//! `work agents` end to end.
+//! `work agents` end to end, and the real backends driven through the binary: fake `claude`
+//! and `codex` executables on PATH that check the flags they receive and answer in the
+//! tools' documented formats, and a loopback HTTP server for `openai:`.
+
+use crate::support::{Scenario, assert_one_line_error};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+const CANARY: &str = "sk-canary-1234567890";
+
+/// A fake `claude`: checks the flags of a headless structured-output run, then answers per
+/// `FAKE_MODE` (ok, null, null-then-ok, max-turns, exit, hang).
+const FAKE_CLAUDE: &str = r#"#!/usr/bin/env python3
+import json, os, sys, time
+args = sys.argv[1:]
+if args == ["--version"]:
+    print("2.1.240 (Claude Code)")
+    sys.exit(0)
+prompt = sys.stdin.read()
+def flag(name):
+    return args[args.index(name) + 1] if name in args else None
+def die(msg):
+    sys.stderr.write("fake claude: " + msg + "\n")
+    sys.exit(3)
+if args[0] != "-p": die("not headless")
+if flag("--output-format") != "json": die("no json output")
+if flag("--model") != os.environ.get("WANT_MODEL", "sonnet"): die("model " + str(flag("--model")))
+if flag("--effort") != os.environ.get("WANT_EFFORT", "high"): die("effort " + str(flag("--effort")))
+schema = json.loads(flag("--json-schema") or "null")
+if schema is None or "items" not in schema.get("required", []): die("no schema")
+want_mode = "acceptEdits" if os.environ.get("WANT_WRITE") else "default"
+if flag("--permission-mode") != want_mode: die("permission mode " + str(flag("--permission-mode")))
+if want_mode == "default" and "Edit" not in (flag("--disallowedTools") or ""): die("edits not disallowed")
+if os.getcwd() != os.environ["WANT_CWD"]: die("cwd " + os.getcwd())
+if "brief:" not in prompt: die("no prompt on stdin")
+state = os.environ["FAKE_STATE"]
+n = int(open(state).read()) + 1 if os.path.exists(state) else 1
+open(state, "w").write(str(n))
+mode = os.environ.get("FAKE_MODE", "ok")
+usage = {"input_tokens": 10, "cache_read_input_tokens": 90, "output_tokens": 5}
+def result(**kw):
+    r = {"type": "result", "subtype": "success", "is_error": False, "result": "", "total_cost_usd": 0.5,
+         "usage": usage, "session_id": "s"}
+    r.update(kw)
+    print(json.dumps(r))
+if mode == "ok" or (mode == "null-then-ok" and n == 2):
+    result(structured_output={"items": ["a"]})
+elif mode in ("null", "null-then-ok"):
+    result(structured_output=None)
+elif mode == "max-turns":
+    result(subtype="error_max_turns", is_error=True)
+    sys.exit(1)
+elif mode == "exit":
+    sys.stderr.write("Error: boom\n")
+    sys.exit(7)
+elif mode == "hang":
+    time.sleep(60)
+"#;
+
+/// A fake `codex`: checks the flags of `codex exec --json`, then streams JSONL per `FAKE_MODE`
+/// (ok, cumulative, failed, prose, hang).
+const FAKE_CODEX: &str = r#"#!/usr/bin/env python3
+import json, os, sys, time
+args = sys.argv[1:]
+if args == ["--version"]:
+    print("codex-cli 0.98.0")
+    sys.exit(0)
+prompt = sys.stdin.read()
+def flag(name):
+    return args[args.index(name) + 1] if name in args else None
+def die(msg):
+    sys.stderr.write("fake codex: " + msg + "\n")
+    sys.exit(3)
+if args[:2] != ["exec", "--json"]: die("not exec --json")
+if "--skip-git-repo-check" not in args: die("no --skip-git-repo-check")
+if flag("-C") != os.environ["WANT_CWD"]: die("-C " + str(flag("-C")))
+if flag("--sandbox") != "read-only": die("sandbox " + str(flag("--sandbox")))
+if "-m" in args: die("a tier pin must not become -m")
+if flag("-c") != 'model_reasoning_effort="high"': die("effort " + str(flag("-c")))
+schema = json.load(open(flag("--output-schema")))
+if "items" not in schema.get("required", []): die("bad schema file")
+if args[-1] != "-" or "brief:" not in prompt: die("no prompt on stdin")
+mode = os.environ.get("FAKE_MODE", "ok")
+def emit(**e):
+    print(json.dumps(e), flush=True)
+emit(type="thread.started", thread_id="t1")
+emit(type="turn.started")
+def msg(text):
+    emit(type="item.completed", item={"id": "i", "type": "agent_message", "text": text})
+def turn(i, o):
+    emit(type="turn.completed", usage={"input_tokens": i, "cached_input_tokens": 0, "output_tokens": o})
+if mode == "ok":
+    msg("Looking around.")
+    msg(json.dumps({"items": ["x", "y"]}))
+    turn(120, 30)
+elif mode == "cumulative":
+    turn(100, 10)
+    msg(json.dumps({"items": []}))
+    turn(300, 40)
+elif mode == "failed":
+    emit(type="turn.failed", error={"message": "usage limit reached"})
+    sys.exit(1)
+elif mode == "prose":
+    msg("I found two items.")
+    turn(1, 1)
+elif mode == "hang":
+    time.sleep(60)
+"#;
+
+struct Fakes {
+    bin: PathBuf,
+}
+
+fn fakes(s: &Scenario) -> Fakes {
+    // The scenario's helper writes executable scripts under `.agents/` (ignored by git).
+    s.agent("placeholder.py", "pass");
+    std::fs::create_dir_all(s.path(".agents/tmp")).expect("mkdir tmp");
+    let bin = s.path(".agents/bin");
+    for (name, body) in [("claude", FAKE_CLAUDE), ("codex", FAKE_CODEX)] {
+        s.write(&format!(".agents/bin/{name}"), body);
+        let p = bin.join(name);
+        let mut perm = std::fs::metadata(&p).expect("stat").permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(&p, perm).expect("chmod");
+    }
+    Fakes { bin }
+}
+
+impl Fakes {
+    fn path(&self) -> String {
+        format!("{}:{}", self.bin.display(), std::env::var("PATH").unwrap_or_default())
+    }
+}
+
+fn root(s: &Scenario) -> String {
+    std::fs::canonicalize(s.root()).expect("canonical root").display().to_string()
+}
+
+/// Runs `work agents try` with the fakes on PATH; returns (code, stdout JSON, stderr).
+fn try_with(s: &Scenario, f: &Fakes, agent: &str, mode: &str, extra: &[&str]) -> (i32, Value, String) {
+    s.write(
+        ".agents/schema.json",
+        r#"{"type": "object", "required": ["items"], "properties": {"items": {"type": "array"}}}"#,
+    );
+    let mut args = vec!["agents", "try", "--agent", agent, "--schema", ".agents/schema.json", "--json"];
+    args.extend_from_slice(extra);
+    args.push("brief: list the items");
+    let out = s
+        .work()
+        .env("PATH", f.path())
+        .env("FAKE_MODE", mode)
+        .env("FAKE_STATE", s.path(&format!(".agent-state-{mode}")))
+        .env("WANT_CWD", root(s))
+        .env("TMPDIR", s.path(".agents/tmp"))
+        .args(&args)
+        .output()
+        .expect("run work");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let v = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{stdout}\n{stderr}"));
+    (out.status.code().unwrap_or(-1), v, stderr)
+}
+
+/// Every event of the scenario's runs, as one string.
+fn all_logs(s: &Scenario) -> String {
+    let mut out = String::new();
+    let runs = s.path(".work/runs");
+    for run in std::fs::read_dir(&runs).expect("runs dir").flatten() {
+        out.push_str(&std::fs::read_to_string(run.path().join("events.jsonl")).unwrap_or_default());
+        for rec in std::fs::read_dir(run.path().join("dispatches")).into_iter().flatten().flatten() {
+            out.push_str(&std::fs::read_to_string(rec.path()).unwrap_or_default());
+        }
+    }
+    out
+}
+
+#[test]
+fn claude_structured_output_usage_and_cost_are_accounted() {
+    let s = Scenario::new();
+    let f = fakes(&s);
+    let (code, v, err) = try_with(&s, &f, "claude", "ok", &[]);
+    assert_eq!(code, 0, "{v}\n{err}");
+    assert_eq!(v["outcome"], "ok");
+    assert_eq!(v["output"], json!({"items": ["a"]}));
+    assert_eq!((v["model"].as_str(), v["effort"].as_str()), (Some("sonnet"), Some("high")));
+    assert_eq!(v["usage"]["input_tokens"], 100, "cache reads count as input");
+    assert_eq!(v["usage"]["output_tokens"], 5);
+    assert_eq!(v["usage"]["cost_usd"], 0.5);
+    let logs = all_logs(&s);
+    assert!(logs.contains("\"dispatch.end\"") && logs.contains("\"cost_usd\":0.5"), "{logs}");
+}
+
+#[test]
+fn claude_pins_and_write_access_map_to_its_flags() {
+    let s = Scenario::new();
+    let f = fakes(&s);
+    s.write("work.toml", "[roles.implementer]\nmodel = \"opus\"\neffort = \"xhigh\"\n");
+    s.write(".agents/schema.json", r#"{"type": "object", "required": ["items"]}"#);
+    let out = s
+        .work()
+        .env("PATH", f.path())
+        .env("FAKE_STATE", s.path(".agent-state-w"))
+        .env("WANT_CWD", root(&s))
+        .env("WANT_MODEL", "opus")
+        .env("WANT_EFFORT", "xhigh")
+        .env("WANT_WRITE", "1")
+        .args(["agents", "try", "--agent", "claude", "--role", "implementer", "--write", "--json"])
+        .args(["--schema", ".agents/schema.json", "brief: edit"])
+        .output()
+        .expect("runs");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["outcome"], "ok", "{v} {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn claude_null_structured_output_is_retried_once_then_dropped() {
+    let s = Scenario::new();
+    let f = fakes(&s);
+    let (code, v, _) = try_with(&s, &f, "claude", "null-then-ok", &[]);
+    assert_eq!((code, v["outcome"].as_str(), v["attempts"].as_u64()), (0, Some("ok"), Some(2)), "{v}");
+    assert_eq!(v["usage"]["cost_usd"], 1.0, "both attempts are charged");
+    let (code, v, _) = try_with(&s, &f, "claude", "null", &[]);
+    assert_eq!((code, v["outcome"].as_str()), (1, Some("dropped")), "{v}");
+    assert!(v["reason"].as_str().unwrap_or("").contains("structured_output is null"), "{v}");
+    assert_eq!(v["dispatches"], 2);
+}
+
+#[test]
+fn claude_error_subtypes_exits_and_hangs_fail_the_dispatch() {
+    let s = Scenario::new();
+    let f = fakes(&s);
+    let (code, v, _) = try_with(&s, &f, "claude", "max-turns", &[]);
+    assert_eq!((code, v["outcome"].as_str()), (1, Some("failed")), "{v}");
+    assert!(v["reason"].as_str().unwrap_or("").contains("error_max_turns"), "{v}");
+    assert_eq!(v["dispatches"], 1, "a failure is not retried");
+    let (_, v, _) = try_with(&s, &f, "claude", "exit", &[]);
+    assert!(v["reason"].as_str().unwrap_or("").contains("exit code 7: Error: boom"), "{v}");
+    let (code, v, _) = try_with(&s, &f, "claude", "hang", &["-c", "timeouts.dispatch_secs=1"]);
+    assert_eq!((code, v["outcome"].as_str()), (1, Some("failed")), "{v}");
+    assert!(v["reason"].as_str().unwrap_or("").contains("timed out"), "{v}");
+}
+
+#[test]
+fn codex_last_agent_message_and_cumulative_usage() {
+    let s = Scenario::new();
+    let f = fakes(&s);
+    let (code, v, err) = try_with(&s, &f, "codex", "ok", &[]);
+    assert_eq!(code, 0, "{v}\n{err}");
+    assert_eq!(v["output"], json!({"items": ["x", "y"]}));
+    assert_eq!((v["usage"]["input_tokens"].as_u64(), v["usage"]["output_tokens"].as_u64()), (Some(120), Some(30)));
+    let (_, v, _) = try_with(&s, &f, "codex", "cumulative", &[]);
+    assert_eq!(v["usage"]["input_tokens"], 300, "cumulative turn usage is not double counted: {v}");
+    let (code, v, _) = try_with(&s, &f, "codex", "failed", &[]);
+    assert_eq!((code, v["outcome"].as_str()), (1, Some("failed")));
+    assert!(v["reason"].as_str().unwrap_or("").contains("usage limit reached"), "{v}");
+    let (_, v, _) = try_with(&s, &f, "codex", "prose", &[]);
+    assert_eq!(v["outcome"], "dropped", "prose is malformed twice: {v}");
+    let (_, v, _) = try_with(&s, &f, "codex", "hang", &["-c", "timeouts.dispatch_secs=1"]);
+    assert!(v["reason"].as_str().unwrap_or("").contains("timed out"), "{v}");
+    let leftovers: Vec<_> = std::fs::read_dir(s.path(".agents/tmp")).expect("tmp").flatten().collect();
+    assert!(leftovers.is_empty(), "schema files are removed");
+}
+
+#[test]
+fn check_reports_usable_and_unusable_backends() {
+    let s = Scenario::new();
+    let f = fakes(&s);
+    s.write(
+        "work.toml",
+        "agent = \"remote\"\n[agents.remote]\nspec = \"anthropic:claude-sonnet-4-5\"\n[agents.local]\nspec = \"openai:qwen\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+    );
+    let out = s.work().env("PATH", f.path()).args(["agents", "check", "--json"]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(1), "the configured `remote` has no key");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let get = |n: &str| v["agents"].as_array().and_then(|a| a.iter().find(|x| x["name"] == n)).cloned().expect(n);
+    assert_eq!(get("claude")["usable"], true);
+    assert_eq!(get("claude")["version"], "2.1.240 (Claude Code)");
+    assert_eq!(get("codex")["version"], "codex-cli 0.98.0");
+    assert_eq!(get("anthropic")["reason"], "ANTHROPIC_API_KEY is not set");
+    assert_eq!(get("remote")["configured"], true);
+    assert_eq!(get("local")["usable"], true);
+
+    // Without the fakes on PATH the CLIs are missing; with a key the configured agent is usable.
+    let out = s
+        .work()
+        .env("PATH", "/usr/bin:/bin")
+        .env("ANTHROPIC_API_KEY", CANARY)
+        .args(["agents", "check"])
+        .output()
+        .expect("runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.lines().any(|l| l.starts_with("claude") && l.contains("unusable") && l.contains("not on PATH")),
+        "{text}"
+    );
+    assert!(!text.contains(CANARY));
+}
+
+#[test]
+fn bad_agent_settings_and_missing_clis_are_one_line_errors() {
+    let s = Scenario::new();
+    s.write("work.toml", "[agents.x]\nspec = \"openai:m\"\nresponse_format = \"yaml\"\n");
+    let (code, _, err) = s.run(&["agents", "try", "--agent", "x", "brief: hi"]);
+    assert_eq!(code, 2);
+    assert_one_line_error(&err);
+    assert!(err.contains("response_format `yaml`"), "{err}");
+    let out =
+        s.work().env("PATH", "/usr/bin:/bin").args(["agents", "try", "--agent", "codex", "hi"]).output().expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert_one_line_error(&err);
+    assert!(err.contains("`codex` CLI is not on PATH"), "{err}");
+    let (code, _, err) = s.run(&["agents", "try", "--agent", "anthropic:claude-x", "hi"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("ANTHROPIC_API_KEY is not set"), "{err}");
+}
+
+/// A loopback server for `openai:` that answers per scripted status and records requests.
+const FAKE_SERVER: &str = r#"#!/usr/bin/env python3
+import json, sys, time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+port_file, log_file, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+class H(BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        open(log_file, "a").write(json.dumps({"auth": self.headers.get("authorization"), "body": body}) + "\n")
+        key = (self.headers.get("authorization") or "").replace("Bearer ", "")
+        if mode == "refuse":
+            status, reply = 401, {"error": {"message": "Incorrect API key provided: " + key}}
+        elif body["response_format"]["type"] == "json_schema":
+            status, reply = 422, {"detail": "json_schema is not supported, key " + key}
+        else:
+            content = json.dumps({"items": ["from-server"]})
+            status, reply = 200, {"choices": [{"finish_reason": "stop", "message": {"content": content}}],
+                                  "usage": {"prompt_tokens": 40, "completion_tokens": 2}}
+        data = json.dumps(reply).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+srv = HTTPServer(("127.0.0.1", 0), H)
+srv.timeout = 1
+open(port_file, "w").write(str(srv.server_address[1]))
+deadline = time.time() + 60
+while time.time() < deadline:
+    srv.handle_request()
+"#;
+
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn server(s: &Scenario, mode: &str) -> (Server, String) {
+    s.write(".agents/server.py", FAKE_SERVER);
+    let port_file = s.path(&format!(".agents/port-{mode}"));
+    #[expect(clippy::disallowed_methods, reason = "the test starts its own loopback HTTP server")]
+    let child = std::process::Command::new("python3")
+        .arg(s.path(".agents/server.py"))
+        .arg(&port_file)
+        .arg(s.path(&format!(".agents/requests-{mode}.jsonl")))
+        .arg(mode)
+        .spawn()
+        .expect("start the server");
+    let guard = Server(child);
+    for _ in 0..500 {
+        if let Ok(p) = std::fs::read_to_string(&port_file)
+            && !p.is_empty()
+        {
+            return (guard, format!("http://127.0.0.1:{p}/v1"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("the test server did not start");
+}
+
+#[test]
+fn openai_key_never_reaches_logs_records_or_errors() {
+    let s = Scenario::new();
+    let (_srv, url) = server(&s, "refuse");
+    s.write(
+        "work.toml",
+        &format!("[agents.llm]\nspec = \"openai:qwen\"\nbase_url = \"{url}\"\napi_key_env = \"LLM_CRED\"\n"),
+    );
+    s.write(".agents/schema.json", r#"{"type": "object", "required": ["items"]}"#);
+    let out = s
+        .work()
+        .env("LLM_CRED", CANARY)
+        .args(["agents", "try", "--agent", "llm", "--schema", ".agents/schema.json", "--json", "brief: x"])
+        .output()
+        .expect("runs");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(v["outcome"], "failed");
+    assert!(v["reason"].as_str().unwrap_or("").contains("HTTP 401"), "{v}");
+    let sent = s.read(".agents/requests-refuse.jsonl");
+    assert!(sent.contains(&format!("Bearer {CANARY}")), "the key was sent");
+    for (what, text) in [("stdout", stdout.to_string()), ("stderr", stderr.to_string()), ("logs", all_logs(&s))] {
+        assert!(!text.contains(CANARY) && !text.contains("canary-123"), "the key leaked into {what}: {text}");
+    }
+}
+
+#[test]
+fn openai_json_object_mode_for_servers_without_json_schema() {
+    let s = Scenario::new();
+    let (_srv, url) = server(&s, "object");
+    s.write(".agents/schema.json", r#"{"type": "object", "required": ["items"]}"#);
+    let run = |extra: &str| {
+        s.write("work.toml", &format!("[agents.llm]\nspec = \"openai:smollm2\"\nbase_url = \"{url}\"\n{extra}"));
+        s.run_json(&["agents", "try", "--agent", "llm", "--schema", ".agents/schema.json", "--json", "brief: x"], {
+            if extra.is_empty() { 1 } else { 0 }
+        })
+    };
+    let v = run("");
+    assert!(v["reason"].as_str().unwrap_or("").contains("HTTP 422"), "{v}");
+    let v = run("response_format = \"json_object\"\n");
+    assert_eq!(v["output"], json!({"items": ["from-server"]}));
+    assert_eq!(v["usage"]["input_tokens"], 40);
+    let sent: Vec<Value> =
+        s.read(".agents/requests-object.jsonl").lines().map(|l| serde_json::from_str(l).expect("json")).collect();
+    let last = &sent[sent.len() - 1]["body"];
+    assert_eq!(last["model"], "smollm2", "the tier pin falls back to the spec's model");
+    assert_eq!(last["response_format"]["schema"]["required"], json!(["items"]));
+    assert!(sent[0]["auth"].is_null(), "no key is sent to a local server when none is set");
+}

@@ -1,0 +1,405 @@
+//! `anthropic:MODEL`: the Anthropic Messages API.
+//!
+//! - Endpoint: `[agents.X].base_url`, else `ANTHROPIC_BASE_URL`, else `https://api.anthropic.com`;
+//!   `POST {base}/v1/messages` with `anthropic-version: 2023-06-01`.
+//! - Key: the variable named by `api_key_env` (default `ANTHROPIC_API_KEY`), sent as `x-api-key`;
+//!   always required.
+//! - Structured output (`structured_output`): `output_config` (default: native structured
+//!   output, `output_config.format = {"type": "json_schema", "schema": …}`), `output_format`
+//!   (the earlier beta parameter with its `anthropic-beta` header), or `tool` (one tool whose
+//!   `input_schema` is the schema, forced with `tool_choice`). Native structured output needs
+//!   every object to forbid additional properties: objects that say nothing get
+//!   `"additionalProperties": false` (a stricter answer still validates against the original).
+//! - Model: the role's pin when concrete, else the spec's model. `max_tokens` is required by the
+//!   API: `[agents.X].max_tokens`, default [`DEFAULT_MAX_TOKENS`].
+//! - Effort: `output_config.effort` only with `send_effort = true` (not every model takes it).
+//! - Classification as for `openai:`; a `refusal` or `max_tokens` stop reason is malformed.
+
+use crate::http::{self, Post};
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use work_config::AgentDef;
+use work_runtime::budget::Usage;
+use work_runtime::dispatch::{Agent, AgentError, AgentReply, DispatchRequest, InvokeOptions};
+
+/// The API's own endpoint.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+/// The default key variable.
+pub const DEFAULT_KEY_VAR: &str = "ANTHROPIC_API_KEY";
+/// The API version header sent.
+pub const API_VERSION: &str = "2023-06-01";
+/// The beta header for the legacy `output_format` parameter.
+pub const STRUCTURED_OUTPUTS_BETA: &str = "structured-outputs-2025-11-13";
+/// `max_tokens` when the agent sets none.
+pub const DEFAULT_MAX_TOKENS: u64 = 16_000;
+/// The forced tool's name in `tool` mode.
+pub const TOOL_NAME: &str = "work_result";
+
+/// How the schema is enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StructuredOutput {
+    /// `output_config.format` (default).
+    OutputConfig,
+    /// The beta `output_format` parameter.
+    OutputFormat,
+    /// Forced tool use.
+    Tool,
+}
+
+/// The Anthropic Messages backend.
+#[derive(Debug, Clone)]
+pub struct AnthropicAgent {
+    model: String,
+    base_url: String,
+    key_var: String,
+    mode: StructuredOutput,
+    send_effort: bool,
+    max_tokens: u64,
+    prices: (Option<f64>, Option<f64>),
+    fixed_key: Option<Option<String>>,
+}
+
+/// The schema with `"additionalProperties": false` on every object schema that sets nothing.
+pub fn closed_objects(schema: &Value) -> Value {
+    match schema {
+        Value::Object(m) => {
+            let mut out: serde_json::Map<String, Value> =
+                m.iter().map(|(k, v)| (k.clone(), closed_objects(v))).collect();
+            let is_object = m.get("type") == Some(&json!("object")) || m.contains_key("properties");
+            if is_object && !m.contains_key("additionalProperties") {
+                out.insert("additionalProperties".into(), Value::Bool(false));
+            }
+            Value::Object(out)
+        }
+        Value::Array(a) => Value::Array(a.iter().map(closed_objects).collect()),
+        other => other.clone(),
+    }
+}
+
+impl AnthropicAgent {
+    /// The backend for `anthropic:MODEL` with a named agent's settings.
+    pub fn new(model: &str, def: &AgentDef) -> Result<Self, String> {
+        let mode = match def.structured_output.as_deref().map(str::trim) {
+            None | Some("output_config") => StructuredOutput::OutputConfig,
+            Some("output_format") => StructuredOutput::OutputFormat,
+            Some("tool") => StructuredOutput::Tool,
+            Some(other) => {
+                return Err(format!(
+                    "structured_output `{other}` is not one of `output_config`, `output_format`, `tool`"
+                ));
+            }
+        };
+        let env_base = std::env::var("ANTHROPIC_BASE_URL").ok().filter(|b| !b.trim().is_empty());
+        let base_url = def.base_url.clone().or(env_base).unwrap_or_else(|| DEFAULT_BASE_URL.into());
+        http::check_base_url(&base_url)?;
+        Ok(Self {
+            model: model.to_string(),
+            base_url,
+            key_var: def.api_key_env.clone().unwrap_or_else(|| DEFAULT_KEY_VAR.into()),
+            mode,
+            send_effort: def.send_effort.unwrap_or(false),
+            max_tokens: def.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS).max(1),
+            prices: (def.input_usd_per_mtok, def.output_usd_per_mtok),
+            fixed_key: None,
+        })
+    }
+
+    /// Uses `key` instead of reading the environment (tests).
+    #[cfg(test)]
+    pub(crate) fn with_fixed_key(mut self, key: Option<&str>) -> Self {
+        self.fixed_key = Some(key.map(str::to_string));
+        self
+    }
+
+    fn key(&self) -> Option<String> {
+        match &self.fixed_key {
+            Some(k) => k.clone(),
+            None => std::env::var(&self.key_var).ok(),
+        }
+        .filter(|k| !k.trim().is_empty())
+    }
+
+    /// The request body for one dispatch.
+    pub fn body(&self, request: &DispatchRequest) -> Value {
+        let model = crate::concrete_model(&request.model, Some(&self.model)).unwrap_or_else(|| self.model.clone());
+        let schema = request.schema.as_ref();
+        let mut body = json!({
+            "model": model,
+            "max_tokens": self.max_tokens,
+            "system": crate::openai::system_prompt(schema, false),
+            "messages": [{"role": "user", "content": request.prompt}],
+        });
+        let mut output_config = serde_json::Map::new();
+        if let Some(s) = schema {
+            let format = json!({"type": "json_schema", "schema": closed_objects(s)});
+            match self.mode {
+                StructuredOutput::OutputConfig => {
+                    output_config.insert("format".into(), format);
+                }
+                StructuredOutput::OutputFormat => body["output_format"] = format,
+                StructuredOutput::Tool => {
+                    body["tools"] = json!([{"name": TOOL_NAME,
+                        "description": "Record your answer. Call this exactly once with the complete answer.",
+                        "input_schema": s}]);
+                    body["tool_choice"] = json!({"type": "tool", "name": TOOL_NAME});
+                }
+            }
+        }
+        if self.send_effort && !request.effort.trim().is_empty() {
+            output_config.insert("effort".into(), json!(request.effort.trim().to_ascii_lowercase()));
+        }
+        if !output_config.is_empty() {
+            body["output_config"] = Value::Object(output_config);
+        }
+        body
+    }
+
+    /// Reads a Messages response into a reply or a malformed answer.
+    pub fn parse(&self, raw: String, with_schema: bool) -> Result<AgentReply, AgentError> {
+        let malformed = |reason: String, raw: String, usage: Usage| Err(AgentError::Malformed { reason, raw, usage });
+        let Ok(v) = serde_json::from_str::<Value>(&raw) else {
+            return malformed(
+                format!("the response body is not JSON: {}", crate::head(&raw, 120)),
+                raw,
+                Usage::default(),
+            );
+        };
+        let n = |p: &str| v.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+        let mut usage = Usage {
+            input_tokens: n("/usage/input_tokens")
+                + n("/usage/cache_creation_input_tokens")
+                + n("/usage/cache_read_input_tokens"),
+            output_tokens: n("/usage/output_tokens"),
+            cost_usd: 0.0,
+        };
+        usage.cost_usd = crate::priced(&usage, self.prices.0, self.prices.1);
+        let Some(blocks) = v.get("content").and_then(Value::as_array) else {
+            return malformed("the response has no content".into(), raw, usage);
+        };
+        let text: String = blocks
+            .iter()
+            .filter(|b| b["type"] == "text")
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("");
+        match v.get("stop_reason").and_then(Value::as_str) {
+            Some("refusal") => {
+                return malformed(format!("the model refused: {}", crate::head(&text, 200)), raw, usage);
+            }
+            Some("max_tokens") => return malformed("the answer was cut at max_tokens".into(), raw, usage),
+            _ => {}
+        }
+        if with_schema && self.mode == StructuredOutput::Tool {
+            let input =
+                blocks.iter().find(|b| b["type"] == "tool_use" && b["name"] == TOOL_NAME).map(|b| b["input"].clone());
+            return match input {
+                Some(document) if !document.is_null() => Ok(AgentReply { document, usage, raw }),
+                _ => malformed(format!("the model did not call `{TOOL_NAME}`"), raw, usage),
+            };
+        }
+        if text.trim().is_empty() {
+            return malformed("the answer is empty".into(), raw, usage);
+        }
+        match crate::json_from_text(&text) {
+            Some(document) => Ok(AgentReply { document, usage, raw }),
+            None => malformed(format!("the answer is not JSON: {}", crate::head(&text, 120)), raw, usage),
+        }
+    }
+}
+
+#[async_trait]
+impl Agent for AnthropicAgent {
+    fn describe(&self) -> String {
+        format!("anthropic:{}", self.model)
+    }
+
+    fn preflight(&self) -> Result<(), String> {
+        match self.key() {
+            Some(_) => Ok(()),
+            None => Err(format!("{} is not set", self.key_var)),
+        }
+    }
+
+    async fn invoke(&self, request: &DispatchRequest, options: InvokeOptions) -> Result<AgentReply, AgentError> {
+        let Some(key) = self.key() else {
+            return Err(AgentError::Failed {
+                reason: format!("{} is not set", self.key_var),
+                raw: String::new(),
+                usage: Usage::default(),
+            });
+        };
+        let mut headers = vec![
+            ("content-type".to_string(), "application/json".to_string()),
+            ("anthropic-version".to_string(), API_VERSION.to_string()),
+            ("x-api-key".to_string(), key.clone()),
+        ];
+        if self.mode == StructuredOutput::OutputFormat && request.schema.is_some() {
+            headers.push(("anthropic-beta".into(), STRUCTURED_OUTPUTS_BETA.into()));
+        }
+        let post = Post {
+            url: http::join(&self.base_url, "v1/messages"),
+            headers,
+            body: self.body(request).to_string().into_bytes(),
+            secret: Some(key),
+            key_var: Some(self.key_var.clone()),
+        };
+        match http::post(post, options.timeout).await {
+            Ok(raw) => self.parse(raw, request.schema.is_some()),
+            Err(f) => Err(AgentError::Failed { reason: f.reason, raw: f.raw, usage: Usage::default() }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testserver::{Reply, TestServer};
+    use std::time::Duration;
+    use work_runtime::dispatch::{Access, PROTOCOL};
+
+    const CANARY: &str = "sk-ant-canary-1234567890";
+
+    fn request(model: &str, effort: &str) -> DispatchRequest {
+        DispatchRequest {
+            protocol: PROTOCOL.into(),
+            run_id: "r".into(),
+            dispatch_id: "d1".into(),
+            attempt: 1,
+            workflow: "exhaust".into(),
+            role: "finder".into(),
+            model: model.into(),
+            effort: effort.into(),
+            access: Access::ReadOnly,
+            cwd: "/".into(),
+            prompt: "find things".into(),
+            schema: Some(json!({"type": "object", "properties": {"items": {"type": "array",
+                "items": {"type": "object", "properties": {"t": {"type": "string"}}}}}, "required": ["items"]})),
+            context: json!({}),
+        }
+    }
+
+    fn message(blocks: Value, stop: &str) -> Value {
+        json!({"type": "message", "role": "assistant", "content": blocks, "stop_reason": stop,
+               "usage": {"input_tokens": 10, "cache_read_input_tokens": 5, "output_tokens": 4}})
+    }
+
+    fn agent(server: &TestServer, extra: impl FnOnce(&mut AgentDef)) -> AnthropicAgent {
+        let mut def =
+            AgentDef { base_url: Some(server.url().trim_end_matches("/v1").to_string()), ..Default::default() };
+        extra(&mut def);
+        AnthropicAgent::new("claude-sonnet-4-5", &def).expect("builds").with_fixed_key(Some(CANARY))
+    }
+
+    fn reason(e: &AgentError) -> String {
+        match e {
+            AgentError::Failed { reason, raw, .. } | AgentError::Malformed { reason, raw, .. } => {
+                assert!(!raw.contains(CANARY) && !reason.contains(CANARY), "the key leaked: {reason} {raw}");
+                reason.clone()
+            }
+        }
+    }
+
+    async fn invoke(a: &AnthropicAgent, req: &DispatchRequest) -> Result<AgentReply, AgentError> {
+        a.invoke(req, InvokeOptions { timeout: Duration::from_secs(10) }).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn native_structured_output() {
+        let server = TestServer::start(vec![Reply::json(
+            200,
+            message(json!([{"type": "text", "text": "{\"items\": []}"}]), "end_turn"),
+        )]);
+        let a = agent(&server, |_| {});
+        let reply = invoke(&a, &request("opus", "xhigh")).await.expect("ok");
+        assert_eq!(reply.document, json!({"items": []}));
+        assert_eq!((reply.usage.input_tokens, reply.usage.output_tokens), (15, 4));
+        let sent = &server.requests()[0];
+        assert_eq!(sent.path, "/v1/messages");
+        assert_eq!(sent.header("x-api-key"), Some(CANARY));
+        assert_eq!(sent.header("anthropic-version"), Some(API_VERSION));
+        assert_eq!(sent.header("anthropic-beta"), None);
+        let body = sent.json();
+        assert_eq!(body["model"], "claude-sonnet-4-5");
+        assert_eq!(body["max_tokens"], DEFAULT_MAX_TOKENS);
+        let format = &body["output_config"]["format"];
+        assert_eq!(format["type"], "json_schema");
+        assert_eq!(format["schema"]["additionalProperties"], false);
+        assert_eq!(format["schema"]["properties"]["items"]["items"]["additionalProperties"], false);
+        assert!(body["output_config"].get("effort").is_none(), "effort is opt-in");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn forced_tool_use_and_beta_format_and_effort() {
+        let server = TestServer::start(vec![Reply::json(
+            200,
+            message(
+                json!([{"type": "tool_use", "id": "t1", "name": TOOL_NAME, "input": {"items": [{"t": "x"}]}}]),
+                "tool_use",
+            ),
+        )]);
+        let a = agent(&server, |d| {
+            d.structured_output = Some("tool".into());
+            d.send_effort = Some(true);
+        });
+        let reply = invoke(&a, &request("claude-opus-4-7", "xhigh")).await.expect("ok");
+        assert_eq!(reply.document, json!({"items": [{"t": "x"}]}));
+        let body = server.requests()[0].json();
+        assert_eq!(body["tool_choice"], json!({"type": "tool", "name": TOOL_NAME}));
+        assert_eq!(body["model"], "claude-opus-4-7");
+        assert_eq!(body["output_config"], json!({"effort": "xhigh"}));
+
+        let server =
+            TestServer::start(vec![Reply::json(200, message(json!([{"type": "text", "text": "{}"}]), "end_turn"))]);
+        let a = agent(&server, |d| d.structured_output = Some("output_format".into()));
+        invoke(&a, &request("sonnet", "high")).await.expect("ok");
+        let sent = &server.requests()[0];
+        assert_eq!(sent.header("anthropic-beta"), Some(STRUCTURED_OUTPUTS_BETA));
+        assert_eq!(sent.json()["output_format"]["type"], "json_schema");
+        assert!(
+            AnthropicAgent::new("m", &AgentDef { structured_output: Some("x".into()), ..Default::default() }).is_err()
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn refusals_truncation_and_errors() {
+        let cases = [
+            (Reply::json(200, message(json!([{"type": "text", "text": "I won't."}]), "refusal")), "refused", true),
+            (
+                Reply::json(200, message(json!([{"type": "text", "text": "{\"items\": ["}]), "max_tokens")),
+                "max_tokens",
+                true,
+            ),
+            (Reply::json(200, message(json!([{"type": "text", "text": "hello"}]), "end_turn")), "not JSON", true),
+            (Reply::text(200, "{"), "not JSON", true),
+            (
+                Reply::json(
+                    400,
+                    json!({"type": "error", "error": {"type": "invalid_request_error", "message": "bad schema"}}),
+                ),
+                "HTTP 400: bad schema",
+                false,
+            ),
+            (
+                Reply::json(401, json!({"type": "error", "error": {"message": format!("invalid x-api-key {CANARY}")}})),
+                "refused the credentials",
+                false,
+            ),
+            (
+                Reply::json(529, json!({"type": "error", "error": {"message": "Overloaded"}}))
+                    .header("retry-after", "9999"),
+                "529",
+                false,
+            ),
+        ];
+        for (reply, want, is_malformed) in cases {
+            let server = TestServer::start(vec![reply]);
+            let a = agent(&server, |_| {});
+            let e = invoke(&a, &request("m", "high")).await.expect_err("unusable");
+            let r = reason(&e);
+            assert!(r.contains(want), "{want}: {r}");
+            assert_eq!(matches!(e, AgentError::Malformed { .. }), is_malformed, "{want}: {r}");
+        }
+        let a = AnthropicAgent::new("m", &AgentDef::default()).expect("builds").with_fixed_key(None);
+        assert_eq!(a.preflight(), Err("ANTHROPIC_API_KEY is not set".into()));
+    }
+}

@@ -1,0 +1,322 @@
+//! `claude[:MODEL]`: the Claude Code CLI, headless.
+//!
+//! One attempt is one `claude -p` run in the repository root, the brief on stdin:
+//!
+//! ```text
+//! claude -p --output-format json --model MODEL --effort EFFORT [--json-schema SCHEMA]
+//!        --permission-mode default|acceptEdits --allowedTools … [--disallowedTools …]
+//!        [--max-turns N] [--max-budget-usd X] [extra_args…]
+//! ```
+//!
+//! - Model: the role's pin as is (Claude Code takes the tier aliases `opus`, `sonnet`, `haiku`
+//!   as well as full model names).
+//! - Effort: `--effort` with the pin (`low`, `medium`, `high`, `xhigh`, `max`).
+//! - Access: `read-only` runs in the `default` permission mode (in `-p` mode anything that would
+//!   ask is denied) with the read tools allowed and the edit tools disallowed; `workspace-write`
+//!   runs in `acceptEdits` with the edit tools and `Bash` allowed.
+//! - The answer is the result object's `structured_output` (with a schema) or its `result` text
+//!   read as JSON (without). Usage is the object's `usage` (cache reads and writes counted as
+//!   input) and `total_cost_usd`.
+//! - Classification: a timeout, a non-zero exit, an error subtype (`error_max_turns`,
+//!   `error_during_execution`, `error_max_budget_usd`, …) or `is_error` fails the attempt;
+//!   `error_max_structured_output_retries`, a null `structured_output` or stdout without a
+//!   result object is malformed.
+
+use crate::command::on_path;
+use async_trait::async_trait;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use work_config::AgentDef;
+use work_runtime::budget::Usage;
+use work_runtime::dispatch::{Access, Agent, AgentError, AgentReply, DispatchRequest, InvokeOptions};
+use work_runtime::spawn::{ProcessSpec, Spawner};
+
+/// Tools a read-only dispatch may use without asking.
+pub const READ_TOOLS: &str =
+    "Read,Grep,Glob,LS,Bash(git log:*),Bash(git diff:*),Bash(git show:*),Bash(git status:*),Bash(ls:*)";
+/// Tools a read-only dispatch may never use.
+pub const EDIT_TOOLS: &str = "Edit,MultiEdit,Write,NotebookEdit";
+/// Tools a workspace-write dispatch may use without asking.
+pub const WRITE_TOOLS: &str = "Read,Grep,Glob,LS,Edit,MultiEdit,Write,NotebookEdit,Bash";
+
+/// The Claude Code backend.
+#[derive(Debug, Clone)]
+pub struct ClaudeAgent {
+    program: String,
+    spec_model: Option<String>,
+    root: PathBuf,
+    extra_args: Vec<String>,
+    max_turns: Option<u32>,
+    max_budget_usd: Option<f64>,
+}
+
+impl ClaudeAgent {
+    /// The backend for `claude[:MODEL]` with a named agent's settings, run in `root`.
+    pub fn new(spec_model: Option<String>, def: &AgentDef, root: &Path) -> Self {
+        Self {
+            program: "claude".into(),
+            spec_model,
+            root: root.to_path_buf(),
+            extra_args: def.extra_args.clone(),
+            max_turns: def.max_turns,
+            max_budget_usd: def.max_budget_usd,
+        }
+    }
+
+    /// Runs `program` instead of `claude` from PATH.
+    pub fn with_program(mut self, program: impl Into<String>) -> Self {
+        self.program = program.into();
+        self
+    }
+
+    /// The arguments for one attempt (the brief goes on stdin).
+    pub fn args(&self, request: &DispatchRequest) -> Vec<String> {
+        let mut a: Vec<String> = vec!["-p".into(), "--output-format".into(), "json".into()];
+        let model =
+            Some(request.model.trim()).filter(|m| !m.is_empty()).map(str::to_string).or(self.spec_model.clone());
+        if let Some(m) = model {
+            a.extend(["--model".into(), m]);
+        }
+        let effort = request.effort.trim().to_ascii_lowercase();
+        if !effort.is_empty() {
+            a.extend(["--effort".into(), effort]);
+        }
+        if let Some(schema) = &request.schema {
+            a.extend(["--json-schema".into(), schema.to_string()]);
+        }
+        match request.access {
+            Access::ReadOnly => a.extend([
+                "--permission-mode".into(),
+                "default".into(),
+                "--allowedTools".into(),
+                READ_TOOLS.into(),
+                "--disallowedTools".into(),
+                EDIT_TOOLS.into(),
+            ]),
+            Access::WorkspaceWrite => a.extend([
+                "--permission-mode".into(),
+                "acceptEdits".into(),
+                "--allowedTools".into(),
+                WRITE_TOOLS.into(),
+            ]),
+        }
+        if let Some(n) = self.max_turns {
+            a.extend(["--max-turns".into(), n.to_string()]);
+        }
+        if let Some(usd) = self.max_budget_usd {
+            a.extend(["--max-budget-usd".into(), usd.to_string()]);
+        }
+        a.extend(self.extra_args.iter().cloned());
+        a
+    }
+}
+
+/// The result object in Claude Code's stdout: the one JSON object, the last `result` element
+/// of a JSON array (`--verbose`), or the last `result` line of a stream.
+pub fn result_object(stdout: &str) -> Option<Value> {
+    let is_result = |v: &Value| v.get("type").and_then(Value::as_str) == Some("result");
+    match serde_json::from_str::<Value>(stdout.trim()) {
+        Ok(v) if is_result(&v) => return Some(v),
+        Ok(Value::Array(items)) => return items.into_iter().rev().find(is_result),
+        _ => {}
+    }
+    stdout.lines().rev().filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok()).find(is_result)
+}
+
+/// Usage from a result object: cache reads and writes count as input.
+pub fn result_usage(result: &Value) -> Usage {
+    let n = |k: &str| result.get("usage").and_then(|u| u.get(k)).and_then(Value::as_u64).unwrap_or(0);
+    Usage {
+        input_tokens: n("input_tokens") + n("cache_creation_input_tokens") + n("cache_read_input_tokens"),
+        output_tokens: n("output_tokens"),
+        cost_usd: result
+            .get("total_cost_usd")
+            .and_then(Value::as_f64)
+            .filter(|c| c.is_finite() && *c >= 0.0)
+            .unwrap_or(0.0),
+    }
+}
+
+/// What went wrong, from a result object: its subtype, then its `errors` or `result` text.
+fn result_detail(result: &Value) -> String {
+    let subtype = result.get("subtype").and_then(Value::as_str).unwrap_or("unknown");
+    let detail = match result.get("errors") {
+        Some(Value::Array(e)) if !e.is_empty() => {
+            e.iter().map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string)).collect::<Vec<_>>().join("; ")
+        }
+        _ => result.get("result").and_then(Value::as_str).unwrap_or("").to_string(),
+    };
+    let detail = crate::head(&detail, 300);
+    if detail.is_empty() { subtype.to_string() } else { format!("{subtype}: {detail}") }
+}
+
+/// Classifies one finished run of `claude -p` (pure, for tests).
+pub fn classify(
+    stdout: String,
+    stderr: &str,
+    end: Option<String>,
+    with_schema: bool,
+) -> Result<AgentReply, AgentError> {
+    let result = result_object(&stdout);
+    let usage = result.as_ref().map(result_usage).unwrap_or_default();
+    let subtype = result.as_ref().and_then(|r| r.get("subtype")).and_then(Value::as_str).unwrap_or("").to_string();
+    let malformed = |reason: String, raw: String| Err(AgentError::Malformed { reason, raw, usage });
+    let failed = |reason: String, raw: String| Err(AgentError::Failed { reason, raw, usage });
+    if subtype == "error_max_structured_output_retries" {
+        let detail = result.as_ref().map(result_detail).unwrap_or_default();
+        return malformed(format!("no valid structured output: {detail}"), stdout);
+    }
+    if let Some(end) = end {
+        let why = match &result {
+            Some(r) => result_detail(r),
+            None => crate::tail(stderr, 400),
+        };
+        return failed(if why.is_empty() { end } else { format!("{end}: {why}") }, stdout);
+    }
+    let Some(result) = result else {
+        return malformed(
+            if stdout.trim().is_empty() {
+                "empty stdout".into()
+            } else {
+                format!("stdout holds no result object: {}", crate::head(&stdout, 120))
+            },
+            stdout,
+        );
+    };
+    if subtype != "success" {
+        return failed(result_detail(&result), stdout);
+    }
+    if result.get("is_error").and_then(Value::as_bool) == Some(true) {
+        return failed(format!("is_error: {}", crate::head(result["result"].as_str().unwrap_or(""), 300)), stdout);
+    }
+    if with_schema {
+        return match result.get("structured_output") {
+            Some(v) if !v.is_null() => Ok(AgentReply { document: v.clone(), usage, raw: stdout }),
+            _ => malformed("structured_output is null".into(), stdout),
+        };
+    }
+    let text = result.get("result").and_then(Value::as_str).unwrap_or("");
+    match crate::json_from_text(text) {
+        Some(document) => Ok(AgentReply { document, usage, raw: stdout }),
+        None => malformed(format!("the result text is not JSON: {}", crate::head(text, 120)), stdout),
+    }
+}
+
+#[async_trait]
+impl Agent for ClaudeAgent {
+    fn describe(&self) -> String {
+        self.spec_model.as_ref().map_or("claude".into(), |m| format!("claude:{m}"))
+    }
+
+    fn preflight(&self) -> Result<(), String> {
+        if self.program.contains('/') {
+            if !Path::new(&self.program).exists() {
+                return Err(format!("`{}` does not exist", self.program));
+            }
+        } else if !on_path(&self.program) {
+            return Err(format!(
+                "the `{}` CLI is not on PATH (install Claude Code: npm install -g @anthropic-ai/claude-code)",
+                self.program
+            ));
+        }
+        Ok(())
+    }
+
+    async fn invoke(&self, request: &DispatchRequest, options: InvokeOptions) -> Result<AgentReply, AgentError> {
+        let spec = ProcessSpec::new(self.program.clone(), self.args(request), &self.root)
+            .with_stdin(request.prompt.clone().into_bytes())
+            .with_timeout(Some(options.timeout));
+        let out = Spawner.run(&spec).await.map_err(|e| AgentError::Failed {
+            reason: e.to_string(),
+            raw: String::new(),
+            usage: Usage::default(),
+        })?;
+        let end = (!out.success()).then(|| out.describe_end());
+        classify(out.stdout_text(), &out.stderr_text(), end, request.schema.is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn result(extra: Value) -> String {
+        let mut r = json!({"type": "result", "subtype": "success", "is_error": false, "result": "",
+            "total_cost_usd": 0.25, "usage": {"input_tokens": 3, "cache_read_input_tokens": 100,
+            "cache_creation_input_tokens": 20, "output_tokens": 9}});
+        if let (Value::Object(r), Value::Object(e)) = (&mut r, extra) {
+            r.extend(e);
+        }
+        r.to_string()
+    }
+
+    fn kind(r: &Result<AgentReply, AgentError>) -> (&'static str, String) {
+        match r {
+            Ok(_) => ("ok", String::new()),
+            Err(AgentError::Failed { reason, .. }) => ("failed", reason.clone()),
+            Err(AgentError::Malformed { reason, .. }) => ("malformed", reason.clone()),
+        }
+    }
+
+    #[test]
+    fn reads_structured_output_and_usage() {
+        let r = classify(result(json!({"structured_output": {"items": []}})), "", None, true).expect("ok");
+        assert_eq!(r.document, json!({"items": []}));
+        assert_eq!((r.usage.input_tokens, r.usage.output_tokens, r.usage.cost_usd), (123, 9, 0.25));
+        let r = classify(result(json!({"result": "```json\n{\"a\": 1}\n```"})), "", None, false).expect("ok");
+        assert_eq!(r.document, json!({"a": 1}));
+        // --verbose prints an array of messages; the result is the last.
+        let arr = format!("[{{\"type\": \"system\"}}, {}]", result(json!({"structured_output": {"b": 2}})));
+        assert_eq!(classify(arr, "", None, true).expect("ok").document, json!({"b": 2}));
+    }
+
+    #[test]
+    fn classifies_error_subtypes_and_nulls() {
+        let cases = [
+            (result(json!({"structured_output": null})), None, "malformed", "structured_output is null"),
+            (result(json!({})), None, "malformed", "structured_output is null"),
+            (result(json!({"subtype": "error_max_turns", "is_error": true})), None, "failed", "error_max_turns"),
+            (
+                result(json!({"subtype": "error_max_budget_usd", "errors": ["budget reached"]})),
+                Some("exit code 1"),
+                "failed",
+                "exit code 1: error_max_budget_usd: budget reached",
+            ),
+            (
+                result(json!({"subtype": "error_max_structured_output_retries"})),
+                Some("exit code 1"),
+                "malformed",
+                "no valid",
+            ),
+            (result(json!({"is_error": true, "result": "API Error: 529 overloaded"})), None, "failed", "529"),
+            ("not json".into(), None, "malformed", "no result object"),
+            (String::new(), Some("timed out after 5.0s"), "failed", "timed out"),
+        ];
+        for (stdout, end, want_kind, want) in cases {
+            let r = classify(stdout, "", end.map(str::to_string), true);
+            let (k, reason) = kind(&r);
+            assert_eq!(k, want_kind, "{want}: {reason}");
+            assert!(reason.contains(want), "{want}: {reason}");
+        }
+        let r = classify(String::new(), "Error: Invalid API key\n", Some("exit code 1".into()), true);
+        assert_eq!(kind(&r), ("failed", "exit code 1: Error: Invalid API key".into()));
+    }
+
+    #[test]
+    fn maps_pins_and_access_to_flags() {
+        let a = ClaudeAgent::new(None, &AgentDef { max_turns: Some(30), ..Default::default() }, Path::new("/"));
+        let mut req = crate::test_request(Access::ReadOnly);
+        let args = a.args(&req).join(" ");
+        assert!(args.starts_with("-p --output-format json --model opus --effort xhigh --json-schema {"), "{args}");
+        assert!(
+            args.contains("--permission-mode default --allowedTools Read,") && args.contains("--disallowedTools Edit")
+        );
+        assert!(args.ends_with("--max-turns 30"), "{args}");
+        req.access = Access::WorkspaceWrite;
+        req.schema = None;
+        let args = a.args(&req).join(" ");
+        assert!(args.contains("--permission-mode acceptEdits") && !args.contains("--json-schema"), "{args}");
+        assert!(!args.contains("--disallowedTools"));
+    }
+}

@@ -1,0 +1,203 @@
+//! The HTTP transport shared by the `openai:` and `anthropic:` backends.
+//!
+//! One POST of a JSON body, with a deadline (the dispatch timeout) over all tries together.
+//! `429`, `500`, `502`, `503`, `504` and `529` are retried at most [`MAX_RETRIES`] times,
+//! honouring `Retry-After` (seconds, capped at [`MAX_RETRY_WAIT`] and at the time left);
+//! any other non-2xx status, a timeout or a transport error ends the call as a failure with a
+//! one-line reason. Reasons never quote request headers, and the key itself is scrubbed from
+//! anything quoted from the server or the transport.
+//!
+//! The client is `ureq` (blocking, rustls with ring and the webpki roots, no gzip): a small
+//! dependency tree that compiles quickly, run on tokio's blocking pool.
+
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// Retries after the first try, for statuses that say "try again".
+pub(crate) const MAX_RETRIES: u32 = 2;
+/// The longest wait honoured from a `Retry-After` header.
+pub(crate) const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
+/// The largest response body read.
+const BODY_CAP: u64 = 16 * 1024 * 1024;
+
+/// One POST to make.
+#[derive(Debug, Clone)]
+pub(crate) struct Post {
+    /// The full URL.
+    pub url: String,
+    /// Headers (the credential header among them).
+    pub headers: Vec<(String, String)>,
+    /// The JSON body.
+    pub body: Vec<u8>,
+    /// The key, scrubbed from every reason.
+    pub secret: Option<String>,
+    /// The environment variable the key came from, named in a refusal.
+    pub key_var: Option<String>,
+}
+
+/// Why a call produced no 2xx body. Every variant is a failed dispatch.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct HttpFailure {
+    /// One line.
+    pub reason: String,
+    /// The last body received, if any (for the dispatch record).
+    pub raw: String,
+}
+
+/// Statuses worth another try.
+fn retryable(status: u16) -> bool {
+    matches!(status, 429 | 500 | 502 | 503 | 504 | 529)
+}
+
+/// Replaces the key in `text`.
+pub(crate) fn scrub(text: &str, secret: Option<&str>) -> String {
+    match secret {
+        Some(s) if s.len() >= 4 => text.replace(s, "[REDACTED]"),
+        _ => text.to_string(),
+    }
+}
+
+/// The server's own error message from a JSON error body (`error.message`, `message`,
+/// FastAPI's `detail`), else the start of the body.
+pub(crate) fn server_message(body: &str) -> String {
+    let msg = serde_json::from_str::<Value>(body).ok().and_then(|v| {
+        let direct = v.pointer("/error/message").or_else(|| v.get("message")).and_then(Value::as_str);
+        match direct {
+            Some(m) => Some(m.to_string()),
+            None => match (v.get("error"), v.get("detail")) {
+                (Some(Value::String(e)), _) => Some(e.clone()),
+                (_, Some(Value::String(d))) => Some(d.clone()),
+                (_, Some(d)) => Some(d.to_string()),
+                _ => None,
+            },
+        }
+    });
+    crate::head(&msg.unwrap_or_else(|| body.to_string()), 300)
+}
+
+/// Seconds from a `Retry-After` header (delta-seconds only; an HTTP date counts as absent).
+fn retry_after(value: Option<&str>) -> Option<Duration> {
+    let secs: f64 = value?.trim().parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(3600.0)))
+}
+
+/// Makes the call on tokio's blocking pool; the body of a 2xx answer, or why not.
+pub(crate) async fn post(call: Post, timeout: Duration) -> Result<String, HttpFailure> {
+    match tokio::task::spawn_blocking(move || post_blocking(&call, timeout)).await {
+        Ok(r) => r,
+        Err(e) => Err(HttpFailure { reason: format!("the HTTP task ended abnormally: {e}"), raw: String::new() }),
+    }
+}
+
+/// The blocking call.
+pub(crate) fn post_blocking(call: &Post, timeout: Duration) -> Result<String, HttpFailure> {
+    let secret = call.secret.as_deref();
+    let deadline = Instant::now() + timeout;
+    let fail = |reason: String, raw: &str| HttpFailure { reason: scrub(&reason, secret), raw: scrub(raw, secret) };
+    let mut tries = 0u32;
+    loop {
+        tries += 1;
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(fail(format!("timed out after {:.1}s", timeout.as_secs_f64()), ""));
+        }
+        let agent: ureq::Agent =
+            ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(left)).build().into();
+        let mut req = agent.post(call.url.as_str());
+        for (k, v) in &call.headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        let mut resp = match req.send(call.body.as_slice()) {
+            Ok(r) => r,
+            Err(ureq::Error::Timeout(_)) => {
+                return Err(fail(format!("timed out after {:.1}s", timeout.as_secs_f64()), ""));
+            }
+            Err(e) => {
+                let what = match &e {
+                    ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => {
+                        format!("the endpoint {} is unreachable ({e})", endpoint_of(&call.url))
+                    }
+                    _ => format!("request to {} failed: {e}", endpoint_of(&call.url)),
+                };
+                return Err(fail(crate::head(&what, 300), ""));
+            }
+        };
+        let status = resp.status().as_u16();
+        let wait = retry_after(resp.headers().get("retry-after").and_then(|v| v.to_str().ok()));
+        let body = match resp.body_mut().with_config().limit(BODY_CAP).read_to_string() {
+            Ok(b) => b,
+            Err(ureq::Error::Timeout(_)) => {
+                return Err(fail(format!("timed out after {:.1}s", timeout.as_secs_f64()), ""));
+            }
+            Err(e) => return Err(fail(format!("HTTP {status}: reading the body failed: {e}"), "")),
+        };
+        if (200..300).contains(&status) {
+            return Ok(body);
+        }
+        if retryable(status) && tries <= MAX_RETRIES {
+            let wait = wait.unwrap_or(Duration::from_millis(500 * u64::from(tries))).min(MAX_RETRY_WAIT);
+            if Instant::now() + wait < deadline {
+                std::thread::sleep(wait);
+                continue;
+            }
+            return Err(fail(
+                format!(
+                    "HTTP {status}: {} (retry-after {:.0}s would pass the dispatch timeout)",
+                    server_message(&body),
+                    wait.as_secs_f64()
+                ),
+                &body,
+            ));
+        }
+        let reason = match status {
+            401 | 403 => format!(
+                "HTTP {status}: the endpoint refused the credentials{}",
+                call.key_var.as_ref().map(|v| format!(" (from {v})")).unwrap_or_default()
+            ),
+            _ if retryable(status) => {
+                format!("HTTP {status} after {tries} tries: {}", server_message(&body))
+            }
+            _ => format!("HTTP {status}: {}", server_message(&body)),
+        };
+        // The body of a refusal may echo part of the key; keep it out of the record too.
+        let raw = if matches!(status, 401 | 403) { String::new() } else { body };
+        return Err(fail(reason, &raw));
+    }
+}
+
+/// `scheme://host[:port]` of a URL, for messages (never the path's query or credentials).
+pub(crate) fn endpoint_of(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let host = rest.split('/').next().unwrap_or("");
+    let host = host.rsplit('@').next().unwrap_or(host);
+    if scheme.is_empty() { host.to_string() } else { format!("{scheme}://{host}") }
+}
+
+/// Joins a base URL and a path (`https://x/v1` + `/chat/completions`).
+pub(crate) fn join(base: &str, path: &str) -> String {
+    format!("{}/{}", base.trim_end_matches('/'), path.trim_start_matches('/'))
+}
+
+/// Checks a base URL: `http://` or `https://` and a host.
+pub(crate) fn check_base_url(base: &str) -> Result<(), String> {
+    let ok = (base.starts_with("http://") || base.starts_with("https://")) && !endpoint_of(base).ends_with("://");
+    if ok { Ok(()) } else { Err(format!("base URL `{base}` is not an http:// or https:// URL")) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_read_from_error_bodies() {
+        assert_eq!(server_message(r#"{"error": {"message": "bad model"}}"#), "bad model");
+        assert_eq!(server_message(r#"{"type":"error","error":{"type":"x","message":"overloaded"}}"#), "overloaded");
+        assert!(server_message(r#"{"detail": [{"msg": "json_schema not supported"}]}"#).contains("json_schema"));
+        assert_eq!(server_message("plain\ntext"), "plain text");
+        assert_eq!(retry_after(Some("2")), Some(Duration::from_secs(2)));
+        assert_eq!(retry_after(Some("Wed, 21 Oct 2015 07:28:00 GMT")), None);
+        assert_eq!(endpoint_of("https://user:pw@api.x.com/v1/chat?k=1"), "https://api.x.com");
+        assert_eq!(join("http://h/v1/", "/chat/completions"), "http://h/v1/chat/completions");
+        assert!(check_base_url("ftp://x").is_err() && check_base_url("http://127.0.0.1:9/v1").is_ok());
+    }
+}

@@ -1,0 +1,484 @@
+//! `openai:MODEL`: an OpenAI-compatible Chat Completions endpoint (OpenAI, vLLM, llama.cpp's
+//! `llama-server`, Ollama, llama-cpp-python's server).
+//!
+//! - Endpoint: `[agents.X].base_url`, else `OPENAI_BASE_URL`, else `https://api.openai.com/v1`;
+//!   `POST {base}/chat/completions`.
+//! - Key: the variable named by `api_key_env` (default `OPENAI_API_KEY`), sent as
+//!   `Authorization: Bearer …`. Required for OpenAI's own endpoint and whenever `api_key_env`
+//!   is set; optional for other endpoints (local servers take none).
+//! - Structured output: `response_format: {"type": "json_schema", "json_schema": {"name",
+//!   "schema", "strict"}}` (`strict` only when the schema meets OpenAI's strict subset), or,
+//!   with `response_format = "json_object"`, `{"type": "json_object", "schema": …}` for servers
+//!   that reject `json_schema` (llama-cpp-python answers 422).
+//! - Model: the role's pin when it is concrete, else the spec's model (tier names such as
+//!   `opus` mean nothing to these servers).
+//! - Effort: `reasoning_effort` (`xhigh`/`max` sent as `high`) only for OpenAI reasoning models
+//!   (`o1`, `o3`, `o4`, `gpt-5` families) or when `send_effort = true`.
+//! - Classification: HTTP errors, timeouts and transport errors fail the dispatch; a body that
+//!   is not a completion, a refusal, a truncated or filtered answer, or content that is not
+//!   JSON is malformed.
+
+use crate::http::{self, Post};
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use work_config::AgentDef;
+use work_runtime::budget::Usage;
+use work_runtime::dispatch::{Agent, AgentError, AgentReply, DispatchRequest, InvokeOptions};
+
+/// OpenAI's own endpoint.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// The default key variable.
+pub const DEFAULT_KEY_VAR: &str = "OPENAI_API_KEY";
+
+/// How the schema is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResponseFormat {
+    /// `{"type": "json_schema", "json_schema": {...}}` (the default).
+    JsonSchema,
+    /// `{"type": "json_object", "schema": ...}`.
+    JsonObject,
+}
+
+/// The OpenAI-compatible backend.
+#[derive(Debug, Clone)]
+pub struct OpenAiAgent {
+    model: String,
+    base_url: String,
+    key_var: String,
+    key_required: bool,
+    format: ResponseFormat,
+    send_effort: Option<bool>,
+    max_tokens: Option<u64>,
+    prices: (Option<f64>, Option<f64>),
+    /// A key given directly (tests), instead of the environment.
+    fixed_key: Option<Option<String>>,
+}
+
+/// True for OpenAI model families that take `reasoning_effort`.
+pub fn is_reasoning_model(model: &str) -> bool {
+    let m = model.to_ascii_lowercase();
+    let m = m.rsplit('/').next().unwrap_or(&m);
+    ["o1", "o3", "o4", "gpt-5"]
+        .iter()
+        .any(|p| m == *p || m.starts_with(&format!("{p}-")) || m.starts_with(&format!("{p}.")))
+}
+
+/// The `reasoning_effort` value for a role's effort.
+pub fn effort_value(effort: &str) -> String {
+    match effort.trim().to_ascii_lowercase().as_str() {
+        "xhigh" | "max" => "high".into(),
+        other => other.to_string(),
+    }
+}
+
+/// True when `schema` fits OpenAI's strict structured-output subset: every object lists all
+/// its properties as required and forbids additional ones.
+pub fn strict_compatible(schema: &Value) -> bool {
+    match schema {
+        Value::Object(m) => {
+            if let Some(Value::Object(props)) = m.get("properties") {
+                let required: Vec<&str> = m
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .map_or(vec![], |r| r.iter().filter_map(Value::as_str).collect());
+                if m.get("additionalProperties") != Some(&Value::Bool(false))
+                    || props.keys().any(|k| !required.contains(&k.as_str()))
+                {
+                    return false;
+                }
+            }
+            m.values().all(strict_compatible)
+        }
+        Value::Array(a) => a.iter().all(strict_compatible),
+        _ => true,
+    }
+}
+
+/// The instructions sent as the system message.
+pub(crate) fn system_prompt(schema: Option<&Value>, include_schema: bool) -> String {
+    let mut s = String::from(
+        "You are an agent dispatched by `work`. You cannot run tools or read files: answer from the brief alone. \
+         Answer with exactly one JSON document and nothing else",
+    );
+    match schema {
+        Some(schema) if include_schema => {
+            s.push_str(" that validates against this JSON Schema:\n");
+            s.push_str(&schema.to_string());
+        }
+        Some(_) => s.push_str(" that validates against the given JSON Schema."),
+        None => s.push('.'),
+    }
+    s
+}
+
+impl OpenAiAgent {
+    /// The backend for `openai:MODEL` with a named agent's settings.
+    pub fn new(model: &str, def: &AgentDef) -> Result<Self, String> {
+        let format = match def.response_format.as_deref().map(str::trim) {
+            None | Some("json_schema") => ResponseFormat::JsonSchema,
+            Some("json_object") => ResponseFormat::JsonObject,
+            Some(other) => {
+                return Err(format!("response_format `{other}` is not one of `json_schema`, `json_object`"));
+            }
+        };
+        let env_base = std::env::var("OPENAI_BASE_URL").ok().filter(|b| !b.trim().is_empty());
+        let base_url = def.base_url.clone().or(env_base).unwrap_or_else(|| DEFAULT_BASE_URL.into());
+        http::check_base_url(&base_url)?;
+        let key_required = def.api_key_env.is_some() || http::endpoint_of(&base_url) == "https://api.openai.com";
+        Ok(Self {
+            model: model.to_string(),
+            key_var: def.api_key_env.clone().unwrap_or_else(|| DEFAULT_KEY_VAR.into()),
+            key_required,
+            base_url,
+            format,
+            send_effort: def.send_effort,
+            max_tokens: def.max_tokens,
+            prices: (def.input_usd_per_mtok, def.output_usd_per_mtok),
+            fixed_key: None,
+        })
+    }
+
+    /// Uses `key` instead of reading the environment (tests).
+    #[cfg(test)]
+    pub(crate) fn with_fixed_key(mut self, key: Option<&str>) -> Self {
+        self.fixed_key = Some(key.map(str::to_string));
+        self
+    }
+
+    fn key(&self) -> Option<String> {
+        match &self.fixed_key {
+            Some(k) => k.clone(),
+            None => std::env::var(&self.key_var).ok(),
+        }
+        .filter(|k| !k.trim().is_empty())
+    }
+
+    /// The request body for one dispatch.
+    pub fn body(&self, request: &DispatchRequest) -> Value {
+        let model = crate::concrete_model(&request.model, Some(&self.model)).unwrap_or_else(|| self.model.clone());
+        let schema = request.schema.as_ref();
+        let include_schema = self.format == ResponseFormat::JsonObject;
+        let mut body = json!({
+            "model": model,
+            "messages": [
+                {"role": "system", "content": system_prompt(schema, include_schema)},
+                {"role": "user", "content": request.prompt},
+            ],
+        });
+        let format = match (schema, self.format) {
+            (Some(s), ResponseFormat::JsonSchema) => json!({"type": "json_schema", "json_schema": {
+                "name": "work_result", "schema": s, "strict": strict_compatible(s)}}),
+            (Some(s), ResponseFormat::JsonObject) => json!({"type": "json_object", "schema": s}),
+            (None, _) => json!({"type": "json_object"}),
+        };
+        body["response_format"] = format;
+        let reasoning = is_reasoning_model(&model);
+        if let Some(n) = self.max_tokens {
+            body[if reasoning { "max_completion_tokens" } else { "max_tokens" }] = json!(n);
+        }
+        if self.send_effort.unwrap_or(reasoning) && !request.effort.trim().is_empty() {
+            body["reasoning_effort"] = json!(effort_value(&request.effort));
+        }
+        body
+    }
+
+    /// Reads a completion body into a reply or a malformed answer.
+    pub fn parse(&self, raw: String) -> Result<AgentReply, AgentError> {
+        let malformed = |reason: String, raw: String, usage: Usage| Err(AgentError::Malformed { reason, raw, usage });
+        let Ok(v) = serde_json::from_str::<Value>(&raw) else {
+            return malformed(
+                format!("the response body is not JSON: {}", crate::head(&raw, 120)),
+                raw,
+                Usage::default(),
+            );
+        };
+        let mut usage = Usage {
+            input_tokens: v.pointer("/usage/prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
+            output_tokens: v.pointer("/usage/completion_tokens").and_then(Value::as_u64).unwrap_or(0),
+            cost_usd: 0.0,
+        };
+        usage.cost_usd = crate::priced(&usage, self.prices.0, self.prices.1);
+        let Some(choice) = v.pointer("/choices/0") else {
+            return malformed("the response has no choices".into(), raw, usage);
+        };
+        let message = choice.get("message").cloned().unwrap_or(Value::Null);
+        if let Some(refusal) = message.get("refusal").and_then(Value::as_str).filter(|r| !r.trim().is_empty()) {
+            return malformed(format!("the model refused: {}", crate::head(refusal, 200)), raw, usage);
+        }
+        match choice.get("finish_reason").and_then(Value::as_str) {
+            Some("length") => return malformed("the answer was cut at the token limit".into(), raw, usage),
+            Some("content_filter") => {
+                return malformed("the answer was withheld by a content filter".into(), raw, usage);
+            }
+            _ => {}
+        }
+        let content = match message.get("content") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Array(parts)) => {
+                parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("")
+            }
+            _ => String::new(),
+        };
+        if content.trim().is_empty() {
+            return malformed("the answer is empty".into(), raw, usage);
+        }
+        match crate::json_from_text(&content) {
+            Some(document) => Ok(AgentReply { document, usage, raw }),
+            None => malformed(format!("the answer is not JSON: {}", crate::head(&content, 120)), raw, usage),
+        }
+    }
+}
+
+#[async_trait]
+impl Agent for OpenAiAgent {
+    fn describe(&self) -> String {
+        format!("openai:{}", self.model)
+    }
+
+    fn preflight(&self) -> Result<(), String> {
+        if self.key_required && self.key().is_none() {
+            return Err(format!("{} is not set (the key for {})", self.key_var, http::endpoint_of(&self.base_url)));
+        }
+        Ok(())
+    }
+
+    async fn invoke(&self, request: &DispatchRequest, options: InvokeOptions) -> Result<AgentReply, AgentError> {
+        let key = self.key();
+        if self.key_required && key.is_none() {
+            return Err(AgentError::Failed {
+                reason: format!("{} is not set", self.key_var),
+                raw: String::new(),
+                usage: Usage::default(),
+            });
+        }
+        let mut headers = vec![("content-type".to_string(), "application/json".to_string())];
+        if let Some(k) = &key {
+            headers.push(("authorization".into(), format!("Bearer {k}")));
+        }
+        let post = Post {
+            url: http::join(&self.base_url, "chat/completions"),
+            headers,
+            body: self.body(request).to_string().into_bytes(),
+            secret: key,
+            key_var: Some(self.key_var.clone()),
+        };
+        match http::post(post, options.timeout).await {
+            Ok(raw) => self.parse(raw),
+            Err(f) => Err(AgentError::Failed { reason: f.reason, raw: f.raw, usage: Usage::default() }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testserver::{Reply, TestServer};
+    use std::time::Duration;
+    use work_runtime::dispatch::{Access, PROTOCOL};
+
+    const CANARY: &str = "sk-canary-1234567890";
+
+    fn request(model: &str, effort: &str) -> DispatchRequest {
+        DispatchRequest {
+            protocol: PROTOCOL.into(),
+            run_id: "r".into(),
+            dispatch_id: "d1".into(),
+            attempt: 1,
+            workflow: "exhaust".into(),
+            role: "finder".into(),
+            model: model.into(),
+            effort: effort.into(),
+            access: Access::ReadOnly,
+            cwd: "/".into(),
+            prompt: "find things".into(),
+            schema: Some(json!({"type": "object", "properties": {"items": {"type": "array"}},
+                                "required": ["items"], "additionalProperties": false})),
+            context: json!({}),
+        }
+    }
+
+    fn completion(content: &str) -> Value {
+        json!({"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+               "usage": {"prompt_tokens": 11, "completion_tokens": 7}})
+    }
+
+    fn agent(server: &TestServer, extra: impl FnOnce(&mut AgentDef)) -> OpenAiAgent {
+        let mut def = AgentDef {
+            base_url: Some(server.url()),
+            api_key_env: Some("WORK_TEST_OPENAI_KEY".into()),
+            input_usd_per_mtok: Some(1.0),
+            output_usd_per_mtok: Some(2.0),
+            ..Default::default()
+        };
+        extra(&mut def);
+        OpenAiAgent::new("qwen-test", &def).expect("builds").with_fixed_key(Some(CANARY))
+    }
+
+    async fn invoke(a: &OpenAiAgent, req: &DispatchRequest, secs: u64) -> Result<AgentReply, AgentError> {
+        a.invoke(req, InvokeOptions { timeout: Duration::from_secs(secs) }).await
+    }
+
+    fn reason(e: &AgentError) -> String {
+        match e {
+            AgentError::Failed { reason, raw, .. } | AgentError::Malformed { reason, raw, .. } => {
+                assert!(!raw.contains(CANARY), "the key leaked into raw: {raw}");
+                reason.clone()
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sends_the_schema_and_reads_the_answer() {
+        let server = TestServer::start(vec![Reply::json(200, completion(r#"{"items": [1]}"#))]);
+        let a = agent(&server, |_| {});
+        let reply = invoke(&a, &request("opus", "xhigh"), 10).await.expect("ok");
+        assert_eq!(reply.document, json!({"items": [1]}));
+        assert_eq!((reply.usage.input_tokens, reply.usage.output_tokens), (11, 7));
+        assert!((reply.usage.cost_usd - (11.0 + 14.0) / 1e6).abs() < 1e-12);
+        let sent = &server.requests()[0];
+        assert_eq!(sent.path, "/v1/chat/completions");
+        let body = sent.json();
+        assert_eq!(body["model"], "qwen-test", "a tier pin falls back to the spec's model");
+        assert_eq!(body["response_format"]["type"], "json_schema");
+        assert_eq!(body["response_format"]["json_schema"]["strict"], true);
+        assert_eq!(body["response_format"]["json_schema"]["schema"]["required"], json!(["items"]));
+        assert!(body.get("reasoning_effort").is_none(), "not a reasoning model");
+        assert_eq!(body["messages"][1]["content"], "find things");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sends_the_key_but_never_echoes_it() {
+        let server = TestServer::start(vec![Reply::json(
+            401,
+            json!({"error": {"message": format!("Incorrect API key provided: {CANARY}")}}),
+        )]);
+        let a = agent(&server, |_| {});
+        let e = invoke(&a, &request("gpt-x", "high"), 10).await.expect_err("refused");
+        let r = reason(&e);
+        assert!(matches!(e, AgentError::Failed { .. }));
+        assert!(r.contains("HTTP 401") && r.contains("WORK_TEST_OPENAI_KEY"), "{r}");
+        assert!(!r.contains(CANARY), "{r}");
+        assert_eq!(server.requests()[0].header("authorization"), Some(format!("Bearer {CANARY}").as_str()));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn client_errors_fail_at_once_with_the_server_message() {
+        let server = TestServer::start(vec![Reply::json(
+            422,
+            json!({"detail": [{"msg": "response_format json_schema is not supported", "key": CANARY}]}),
+        )]);
+        let a = agent(&server, |_| {});
+        let e = invoke(&a, &request("m", "high"), 10).await.expect_err("422");
+        let r = reason(&e);
+        assert!(matches!(e, AgentError::Failed { .. }) && r.contains("HTTP 422") && r.contains("json_schema"), "{r}");
+        assert!(!r.contains(CANARY));
+        assert_eq!(server.requests().len(), 1, "a 4xx is not retried");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn server_errors_are_retried_after_retry_after() {
+        let server = TestServer::start(vec![
+            Reply::json(503, json!({"error": {"message": "overloaded"}})).header("retry-after", "0"),
+            Reply::json(429, json!({"error": {"message": "slow down"}})).header("retry-after", "0"),
+            Reply::json(200, completion(r#"{"items": []}"#)),
+        ]);
+        let a = agent(&server, |_| {});
+        let reply = invoke(&a, &request("m", "high"), 20).await.expect("third try answers");
+        assert_eq!(reply.document, json!({"items": []}));
+        assert_eq!(server.requests().len(), 3);
+
+        let server = TestServer::start(vec![
+            Reply::json(500, json!({"error": {"message": "boom"}})).header("retry-after", "0"),
+            Reply::json(500, json!({"error": {"message": "boom"}})).header("retry-after", "0"),
+            Reply::json(500, json!({"error": {"message": "boom"}})).header("retry-after", "0"),
+        ]);
+        let a = agent(&server, |_| {});
+        let e = invoke(&a, &request("m", "high"), 20).await.expect_err("gives up");
+        assert!(reason(&e).contains("HTTP 500 after 3 tries: boom"), "{}", reason(&e));
+
+        // A Retry-After past the dispatch timeout is not waited for.
+        let server = TestServer::start(vec![Reply::json(503, json!({})).header("retry-after", "3000")]);
+        let a = agent(&server, |_| {});
+        let e = invoke(&a, &request("m", "high"), 5).await.expect_err("no wait");
+        assert!(reason(&e).contains("would pass the dispatch timeout"), "{}", reason(&e));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hanging_server_times_out_as_a_failure() {
+        let server = TestServer::start(vec![Reply::json(200, completion("{}")).delayed(Duration::from_secs(8))]);
+        let a = agent(&server, |_| {});
+        let e = a
+            .invoke(&request("m", "high"), InvokeOptions { timeout: Duration::from_millis(500) })
+            .await
+            .expect_err("times out");
+        assert!(matches!(e, AgentError::Failed { .. }) && reason(&e).contains("timed out"), "{}", reason(&e));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn unusable_answers_are_malformed() {
+        let refusal = json!({"choices": [{"finish_reason": "stop",
+            "message": {"content": null, "refusal": "I can't help with that."}}]});
+        let cut = json!({"choices": [{"finish_reason": "length", "message": {"content": "{\"items\": ["}}]});
+        let cases = [
+            (Reply::text(200, "<html>gateway</html>"), "not JSON"),
+            (Reply::json(200, json!({"object": "chat.completion"})), "no choices"),
+            (Reply::json(200, refusal), "refused"),
+            (Reply::json(200, cut), "token limit"),
+            (Reply::json(200, completion("Sure! The items are 1 and 2.")), "answer is not JSON"),
+            (Reply::json(200, completion("  ")), "empty"),
+        ];
+        for (reply, want) in cases {
+            let server = TestServer::start(vec![reply]);
+            let a = agent(&server, |_| {});
+            let e = invoke(&a, &request("m", "high"), 10).await.expect_err("malformed");
+            assert!(matches!(e, AgentError::Malformed { .. }) && reason(&e).contains(want), "{want}: {}", reason(&e));
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn json_object_mode_and_reasoning_effort() {
+        let server = TestServer::start(vec![Reply::json(200, completion("```json\n{\"items\": []}\n```"))]);
+        let a = agent(&server, |d| {
+            d.response_format = Some("json_object".into());
+            d.max_tokens = Some(300);
+        });
+        invoke(&a, &request("sonnet", "high"), 10).await.expect("fenced JSON is read");
+        let body = server.requests()[0].json();
+        assert_eq!(body["response_format"]["type"], "json_object");
+        assert_eq!(body["response_format"]["schema"]["required"], json!(["items"]));
+        assert!(body["messages"][0]["content"].as_str().unwrap_or("").contains("\"items\""));
+        assert_eq!(body["max_tokens"], 300);
+
+        let server = TestServer::start(vec![Reply::json(200, completion("{}"))]);
+        let a = agent(&server, |d| d.max_tokens = Some(50));
+        invoke(&a, &request("gpt-5-mini", "xhigh"), 10).await.expect("ok");
+        let body = server.requests()[0].json();
+        assert_eq!((body["model"].as_str(), body["reasoning_effort"].as_str()), (Some("gpt-5-mini"), Some("high")));
+        assert_eq!(body["max_completion_tokens"], 50);
+        assert!(
+            OpenAiAgent::new("m", &AgentDef { response_format: Some("xml".into()), ..Default::default() }).is_err()
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn missing_key_and_unreachable_endpoint_are_one_line_reasons() {
+        let def = AgentDef { base_url: Some("https://api.openai.com/v1".into()), ..Default::default() };
+        let a = OpenAiAgent::new("gpt-5", &def).expect("builds").with_fixed_key(None);
+        assert!(a.preflight().expect_err("no key").contains("OPENAI_API_KEY is not set"));
+        // A local server needs no key.
+        let def = AgentDef { base_url: Some("http://127.0.0.1:9/v1".into()), ..Default::default() };
+        let a = OpenAiAgent::new("m", &def).expect("builds").with_fixed_key(None);
+        assert!(a.preflight().is_ok());
+        let e = invoke(&a, &request("m", "high"), 5).await.expect_err("nothing listens on port 9");
+        assert!(matches!(e, AgentError::Failed { .. }) && !reason(&e).contains('\n'), "{}", reason(&e));
+    }
+
+    #[test]
+    fn strictness_follows_the_schema() {
+        assert!(strict_compatible(&json!({"type": "object", "properties": {"a": {"type": "string"}},
+            "required": ["a"], "additionalProperties": false})));
+        assert!(!strict_compatible(&json!({"type": "object", "properties": {"a": {}}, "required": []})));
+        assert!(!strict_compatible(&json!({"type": "array", "items": {"type": "object", "properties": {"a": {}}}})));
+        assert!(is_reasoning_model("o3-mini") && is_reasoning_model("gpt-5") && !is_reasoning_model("gpt-4o"));
+    }
+}
