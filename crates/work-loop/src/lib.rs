@@ -1,1 +1,18 @@
-//! work loop.
+//! `work loop`: the work-loop seed's deterministic scripts (CONTRACTS §5) — the engine state
+//! machine, the cohort bookkeeping, the spec-status lint, the workspace preflight and the
+//! base-freshness check — plus the plan parser shared with `work implement` ([`plan`]).
+//!
+//! No agent runs here: every rule is code, every path from outside is confined to the
+//! repository root before any read or write, and every state file is written atomically.
+
+pub mod adjudication;
+pub mod cohort;
+pub mod common;
+pub mod engine;
+pub mod freshness;
+pub mod lint;
+pub mod plan;
+pub mod table;
+pub mod workspace;
+
+pub use common::{LoopError, LoopResult, Outcome, SpecDir};

@@ -1,17 +1,448 @@
-//! `work loop` (not implemented yet).
+//! `work loop`: the work-loop seed's scripts as subcommands (CONTRACTS §5) —
+//! `engine`, `cohort`, `lint-spec-status`, `workspace-status`, `base-freshness`.
+//!
+//! The logic lives in `work_loop`; this module parses arguments, resolves the repository root
+//! and clock, and renders the outcome (`--json`: one document on stdout). Exit codes: 0 done,
+//! 1 refused / negative answer (nothing changed), 2 bad input.
 
 use crate::CmdResult;
-use crate::ctx::{CliError, Global};
+use crate::ctx::{CliError, Ctx, Global, print_json};
+use clap::{Subcommand, ValueEnum};
+use work_loop::cohort::{self, Caps, CheckPhase, ReviewRecord, WaveExpect};
+use work_loop::table::Mode;
+use work_loop::{LoopError, LoopResult, SpecDir, engine, freshness, lint, workspace};
 
-/// Arguments (none yet).
+/// `work loop …`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Anything.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+    /// Print the result as one JSON document on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// The script to run.
+    #[command(subcommand)]
+    pub command: LoopCommand,
+}
+
+/// The scripts.
+#[derive(Debug, Subcommand)]
+pub enum LoopCommand {
+    /// The engine state machine over `<spec-dir>/engine-state.json`.
+    #[command(subcommand)]
+    Engine(EngineCommand),
+    /// The cohort bookkeeping over `<spec-dir>/state.json`.
+    #[command(subcommand)]
+    Cohort(CohortCommand),
+    /// Doc-drift lint over `docs/specs/*/spec.md`.
+    LintSpecStatus(LintArgs),
+    /// The canonical preflight over `workspace.toml`.
+    WorkspaceStatus(WorkspaceArgs),
+    /// Is HEAD current with its base? (exit 1 with the message when not).
+    BaseFreshness(FreshnessArgs),
+}
+
+/// `--mode`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ModeArg {
+    /// Implementation work.
+    Code,
+    /// Spec/plan-only work.
+    SpecPlan,
+}
+
+/// `engine …`.
+#[derive(Debug, Subcommand)]
+pub enum EngineCommand {
+    /// Start a run in SPEC-PLAN-DRAFTING (refused when engine-state.json exists); prints the run id.
+    Init {
+        /// The spec directory (`docs/specs/<feature>`).
+        spec_dir: String,
+        /// `code` or `spec-plan`.
+        #[arg(long, value_enum)]
+        mode: ModeArg,
+    },
+    /// Fire an event (refused, exit 1 and nothing changed, when illegal or guarded out).
+    Transition {
+        /// The spec directory.
+        spec_dir: String,
+        /// The event (`spec-ready`, `reviewers-clean`, …).
+        event: String,
+        /// The wave just verified (wave-passed, gates-clean): must be the cohort's current wave.
+        #[arg(long, value_name = "N")]
+        wave_index: Option<usize>,
+        /// reviewers-clean on an intermediate review unit: accept spec.md `Status: Implementing`.
+        #[arg(long)]
+        intent_incomplete: bool,
+    },
+    /// The engine state (exit 2 when missing or unreadable).
+    Status {
+        /// The spec directory.
+        spec_dir: String,
+    },
+    /// Delete engine-state.json (destructive: only with a person's confirmation).
+    Reset {
+        /// The spec directory.
+        spec_dir: String,
+    },
+    /// Where a fresh session picks up (the Session Resumption routing), read-only.
+    Resume {
+        /// The spec directory.
+        spec_dir: String,
+    },
+    /// Print the state table as implemented (markdown).
+    Table,
+}
+
+/// `cohort …`.
+#[derive(Debug, Subcommand)]
+pub enum CohortCommand {
+    /// Create state.json for a run (refused when it exists).
+    Init {
+        /// The spec directory.
+        spec_dir: String,
+        /// The engine's run id.
+        #[arg(long)]
+        run_id: String,
+        /// The implementation retry cap.
+        #[arg(long, default_value_t = cohort::DEFAULT_IMPLEMENTATION_RETRY_CAP)]
+        implementation_retry_cap: u32,
+        /// The review retry cap.
+        #[arg(long, default_value_t = cohort::DEFAULT_REVIEW_RETRY_CAP)]
+        review_retry_cap: u32,
+    },
+    /// Check that the cohort (and engine) belong to a run.
+    Identity {
+        /// The spec directory.
+        spec_dir: String,
+        /// The run id expected.
+        #[arg(long)]
+        expect_run_id: String,
+    },
+    /// Record the approved baseline (both Status fields Approved; a no-op when unchanged).
+    ApprovePlan {
+        /// The spec directory.
+        spec_dir: String,
+        /// Refuse unless the cohort belongs to this run.
+        #[arg(long)]
+        expect_run_id: Option<String>,
+    },
+    /// Compute the waves from plan.md's task dependencies (resets the wave pointer).
+    Schedule {
+        /// The spec directory.
+        spec_dir: String,
+        /// Refuse unless the cohort belongs to this run.
+        #[arg(long)]
+        expect_run_id: Option<String>,
+    },
+    /// The wave pointer.
+    #[command(subcommand)]
+    Wave(WaveCommand),
+    /// Count a gate failure once per cycle id.
+    RecordAttempt {
+        /// The spec directory.
+        spec_dir: String,
+        /// The phase (`implement`).
+        #[arg(long, value_enum)]
+        phase: PhaseArg,
+        /// `<run_id>:<transition_sequence>`.
+        #[arg(long)]
+        cycle_id: String,
+        /// Refuse unless the cohort belongs to this run.
+        #[arg(long)]
+        expect_run_id: Option<String>,
+    },
+    /// Review rounds.
+    #[command(subcommand)]
+    Review(ReviewCommand),
+    /// The plan-review freshness.
+    #[command(subcommand)]
+    Plan(PlanCommand),
+    /// Exit 1 when a retry cap is reached (or, without --phase, the plan review is pending).
+    Check {
+        /// The spec directory.
+        spec_dir: String,
+        /// Only this cap.
+        #[arg(long, value_enum)]
+        phase: Option<CheckPhaseArg>,
+        /// Refuse unless the cohort belongs to this run.
+        #[arg(long)]
+        expect_run_id: Option<String>,
+    },
+    /// The cohort state.
+    Status {
+        /// The spec directory.
+        spec_dir: String,
+    },
+    /// Delete state.json (destructive: only with a person's confirmation).
+    Reset {
+        /// The spec directory.
+        spec_dir: String,
+    },
+}
+
+/// `--phase` of record-attempt.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum PhaseArg {
+    /// A gates-failed implementation cycle.
+    Implement,
+}
+
+/// `--phase` of check.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CheckPhaseArg {
+    /// The implementation retry cap.
+    GatesFailed,
+    /// The review retry cap.
+    Review,
+}
+
+/// `--expect` of wave check.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ExpectArg {
+    /// More waves remain.
+    More,
+    /// This is the last wave.
+    Last,
+}
+
+/// `cohort wave …`.
+#[derive(Debug, Subcommand)]
+pub enum WaveCommand {
+    /// Move the pointer from N to N+1 (idempotent).
+    Advance {
+        /// The spec directory.
+        spec_dir: String,
+        /// The wave just completed.
+        #[arg(long, value_name = "N")]
+        from_index: usize,
+        /// Refuse unless the cohort belongs to this run.
+        #[arg(long)]
+        expect_run_id: Option<String>,
+    },
+    /// Exit 0 when the expectation holds, 1 otherwise.
+    Check {
+        /// The spec directory.
+        spec_dir: String,
+        /// `more` or `last`.
+        #[arg(long, value_enum)]
+        expect: ExpectArg,
+        /// Refuse unless the cohort belongs to this run.
+        #[arg(long)]
+        expect_run_id: Option<String>,
+    },
+}
+
+/// `cohort review …`.
+#[derive(Debug, Subcommand)]
+pub enum ReviewCommand {
+    /// Record a review round (not idempotent).
+    Record {
+        /// The spec directory.
+        spec_dir: String,
+        /// A clean adjudication artifact (with --adjudication).
+        #[arg(long, value_name = "P", requires = "adjudication")]
+        report: Option<String>,
+        /// The report is the adjudication artifact (required with --report).
+        #[arg(long, requires = "report")]
+        adjudication: bool,
+        /// The fingerprint of a sustained finding (repeatable).
+        #[arg(long = "fingerprint", value_name = "FP")]
+        fingerprints: Vec<String>,
+        /// Every warranted reviewer was a non-mandatory named skip.
+        #[arg(long)]
+        all_skipped: bool,
+        /// Refuse unless the cohort belongs to this run.
+        #[arg(long)]
+        expect_run_id: Option<String>,
+    },
+    /// Classify an adjudication and compare it with the last round (`matches_previous_round`).
+    Inspect {
+        /// The spec directory.
+        spec_dir: String,
+        /// The adjudication artifact.
+        #[arg(long, value_name = "P")]
+        adjudication: String,
+        /// Refuse unless the cohort belongs to this run.
+        #[arg(long)]
+        expect_run_id: Option<String>,
+    },
+    /// Classify an adjudication artifact without any state (light mode).
+    Classify {
+        /// The adjudication artifact.
+        path: String,
+    },
+}
+
+/// `cohort plan …`.
+#[derive(Debug, Subcommand)]
+pub enum PlanCommand {
+    /// Exit 1 (`plan_review_status: pending`) when plan.md changed since its last review.
+    CheckCurrent {
+        /// The spec directory.
+        spec_dir: String,
+        /// Refuse unless the cohort belongs to this run.
+        #[arg(long)]
+        expect_run_id: Option<String>,
+    },
+    /// Record plan.md as reviewed (after pre-EXECUTE review is adjudicated clean).
+    MarkReviewed {
+        /// The spec directory.
+        spec_dir: String,
+        /// Refuse unless the cohort belongs to this run.
+        #[arg(long)]
+        expect_run_id: Option<String>,
+    },
+}
+
+/// `lint-spec-status`.
+#[derive(Debug, clap::Args)]
+pub struct LintArgs {
+    /// The directory holding `docs/specs/` and `workspace.toml` (`.` = the repository root).
+    #[arg(long, default_value = ".")]
+    pub root: String,
+}
+
+/// `workspace-status`.
+#[derive(Debug, clap::Args)]
+pub struct WorkspaceArgs {
+    /// Evaluate this spec path too (exit 1 unless it is canonical ready or active).
+    #[arg(long, value_name = "PATH")]
+    pub spec: Option<String>,
+}
+
+/// `base-freshness`.
+#[derive(Debug, clap::Args)]
+pub struct FreshnessArgs {
+    /// `REMOTE/BRANCH` (required with several remotes).
+    #[arg(long, value_name = "REMOTE/BRANCH")]
+    pub target: Option<String>,
 }
 
 /// Runs the command.
-pub fn run(_global: &Global, _args: Args) -> CmdResult {
-    Err(CliError::bad("run this command: it is not implemented yet"))
+pub fn run(global: &Global, args: Args) -> CmdResult {
+    let ctx = Ctx::new(global)?;
+    let root = ctx.root.as_path();
+    let clock = ctx.clock.as_ref();
+    let sd = |p: &str| SpecDir::open(root, p);
+    let result: LoopResult = match args.command {
+        LoopCommand::Engine(cmd) => match cmd {
+            EngineCommand::Init { spec_dir, mode } => {
+                let mode = match mode {
+                    ModeArg::Code => Mode::Code,
+                    ModeArg::SpecPlan => Mode::SpecPlan,
+                };
+                sd(&spec_dir).and_then(|d| engine::init(&d, mode, clock))
+            }
+            EngineCommand::Transition { spec_dir, event, wave_index, intent_incomplete } => {
+                sd(&spec_dir).and_then(|d| {
+                    engine::transition(&d, &event, engine::TransitionOpts { wave_index, intent_incomplete }, clock)
+                })
+            }
+            EngineCommand::Status { spec_dir } => sd(&spec_dir).and_then(|d| engine::status(&d)),
+            EngineCommand::Reset { spec_dir } => sd(&spec_dir).and_then(|d| engine::reset(&d)),
+            EngineCommand::Resume { spec_dir } => sd(&spec_dir).and_then(|d| engine::resume(&d)),
+            EngineCommand::Table => {
+                let md = work_loop::table::render_markdown();
+                let json = serde_json::json!({ "ok": true, "markdown": md });
+                Ok(work_loop::Outcome::ok(json, md.trim_end().to_string()))
+            }
+        },
+        LoopCommand::Cohort(cmd) => cohort_cmd(root, clock, cmd),
+        LoopCommand::LintSpecStatus(a) => lint::lint(root, &a.root),
+        LoopCommand::WorkspaceStatus(a) => workspace::workspace_status(root, a.spec.as_deref()),
+        LoopCommand::BaseFreshness(a) => freshness::base_freshness(root, a.target.as_deref()),
+    };
+    emit(args.json, result)
+}
+
+fn cohort_cmd(root: &std::path::Path, clock: &dyn work_runtime::clock::Clock, cmd: CohortCommand) -> LoopResult {
+    let sd = |p: &str| SpecDir::open(root, p);
+    match cmd {
+        CohortCommand::Init { spec_dir, run_id, implementation_retry_cap, review_retry_cap } => {
+            let caps = Caps { implementation: implementation_retry_cap, review: review_retry_cap };
+            sd(&spec_dir).and_then(|d| cohort::init(&d, &run_id, caps, clock))
+        }
+        CohortCommand::Identity { spec_dir, expect_run_id } => {
+            sd(&spec_dir).and_then(|d| cohort::identity(&d, &expect_run_id))
+        }
+        CohortCommand::ApprovePlan { spec_dir, expect_run_id } => {
+            sd(&spec_dir).and_then(|d| cohort::approve_plan(&d, expect_run_id.as_deref(), clock))
+        }
+        CohortCommand::Schedule { spec_dir, expect_run_id } => {
+            sd(&spec_dir).and_then(|d| cohort::schedule(&d, expect_run_id.as_deref()))
+        }
+        CohortCommand::Wave(WaveCommand::Advance { spec_dir, from_index, expect_run_id }) => {
+            sd(&spec_dir).and_then(|d| cohort::wave_advance(&d, from_index, expect_run_id.as_deref()))
+        }
+        CohortCommand::Wave(WaveCommand::Check { spec_dir, expect, expect_run_id }) => {
+            let e = match expect {
+                ExpectArg::More => WaveExpect::More,
+                ExpectArg::Last => WaveExpect::Last,
+            };
+            sd(&spec_dir).and_then(|d| cohort::wave_check(&d, e, expect_run_id.as_deref()))
+        }
+        CohortCommand::RecordAttempt { spec_dir, phase: PhaseArg::Implement, cycle_id, expect_run_id } => {
+            sd(&spec_dir).and_then(|d| cohort::record_attempt(&d, &cycle_id, expect_run_id.as_deref()))
+        }
+        CohortCommand::Review(ReviewCommand::Record {
+            spec_dir,
+            report,
+            adjudication: _,
+            fingerprints,
+            all_skipped,
+            expect_run_id,
+        }) => {
+            let modes =
+                usize::from(report.is_some()) + usize::from(!fingerprints.is_empty()) + usize::from(all_skipped);
+            if modes != 1 {
+                return Err(LoopError::bad(
+                    "record the review: give exactly one of `--report P --adjudication`, `--fingerprint FP…`, `--all-skipped`",
+                ));
+            }
+            let what = match (report, all_skipped) {
+                (Some(p), _) => ReviewRecord::CleanReport(p),
+                (None, true) => ReviewRecord::AllSkipped,
+                (None, false) => ReviewRecord::Fingerprints(fingerprints),
+            };
+            sd(&spec_dir).and_then(|d| cohort::review_record(root, &d, &what, expect_run_id.as_deref(), clock))
+        }
+        CohortCommand::Review(ReviewCommand::Inspect { spec_dir, adjudication, expect_run_id }) => {
+            sd(&spec_dir).and_then(|d| cohort::review_inspect(root, &d, &adjudication, expect_run_id.as_deref()))
+        }
+        CohortCommand::Review(ReviewCommand::Classify { path }) => cohort::review_classify(root, &path),
+        CohortCommand::Plan(PlanCommand::CheckCurrent { spec_dir, expect_run_id }) => {
+            sd(&spec_dir).and_then(|d| cohort::plan_check_current(&d, expect_run_id.as_deref()))
+        }
+        CohortCommand::Plan(PlanCommand::MarkReviewed { spec_dir, expect_run_id }) => {
+            sd(&spec_dir).and_then(|d| cohort::plan_mark_reviewed(&d, expect_run_id.as_deref()))
+        }
+        CohortCommand::Check { spec_dir, phase, expect_run_id } => {
+            let p = phase.map(|p| match p {
+                CheckPhaseArg::GatesFailed => CheckPhase::GatesFailed,
+                CheckPhaseArg::Review => CheckPhase::Review,
+            });
+            sd(&spec_dir).and_then(|d| cohort::check(&d, p, expect_run_id.as_deref()))
+        }
+        CohortCommand::Status { spec_dir } => sd(&spec_dir).and_then(|d| cohort::status(&d)),
+        CohortCommand::Reset { spec_dir } => sd(&spec_dir).and_then(|d| cohort::reset(&d)),
+    }
+}
+
+fn emit(json: bool, result: LoopResult) -> CmdResult {
+    match result {
+        Ok(o) => {
+            if json {
+                print_json(&o.json);
+            } else if !o.text.is_empty() {
+                println!("{}", o.text);
+            }
+            Ok(o.exit)
+        }
+        Err(LoopError::BadInput(m)) => Err(CliError::BadInput(m)),
+        Err(LoopError::Refused { message, json: doc }) => {
+            if json {
+                print_json(&doc);
+            }
+            Err(CliError::Runtime(message))
+        }
+    }
 }

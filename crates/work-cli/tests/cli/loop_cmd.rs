@@ -1,1 +1,317 @@
-//! `work loop` end to end.
+//! `work loop` end to end: the engine and cohort through a whole code-mode run, refusals that
+//! change nothing, confinement, a multi-process race, the lint, the workspace preflight and
+//! the base-freshness check.
+
+use crate::support::{Scenario, assert_one_line_error};
+use serde_json::Value;
+
+const DIR: &str = "docs/specs/feat";
+
+fn spec(s: &Scenario, status: &str) {
+    s.write(
+        &format!("{DIR}/spec.md"),
+        &format!("# Feat\n\n**Status:** {status}\n\n## Acceptance criteria\n- [x] works\n"),
+    );
+}
+
+fn plan(s: &Scenario, status: &str) {
+    s.write(
+        &format!("{DIR}/plan.md"),
+        &format!("# Plan\n\n**Status:** {status}\n\n## Task 1: base\n\n## Task 2: top\nDepends on: 1\n"),
+    );
+}
+
+fn ok(s: &Scenario, args: &[&str]) -> Value {
+    let mut a = vec!["loop"];
+    a.extend_from_slice(args);
+    a.push("--json");
+    s.run_json(&a, 0)
+}
+
+fn refused(s: &Scenario, args: &[&str], code: i32) -> String {
+    let before = std::fs::read(s.path(&format!("{DIR}/engine-state.json"))).ok();
+    let before_c = std::fs::read(s.path(&format!("{DIR}/state.json"))).ok();
+    let mut a = vec!["loop"];
+    a.extend_from_slice(args);
+    let (c, out, err) = s.run(&a);
+    assert_eq!(c, code, "work {a:?}\nstdout: {out}\nstderr: {err}");
+    assert_one_line_error(&err);
+    assert_eq!(std::fs::read(s.path(&format!("{DIR}/engine-state.json"))).ok(), before, "engine state changed");
+    assert_eq!(std::fs::read(s.path(&format!("{DIR}/state.json"))).ok(), before_c, "cohort state changed");
+    err
+}
+
+#[test]
+fn a_code_mode_run_end_to_end() {
+    let s = Scenario::new();
+    spec(&s, "Draft");
+    plan(&s, "Drafting");
+    let init = ok(&s, &["engine", "init", DIR, "--mode", "code"]);
+    let run = init["run_id"].as_str().expect("run_id").to_string();
+    assert_eq!(init["state"], "SPEC-PLAN-DRAFTING");
+    // Plain init prints just the run id; a second init is refused.
+    refused(&s, &["engine", "init", DIR, "--mode", "code"], 1);
+    ok(&s, &["cohort", "init", DIR, "--run-id", &run]);
+    ok(&s, &["cohort", "identity", DIR, "--expect-run-id", &run]);
+    refused(&s, &["cohort", "identity", DIR, "--expect-run-id", "nope"], 1);
+    ok(&s, &["engine", "transition", DIR, "spec-ready"]);
+    let pc = s.run_json(&["loop", "cohort", "plan", "check-current", DIR, "--json"], 1);
+    assert_eq!(pc["plan_review_status"], "pending");
+    ok(&s, &["engine", "transition", DIR, "reviewers-clean"]);
+    // The spec gate refuses until spec.md says Approved.
+    let err = refused(&s, &["engine", "transition", DIR, "spec-approved"], 1);
+    assert!(err.contains("spec.md Status is Draft"), "{err}");
+    spec(&s, "Approved");
+    let st = ok(&s, &["engine", "transition", DIR, "spec-approved"]);
+    assert_eq!((st["state"].as_str(), st["pending_human_wait"].as_bool()), (Some("PLAN-HUMAN-GATE"), Some(true)));
+    refused(&s, &["engine", "transition", DIR, "plan-approved"], 1);
+    plan(&s, "Approved");
+    ok(&s, &["engine", "transition", DIR, "plan-approved"]);
+    refused(&s, &["engine", "transition", DIR, "plan-locked"], 1);
+    refused(&s, &["cohort", "approve-plan", DIR, "--expect-run-id", "other"], 1);
+    assert_eq!(ok(&s, &["cohort", "approve-plan", DIR, "--expect-run-id", &run])["changed"], true);
+    assert_eq!(ok(&s, &["cohort", "approve-plan", DIR, "--expect-run-id", &run])["changed"], false);
+    let sched = ok(&s, &["cohort", "schedule", DIR, "--expect-run-id", &run]);
+    assert_eq!(sched["schedule_waves"], serde_json::json!([["1"], ["2"]]));
+    ok(&s, &["engine", "transition", DIR, "plan-locked"]);
+    spec(&s, "Implementing");
+    ok(&s, &["engine", "transition", DIR, "wave-complete"]);
+    s.run_json(&["loop", "cohort", "wave", "check", DIR, "--expect", "more", "--json"], 0);
+    s.run_json(&["loop", "cohort", "wave", "check", DIR, "--expect", "last", "--json"], 1);
+    refused(&s, &["engine", "transition", DIR, "gates-clean"], 1);
+    // Gates fail once: record-attempt is idempotent per cycle id.
+    let gf = ok(&s, &["engine", "transition", DIR, "gates-failed"]);
+    let cycle = gf["last_event_context"]["cycle_id"].as_str().expect("cycle").to_string();
+    assert_eq!(cycle, format!("{run}:{}", gf["transition_sequence"]));
+    for _ in 0..2 {
+        ok(
+            &s,
+            &["cohort", "record-attempt", DIR, "--phase", "implement", "--cycle-id", &cycle, "--expect-run-id", &run],
+        );
+    }
+    assert_eq!(ok(&s, &["cohort", "status", DIR])["implementation_retry_count"], 1);
+    ok(&s, &["engine", "transition", DIR, "wave-complete"]);
+    let wp = ok(&s, &["engine", "transition", DIR, "wave-passed", "--wave-index", "0"]);
+    assert_eq!(wp["last_event_context"]["completed_wave_index"], 0);
+    for _ in 0..2 {
+        ok(&s, &["cohort", "wave", "advance", DIR, "--from-index", "0", "--expect-run-id", &run]);
+    }
+    assert_eq!(ok(&s, &["cohort", "status", DIR])["current_wave_index"], 1);
+    ok(&s, &["engine", "transition", DIR, "wave-complete"]);
+    ok(&s, &["engine", "transition", DIR, "gates-clean"]);
+    // Review: findings, then the same findings again (stasis).
+    s.write(
+        "review/adj-1.json",
+        r#"{"findings": [{"id": "F1", "severity": "blocker", "disposition": "sustained", "title": "Leak", "file": "a.rs"}]}"#,
+    );
+    let insp = ok(&s, &["cohort", "review", "inspect", DIR, "--adjudication", "review/adj-1.json"]);
+    assert_eq!(
+        (insp["classification"].as_str(), insp["matches_previous_round"].as_bool()),
+        (Some("findings"), Some(false))
+    );
+    let fp = insp["fingerprints"][0].as_str().expect("fp").to_string();
+    ok(&s, &["engine", "transition", DIR, "findings-remain"]);
+    ok(&s, &["cohort", "review", "record", DIR, "--fingerprint", &fp, "--expect-run-id", &run]);
+    let again = ok(&s, &["cohort", "review", "inspect", DIR, "--adjudication", "review/adj-1.json"]);
+    assert_eq!(again["matches_previous_round"], true);
+    ok(&s, &["engine", "transition", DIR, "wave-complete"]);
+    ok(&s, &["engine", "transition", DIR, "gates-clean"]);
+    // reviewers-clean needs Shipped (or Implementing with --intent-incomplete).
+    refused(&s, &["engine", "transition", DIR, "reviewers-clean"], 1);
+    spec(&s, "Shipped");
+    ok(&s, &["engine", "transition", DIR, "reviewers-clean"]);
+    s.write("review/adj-2.json", r#"{"findings": [{"disposition": "refuted", "title": "noise"}]}"#);
+    let rec = ok(&s, &["cohort", "review", "record", DIR, "--report", "review/adj-2.json", "--adjudication"]);
+    assert_eq!(rec["review_round_count"], 2);
+    ok(&s, &["engine", "transition", DIR, "done"]);
+    let st = ok(&s, &["engine", "status", DIR]);
+    for k in
+        ["state", "mode", "run_id", "last_event", "last_event_context", "pending_human_wait", "transition_sequence"]
+    {
+        assert!(st.get(k).is_some(), "engine status lacks {k}");
+    }
+    assert_eq!((st["state"].as_str(), st["last_event"].as_str()), (Some("DONE"), Some("done")));
+    let c = ok(&s, &["cohort", "status", DIR]);
+    for k in [
+        "current_wave_index",
+        "schedule_waves",
+        "review_retry_count",
+        "implementation_retry_count",
+        "review_round_count",
+    ] {
+        assert!(c.get(k).is_some(), "cohort status lacks {k}");
+    }
+    assert_eq!(ok(&s, &["engine", "resume", DIR])["route"]["action"], "terminal");
+    // Every event is now illegal; reset removes both files.
+    refused(&s, &["engine", "transition", DIR, "spec-ready"], 1);
+    ok(&s, &["cohort", "reset", DIR]);
+    ok(&s, &["engine", "reset", DIR]);
+    assert!(!s.path(&format!("{DIR}/engine-state.json")).exists());
+    let (code, _, err) = s.run(&["loop", "engine", "status", DIR, "--json"]);
+    assert_eq!(code, 2);
+    assert_one_line_error(&err);
+    assert!(s.path(&format!("{DIR}/spec.md")).exists(), "reset keeps spec.md");
+}
+
+#[test]
+fn init_prints_the_run_id_and_a_legacy_state_refuses_everything() {
+    let s = Scenario::new();
+    let (code, out, _) = s.run(&["loop", "engine", "init", DIR, "--mode", "spec-plan"]);
+    assert_eq!(code, 0);
+    let run = out.trim();
+    assert!(run.starts_with("loop-") && !run.contains(char::is_whitespace), "{out}");
+    let p = s.path(&format!("{DIR}/engine-state.json"));
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&p).expect("read")).expect("json");
+    v["state"] = Value::from("SPEC-PLAN-HUMAN-GATE");
+    std::fs::write(&p, v.to_string()).expect("write");
+    for e in ["spec-ready", "spec-approved", "plan-approved", "reviewers-clean", "done"] {
+        let err = refused(&s, &["engine", "transition", DIR, e], 1);
+        assert!(err.contains("illegal transition"), "{err}");
+    }
+    let (code, out, _) = s.run(&["loop", "engine", "transition", DIR, "spec-ready", "--json"]);
+    assert_eq!(code, 1);
+    let doc: Value = serde_json::from_str(&out).expect("one JSON document on refusal");
+    assert_eq!(doc["reason"], "illegal_transition");
+}
+
+#[test]
+fn bad_input_is_exit_2_and_touches_nothing() {
+    let s = Scenario::new();
+    let outside = tempfile::tempdir().expect("outside");
+    std::os::unix::fs::symlink(outside.path(), s.path("link-out")).expect("symlink");
+    let abs = outside.path().display().to_string();
+    for p in
+        [abs.as_str(), "../x", "docs/./specs", "docs//specs", "docs\\specs", "C:/x", "", "link-out", "link-out/feat"]
+    {
+        let (code, out, err) = s.run(&["loop", "engine", "init", p, "--mode", "code"]);
+        assert_eq!(code, 2, "{p:?}: {out} {err}");
+        assert_one_line_error(&err);
+        let (code, _, err) = s.run(&["loop", "cohort", "status", p]);
+        assert_eq!(code, 2, "{p:?}");
+        assert_one_line_error(&err);
+    }
+    assert!(outside.path().read_dir().expect("ls").next().is_none(), "wrote outside the repository");
+    s.run(&["loop", "engine", "init", DIR, "--mode", "code"]);
+    refused(&s, &["engine", "transition", DIR, "not-an-event"], 2);
+    refused(&s, &["engine", "transition", DIR, "spec-ready", "--wave-index", "0"], 2);
+    refused(&s, &["engine", "init", DIR, "--mode", "light"], 2);
+    refused(&s, &["cohort", "review", "classify", "../adj.json"], 2);
+    s.write("bad.json", "{not json");
+    refused(&s, &["cohort", "review", "classify", "bad.json"], 2);
+    let (code, _, err) = s.run(&["loop", "cohort", "review", "record", DIR, "--all-skipped", "--fingerprint", "x"]);
+    assert_eq!(code, 2);
+    assert_one_line_error(&err);
+}
+
+#[test]
+fn racing_processes_cannot_both_transition() {
+    let s = Scenario::new();
+    s.run(&["loop", "engine", "init", DIR, "--mode", "code"]);
+    let bin = assert_cmd::cargo::cargo_bin("work");
+    let children: Vec<_> = (0..6)
+        .map(|_| {
+            #[expect(clippy::disallowed_methods, reason = "the race needs several real processes at once")]
+            let mut c = std::process::Command::new(&bin);
+            c.args(["loop", "engine", "transition", DIR, "spec-ready"])
+                .current_dir(s.root())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn")
+        })
+        .collect();
+    let mut wins = 0;
+    for c in children {
+        let out = c.wait_with_output().expect("wait");
+        if out.status.success() {
+            wins += 1;
+        } else {
+            assert_eq!(out.status.code(), Some(1));
+            assert_one_line_error(&String::from_utf8_lossy(&out.stderr));
+        }
+    }
+    assert_eq!(wins, 1);
+    let st = s.run_json(&["loop", "engine", "status", DIR, "--json"], 0);
+    assert_eq!((st["transition_sequence"].as_u64(), st["state"].as_str()), (Some(1), Some("SPEC-PLAN-REVIEW")));
+    assert!(!s.path(&format!("{DIR}/engine-state.json.lock")).exists(), "the lock was left behind");
+}
+
+#[test]
+fn the_state_table_doc_is_what_the_binary_prints() {
+    let s = Scenario::new();
+    let (code, out, _) = s.run(&["loop", "engine", "table"]);
+    assert_eq!(code, 0);
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/loop-state-table.md")).expect("doc");
+    assert_eq!(out, doc);
+}
+
+#[test]
+fn lint_and_workspace_status_through_the_binary() {
+    let s = Scenario::new();
+    s.write("workspace.toml", "[backlog]\nopen = [{ slug = \"later\" }]\n[work]\nqueue = [\"feat\"]\n");
+    s.write(&format!("{DIR}/spec.md"), "Status: Shipped\n## Acceptance criteria\n- [ ] a (deferred: later)\n- [ ] b\n");
+    s.write(&format!("{DIR}/plan.md"), "Status: Done\n## Task 1: a\n");
+    let lint = s.run_json(&["loop", "lint-spec-status", "--root", ".", "--json"], 1);
+    assert_eq!(lint["errors"], 1);
+    assert_eq!(lint["findings"][0]["code"], "unchecked_acceptance_criterion");
+    let ws = s.run_json(&["loop", "workspace-status", "--json"], 0);
+    assert_eq!(ws["canonical"]["findings"][0]["code"], "stale_queue");
+    assert_eq!(ws["canonical"]["ready"], serde_json::json!([]));
+    s.write(&format!("{DIR}/spec.md"), "Status: Approved\n## Acceptance criteria\n- [ ] a\n");
+    s.write(&format!("{DIR}/plan.md"), "Status: Approved\n## Task 1: a\n");
+    s.run_json(&["loop", "lint-spec-status", "--json"], 0);
+    let ws = s.run_json(&["loop", "workspace-status", "--spec", "docs/specs/feat/", "--json"], 0);
+    assert_eq!(ws["canonical"]["ready"][0]["path"], DIR);
+    s.write("workspace.toml", "[work\n");
+    let (code, _, err) = s.run(&["loop", "workspace-status"]);
+    assert_eq!(code, 2);
+    assert_one_line_error(&err);
+}
+
+#[test]
+fn base_freshness_against_a_local_remote() {
+    let s = Scenario::new();
+    let no_remote = s.run_json(&["loop", "base-freshness", "--json"], 1);
+    assert_eq!(no_remote["status"], "no_remote");
+    let remote = tempfile::tempdir().expect("remote");
+    let rpath = remote.path().display().to_string();
+    s.git(&["init", "-q", "--bare", "-b", "main", &rpath]);
+    s.git(&["remote", "add", "origin", &rpath]);
+    s.git(&["push", "-q", "origin", "main"]);
+    let cur = s.run_json(&["loop", "base-freshness", "--json"], 0);
+    assert_eq!((cur["status"].as_str(), cur["target"].as_str()), (Some("current"), Some("origin/main")));
+    // Someone else pushes: HEAD is behind.
+    let other = tempfile::tempdir().expect("clone");
+    let opath = other.path().join("c").display().to_string();
+    s.git(&["clone", "-q", &rpath, &opath]);
+    s.git(&[
+        "-C",
+        &opath,
+        "-c",
+        "user.email=a@b",
+        "-c",
+        "user.name=a",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "upstream",
+    ]);
+    s.git(&["-C", &opath, "push", "-q", "origin", "HEAD:main"]);
+    let behind = s.run_json(&["loop", "base-freshness", "--target", "origin/main", "--json"], 1);
+    assert_eq!(behind["status"], "behind");
+    assert!(behind["message"].as_str().expect("m").contains("git rebase origin/main"), "{behind}");
+    s.write("tracked.txt", "x");
+    s.commit("tracked");
+    s.write("tracked.txt", "changed");
+    let dirty = s.run_json(&["loop", "base-freshness", "--json"], 1);
+    assert_eq!(dirty["status"], "behind_dirty");
+    assert!(dirty["message"].as_str().expect("m").contains("uncommitted"), "{dirty}");
+    s.git(&["remote", "add", "second", &rpath]);
+    let amb = s.run_json(&["loop", "base-freshness", "--json"], 1);
+    assert_eq!(amb["status"], "ambiguous_remote");
+    let (code, _, err) = s.run(&["loop", "base-freshness", "--target", "origin/--upload-pack=x"]);
+    assert_eq!(code, 2);
+    assert_one_line_error(&err);
+}

@@ -1,0 +1,665 @@
+//! `work loop cohort …`: the bookkeeping beside the engine, in `<spec-dir>/state.json`
+//! (the seed's `loop-cohort.py`).
+//!
+//! It keeps the run id it was paired with, the approved baseline (hashes and status fields of
+//! spec.md and plan.md), the wave schedule and pointer, the retry counters and caps, the review
+//! rounds with one level of fingerprint history (for stasis), and the hash of the plan as last
+//! reviewed. Every mutating verb takes the `state.json.lock` lock, checks `--expect-run-id`,
+//! and writes atomically; a refusal changes nothing.
+
+use crate::adjudication::{self, Class};
+use crate::common::{Lock, LoopError, LoopResult, Outcome, SpecDir, confine, read_status, sha256_hex};
+use crate::plan;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::path::Path;
+use work_runtime::ExitStatus;
+use work_runtime::clock::Clock;
+use work_runtime::fsx;
+
+/// The cohort file's name inside the spec directory.
+pub const STATE_FILE: &str = "state.json";
+/// The schema tag written in the file.
+pub const SCHEMA: &str = "work.loop.cohort.v1";
+/// The default `implementation_retry_cap`.
+pub const DEFAULT_IMPLEMENTATION_RETRY_CAP: u32 = 3;
+/// The default `review_retry_cap`.
+pub const DEFAULT_REVIEW_RETRY_CAP: u32 = 3;
+
+/// The approved baseline recorded by `approve-plan`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Baseline {
+    /// sha256 of spec.md.
+    pub spec_sha256: String,
+    /// sha256 of plan.md.
+    pub plan_sha256: String,
+    /// spec.md's status at approval (`Approved`).
+    pub spec_status: String,
+    /// plan.md's status at approval (`Approved`).
+    pub plan_status: String,
+    /// When it was recorded.
+    pub recorded_at: String,
+}
+
+/// One recorded review round.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReviewRound {
+    /// 1-based round number.
+    pub round: u32,
+    /// `clean-report`, `fingerprints` or `all-skipped`.
+    pub kind: String,
+    /// The adjudication artifact of a clean report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<String>,
+    /// The fingerprints recorded.
+    #[serde(default)]
+    pub fingerprints: Vec<String>,
+    /// When.
+    pub recorded_at: String,
+}
+
+/// `state.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CohortState {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// The engine run this cohort belongs to.
+    pub run_id: String,
+    /// When `init` ran.
+    pub created_at: String,
+    /// The approved baseline, once recorded.
+    #[serde(default)]
+    pub baseline: Option<Baseline>,
+    /// Earlier baselines replaced by a re-approval.
+    #[serde(default)]
+    pub baseline_history: Vec<Baseline>,
+    /// The waves (task ids), from `schedule`.
+    #[serde(default)]
+    pub schedule_waves: Vec<Vec<String>>,
+    /// sha256 of plan.md when it was scheduled.
+    #[serde(default)]
+    pub schedule_plan_sha256: Option<String>,
+    /// The wave being worked on.
+    #[serde(default)]
+    pub current_wave_index: usize,
+    /// Gate failures recorded (`record-attempt --phase implement`).
+    #[serde(default)]
+    pub implementation_retry_count: u32,
+    /// The cap on implementation retries.
+    pub implementation_retry_cap: u32,
+    /// The cycle ids already recorded (idempotency).
+    #[serde(default)]
+    pub attempt_cycle_ids: Vec<String>,
+    /// Review rounds that ended with sustained findings (`review record --fingerprint`).
+    #[serde(default)]
+    pub review_retry_count: u32,
+    /// The cap on review retries.
+    pub review_retry_cap: u32,
+    /// Every recorded review round.
+    #[serde(default)]
+    pub review_round_count: u32,
+    /// The fingerprints of the last recorded round.
+    #[serde(default)]
+    pub fingerprints: Vec<String>,
+    /// The fingerprints of the round before (one level of audit history).
+    #[serde(default)]
+    pub previous_fingerprints: Vec<String>,
+    /// The review rounds.
+    #[serde(default)]
+    pub review_rounds: Vec<ReviewRound>,
+    /// sha256 of plan.md as last reviewed (`approve-plan`, `plan mark-reviewed`).
+    #[serde(default)]
+    pub plan_reviewed_sha256: Option<String>,
+}
+
+impl CohortState {
+    /// `current_wave_index + 1 < schedule_waves.len()`.
+    pub fn more_waves(&self) -> bool {
+        self.current_wave_index + 1 < self.schedule_waves.len()
+    }
+
+    /// The status document (`cohort status --json`).
+    pub fn to_json(&self) -> Value {
+        let mut v = serde_json::to_value(self).unwrap_or(Value::Null);
+        if let Value::Object(o) = &mut v {
+            o.insert("wave_count".into(), json!(self.schedule_waves.len()));
+            o.insert("more_waves".into(), json!(self.more_waves()));
+            o.insert(
+                "current_wave".into(),
+                json!(self.schedule_waves.get(self.current_wave_index).cloned().unwrap_or_default()),
+            );
+            o.insert(
+                "implementation_retry_cap_reached".into(),
+                json!(self.implementation_retry_count >= self.implementation_retry_cap),
+            );
+            o.insert("review_retry_cap_reached".into(), json!(self.review_retry_count >= self.review_retry_cap));
+        }
+        v
+    }
+}
+
+/// Reads `state.json`; `None` when absent. A corrupt file is bad input.
+pub fn load(sd: &SpecDir) -> Result<Option<CohortState>, LoopError> {
+    match sd.read_optional(STATE_FILE)? {
+        None => Ok(None),
+        Some(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| LoopError::bad(format!("read `{}/{STATE_FILE}`: {e}", sd.rel()))),
+    }
+}
+
+fn load_required(sd: &SpecDir) -> Result<CohortState, LoopError> {
+    load(sd)?.ok_or_else(|| {
+        LoopError::bad(format!("read `{}/{STATE_FILE}`: no such file (run `work loop cohort init` first)", sd.rel()))
+    })
+}
+
+fn save(sd: &SpecDir, st: &CohortState) -> Result<(), LoopError> {
+    let p = sd.file(STATE_FILE)?;
+    fsx::write_json_atomic(&p, st).map_err(|e| LoopError::bad(format!("write `{}/{STATE_FILE}`: {e}", sd.rel())))
+}
+
+fn check_run_id(st: &CohortState, expect: Option<&str>) -> Result<(), LoopError> {
+    match expect {
+        Some(e) if e != st.run_id => Err(LoopError::refused(
+            format!("match run id: the cohort belongs to run `{}`, not `{e}`", st.run_id),
+            json!({ "run_id": st.run_id, "expected_run_id": e }),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Takes the lock, loads the state, checks the run id and applies `f`; writes only when `f`
+/// says something changed.
+fn mutate(
+    sd: &SpecDir,
+    expect: Option<&str>,
+    f: impl FnOnce(&mut CohortState) -> Result<(bool, Value, String), LoopError>,
+) -> LoopResult {
+    let _lock = Lock::acquire(&sd.file(&format!("{STATE_FILE}.lock"))?)?;
+    let mut st = load_required(sd)?;
+    check_run_id(&st, expect)?;
+    let (changed, mut doc, text) = f(&mut st)?;
+    if changed {
+        save(sd, &st)?;
+    }
+    if let Value::Object(o) = &mut doc {
+        o.insert("ok".into(), json!(true));
+        o.insert("changed".into(), json!(changed));
+        o.insert("run_id".into(), json!(st.run_id));
+    }
+    Ok(Outcome::ok(doc, text))
+}
+
+/// Caps for `cohort init`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caps {
+    /// `implementation_retry_cap`.
+    pub implementation: u32,
+    /// `review_retry_cap`.
+    pub review: u32,
+}
+
+impl Default for Caps {
+    fn default() -> Self {
+        Caps { implementation: DEFAULT_IMPLEMENTATION_RETRY_CAP, review: DEFAULT_REVIEW_RETRY_CAP }
+    }
+}
+
+/// `cohort init <spec-dir> --run-id R`: refuses when state.json already exists (an orphaned
+/// cohort is surfaced, never overwritten).
+pub fn init(sd: &SpecDir, run_id: &str, caps: Caps, clock: &dyn Clock) -> LoopResult {
+    if run_id.trim().is_empty() {
+        return Err(LoopError::bad("use `--run-id`: it is empty"));
+    }
+    let _lock = Lock::acquire(&sd.file(&format!("{STATE_FILE}.lock"))?)?;
+    if let Some(existing) = load(sd)? {
+        return Err(LoopError::refused(
+            format!(
+                "init the cohort: `{}/{STATE_FILE}` already exists (run `{}`); reset it first",
+                sd.rel(),
+                existing.run_id
+            ),
+            json!({ "run_id": existing.run_id }),
+        ));
+    }
+    let st = CohortState {
+        schema: SCHEMA.into(),
+        run_id: run_id.to_string(),
+        created_at: clock.now_rfc3339(),
+        baseline: None,
+        baseline_history: Vec::new(),
+        schedule_waves: Vec::new(),
+        schedule_plan_sha256: None,
+        current_wave_index: 0,
+        implementation_retry_count: 0,
+        implementation_retry_cap: caps.implementation,
+        attempt_cycle_ids: Vec::new(),
+        review_retry_count: 0,
+        review_retry_cap: caps.review,
+        review_round_count: 0,
+        fingerprints: Vec::new(),
+        previous_fingerprints: Vec::new(),
+        review_rounds: Vec::new(),
+        plan_reviewed_sha256: None,
+    };
+    save(sd, &st)?;
+    let mut doc = st.to_json();
+    if let Value::Object(o) = &mut doc {
+        o.insert("ok".into(), json!(true));
+    }
+    Ok(Outcome::ok(doc, format!("cohort initialised for run {run_id}")))
+}
+
+/// `cohort identity <spec-dir> --expect-run-id R`: the cohort (and the engine, when its state
+/// exists) belong to run R.
+pub fn identity(sd: &SpecDir, expect: &str) -> LoopResult {
+    let st = load_required(sd)?;
+    check_run_id(&st, Some(expect))?;
+    let engine = crate::engine::load(sd)?;
+    if let Some(e) = &engine
+        && e.run_id != expect
+    {
+        return Err(LoopError::refused(
+            format!("match run id: the engine belongs to run `{}`, not `{expect}`", e.run_id),
+            json!({ "run_id": st.run_id, "engine_run_id": e.run_id, "expected_run_id": expect }),
+        ));
+    }
+    Ok(Outcome::ok(
+        json!({ "ok": true, "run_id": st.run_id, "engine_run_id": engine.map(|e| e.run_id) }),
+        format!("cohort and engine belong to run {expect}"),
+    ))
+}
+
+/// The current hashes and statuses of spec.md and plan.md.
+pub(crate) fn artifacts(sd: &SpecDir) -> Result<(String, String, Option<String>, Option<String>), LoopError> {
+    let spec = sd
+        .read_optional("spec.md")?
+        .ok_or_else(|| LoopError::bad(format!("read `{}/spec.md`: no such file", sd.rel())))?;
+    let plan = sd
+        .read_optional("plan.md")?
+        .ok_or_else(|| LoopError::bad(format!("read `{}/plan.md`: no such file", sd.rel())))?;
+    Ok((sha256_hex(spec.as_bytes()), sha256_hex(plan.as_bytes()), read_status(&spec), read_status(&plan)))
+}
+
+/// `cohort approve-plan`: records the baseline; refuses unless both statuses are Approved;
+/// a no-op when statuses and hashes are unchanged.
+pub fn approve_plan(sd: &SpecDir, expect: Option<&str>, clock: &dyn Clock) -> LoopResult {
+    mutate(sd, expect, |st| {
+        let (spec_sha, plan_sha, spec_status, plan_status) = artifacts(sd)?;
+        if spec_status.as_deref() != Some("Approved") || plan_status.as_deref() != Some("Approved") {
+            return Err(LoopError::refused(
+                format!(
+                    "approve the plan: spec.md Status is {} and plan.md Status is {}; both must be Approved",
+                    spec_status.as_deref().unwrap_or("missing"),
+                    plan_status.as_deref().unwrap_or("missing")
+                ),
+                json!({ "spec_status": spec_status, "plan_status": plan_status }),
+            ));
+        }
+        if let Some(b) = &st.baseline
+            && b.spec_sha256 == spec_sha
+            && b.plan_sha256 == plan_sha
+        {
+            let doc = json!({ "baseline": b });
+            return Ok((false, doc, "baseline unchanged (no-op)".into()));
+        }
+        if let Some(old) = st.baseline.take() {
+            st.baseline_history.push(old);
+        }
+        let b = Baseline {
+            spec_sha256: spec_sha,
+            plan_sha256: plan_sha.clone(),
+            spec_status: "Approved".into(),
+            plan_status: "Approved".into(),
+            recorded_at: clock.now_rfc3339(),
+        };
+        st.baseline = Some(b.clone());
+        st.plan_reviewed_sha256 = Some(plan_sha);
+        Ok((true, json!({ "baseline": b }), "baseline recorded".into()))
+    })
+}
+
+/// `cohort schedule`: waves from plan.md's tasks (CONTRACTS §6); resets the wave pointer.
+pub fn schedule(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
+    mutate(sd, expect, |st| {
+        let text = sd
+            .read_optional("plan.md")?
+            .ok_or_else(|| LoopError::bad(format!("read `{}/plan.md`: no such file", sd.rel())))?;
+        let parsed =
+            plan::parse_plan(&text).map_err(|e| LoopError::bad(format!("schedule `{}/plan.md`: {e}", sd.rel())))?;
+        let waves = parsed.waves();
+        let sha = sha256_hex(text.as_bytes());
+        let changed = st.schedule_waves != waves
+            || st.current_wave_index != 0
+            || st.schedule_plan_sha256.as_deref() != Some(&sha);
+        st.schedule_waves = waves.clone();
+        st.current_wave_index = 0;
+        st.schedule_plan_sha256 = Some(sha);
+        let text = format!("{} task(s) in {} wave(s)", parsed.tasks().len(), waves.len());
+        Ok((changed, json!({ "schedule_waves": waves, "current_wave_index": 0, "tasks": parsed.tasks() }), text))
+    })
+}
+
+/// `cohort wave advance --from-index N`: N → N+1; a no-op when the pointer is already N+1.
+pub fn wave_advance(sd: &SpecDir, from: usize, expect: Option<&str>) -> LoopResult {
+    mutate(sd, expect, |st| {
+        let n = st.schedule_waves.len();
+        if st.current_wave_index == from + 1 && from + 1 < n {
+            let doc = json!({ "current_wave_index": st.current_wave_index, "wave_count": n });
+            return Ok((false, doc, format!("already at wave {} (no-op)", st.current_wave_index)));
+        }
+        if st.current_wave_index != from {
+            return Err(LoopError::refused(
+                format!("advance the wave: the current wave is {}, not {from}", st.current_wave_index),
+                json!({ "current_wave_index": st.current_wave_index, "wave_count": n }),
+            ));
+        }
+        if from + 1 >= n {
+            return Err(LoopError::refused(
+                format!("advance the wave: wave {from} is the last of {n}"),
+                json!({ "current_wave_index": st.current_wave_index, "wave_count": n }),
+            ));
+        }
+        st.current_wave_index = from + 1;
+        Ok((true, json!({ "current_wave_index": from + 1, "wave_count": n }), format!("advanced to wave {}", from + 1)))
+    })
+}
+
+/// What `wave check --expect` asserts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaveExpect {
+    /// A wave after the current one exists.
+    More,
+    /// The current wave is the last (or nothing is scheduled).
+    Last,
+}
+
+/// `cohort wave check --expect more|last`: exit 0 when it holds, 1 otherwise.
+pub fn wave_check(sd: &SpecDir, expect_kind: WaveExpect, expect: Option<&str>) -> LoopResult {
+    let st = load_required(sd)?;
+    check_run_id(&st, expect)?;
+    let more = st.more_waves();
+    let holds = match expect_kind {
+        WaveExpect::More => more,
+        WaveExpect::Last => !more,
+    };
+    let doc = json!({
+        "ok": holds,
+        "expect": if expect_kind == WaveExpect::More { "more" } else { "last" },
+        "current_wave_index": st.current_wave_index,
+        "wave_count": st.schedule_waves.len(),
+        "more_waves": more,
+    });
+    let text = format!(
+        "wave {} of {}: {}",
+        st.current_wave_index,
+        st.schedule_waves.len(),
+        if more { "more waves remain" } else { "last wave" }
+    );
+    Ok(Outcome::with(if holds { ExitStatus::Done } else { ExitStatus::Unsuccessful }, doc, text))
+}
+
+/// `cohort record-attempt --phase implement --cycle-id C`: counts a gate failure once per C.
+pub fn record_attempt(sd: &SpecDir, cycle_id: &str, expect: Option<&str>) -> LoopResult {
+    if cycle_id.trim().is_empty() {
+        return Err(LoopError::bad("use `--cycle-id`: it is empty"));
+    }
+    mutate(sd, expect, |st| {
+        if st.attempt_cycle_ids.iter().any(|c| c == cycle_id) {
+            let doc = json!({ "implementation_retry_count": st.implementation_retry_count, "cycle_id": cycle_id });
+            return Ok((false, doc, format!("cycle {cycle_id} already recorded (no-op)")));
+        }
+        st.attempt_cycle_ids.push(cycle_id.to_string());
+        st.implementation_retry_count += 1;
+        let doc = json!({
+            "implementation_retry_count": st.implementation_retry_count,
+            "implementation_retry_cap": st.implementation_retry_cap,
+            "cycle_id": cycle_id,
+        });
+        Ok((true, doc, format!("implementation attempt {} recorded", st.implementation_retry_count)))
+    })
+}
+
+/// What `review record` records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReviewRecord {
+    /// `--report P --adjudication`: a clean adjudicated report.
+    CleanReport(String),
+    /// `--fingerprint FP …`: a round with sustained findings (counts a review retry).
+    Fingerprints(Vec<String>),
+    /// `--all-skipped`: every warranted reviewer was a non-mandatory named skip.
+    AllSkipped,
+}
+
+/// `cohort review record`. Not idempotent (the seed says so): every call is a round.
+pub fn review_record(
+    root: &Path,
+    sd: &SpecDir,
+    what: &ReviewRecord,
+    expect: Option<&str>,
+    clock: &dyn Clock,
+) -> LoopResult {
+    // Read and classify the artifact before taking the lock: bad input changes nothing.
+    let report = match what {
+        ReviewRecord::CleanReport(p) => {
+            let c = read_classification(root, p)?;
+            if c.classification != Class::Clean {
+                return Err(LoopError::refused(
+                    format!("record the review: `{p}` is not clean ({} sustained)", c.sustained.len()),
+                    json!({ "classification": c }),
+                ));
+            }
+            Some(p.clone())
+        }
+        ReviewRecord::Fingerprints(fps) if fps.iter().any(|f| f.trim().is_empty()) || fps.is_empty() => {
+            return Err(LoopError::bad("use `--fingerprint`: a fingerprint is empty"));
+        }
+        _ => None,
+    };
+    mutate(sd, expect, |st| {
+        let (kind, mut fps) = match what {
+            ReviewRecord::CleanReport(_) => ("clean-report", Vec::new()),
+            ReviewRecord::Fingerprints(f) => ("fingerprints", f.clone()),
+            ReviewRecord::AllSkipped => ("all-skipped", Vec::new()),
+        };
+        fps.sort();
+        fps.dedup();
+        st.review_round_count += 1;
+        if matches!(what, ReviewRecord::Fingerprints(_)) {
+            st.review_retry_count += 1;
+        }
+        st.previous_fingerprints = std::mem::replace(&mut st.fingerprints, fps.clone());
+        st.review_rounds.push(ReviewRound {
+            round: st.review_round_count,
+            kind: kind.into(),
+            report,
+            fingerprints: fps,
+            recorded_at: clock.now_rfc3339(),
+        });
+        let doc = json!({
+            "kind": kind,
+            "review_round_count": st.review_round_count,
+            "review_retry_count": st.review_retry_count,
+            "review_retry_cap": st.review_retry_cap,
+            "fingerprints": st.fingerprints,
+            "previous_fingerprints": st.previous_fingerprints,
+        });
+        Ok((true, doc, format!("review round {} recorded ({kind})", st.review_round_count)))
+    })
+}
+
+fn read_classification(root: &Path, rel: &str) -> Result<adjudication::Classification, LoopError> {
+    let p = confine(root, rel)?;
+    let text = fsx::read_optional(&p)
+        .map_err(|e| LoopError::bad(format!("read adjudication `{rel}`: {e}")))?
+        .ok_or_else(|| LoopError::bad(format!("read adjudication `{rel}`: no such file")))?;
+    adjudication::classify(&text, rel)
+}
+
+/// `cohort review classify P`: state-free classification (light mode).
+pub fn review_classify(root: &Path, rel: &str) -> LoopResult {
+    let c = read_classification(root, rel)?;
+    let text = format!("{}: {} sustained, {} refuted", class_name(c.classification), c.sustained.len(), c.refuted);
+    let exit = if c.classification == Class::Indeterminate { ExitStatus::Unsuccessful } else { ExitStatus::Done };
+    let mut doc = serde_json::to_value(&c).unwrap_or(Value::Null);
+    if let Value::Object(o) = &mut doc {
+        o.insert("ok".into(), json!(exit == ExitStatus::Done));
+        o.insert("report".into(), json!(rel));
+    }
+    Ok(Outcome::with(exit, doc, text))
+}
+
+fn class_name(c: Class) -> &'static str {
+    match c {
+        Class::Clean => "clean",
+        Class::Findings => "findings",
+        Class::Indeterminate => "indeterminate",
+    }
+}
+
+/// `cohort review inspect --adjudication P`: classification plus `matches_previous_round`
+/// (stasis: the same non-empty sustained fingerprints as the last recorded round).
+pub fn review_inspect(root: &Path, sd: &SpecDir, rel: &str, expect: Option<&str>) -> LoopResult {
+    let st = load_required(sd)?;
+    check_run_id(&st, expect)?;
+    let c = read_classification(root, rel)?;
+    let matches = !c.fingerprints.is_empty() && c.fingerprints == st.fingerprints;
+    let exit = if c.classification == Class::Indeterminate { ExitStatus::Unsuccessful } else { ExitStatus::Done };
+    let mut doc = serde_json::to_value(&c).unwrap_or(Value::Null);
+    if let Value::Object(o) = &mut doc {
+        o.insert("ok".into(), json!(exit == ExitStatus::Done));
+        o.insert("report".into(), json!(rel));
+        o.insert("matches_previous_round".into(), json!(matches));
+        o.insert("previous_round_fingerprints".into(), json!(st.fingerprints));
+        o.insert("review_round_count".into(), json!(st.review_round_count));
+        o.insert("review_retry_count".into(), json!(st.review_retry_count));
+        o.insert("review_retry_cap_reached".into(), json!(st.review_retry_count >= st.review_retry_cap));
+    }
+    let mut text = format!("{}: {} sustained", class_name(c.classification), c.sustained.len());
+    if matches {
+        text.push_str("; same findings as the previous round (stasis): surface for replanning");
+    }
+    Ok(Outcome::with(exit, doc, text))
+}
+
+/// `cohort plan check-current`: exit 0 (`current`) when plan.md is unchanged since its last
+/// review, 1 (`pending`) otherwise.
+pub fn plan_check_current(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
+    let st = load_required(sd)?;
+    check_run_id(&st, expect)?;
+    let (status, sha) = plan_review_status(sd, &st)?;
+    let pending = status == "pending";
+    let doc = json!({
+        "ok": !pending,
+        "plan_review_status": status,
+        "plan_sha256": sha,
+        "plan_reviewed_sha256": st.plan_reviewed_sha256,
+    });
+    let exit = if pending { ExitStatus::Unsuccessful } else { ExitStatus::Done };
+    Ok(Outcome::with(exit, doc, format!("plan_review_status: {status}")))
+}
+
+fn plan_review_status(sd: &SpecDir, st: &CohortState) -> Result<(&'static str, Option<String>), LoopError> {
+    let sha = sd.read_optional("plan.md")?.map(|t| sha256_hex(t.as_bytes()));
+    let current = sha.is_some() && sha == st.plan_reviewed_sha256;
+    Ok((if current { "current" } else { "pending" }, sha))
+}
+
+/// `cohort plan mark-reviewed`: records plan.md's hash as reviewed (after pre-EXECUTE review
+/// is adjudicated clean). An extension: the seed records it implicitly.
+pub fn plan_mark_reviewed(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
+    mutate(sd, expect, |st| {
+        let text = sd
+            .read_optional("plan.md")?
+            .ok_or_else(|| LoopError::bad(format!("read `{}/plan.md`: no such file", sd.rel())))?;
+        let sha = sha256_hex(text.as_bytes());
+        let changed = st.plan_reviewed_sha256.as_deref() != Some(&sha);
+        st.plan_reviewed_sha256 = Some(sha.clone());
+        Ok((changed, json!({ "plan_review_status": "current", "plan_sha256": sha }), "plan marked reviewed".into()))
+    })
+}
+
+/// Which cap `check` looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckPhase {
+    /// The implementation retry cap only.
+    GatesFailed,
+    /// The review retry cap only.
+    Review,
+}
+
+/// `cohort check [--phase …]`: exit 1 when a cap is reached (or, without `--phase`, when the
+/// plan review is pending), naming each condition.
+pub fn check(sd: &SpecDir, phase: Option<CheckPhase>, expect: Option<&str>) -> LoopResult {
+    let st = load_required(sd)?;
+    check_run_id(&st, expect)?;
+    let mut conditions = Vec::new();
+    if phase != Some(CheckPhase::Review) && st.implementation_retry_count >= st.implementation_retry_cap {
+        conditions.push(json!({
+            "code": "implementation_retry_cap",
+            "message": format!("implementation retry cap reached ({}/{})", st.implementation_retry_count, st.implementation_retry_cap),
+        }));
+    }
+    if phase != Some(CheckPhase::GatesFailed) && st.review_retry_count >= st.review_retry_cap {
+        conditions.push(json!({
+            "code": "review_retry_cap",
+            "message": format!("review retry cap reached ({}/{})", st.review_retry_count, st.review_retry_cap),
+        }));
+    }
+    let mut plan_status = None;
+    if phase.is_none() {
+        let (status, _) = plan_review_status(sd, &st)?;
+        plan_status = Some(status);
+        if status == "pending" {
+            conditions.push(json!({ "code": "plan_review_pending", "message": "plan_review_status: pending" }));
+        }
+    }
+    let ok = conditions.is_empty();
+    let text = if ok {
+        "ok".to_string()
+    } else {
+        conditions.iter().filter_map(|c| c["message"].as_str()).collect::<Vec<_>>().join("; ")
+    };
+    let doc = json!({
+        "ok": ok,
+        "conditions": conditions,
+        "plan_review_status": plan_status,
+        "implementation_retry_count": st.implementation_retry_count,
+        "implementation_retry_cap": st.implementation_retry_cap,
+        "review_retry_count": st.review_retry_count,
+        "review_retry_cap": st.review_retry_cap,
+    });
+    Ok(Outcome::with(if ok { ExitStatus::Done } else { ExitStatus::Unsuccessful }, doc, text))
+}
+
+/// `cohort status --json`.
+pub fn status(sd: &SpecDir) -> LoopResult {
+    let st = load_required(sd)?;
+    let text = format!(
+        "run {}: wave {}/{}, implementation retries {}/{}, review retries {}/{}, review rounds {}",
+        st.run_id,
+        st.current_wave_index,
+        st.schedule_waves.len(),
+        st.implementation_retry_count,
+        st.implementation_retry_cap,
+        st.review_retry_count,
+        st.review_retry_cap,
+        st.review_round_count
+    );
+    Ok(Outcome::ok(st.to_json(), text))
+}
+
+/// `cohort reset`: deletes state.json (a no-op when absent).
+pub fn reset(sd: &SpecDir) -> LoopResult {
+    let _lock = Lock::acquire(&sd.file(&format!("{STATE_FILE}.lock"))?)?;
+    let p = sd.file(STATE_FILE)?;
+    let existed = p.exists();
+    if existed {
+        std::fs::remove_file(&p).map_err(|e| LoopError::bad(format!("remove `{}/{STATE_FILE}`: {e}", sd.rel())))?;
+    }
+    Ok(Outcome::ok(
+        json!({ "ok": true, "removed": existed }),
+        if existed { "cohort state removed" } else { "no cohort state (no-op)" },
+    ))
+}

@@ -1,0 +1,379 @@
+//! `work loop lint-spec-status --root DIR` (the seed's `lint-spec-status.py`): mechanical
+//! doc-drift checks over `DIR/docs/specs/*/spec.md` (and their plan.md):
+//!
+//! - status vocabulary: spec.md uses Draft | Approved | Implementing | Shipped | Archived; the
+//!   plan vocabulary (Drafting | Executing | Done) in spec.md is an error (`plan_vocabulary_in_spec`);
+//!   plan.md uses Drafting | Approved | Executing | Done;
+//! - at ship (spec `Status: Shipped`) every acceptance criterion (a checkbox item under an
+//!   "Acceptance criteria" heading) is `[x]` or carries `(deferred: <slug>)`;
+//! - every `(deferred: <slug>)` resolves to an entry of `[backlog].open` in `DIR/workspace.toml`
+//!   (top level or inside an initiative table), parsed with a TOML library;
+//! - relative markdown links that do not resolve inside the repository are warnings.
+//!
+//! Exit 1 when any error is found; warnings alone keep exit 0.
+
+use crate::common::{LoopError, LoopResult, Outcome, confine, read_status};
+use serde::Serialize;
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::path::{Component, Path, PathBuf};
+use work_runtime::ExitStatus;
+use work_runtime::fsx;
+
+/// Spec status vocabulary.
+pub const SPEC_STATUSES: [&str; 5] = ["Draft", "Approved", "Implementing", "Shipped", "Archived"];
+/// Plan status vocabulary.
+pub const PLAN_STATUSES: [&str; 4] = ["Drafting", "Approved", "Executing", "Done"];
+
+/// One lint finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// `error` or `warning`.
+    pub severity: &'static str,
+    /// A stable code.
+    pub code: &'static str,
+    /// The repository-relative file.
+    pub path: String,
+    /// The 1-based line, when there is one.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub message: String,
+}
+
+fn err(code: &'static str, path: &str, line: Option<usize>, message: String) -> Finding {
+    Finding { severity: "error", code, path: path.into(), line, message }
+}
+
+fn warn(code: &'static str, path: &str, line: Option<usize>, message: String) -> Finding {
+    Finding { severity: "warning", code, path: path.into(), line, message }
+}
+
+/// Resolves `--root`: `.` (or empty) is the repository root, anything else is confined to it.
+pub fn resolve_root(repo_root: &Path, arg: &str) -> Result<(PathBuf, String), LoopError> {
+    let a = arg.trim_end_matches('/');
+    if a.is_empty() || a == "." {
+        return Ok((repo_root.to_path_buf(), String::new()));
+    }
+    let p = confine(repo_root, a)?;
+    if !p.is_dir() {
+        return Err(LoopError::bad(format!("use `--root {arg}`: not a directory")));
+    }
+    Ok((p, format!("{a}/")))
+}
+
+/// The slugs of every `[backlog].open` entry (strings or tables with `slug`), at the top level
+/// or inside any top-level table (an initiative).
+pub fn backlog_slugs(doc: &toml::Table) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut take = |t: &toml::Table| {
+        if let Some(toml::Value::Table(b)) = t.get("backlog")
+            && let Some(toml::Value::Array(open)) = b.get("open")
+        {
+            for e in open {
+                match e {
+                    toml::Value::String(s) => {
+                        out.insert(s.clone());
+                    }
+                    toml::Value::Table(t) => {
+                        if let Some(toml::Value::String(s)) = t.get("slug") {
+                            out.insert(s.clone());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    };
+    take(doc);
+    for v in doc.values() {
+        if let toml::Value::Table(t) = v {
+            take(t);
+        }
+    }
+    out
+}
+
+/// Reads and parses `workspace.toml` under `dir`; `None` when absent. Malformed TOML is bad input.
+pub fn read_workspace(repo_root: &Path, prefix: &str) -> Result<Option<toml::Table>, LoopError> {
+    let rel = format!("{prefix}workspace.toml");
+    let p = confine(repo_root, &rel)?;
+    let Some(text) = fsx::read_optional(&p).map_err(|e| LoopError::bad(format!("read `{rel}`: {e}")))? else {
+        return Ok(None);
+    };
+    text.parse::<toml::Table>().map(Some).map_err(|e| {
+        let first = e.to_string().lines().next().unwrap_or("invalid TOML").to_string();
+        LoopError::bad(format!("parse `{rel}`: {first}"))
+    })
+}
+
+/// The spec directories (`docs/specs/<name>` with a spec.md) under `prefix`, sorted, as
+/// repository-relative paths.
+pub fn spec_dirs(repo_root: &Path, prefix: &str) -> Result<Vec<String>, LoopError> {
+    let rel = format!("{prefix}docs/specs");
+    let base = confine(repo_root, &rel)?;
+    let Ok(rd) = std::fs::read_dir(&base) else { return Ok(Vec::new()) };
+    let mut out: Vec<String> = rd
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .map(|n| format!("{rel}/{n}"))
+        .filter(|d| confine(repo_root, &format!("{d}/spec.md")).map(|p| p.is_file()).unwrap_or(false))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// `lint-spec-status --root DIR`.
+pub fn lint(repo_root: &Path, root_arg: &str) -> LoopResult {
+    let (_, prefix) = resolve_root(repo_root, root_arg)?;
+    let workspace = read_workspace(repo_root, &prefix)?;
+    let backlog = workspace.as_ref().map(backlog_slugs).unwrap_or_default();
+    let dirs = spec_dirs(repo_root, &prefix)?;
+    let mut findings = Vec::new();
+    for d in &dirs {
+        lint_spec(repo_root, d, &backlog, workspace.is_some(), &mut findings)?;
+    }
+    let errors = findings.iter().filter(|f| f.severity == "error").count();
+    let warnings = findings.len() - errors;
+    let mut text = String::new();
+    for f in &findings {
+        let loc = f.line.map(|l| format!("{}:{l}", f.path)).unwrap_or_else(|| f.path.clone());
+        text.push_str(&format!("{}: {loc}: [{}] {}\n", f.severity, f.code, f.message));
+    }
+    text.push_str(&format!("{} spec(s) checked: {errors} error(s), {warnings} warning(s)", dirs.len()));
+    let doc = json!({
+        "ok": errors == 0,
+        "root": if prefix.is_empty() { ".".to_string() } else { prefix.trim_end_matches('/').to_string() },
+        "specs_checked": dirs,
+        "errors": errors,
+        "warnings": warnings,
+        "findings": findings,
+    });
+    Ok(Outcome::with(if errors == 0 { ExitStatus::Done } else { ExitStatus::Unsuccessful }, doc, text))
+}
+
+fn lint_spec(
+    repo_root: &Path,
+    dir: &str,
+    backlog: &BTreeSet<String>,
+    has_workspace: bool,
+    out: &mut Vec<Finding>,
+) -> Result<(), LoopError> {
+    let spec_rel = format!("{dir}/spec.md");
+    let spec_path = confine(repo_root, &spec_rel)?;
+    let text = std::fs::read_to_string(&spec_path).map_err(|e| LoopError::bad(format!("read `{spec_rel}`: {e}")))?;
+    let status = read_status(&text);
+    match status.as_deref() {
+        None => out.push(err("missing_status", &spec_rel, None, "spec.md has no Status line".into())),
+        Some(s) if SPEC_STATUSES.contains(&s) => {}
+        Some(s) if PLAN_STATUSES.contains(&s) => out.push(err(
+            "plan_vocabulary_in_spec",
+            &spec_rel,
+            status_line(&text),
+            format!("spec.md Status `{s}` is plan vocabulary; use one of {}", SPEC_STATUSES.join(" | ")),
+        )),
+        Some(s) => out.push(err(
+            "unknown_status",
+            &spec_rel,
+            status_line(&text),
+            format!("spec.md Status `{s}` is not one of {}", SPEC_STATUSES.join(" | ")),
+        )),
+    }
+    let shipped = status.as_deref() == Some("Shipped");
+    for (line, item, checked) in acceptance_criteria(&text) {
+        if shipped && !checked && deferrals(item).is_empty() {
+            out.push(err(
+                "unchecked_acceptance_criterion",
+                &spec_rel,
+                Some(line),
+                format!("acceptance criterion is neither [x] nor (deferred: <slug>) at ship: {}", item.trim()),
+            ));
+        }
+    }
+    for (i, l) in text.lines().enumerate() {
+        for slug in deferrals(l) {
+            if !backlog.contains(&slug) {
+                let why = if has_workspace {
+                    "is not in workspace.toml [backlog].open"
+                } else {
+                    "has no workspace.toml to anchor it"
+                };
+                out.push(err("unanchored_deferral", &spec_rel, Some(i + 1), format!("deferral `{slug}` {why}")));
+            }
+        }
+    }
+    links(repo_root, dir, &spec_rel, &text, out);
+    let plan_rel = format!("{dir}/plan.md");
+    let plan_path = confine(repo_root, &plan_rel)?;
+    if let Some(plan) = fsx::read_optional(&plan_path).map_err(|e| LoopError::bad(format!("read `{plan_rel}`: {e}")))? {
+        match read_status(&plan).as_deref() {
+            None => out.push(warn("missing_status", &plan_rel, None, "plan.md has no Status line".into())),
+            Some(s) if PLAN_STATUSES.contains(&s) => {}
+            Some(s) => out.push(err(
+                "unknown_status",
+                &plan_rel,
+                status_line(&plan),
+                format!("plan.md Status `{s}` is not one of {}", PLAN_STATUSES.join(" | ")),
+            )),
+        }
+        links(repo_root, dir, &plan_rel, &plan, out);
+    }
+    Ok(())
+}
+
+fn status_line(text: &str) -> Option<usize> {
+    text.lines().position(|l| read_status(l).is_some()).map(|i| i + 1)
+}
+
+/// `(line, text, checked)` of every checkbox item under an "Acceptance criteria" heading.
+fn acceptance_criteria(text: &str) -> Vec<(usize, &str, bool)> {
+    let mut out = Vec::new();
+    let mut section: Option<usize> = None;
+    let mut fence = false;
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim_start();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            fence = !fence;
+            continue;
+        }
+        if fence {
+            continue;
+        }
+        let hashes = t.bytes().take_while(|&b| b == b'#').count();
+        if hashes > 0 && t[hashes..].starts_with(' ') {
+            if let Some(level) = section
+                && hashes <= level
+            {
+                section = None;
+            }
+            if t.to_ascii_lowercase().contains("acceptance criteria") {
+                section = Some(hashes);
+            }
+            continue;
+        }
+        if section.is_none() {
+            continue;
+        }
+        let item = t.trim_start_matches(['-', '*', '+']).trim_start();
+        let item = item.trim_start_matches(|c: char| c.is_ascii_digit()).trim_start_matches(['.', ')']).trim_start();
+        if let Some(rest) = item.strip_prefix("[ ]") {
+            out.push((i + 1, rest, false));
+        } else if let Some(rest) = item.strip_prefix("[x]").or_else(|| item.strip_prefix("[X]")) {
+            out.push((i + 1, rest, true));
+        }
+    }
+    out
+}
+
+/// The slugs of every `(deferred: <slug>)` in `line`.
+fn deferrals(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    while let Some(i) = rest.find("(deferred:") {
+        rest = &rest[i + "(deferred:".len()..];
+        if let Some(end) = rest.find(')') {
+            let slug = rest[..end].trim().trim_matches('`');
+            if !slug.is_empty() {
+                out.push(slug.to_string());
+            }
+            rest = &rest[end..];
+        }
+    }
+    out
+}
+
+fn links(repo_root: &Path, dir: &str, file_rel: &str, text: &str, out: &mut Vec<Finding>) {
+    let mut fence = false;
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim_start();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            fence = !fence;
+            continue;
+        }
+        if fence {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(p) = rest.find("](") {
+            rest = &rest[p + 2..];
+            let Some(end) = rest.find(')') else { break };
+            let raw = rest[..end].trim();
+            rest = &rest[end..];
+            let target = raw.split_whitespace().next().unwrap_or("").trim_matches(['<', '>']);
+            let target = target.split('#').next().unwrap_or("");
+            if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            match normalise(dir, target) {
+                None => out.push(warn(
+                    "reference_outside_root",
+                    file_rel,
+                    Some(i + 1),
+                    format!("link `{raw}` leaves the repository"),
+                )),
+                Some(rel) => match confine(repo_root, &rel) {
+                    Ok(p) if p.exists() => {}
+                    Ok(_) => out.push(warn(
+                        "dangling_reference",
+                        file_rel,
+                        Some(i + 1),
+                        format!("link `{raw}` does not resolve (`{rel}`)"),
+                    )),
+                    Err(_) => out.push(warn(
+                        "reference_outside_root",
+                        file_rel,
+                        Some(i + 1),
+                        format!("link `{raw}` resolves outside the repository"),
+                    )),
+                },
+            }
+        }
+    }
+}
+
+/// The repository-relative path of `target` written in a file of `dir`; `None` when it climbs
+/// above the root. A leading `/` means the repository root.
+fn normalise(dir: &str, target: &str) -> Option<String> {
+    let mut parts: Vec<String> =
+        if target.starts_with('/') { Vec::new() } else { dir.split('/').map(str::to_string).collect() };
+    for c in Path::new(target.trim_start_matches('/')).components() {
+        match c {
+            Component::Normal(s) => parts.push(s.to_string_lossy().into_owned()),
+            Component::ParentDir => {
+                parts.pop()?;
+            }
+            _ => {}
+        }
+    }
+    if parts.is_empty() { None } else { Some(parts.join("/")) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_acceptance_criteria_and_deferrals() {
+        let text = "# S\n## Acceptance criteria\n- [x] one\n- [ ] two (deferred: later-thing)\n1. [ ] three\n## Other\n- [ ] not an AC\n";
+        let acs = acceptance_criteria(text);
+        assert_eq!(acs.len(), 3);
+        assert!(acs[0].2 && !acs[1].2 && !acs[2].2);
+        assert_eq!(deferrals(acs[1].1), ["later-thing"]);
+    }
+
+    #[test]
+    fn normalises_links() {
+        assert_eq!(normalise("docs/specs/a", "../b/spec.md").as_deref(), Some("docs/specs/b/spec.md"));
+        assert_eq!(normalise("docs/specs/a", "/src/x.rs").as_deref(), Some("src/x.rs"));
+        assert_eq!(normalise("docs/specs/a", "../../../../x"), None);
+    }
+
+    #[test]
+    fn backlog_slugs_from_top_level_and_initiatives() {
+        let doc: toml::Table = "[backlog]\nopen = [\"a\", { slug = \"b\" }]\n[ini-001]\nstatus = \"active\"\n[ini-001.backlog]\nopen = [{ slug = \"c\", type = \"research\" }]\n"
+            .parse()
+            .expect("toml");
+        let s: Vec<String> = backlog_slugs(&doc).into_iter().collect();
+        assert_eq!(s, ["a", "b", "c"]);
+    }
+}
