@@ -1,1 +1,24 @@
-//! work until.
+//! `work until`: one worker at a time until a checkable condition holds (seed: work-until.md,
+//! CONTRACTS §4).
+//!
+//! The parent (this crate) keeps the until-clause and the ledger; the worker keeps the sweat;
+//! the hand-off lives in session files under `<state>/sessions/<id>/`:
+//!
+//! - [`intent`] — the until-gate: refuse a clause nothing can check; derive a verify command
+//!   where one is unambiguous;
+//! - [`session`] — `meta.md` (the commit point), `init-session`, `resolve-resume`, listing;
+//! - [`ledger`] — `master.md` (parse, merge, `compact-master`) and the iteration archive;
+//! - [`report`] — the worker's report schema and `validate-report`;
+//! - [`templates`] — the hand-off, worker and recon briefs;
+//! - [`workflow`] — the iteration loop, stall rules, human gate and git ground truth.
+
+pub mod intent;
+pub mod ledger;
+pub mod report;
+pub mod session;
+pub mod templates;
+pub mod workflow;
+
+pub use intent::{Checkability, GateCommands, classify};
+pub use session::{Meta, Mode, Session, SessionStatus};
+pub use workflow::{LoopEnv, LoopOutcome, UntilError, drive};

@@ -1,17 +1,351 @@
-//! `work until` (not implemented yet).
+//! `work until`: one worker at a time until a checkable condition holds (CONTRACTS §4).
+//!
+//! ```text
+//! work until <UNTIL> --goal <GOAL> [--instructions TEXT] [--max N] [--mode auto|human-gate]
+//!            [--recon] [--verify CMD] [--slug NAME] [--agent SPEC] [--json]
+//! work until resume [HINT] [--yes] [--json]
+//! work until list [--json]
+//! ```
+//!
+//! `resume` and `list` are recognised as the first word (an until-clause of exactly `resume`
+//! or `list` would not be checkable anyway). Every bad-input check (vague until, missing goal,
+//! bad flags, unknown agent) happens before a run directory or a session file is written.
 
 use crate::CmdResult;
-use crate::ctx::{CliError, Global};
+use crate::ctx::{CliError, Ctx, Global, print_json};
+use serde_json::{Value, json};
+use std::time::Duration;
+use work_runtime::ExitStatus;
+use work_runtime::budget::{Budget, Spent};
+use work_until::intent::{self, Checkability, GateCommands};
+use work_until::session::{self, Meta, Mode, Resolution, Session, SessionStatus};
+use work_until::workflow::{self, LoopEnv, LoopOutcome};
 
-/// Arguments (none yet).
-#[derive(Debug, clap::Args)]
-pub struct Args {
-    /// Anything.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+/// `--mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModeArg {
+    /// Iterate until a stop condition.
+    Auto,
+    /// Stop after every merged iteration (exit 3) until `work until resume`.
+    HumanGate,
 }
 
-/// Runs the command.
-pub fn run(_global: &Global, _args: Args) -> CmdResult {
-    Err(CliError::bad("run this command: it is not implemented yet"))
+/// Arguments of `work until`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The condition that ends the loop (e.g. "`make lint` exits 0"), or `resume` / `list`.
+    #[arg(value_name = "UNTIL")]
+    pub until: Option<String>,
+    /// With `resume`: a session id, or a word of its id, goal or until-clause.
+    #[arg(value_name = "HINT")]
+    pub hint: Option<String>,
+    /// What the worker should achieve (required for a new session).
+    #[arg(long, value_name = "GOAL")]
+    pub goal: Option<String>,
+    /// What the worker is told to do (default: the goal).
+    #[arg(long, value_name = "TEXT")]
+    pub instructions: Option<String>,
+    /// The most iterations (default 10).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub max: Option<u32>,
+    /// auto (default) or human-gate (stop after every merged iteration).
+    #[arg(long, value_enum)]
+    pub mode: Option<ModeArg>,
+    /// Run a read-only recon (iteration 0) first.
+    #[arg(long)]
+    pub recon: bool,
+    /// The mechanical check: `done` is accepted only when this exits 0 (`sh -c`, repository root).
+    #[arg(long, value_name = "CMD")]
+    pub verify: Option<String>,
+    /// Kill the verify command after this many seconds (default 900).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub verify_timeout: Option<u64>,
+    /// The session id (kebab-case; default: a slug of the goal).
+    #[arg(long, value_name = "NAME")]
+    pub slug: Option<String>,
+    /// The worker's backend.
+    #[arg(long, value_name = "SPEC")]
+    pub agent: Option<String>,
+    /// With `resume`: continue the recommended (or the only matching) session.
+    #[arg(long)]
+    pub yes: bool,
+    /// Print the result as one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `work until`.
+pub fn run(global: &Global, args: Args) -> CmdResult {
+    match args.until.as_deref().map(str::trim) {
+        Some("resume") => run_resume(global, args),
+        Some("list") => run_list(global, args),
+        Some(u) if !u.is_empty() => {
+            let until = u.to_string();
+            run_new(global, args, until)
+        }
+        _ => Err(CliError::bad(
+            "start a session: give an until-clause (`work until \"<condition>\" --goal …`), or `resume` / `list`",
+        )),
+    }
+}
+
+fn nonblank(v: &Option<String>, what: &str) -> Result<Option<String>, CliError> {
+    match v {
+        Some(s) if s.trim().is_empty() => Err(CliError::bad(format!("use {what}: it is empty"))),
+        Some(s) => Ok(Some(s.trim().to_string())),
+        None => Ok(None),
+    }
+}
+
+fn run_new(global: &Global, args: Args, until: String) -> CmdResult {
+    if let Some(extra) = &args.hint {
+        return Err(CliError::bad(format!(
+            "start a session: unexpected argument `{extra}` (quote the until-clause as one argument)"
+        )));
+    }
+    let goal = nonblank(&args.goal, "--goal")?
+        .ok_or_else(|| CliError::bad("start a session: --goal GOAL is required (what the worker should achieve)"))?;
+    let instructions = nonblank(&args.instructions, "--instructions")?.unwrap_or_else(|| goal.clone());
+    let verify_flag = nonblank(&args.verify, "--verify")?;
+    let agent_flag = nonblank(&args.agent, "--agent")?;
+    if let Some(slug) = &args.slug {
+        session::check_slug(slug).map_err(CliError::bad)?;
+    }
+    let ctx = Ctx::new(global)?;
+    let gates = GateCommands {
+        test: ctx.config.gates.test.clone(),
+        lint: ctx.config.gates.lint.clone(),
+        typecheck: ctx.config.gates.typecheck.clone(),
+    };
+    let check = intent::classify(&until, &gates);
+    let (verify, verify_source) = match (&verify_flag, &check) {
+        (Some(v), _) => (Some(v.clone()), Some("--verify".to_string())),
+        (None, Checkability::Vague) => {
+            return Err(CliError::bad(format!(
+                "accept the until-clause `{}`: nothing in it can be checked mechanically and there is no --verify; name a check, {}",
+                one_line(&until),
+                intent::EXAMPLES
+            )));
+        }
+        (None, Checkability::Mechanical { derived: Some(d), .. }) => {
+            (Some(d.command.clone()), Some(format!("derived from {}", d.source)))
+        }
+        (None, Checkability::Mechanical { derived: None, .. }) => (None, None),
+    };
+    let id = match &args.slug {
+        Some(slug) => {
+            if session::sessions_dir(&ctx.state_dir).join(slug).exists() {
+                return Err(CliError::bad(format!(
+                    "start session `{slug}`: it already exists (continue it with `work until resume {slug}`)"
+                )));
+            }
+            slug.clone()
+        }
+        None => session::free_id(&ctx.state_dir, &session::slugify(&goal)),
+    };
+    let (role, agent) = ctx.resolve_agent("worker", agent_flag.as_deref())?;
+    let run = ctx.start_run("until", Budget::default(), Spent::default())?;
+    let now = run.clock.now_rfc3339();
+    let meta = Meta {
+        id,
+        goal,
+        until,
+        instructions,
+        verify,
+        verify_source,
+        mode: match args.mode {
+            Some(ModeArg::HumanGate) => Mode::HumanGate,
+            _ => Mode::Auto,
+        },
+        max: args.max.unwrap_or(10),
+        recon: args.recon,
+        recon_done: false,
+        agent: agent_flag,
+        status: SessionStatus::Active,
+        iteration_count: 0,
+        in_progress: None,
+        empty_streak: 0,
+        blockers_seen: Vec::new(),
+        stopped_reason: None,
+        created: now.clone(),
+        updated: now,
+        runs: Vec::new(),
+    };
+    let mut s = session::init_session(&ctx.state_dir, meta, &|p, t| run.write_text(p, t))
+        .map_err(|e| CliError::Runtime(e.to_string()))?;
+    let m = &s.meta;
+    run.progress(&format!("Session {} (new) at {}", m.id, s.dir.display()));
+    run.progress(&format!("until: {} · verify: {}", one_line(&m.until), m.verify.as_deref().unwrap_or("(none)")));
+    run.progress(&format!("goal: {}", one_line(&m.goal)));
+    run.progress(&format!("max {} · mode {} · recon {}", m.max, m.mode.as_str(), if m.recon { "yes" } else { "no" }));
+    let timeout = Duration::from_secs(args.verify_timeout.unwrap_or(900));
+    let d = crate::ctx::dispatcher(&run, &role, agent);
+    let env = LoopEnv {
+        run: &run,
+        dispatcher: &d,
+        model: role.model.clone(),
+        effort: role.effort.clone(),
+        verify_timeout: timeout,
+    };
+    let outcome =
+        crate::ctx::runtime()?.block_on(workflow::drive(&env, &mut s)).map_err(|e| CliError::Runtime(e.to_string()))?;
+    run.finish(outcome.status.as_str(), json!({"session": s.meta.id, "reason": outcome.stopped_reason}));
+    Ok(render(&s, &outcome, &run.run_id, args.json))
+}
+
+fn run_resume(global: &Global, args: Args) -> CmdResult {
+    for (flag, set) in [("--goal", args.goal.is_some()), ("--slug", args.slug.is_some()), ("--recon", args.recon)] {
+        if set {
+            return Err(CliError::bad(format!(
+                "resume a session: {flag} belongs to a new session (`work until <UNTIL> --goal …`)"
+            )));
+        }
+    }
+    let instructions = nonblank(&args.instructions, "--instructions")?;
+    let verify_flag = nonblank(&args.verify, "--verify")?;
+    let agent_flag = nonblank(&args.agent, "--agent")?;
+    let ctx = Ctx::new(global)?;
+    let candidates = match session::resolve_resume(&ctx.state_dir, args.hint.as_deref()) {
+        Resolution::Nothing(msg) => return Err(CliError::bad(msg)),
+        Resolution::Candidates(c) => c,
+    };
+    if !args.yes {
+        return Ok(recommend(&candidates, args.json));
+    }
+    let Some(mut s) = candidates.into_iter().next() else {
+        return Err(CliError::bad("find a session to resume: none"));
+    };
+    let agent_spec = agent_flag.clone().or_else(|| s.meta.agent.clone());
+    let (role, agent) = ctx.resolve_agent("worker", agent_spec.as_deref())?;
+    let run = ctx.start_run("until", Budget::default(), Spent::default())?;
+    let was = s.meta.status;
+    if let Some(max) = args.max {
+        s.meta.max = max;
+    }
+    if let Some(mode) = args.mode {
+        s.meta.mode = if mode == ModeArg::HumanGate { Mode::HumanGate } else { Mode::Auto };
+    }
+    if let Some(v) = verify_flag {
+        s.meta.verify = Some(v);
+        s.meta.verify_source = Some("--verify (on resume)".into());
+    }
+    if let Some(i) = instructions {
+        s.meta.instructions = i;
+    }
+    if agent_flag.is_some() {
+        s.meta.agent = agent_flag;
+    }
+    // A person resumed: a blocked or stalled session gets a fresh stall memory.
+    if matches!(was, SessionStatus::Blocked) {
+        s.meta.empty_streak = 0;
+        s.meta.blockers_seen.clear();
+    }
+    run.progress(&format!(
+        "Session {} (resume, was {}) at {}: from iteration {}",
+        s.meta.id,
+        was.as_str(),
+        s.dir.display(),
+        s.meta.iteration_count + 1
+    ));
+    let timeout = Duration::from_secs(args.verify_timeout.unwrap_or(900));
+    let d = crate::ctx::dispatcher(&run, &role, agent);
+    let env = LoopEnv {
+        run: &run,
+        dispatcher: &d,
+        model: role.model.clone(),
+        effort: role.effort.clone(),
+        verify_timeout: timeout,
+    };
+    let outcome =
+        crate::ctx::runtime()?.block_on(workflow::drive(&env, &mut s)).map_err(|e| CliError::Runtime(e.to_string()))?;
+    run.finish(outcome.status.as_str(), json!({"session": s.meta.id, "reason": outcome.stopped_reason}));
+    Ok(render(&s, &outcome, &run.run_id, args.json))
+}
+
+fn recommend(candidates: &[Session], as_json: bool) -> ExitStatus {
+    let Some(first) = candidates.first() else { return ExitStatus::BadInput };
+    let next = format!("work until resume {} --yes", first.meta.id);
+    if as_json {
+        print_json(&json!({
+            "status": "needs-confirmation",
+            "recommended": session::to_json(first),
+            "candidates": candidates.iter().map(session::to_json).collect::<Vec<Value>>(),
+            "next": next,
+        }));
+    } else {
+        println!("Recommended: {}", session::describe(first));
+        if candidates.len() > 1 {
+            println!("Other candidates:");
+            for c in &candidates[1..] {
+                println!("  {}", session::describe(c));
+            }
+        }
+        println!(
+            "Nothing was started. Run `{next}` to continue it, or `work until resume <id> --yes` to pick another."
+        );
+    }
+    ExitStatus::Paused
+}
+
+fn run_list(global: &Global, args: Args) -> CmdResult {
+    if let Some(extra) = &args.hint {
+        return Err(CliError::bad(format!("list sessions: unexpected argument `{extra}`")));
+    }
+    if args.goal.is_some() {
+        return Err(CliError::bad("list sessions: --goal belongs to a new session"));
+    }
+    let ctx = Ctx::new(global)?;
+    let (sessions, errors) = session::list_sessions(&ctx.state_dir);
+    if args.json {
+        print_json(&json!({
+            "sessions": sessions.iter().map(session::to_json).collect::<Vec<Value>>(),
+            "unreadable": errors.iter().map(|e| e.to_string()).collect::<Vec<String>>(),
+        }));
+    } else {
+        if sessions.is_empty() {
+            println!("No sessions under {}", session::sessions_dir(&ctx.state_dir).display());
+        }
+        for s in &sessions {
+            println!("{}", session::describe(s));
+        }
+        for e in &errors {
+            eprintln!("warning: {e}");
+        }
+    }
+    Ok(ExitStatus::Done)
+}
+
+fn one_line(s: &str) -> String {
+    work_until::ledger::one_line(s, 160)
+}
+
+fn render(s: &Session, outcome: &LoopOutcome, run_id: &str, as_json: bool) -> ExitStatus {
+    let status = outcome.status;
+    if as_json {
+        let files = |name: &str| s.dir.join(name).display().to_string();
+        print_json(&json!({
+            "session_id": s.meta.id,
+            "path": s.dir.display().to_string(),
+            "status": status.as_str(),
+            "iterations": outcome.iterations,
+            "max": s.meta.max,
+            "until": s.meta.until,
+            "goal": s.meta.goal,
+            "mode": s.meta.mode.as_str(),
+            "verify": s.meta.verify,
+            "stoppedReason": outcome.stopped_reason,
+            "summary": outcome.summary,
+            "run_id": run_id,
+            "resume": if status == SessionStatus::Done { Value::Null } else { json!(format!("work until resume {}", s.meta.id)) },
+            "files": {
+                "meta": files("meta.md"), "master": files("master.md"), "handoff": files("handoff.md"),
+                "report": files("report.md"), "reports": files("reports"),
+            },
+        }));
+    } else {
+        for l in &outcome.summary {
+            println!("{l}");
+        }
+    }
+    status.exit()
 }

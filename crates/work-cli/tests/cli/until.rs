@@ -1,1 +1,344 @@
-//! `work until` end to end.
+//! `work until` end to end: the real binary, scripted worker agents, a scratch git repository.
+
+use crate::support::{Scenario, assert_one_line_error};
+use serde_json::Value;
+
+/// Logs `iteration:attempt` for every dispatch, then runs `body`.
+fn worker(s: &Scenario, body: &str) -> String {
+    let logged = format!(
+        "open(state_path('log'), 'a').write('%s:%s\\n' % (ctx['iteration'], req['attempt']))\nn = ctx['iteration']\n{body}"
+    );
+    s.agent("worker.py", &logged)
+}
+
+fn log(s: &Scenario) -> Vec<String> {
+    std::fs::read_to_string(s.path(".agent-state/log")).unwrap_or_default().lines().map(str::to_string).collect()
+}
+
+fn session_dir(v: &Value) -> std::path::PathBuf {
+    std::path::PathBuf::from(v["path"].as_str().expect("path in the result"))
+}
+
+fn read(p: &std::path::Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
+}
+
+#[test]
+fn continue_continue_done_failing_verify_then_done_passing() {
+    let s = Scenario::new();
+    let agent = worker(
+        &s,
+        r#"
+open('work.txt', 'a').write('step %d\n' % n)
+changes = ['work.txt']
+if n == 4:
+    open('READY', 'w').write('ok')
+    changes.append('READY')
+status = 'continue' if n <= 2 else 'done'
+print(json.dumps({"status": status, "summary": "step %d" % n, "changes_claimed": changes,
+                  "blocker": None, "next_steps": ["step %d" % (n + 1)], "decisions": ["d%d" % n] if n == 1 else [],
+                  "evidence": []}))
+"#,
+    );
+    let v = s.run_json(
+        &[
+            "until",
+            "file READY exists",
+            "--goal",
+            "write the work file",
+            "--verify",
+            "test -e READY",
+            "--agent",
+            &agent,
+            "--json",
+        ],
+        0,
+    );
+    assert_eq!(v["status"], "done");
+    assert_eq!(v["iterations"], 4);
+    assert_eq!(log(&s), vec!["1:1", "2:1", "3:1", "4:1"]);
+    let dir = session_dir(&v);
+    for n in 1..=4 {
+        assert!(dir.join(format!("reports/{n:02}.md")).exists(), "reports/{n:02}.md");
+    }
+    for f in ["meta.md", "master.md", "handoff.md", "report.md"] {
+        assert!(dir.join(f).exists(), "{f}");
+    }
+    let master = read(&dir.join("master.md"));
+    assert!(master.contains("### Iteration 03 · done"), "{master}");
+    assert!(read(&dir.join("reports/03.md")).contains("verify-failed"));
+    assert!(master.contains("- [iter 1] d1"), "decisions are kept: {master}");
+    let handoff = read(&dir.join("handoff.md"));
+    assert!(handoff.contains("The last `done` did not verify"), "the 4th worker was told: {handoff}");
+    let meta = read(&dir.join("meta.md"));
+    assert!(meta.contains("| status | done |") && meta.contains("| iteration_count | 4 |"), "{meta}");
+    let summary = v["summary"].as_array().expect("summary");
+    assert!(summary.len() <= 25);
+    assert!(summary.iter().any(|l| l.as_str().is_some_and(|l| l.contains(v["session_id"].as_str().unwrap_or("?")))));
+}
+
+#[test]
+fn the_same_blocker_twice_is_blocked() {
+    let s = Scenario::new();
+    let agent = worker(
+        &s,
+        r#"
+open('f%d' % n, 'w').write('x')
+print(json.dumps({"status": "continue", "summary": "tried", "changes_claimed": ["f%d" % n],
+                  "blocker": "The staging database is unreachable."}))
+"#,
+    );
+    let v = s.run_json(&["until", "`false` exits 0", "--goal", "g", "--agent", &agent, "--json"], 1);
+    assert_eq!(v["status"], "blocked");
+    assert_eq!(v["iterations"], 2);
+    assert!(v["stoppedReason"].as_str().unwrap_or("").contains("same blocker"), "{v}");
+    assert_eq!(log(&s).len(), 2);
+}
+
+#[test]
+fn two_empty_continues_are_blocked() {
+    let s = Scenario::new();
+    let agent = worker(&s, r#"print(json.dumps({"status": "continue", "summary": "read some code"}))"#);
+    let v =
+        s.run_json(&["until", "all tests pass", "--verify", "false", "--goal", "g", "--agent", &agent, "--json"], 1);
+    assert_eq!(v["status"], "blocked");
+    assert_eq!(v["iterations"], 2);
+    assert!(v["stoppedReason"].as_str().unwrap_or("").contains("changed nothing"), "{v}");
+}
+
+#[test]
+fn max_reached() {
+    let s = Scenario::new();
+    let agent = worker(
+        &s,
+        r#"
+open('f%d' % n, 'w').write('x')
+print(json.dumps({"status": "done", "summary": "surely done", "changes_claimed": ["f%d" % n]}))
+"#,
+    );
+    let v = s.run_json(&["until", "`false` exits 0", "--goal", "g", "--max", "3", "--agent", &agent, "--json"], 1);
+    assert_eq!(v["status"], "max-reached");
+    assert_eq!(v["iterations"], 3);
+    assert_eq!(v["verify"], "false", "the verify command was derived from the backticks");
+    assert_eq!(log(&s).len(), 3);
+}
+
+#[test]
+fn a_malformed_report_is_retried_once_then_the_session_stops() {
+    let s = Scenario::new();
+    let agent = worker(
+        &s,
+        r#"
+if n == 1:
+    open('a', 'w').write('x')
+    print(json.dumps({"status": "continue", "summary": "ok", "changes_claimed": ["a"]}))
+else:
+    open(state_path('prompt%s' % req['attempt']), 'w').write(req['prompt'])
+    print('I think it went well!' if req['attempt'] == 1 else json.dumps({"status": "finished"}))
+"#,
+    );
+    let v = s.run_json(&["until", "`false` exits 0", "--goal", "g", "--agent", &agent, "--json"], 1);
+    assert_eq!(v["status"], "invalid-report");
+    assert_eq!(v["iterations"], 1, "the invalid iteration is not counted");
+    assert_eq!(log(&s), vec!["1:1", "2:1", "2:2"]);
+    assert!(s.read(".agent-state/prompt2").contains("REJECTED"), "the retry carries the validation error");
+    let dir = session_dir(&v);
+    assert!(!dir.join("reports/02.md").exists());
+    assert!(read(&dir.join("meta.md")).contains("| status | invalid-report |"));
+    assert!(read(&dir.join("master.md")).contains("iteration 02 not counted"));
+}
+
+#[test]
+fn a_crashing_worker_stops_the_session_without_counting() {
+    let s = Scenario::new();
+    let agent = worker(&s, "sys.exit(3)");
+    let v = s.run_json(&["until", "`false` exits 0", "--goal", "g", "--agent", &agent, "--json"], 1);
+    assert_eq!(v["status"], "failed");
+    assert_eq!(v["iterations"], 0);
+    assert_eq!(log(&s), vec!["1:1"], "a failed dispatch is not retried");
+}
+
+#[test]
+fn a_worker_claiming_edits_it_never_made_is_caught() {
+    let s = Scenario::new();
+    s.write("src/lib.rs", "pub fn f() {}\n");
+    s.commit("src");
+    let agent = worker(
+        &s,
+        r#"print(json.dumps({"status": "continue", "summary": "refactored src/lib.rs", "changes_claimed": ["src/lib.rs", "src/new.rs"]}))"#,
+    );
+    let v = s.run_json(&["until", "`false` exits 0", "--goal", "g", "--agent", &agent, "--json"], 1);
+    assert_eq!(v["status"], "blocked", "claims without changes are not progress: {v}");
+    assert_eq!(v["iterations"], 2);
+    let master = read(&session_dir(&v).join("master.md"));
+    assert!(master.contains("claimed `src/lib.rs` but git shows no change to it"), "{master}");
+    assert!(master.contains("claimed `src/new.rs` but git shows no change to it"), "{master}");
+    assert!(read(&session_dir(&v).join("reports/01.md")).contains("Claimed but not changed"));
+}
+
+#[test]
+fn human_gate_stops_after_each_merge_and_resume_continues() {
+    let s = Scenario::new();
+    let agent = worker(
+        &s,
+        r#"
+open('f%d' % n, 'w').write('x')
+print(json.dumps({"status": "done" if n == 2 else "continue", "summary": "step %d" % n, "changes_claimed": ["f%d" % n]}))
+"#,
+    );
+    let v = s.run_json(
+        &[
+            "until",
+            "file f2 exists",
+            "--goal",
+            "two files",
+            "--mode",
+            "human-gate",
+            "--slug",
+            "two",
+            "--agent",
+            &agent,
+            "--json",
+        ],
+        3,
+    );
+    assert_eq!(v["status"], "paused");
+    assert_eq!(v["iterations"], 1);
+    assert_eq!(v["resume"], "work until resume two");
+
+    // Resume never starts by itself: without --yes it only recommends.
+    let r = s.run_json(&["until", "resume", "--json"], 3);
+    assert_eq!(r["status"], "needs-confirmation");
+    assert_eq!(r["recommended"]["id"], "two");
+    assert_eq!(r["recommended"]["iteration"], 1);
+    assert_eq!(log(&s).len(), 1, "nothing was dispatched");
+
+    let v = s.run_json(&["until", "resume", "two", "--yes", "--json"], 0);
+    assert_eq!(v["status"], "done");
+    assert_eq!(v["iterations"], 2);
+    assert_eq!(log(&s), vec!["1:1", "2:1"]);
+    // A finished session is not resumable.
+    let (code, _, err) = s.run(&["until", "resume", "two", "--yes"]);
+    assert_eq!(code, 2);
+    assert_one_line_error(&err);
+}
+
+#[test]
+fn resume_with_several_sessions_recommends_one_and_takes_a_pick() {
+    let s = Scenario::new();
+    let agent = worker(
+        &s,
+        r#"
+open('f%s%d' % (ctx['session_id'], n), 'w').write('x')
+print(json.dumps({"status": "continue", "summary": "s", "changes_claimed": ['f%s%d' % (ctx['session_id'], n)]}))
+"#,
+    );
+    for slug in ["alpha", "beta"] {
+        s.run_json(
+            &[
+                "until",
+                "`false` exits 0",
+                "--goal",
+                slug,
+                "--slug",
+                slug,
+                "--mode",
+                "human-gate",
+                "--agent",
+                &agent,
+                "--json",
+            ],
+            3,
+        );
+    }
+    let r = s.run_json(&["until", "resume", "--json"], 3);
+    assert_eq!(r["candidates"].as_array().map(Vec::len), Some(2));
+    let r = s.run_json(&["until", "list", "--json"], 0);
+    assert_eq!(r["sessions"].as_array().map(Vec::len), Some(2));
+    let v = s.run_json(&["until", "resume", "alpha", "--yes", "--json"], 3);
+    assert_eq!(v["session_id"], "alpha");
+    assert_eq!(v["iterations"], 2);
+}
+
+#[test]
+fn sigkill_during_an_iteration_then_resume_loses_nothing_and_counts_nothing_twice() {
+    let s = Scenario::new();
+    let agent = worker(
+        &s,
+        r#"
+if n == 2 and bump('second') == 1:
+    open(state_path('pid'), 'w').write(str(os.getpid()))
+    time.sleep(120)
+open('f%d' % n, 'a').write('x')
+print(json.dumps({"status": "done" if n == 3 else "continue", "summary": "step %d" % n, "changes_claimed": ["f%d" % n]}))
+"#,
+    );
+    #[expect(clippy::disallowed_methods, reason = "the test must hold the child to kill it mid-iteration")]
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
+        .args(["until", "file f3 exists", "--goal", "three files", "--slug", "k", "--agent", &agent, "--json"])
+        .current_dir(s.root())
+        .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn work");
+    let pid_file = s.path(".agent-state/pid");
+    // Wait (not a timing assertion) until the second worker is running.
+    for _ in 0..1200 {
+        if pid_file.exists() && !s.read(".agent-state/pid").is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(pid_file.exists(), "the second worker never started");
+    child.kill().expect("SIGKILL work");
+    let _ = child.wait();
+    #[expect(clippy::disallowed_methods, reason = "reap the orphaned scripted worker")]
+    let _ = std::process::Command::new("kill").args(["-9", s.read(".agent-state/pid").trim()]).status();
+
+    let dir = s.path(".work/sessions/k");
+    let meta = read(&dir.join("meta.md"));
+    assert!(meta.contains("| iteration_count | 1 |") && meta.contains("| in_progress | 2 |"), "{meta}");
+
+    let v = s.run_json(&["until", "resume", "k", "--yes", "--json"], 0);
+    assert_eq!(v["status"], "done");
+    assert_eq!(v["iterations"], 3);
+    assert_eq!(log(&s), vec!["1:1", "2:1", "2:1", "3:1"], "iteration 2 is redone with the same number");
+    let master = read(&dir.join("master.md"));
+    for n in 1..=3 {
+        assert_eq!(master.matches(&format!("### Iteration {n:02}")).count(), 1, "{master}");
+        assert!(dir.join(format!("reports/{n:02}.md")).exists());
+    }
+    assert!(!dir.join("reports/04.md").exists());
+    assert!(master.contains("interrupted before it was merged"), "{master}");
+}
+
+#[test]
+fn a_vague_until_is_refused_with_nothing_written() {
+    let s = Scenario::new();
+    let agent = worker(&s, r#"print(json.dumps({"status": "done", "summary": "x"}))"#);
+    let (code, out, err) = s.run(&["until", "the code feels nicer", "--goal", "g", "--agent", &agent]);
+    assert_eq!(code, 2);
+    assert!(out.is_empty());
+    assert_one_line_error(&err);
+    assert!(err.contains("`make lint` exits 0") && err.contains("--verify"), "examples: {err}");
+    assert!(!s.path(".work").exists(), "nothing written");
+    assert!(log(&s).is_empty(), "nothing dispatched");
+
+    // Other bad input, same promise.
+    for args in [
+        vec!["until", "`make lint` exits 0", "--agent", agent.as_str()],
+        vec!["until", "`make lint` exits 0", "--goal", "g", "--max", "0", "--agent", agent.as_str()],
+        vec!["until", "`make lint` exits 0", "--goal", "g", "--agent", "nonsense-agent"],
+        vec!["until", "`make lint` exits 0", "--goal", "g", "--slug", "Bad Slug", "--agent", agent.as_str()],
+        vec!["until", "resume", "--yes"],
+    ] {
+        let (code, _, err) = s.run(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_one_line_error(&err);
+    }
+    assert!(!s.path(".work/sessions").exists(), "nothing written");
+    assert!(log(&s).is_empty());
+    // With --verify, the same words are accepted.
+    s.run_json(&["until", "the code feels nicer", "--verify", "true", "--goal", "g", "--agent", &agent, "--json"], 0);
+}

@@ -1,0 +1,609 @@
+//! The iteration loop (seed Step 3) with the stall rules, the human gate, git ground truth and
+//! crash-safe bookkeeping.
+//!
+//! One iteration `n`, in this order:
+//!
+//! 1. `meta.md`: `status: running`, `in_progress: n`;
+//! 2. compact the ledger (`master.md`, ≤ 150 lines) and write `handoff.md`;
+//! 3. snapshot the tree (HEAD + the content of every dirty path), dispatch exactly one worker
+//!    (`workspace-write`), snapshot again: the difference is what really changed;
+//! 4. the dispatcher validated the answer against [`crate::report::report_schema`] (malformed ⇒
+//!    one retry ⇒ dropped); the engine parses it ([`crate::report::validate_report`]);
+//! 5. decide: `done` ⇒ verify ⇒ done, or next; `blocked` ⇒ stop; `continue` ⇒ stall check
+//!    (the same blocker twice, or two `continue` reports in a row that changed nothing);
+//!    `n == max` ⇒ `max-reached`; human-gate ⇒ pause;
+//! 6. write `report.md` and the archive `reports/NN.md` (with the machine record);
+//! 7. **commit**: `meta.md` with `iteration_count: n`, the stall state and the new status;
+//! 8. merge the record into `master.md`.
+//!
+//! A kill before step 7 leaves `iteration_count = n − 1`: the next start redoes iteration `n`
+//! with the same number (its archive is overwritten). A kill between 7 and 8 leaves the ledger
+//! behind `meta.md`: the next start rolls the merge forward from `reports/NN.md`. Merges are
+//! idempotent. So no iteration is lost or counted twice.
+
+use crate::ledger::{
+    IterationRecord, LEDGER_LINE_LIMIT, Ledger, ReconRecord, VerifyResult, machine_block, normalize_blocker, one_line,
+    render_report, with_machine_block,
+};
+use crate::report::{ReportStatus, WorkerReport, recon_schema, report_schema, validate_recon, validate_report};
+use crate::session::{Mode, Session, SessionError, SessionStatus};
+use crate::templates;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+use work_git::Git;
+use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
+use work_runtime::run::RunContext;
+
+/// What the loop needs from the outside world.
+pub struct LoopEnv<'a> {
+    /// The run (clock, events, spawner, redacting writer).
+    pub run: &'a RunContext,
+    /// The worker's dispatcher.
+    pub dispatcher: &'a Dispatcher,
+    /// The worker's model pin.
+    pub model: String,
+    /// The worker's effort pin.
+    pub effort: String,
+    /// The verify command's timeout.
+    pub verify_timeout: Duration,
+}
+
+/// How a run of the loop ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoopOutcome {
+    /// The session's status.
+    pub status: SessionStatus,
+    /// Why it stopped.
+    pub stopped_reason: String,
+    /// Iterations merged in the session (all runs).
+    pub iterations: u32,
+    /// At most 25 lines for a person.
+    pub summary: Vec<String>,
+}
+
+/// Why the loop could not run (exit 1; the session files stay consistent).
+#[derive(Debug, thiserror::Error)]
+pub enum UntilError {
+    /// A session file could not be read or written.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+}
+
+/// The tree at one instant: HEAD and the content hash of every dirty path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Snapshot {
+    head: Option<String>,
+    files: BTreeMap<String, String>,
+}
+
+fn excluded(path: &str, exclude: &[String]) -> bool {
+    exclude.iter().any(|e| path == e.trim_end_matches('/') || path.starts_with(e.as_str()))
+}
+
+fn snapshot(git: &Git, exclude: &[String]) -> Option<Snapshot> {
+    use sha2::{Digest, Sha256};
+    let status = git.status().ok()?;
+    let mut files = BTreeMap::new();
+    for e in status {
+        if excluded(&e.path, exclude) {
+            continue;
+        }
+        let hash = match std::fs::read(git.root().join(&e.path)) {
+            Ok(bytes) => hex::encode(Sha256::digest(&bytes)),
+            Err(_) => format!("absent:{}", e.code),
+        };
+        files.insert(e.path, hash);
+    }
+    Some(Snapshot { head: git.head_sha(), files })
+}
+
+fn changed_between(git: &Git, a: &Snapshot, b: &Snapshot, exclude: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    if a.head != b.head {
+        match (&a.head, &b.head) {
+            (Some(x), Some(y)) => {
+                if let Ok(s) = git.run(&["diff", "--name-only", "--no-renames", x, y]) {
+                    out.extend(s.lines().map(str::to_string));
+                }
+            }
+            (None, Some(y)) => {
+                if let Ok(s) = git.run(&["ls-tree", "-r", "--name-only", y]) {
+                    out.extend(s.lines().map(str::to_string));
+                }
+            }
+            _ => {}
+        }
+    }
+    for (p, h) in &a.files {
+        if b.files.get(p) != Some(h) {
+            out.push(p.clone());
+        }
+    }
+    for (p, h) in &b.files {
+        if a.files.get(p) != Some(h) {
+            out.push(p.clone());
+        }
+    }
+    out.retain(|p| !p.is_empty() && !excluded(p, exclude));
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn covers(claim: &str, path: &str) -> bool {
+    let c = claim.trim_end_matches('/');
+    path == c || path.starts_with(&format!("{c}/"))
+}
+
+fn tail_lines(text: &str, n: usize) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].iter().map(|l| one_line(l, 300)).collect()
+}
+
+struct Ctx<'a, 'b> {
+    env: &'a LoopEnv<'b>,
+    git: Option<Git>,
+    exclude: Vec<String>,
+}
+
+impl Ctx<'_, '_> {
+    fn now(&self) -> String {
+        self.env.run.clock.now_rfc3339()
+    }
+
+    fn write(&self, path: &Path, text: &str) -> Result<(), SessionError> {
+        self.env.run.write_text(path, text).map_err(|e| SessionError::Io {
+            action: "write",
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })
+    }
+
+    fn save_meta(&self, s: &mut Session) -> Result<(), SessionError> {
+        let now = self.now();
+        let run = self.env.run;
+        s.save_meta(now, &|p, t| run.write_text(p, t))
+    }
+
+    fn save_ledger(&self, s: &Session, ledger: &mut Ledger) -> Result<(), SessionError> {
+        ledger.compact(&s.meta, LEDGER_LINE_LIMIT);
+        self.write(&s.master_path(), &ledger.render(&s.meta))
+    }
+
+    async fn verify(&self, cmd: &str) -> VerifyResult {
+        let run = self.env.run;
+        run.emit("until.verify.start", json!({"command": cmd}));
+        let res = run.spawner.shell(cmd, &run.root, Some(self.env.verify_timeout)).await;
+        let v = match res {
+            Ok(out) => {
+                let mut text = out.stdout_text();
+                text.push('\n');
+                text.push_str(&out.stderr_text());
+                VerifyResult {
+                    command: cmd.into(),
+                    passed: out.success(),
+                    end: out.describe_end(),
+                    tail: tail_lines(&run.redactor.redact(&text), 15),
+                }
+            }
+            Err(e) => VerifyResult { command: cmd.into(), passed: false, end: e.to_string(), tail: Vec::new() },
+        };
+        run.emit("until.verify.end", json!({"command": cmd, "passed": v.passed, "end": v.end}));
+        v
+    }
+}
+
+/// Runs the session from `meta.iteration_count + 1` until a stop (see the module docs).
+pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutcome, UntilError> {
+    let git = Git::new(&env.run.root);
+    let git = if git.is_repo() { Some(git) } else { None };
+    let mut exclude = Vec::new();
+    if let Ok(rel) = env.run.state_dir.strip_prefix(&env.run.root)
+        && !rel.as_os_str().is_empty()
+    {
+        exclude.push(format!("{}/", rel.display()));
+    }
+    let cx = Ctx { env, git, exclude };
+    let run = env.run;
+
+    // Roll the ledger forward from the archive, and note an interrupted iteration.
+    let mut ledger = session.load_ledger()?;
+    if session.meta.recon_done
+        && ledger.recon.is_empty()
+        && let Some(r) = read_archive::<ReconRecord>(session, 0)
+    {
+        ledger.merge_recon(&r);
+    }
+    for k in (ledger.merged_through + 1)..=session.meta.iteration_count {
+        match read_archive::<IterationRecord>(session, k) {
+            Some(r) => ledger.merge(&r),
+            None => ledger.incident(&format!("the archive of iteration {k:02} is unreadable; its merge is lost")),
+        }
+        ledger.merged_through = ledger.merged_through.max(k);
+    }
+    if let Some(k) = session.meta.in_progress
+        && k > session.meta.iteration_count
+    {
+        ledger.incident(&format!("iteration {k:02} was interrupted before it was merged; it is redone as {k:02}"));
+        run.emit("until.iteration.redo", json!({"iteration": k}));
+    }
+    session.meta.status = SessionStatus::Running;
+    session.meta.stopped_reason = None;
+    session.meta.runs.push(run.run_id.clone());
+    cx.save_meta(session)?;
+    cx.save_ledger(session, &mut ledger)?;
+
+    let mut last_verify: Option<VerifyResult> = if session.meta.iteration_count > 0 {
+        read_archive::<IterationRecord>(session, session.meta.iteration_count).and_then(|r| r.verify)
+    } else {
+        None
+    };
+
+    // Iteration 0: the read-only recon.
+    if session.meta.recon && !session.meta.recon_done {
+        if let Some(stop) = recon(&cx, session, &mut ledger).await? {
+            return Ok(finish(&cx, session, &ledger, stop.0, stop.1));
+        }
+        if session.meta.mode == Mode::HumanGate {
+            let reason = format!("human-gate: review the recon, then run `work until resume {}`", session.meta.id);
+            return Ok(finish(&cx, session, &ledger, SessionStatus::Paused, reason));
+        }
+    }
+
+    loop {
+        let n = session.meta.iteration_count + 1;
+        if n > session.meta.max {
+            let reason = format!("max-reached: {} iterations without a verified done", session.meta.iteration_count);
+            return Ok(finish(&cx, session, &ledger, SessionStatus::MaxReached, reason));
+        }
+        session.meta.in_progress = Some(n);
+        session.meta.status = SessionStatus::Running;
+        cx.save_meta(session)?;
+        ledger.compact(&session.meta, LEDGER_LINE_LIMIT);
+        cx.write(&session.master_path(), &ledger.render(&session.meta))?;
+        let handoff = templates::handoff(&session.meta, &ledger, n, last_verify.as_ref());
+        cx.write(&session.handoff_path(), &handoff)?;
+        run.emit("until.iteration.start", json!({"session": session.meta.id, "iteration": n}));
+
+        let before = cx.git.as_ref().and_then(|g| snapshot(g, &cx.exclude));
+        let outcome = env
+            .dispatcher
+            .dispatch(DispatchSpec {
+                role: "worker".into(),
+                model: env.model.clone(),
+                effort: env.effort.clone(),
+                access: Access::WorkspaceWrite,
+                prompt: templates::worker_prompt(&session.meta, &handoff, n),
+                schema: Some(report_schema()),
+                context: json!({
+                    "iteration": n,
+                    "max": session.meta.max,
+                    "session_id": session.meta.id,
+                    "session_dir": session.dir.display().to_string(),
+                    "handoff_path": session.handoff_path().display().to_string(),
+                    "until": session.meta.until,
+                    "goal": session.meta.goal,
+                    "verify": session.meta.verify,
+                }),
+                label: format!("iter-{n:02}"),
+            })
+            .await;
+        let (dispatch_id, doc) = match outcome {
+            DispatchOutcome::Ok { dispatch_id, output, .. } => (dispatch_id, output),
+            other => {
+                let (status, what) = match &other {
+                    DispatchOutcome::Dropped { .. } => (SessionStatus::InvalidReport, "invalid-report"),
+                    _ => (SessionStatus::Failed, "failed"),
+                };
+                let why = other.failure_reason().unwrap_or_default();
+                let reason = format!("{what}: iteration {n:02} worker {why}; not counted");
+                ledger.incident(&format!("iteration {n:02} not counted: worker {why} ({})", other.dispatch_id()));
+                cx.write(
+                    &session.report_path(),
+                    &format!("# Report — iteration {n:02} of `{}`\n\nNo valid report: {why}.\nThe iteration is not counted; `work until resume {}` redoes it.\n", session.meta.id, session.meta.id),
+                )?;
+                return Ok(finish(&cx, session, &ledger, status, reason));
+            }
+        };
+        let report = match validate_report(&doc) {
+            Ok(r) => r,
+            Err(e) => {
+                let reason = format!("invalid-report: iteration {n:02}: {e}; not counted");
+                ledger.incident(&format!("iteration {n:02} not counted: {e} ({dispatch_id})"));
+                return Ok(finish(&cx, session, &ledger, SessionStatus::InvalidReport, reason));
+            }
+        };
+        let after = cx.git.as_ref().and_then(|g| snapshot(g, &cx.exclude));
+        let (git_ok, changed) = match (&cx.git, &before, &after) {
+            (Some(g), Some(a), Some(b)) => (true, changed_between(g, a, b, &cx.exclude)),
+            _ => (false, Vec::new()),
+        };
+        let mut record = ground_truth(n, dispatch_id, report, git_ok, changed);
+
+        // Decide.
+        let (status, reason) = decide(&cx, session, &mut record).await;
+        if let Some(v) = &record.verify {
+            last_verify = Some(v.clone());
+        }
+        let status = match status {
+            Some(s) => Some((s, reason)),
+            None if n >= session.meta.max => {
+                Some((SessionStatus::MaxReached, format!("max-reached: {n} iterations without a verified done")))
+            }
+            None if session.meta.mode == Mode::HumanGate => Some((
+                SessionStatus::Paused,
+                format!("human-gate: review iteration {n:02}, then run `work until resume {}`", session.meta.id),
+            )),
+            None => None,
+        };
+        if let Some((s, _)) = &status
+            && matches!(s, SessionStatus::MaxReached | SessionStatus::Paused)
+            && record.decision == "continue"
+        {
+            record.decision = format!("continue; {}", s.as_str());
+        }
+
+        // Archive, commit, merge.
+        let text = render_report(&session.meta, &record);
+        cx.write(&session.report_path(), &text)?;
+        cx.write(&session.archive_path(n), &with_machine_block(text, &record))?;
+        session.meta.iteration_count = n;
+        session.meta.in_progress = None;
+        match &status {
+            Some((s, r)) => {
+                session.meta.status = *s;
+                session.meta.stopped_reason = Some(r.clone());
+            }
+            None => session.meta.status = SessionStatus::Active,
+        }
+        cx.save_meta(session)?;
+        ledger.merge(&record);
+        cx.save_ledger(session, &mut ledger)?;
+        run.progress(&format!(
+            "Iteration {n}/{}: {} · {} · {}",
+            session.meta.max,
+            record.report.status.as_str(),
+            if record.git { format!("{} changed", record.changed.len()) } else { "changes unknown".into() },
+            record.decision
+        ));
+        run.emit(
+            "until.iteration.end",
+            json!({"session": session.meta.id, "iteration": n, "status": record.report.status.as_str(),
+                   "decision": record.decision, "changed": record.changed, "false_claims": record.false_claims}),
+        );
+        if let Some((s, r)) = status {
+            return Ok(finish(&cx, session, &ledger, s, r));
+        }
+    }
+}
+
+fn ground_truth(n: u32, dispatch_id: String, report: WorkerReport, git: bool, changed: Vec<String>) -> IterationRecord {
+    let false_claims: Vec<String> = if git {
+        report.changes_claimed.iter().filter(|c| !changed.iter().any(|p| covers(c, p))).cloned().collect()
+    } else {
+        Vec::new()
+    };
+    let unclaimed: Vec<String> =
+        changed.iter().filter(|p| !report.changes_claimed.iter().any(|c| covers(c, p))).cloned().collect();
+    let empty = if git { changed.is_empty() } else { report.changes_claimed.is_empty() };
+    IterationRecord {
+        iteration: n,
+        dispatch_id,
+        report,
+        git,
+        changed,
+        false_claims,
+        unclaimed,
+        verify: None,
+        decision: String::new(),
+        empty,
+    }
+}
+
+/// Applies the exit rules to one record; returns the stopping status (if any) and its reason,
+/// and updates the stall state in the meta (committed with the iteration).
+async fn decide(
+    cx: &Ctx<'_, '_>,
+    session: &mut Session,
+    record: &mut IterationRecord,
+) -> (Option<SessionStatus>, String) {
+    let meta = &mut session.meta;
+    let rep = &record.report;
+    let blocker_norm = rep.blocker.as_deref().map(normalize_blocker).filter(|b| !b.is_empty());
+    let repeated = blocker_norm.as_ref().is_some_and(|b| meta.blockers_seen.contains(b));
+    if let Some(b) = &blocker_norm
+        && !repeated
+    {
+        meta.blockers_seen.push(b.clone());
+    }
+    let (status, reason, decision) = match rep.status {
+        ReportStatus::Done => {
+            meta.empty_streak = 0;
+            match meta.verify.clone() {
+                Some(cmd) => {
+                    let v = cx.verify(&cmd).await;
+                    let passed = v.passed;
+                    let end = v.end.clone();
+                    record.verify = Some(v);
+                    if passed {
+                        (Some(SessionStatus::Done), format!("done: `{cmd}` exited 0"), "done (verified)".to_string())
+                    } else {
+                        (None, String::new(), format!("verify-failed ({end}); next iteration"))
+                    }
+                }
+                None => (
+                    Some(SessionStatus::Paused),
+                    format!(
+                        "unverified-done: the worker reports done and there is no --verify command; check `{}` yourself, or go on with a check: `work until resume {} --yes --verify CMD`",
+                        one_line(&meta.until, 120),
+                        meta.id
+                    ),
+                    "done (unverified; paused for a person)".to_string(),
+                ),
+            }
+        }
+        ReportStatus::Blocked => {
+            let b = rep.blocker.clone().unwrap_or_default();
+            (Some(SessionStatus::Blocked), format!("blocked: {}", one_line(&b, 200)), "blocked".to_string())
+        }
+        ReportStatus::Continue => {
+            if record.empty {
+                meta.empty_streak += 1;
+            } else {
+                meta.empty_streak = 0;
+            }
+            if repeated {
+                let b = rep.blocker.clone().unwrap_or_default();
+                (
+                    Some(SessionStatus::Blocked),
+                    format!("stalled: the same blocker twice: {}", one_line(&b, 200)),
+                    "stalled (same blocker twice)".to_string(),
+                )
+            } else if meta.empty_streak >= 2 {
+                (
+                    Some(SessionStatus::Blocked),
+                    "stalled: two continue reports in a row changed nothing in the tree".to_string(),
+                    "stalled (two empty continues)".to_string(),
+                )
+            } else {
+                (None, String::new(), "continue".to_string())
+            }
+        }
+    };
+    record.decision = decision;
+    (status, reason)
+}
+
+async fn recon(
+    cx: &Ctx<'_, '_>,
+    session: &mut Session,
+    ledger: &mut Ledger,
+) -> Result<Option<(SessionStatus, String)>, UntilError> {
+    let env = cx.env;
+    session.meta.in_progress = Some(0);
+    cx.save_meta(session)?;
+    let outcome = env
+        .dispatcher
+        .dispatch(DispatchSpec {
+            role: "worker".into(),
+            model: env.model.clone(),
+            effort: env.effort.clone(),
+            access: Access::ReadOnly,
+            prompt: templates::recon_prompt(&session.meta),
+            schema: Some(recon_schema()),
+            context: json!({"iteration": 0, "recon": true, "session_id": session.meta.id,
+                            "until": session.meta.until, "goal": session.meta.goal}),
+            label: "recon".into(),
+        })
+        .await;
+    let (dispatch_id, doc) = match outcome {
+        DispatchOutcome::Ok { dispatch_id, output, .. } => (dispatch_id, output),
+        other => {
+            let status = if matches!(other, DispatchOutcome::Dropped { .. }) {
+                SessionStatus::InvalidReport
+            } else {
+                SessionStatus::Failed
+            };
+            let why = other.failure_reason().unwrap_or_default();
+            ledger.incident(&format!("recon not merged: {why} ({})", other.dispatch_id()));
+            return Ok(Some((status, format!("{}: recon {why}", status.as_str()))));
+        }
+    };
+    let recon = match validate_recon(&doc) {
+        Ok(r) => r,
+        Err(e) => return Ok(Some((SessionStatus::InvalidReport, format!("invalid-report: recon: {e}")))),
+    };
+    let record = ReconRecord { dispatch_id, recon };
+    let text = format!("# Recon — iteration 00 of `{}`\n\n{}\n", session.meta.id, record.recon.summary.trim());
+    cx.write(&session.archive_path(0), &with_machine_block(text, &record))?;
+    session.meta.recon_done = true;
+    session.meta.in_progress = None;
+    cx.save_meta(session)?;
+    ledger.merge_recon(&record);
+    cx.save_ledger(session, ledger)?;
+    env.run.progress("Iteration 0 (recon): map merged");
+    Ok(None)
+}
+
+fn read_archive<T: for<'de> serde::Deserialize<'de>>(s: &Session, n: u32) -> Option<T> {
+    let text = std::fs::read_to_string(s.archive_path(n)).ok()?;
+    machine_block(&text)
+}
+
+fn finish(
+    cx: &Ctx<'_, '_>,
+    session: &mut Session,
+    ledger: &Ledger,
+    status: SessionStatus,
+    reason: String,
+) -> LoopOutcome {
+    session.meta.status = status;
+    session.meta.stopped_reason = Some(reason.clone());
+    session.meta.in_progress = None;
+    // Best effort: the state that matters was committed before; a failure here is reported
+    // through the event log and the next start rolls forward.
+    if let Err(e) = cx.save_meta(session) {
+        cx.env.run.emit("until.error", json!({"error": e.to_string()}));
+    }
+    let mut l = ledger.clone();
+    if let Err(e) = cx.save_ledger(session, &mut l) {
+        cx.env.run.emit("until.error", json!({"error": e.to_string()}));
+    }
+    let summary = summary_lines(session, &l);
+    cx.env.run.emit(
+        "until.stop",
+        json!({"session": session.meta.id, "status": status.as_str(), "reason": reason,
+               "iterations": session.meta.iteration_count}),
+    );
+    LoopOutcome { status, stopped_reason: reason, iterations: session.meta.iteration_count, summary }
+}
+
+/// The finish summary: at most 25 lines, with the session id and path.
+pub fn summary_lines(session: &Session, ledger: &Ledger) -> Vec<String> {
+    let m = &session.meta;
+    let mut v = vec![
+        format!("work until: {} after {} iteration(s) (max {})", m.status.as_str(), m.iteration_count, m.max),
+        format!("session: {} ({})", m.id, session.dir.display()),
+        format!("until: {}", one_line(&m.until, 160)),
+        format!("goal: {}", one_line(&m.goal, 160)),
+        format!("verify: {}", m.verify.as_deref().unwrap_or("(none)")),
+    ];
+    if let Some(r) = &m.stopped_reason {
+        v.push(format!("reason: {}", one_line(r, 200)));
+    }
+    let mut iters: Vec<String> = ledger
+        .iterations
+        .iter()
+        .map(|e| {
+            let first = e.body.iter().find(|b| !b.trim().is_empty()).map(|b| one_line(b, 100)).unwrap_or_default();
+            format!("  {:02} {} — {first}", e.n, e.heading)
+        })
+        .collect();
+    let room = 12usize;
+    if iters.len() > room {
+        let hidden = iters.len() - room;
+        iters.drain(..hidden);
+        iters.insert(0, format!("  … {hidden} earlier iteration(s) in the ledger"));
+    }
+    if !iters.is_empty() {
+        v.push("iterations:".into());
+        v.extend(iters);
+    }
+    for b in ledger.open_blockers.iter().take(2) {
+        v.push(format!("open blocker: {}", one_line(&b.text, 160)));
+    }
+    let lies = ledger.ground_truth.iter().filter(|i| i.text.contains("but git shows no change")).count();
+    if lies > 0 {
+        v.push(format!("ground truth: {lies} claimed change(s) not in the tree (see master.md)"));
+    }
+    if m.status != SessionStatus::Done {
+        v.push(format!("continue later: work until resume {}", m.id));
+    }
+    v.truncate(25);
+    v
+}
+
+#[cfg(test)]
+mod tests;

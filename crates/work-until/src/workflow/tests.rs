@@ -1,0 +1,255 @@
+//! Loop tests with a scripted in-process agent.
+
+use super::*;
+use crate::session::{Meta, init_session};
+use async_trait::async_trait;
+use std::sync::{Arc, Mutex};
+use work_runtime::budget::Budget;
+use work_runtime::dispatch::{Agent, AgentError, AgentReply, DispatchRequest, InvokeOptions};
+use work_runtime::run::{ProgressSink, RunOptions};
+
+type Step = Box<dyn Fn(&Path, u32) -> Result<serde_json::Value, String> + Send + Sync>;
+
+struct Scripted {
+    steps: Mutex<Vec<Step>>,
+    seen: Mutex<Vec<u64>>,
+}
+
+#[async_trait]
+impl Agent for Scripted {
+    fn describe(&self) -> String {
+        "scripted".into()
+    }
+    async fn invoke(&self, req: &DispatchRequest, _o: InvokeOptions) -> Result<AgentReply, AgentError> {
+        let n = req.context["iteration"].as_u64().unwrap_or(99);
+        self.seen.lock().expect("lock").push(n);
+        let step = {
+            let mut s = self.steps.lock().expect("lock");
+            if s.is_empty() { None } else { Some(s.remove(0)) }
+        };
+        let Some(step) = step else {
+            return Err(AgentError::Failed {
+                reason: "no more steps".into(),
+                raw: String::new(),
+                usage: Default::default(),
+            });
+        };
+        match step(Path::new(&req.cwd), req.attempt) {
+            Ok(document) => Ok(AgentReply { raw: document.to_string(), document, usage: Default::default() }),
+            Err(reason) => Err(AgentError::Failed { reason, raw: String::new(), usage: Default::default() }),
+        }
+    }
+}
+
+fn repo() -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tempdir");
+    let g = Git::new(d.path());
+    g.run(&["init", "-q"]).expect("init");
+    g.run(&["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "x"]).expect("commit");
+    std::fs::write(d.path().join(".git/info/exclude"), ".work/\n").expect("exclude");
+    d
+}
+
+fn meta(verify: Option<&str>, max: u32, mode: Mode) -> Meta {
+    let mut m = crate::session::tests_support::meta("s");
+    m.verify = verify.map(str::to_string);
+    m.max = max;
+    m.mode = mode;
+    m
+}
+
+fn edit(path: &'static str, status: &'static str) -> Step {
+    Box::new(move |root: &Path, _| {
+        let p = root.join(path);
+        let old = std::fs::read_to_string(&p).unwrap_or_default();
+        std::fs::write(&p, format!("{old}x\n")).map_err(|e| e.to_string())?;
+        Ok(json!({"status": status, "summary": format!("edited {path}"), "changes_claimed": [path]}))
+    })
+}
+
+fn say(doc: serde_json::Value) -> Step {
+    Box::new(move |_: &Path, _| Ok(doc.clone()))
+}
+
+async fn go(root: &Path, meta: Meta, steps: Vec<Step>) -> (LoopOutcome, Session, Vec<u64>) {
+    let state = root.join(".work");
+    let run = RunContext::start(
+        RunOptions {
+            root: root.to_path_buf(),
+            state_dir: state.clone(),
+            clock: Arc::new(work_runtime::clock::SystemClock),
+            redactor: Default::default(),
+            budget: Budget::default(),
+            already_spent: Default::default(),
+            progress: ProgressSink::Silent,
+        },
+        "until",
+    )
+    .expect("run");
+    let agent = Arc::new(Scripted { steps: Mutex::new(steps), seen: Mutex::new(vec![]) });
+    let d = Dispatcher::new(
+        agent.clone(),
+        run.events.clone(),
+        run.budget.clone(),
+        "until",
+        root.to_path_buf(),
+        Duration::from_secs(30),
+    );
+    let mut session = match Session::load(&state.join("sessions").join(&meta.id)) {
+        Ok(s) => s,
+        Err(_) => init_session(&state, meta, &|p, t| run.write_text(p, t)).expect("init"),
+    };
+    let env = LoopEnv {
+        run: &run,
+        dispatcher: &d,
+        model: "m".into(),
+        effort: "low".into(),
+        verify_timeout: Duration::from_secs(30),
+    };
+    let out = drive(&env, &mut session).await.expect("drive");
+    let seen = agent.seen.lock().expect("lock").clone();
+    (out, session, seen)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn verify_failing_then_passing() {
+    let d = repo();
+    let steps = vec![
+        edit("a.txt", "continue"),
+        edit("a.txt", "continue"),
+        edit("a.txt", "done"),
+        Box::new(|root: &Path, _: u32| {
+            std::fs::write(root.join("ok"), "").map_err(|e| e.to_string())?;
+            Ok(json!({"status": "done", "summary": "made ok", "changes_claimed": ["ok"]}))
+        }) as Step,
+    ];
+    let (out, s, seen) = go(d.path(), meta(Some("test -e ok"), 10, Mode::Auto), steps).await;
+    assert_eq!(out.status, SessionStatus::Done, "{out:?}");
+    assert_eq!(out.iterations, 4);
+    assert_eq!(seen, vec![1, 2, 3, 4]);
+    let master = std::fs::read_to_string(s.master_path()).expect("master");
+    assert!(master.contains("verify-failed"), "{master}");
+    assert!(s.archive_path(4).exists());
+    assert!(out.summary.len() <= 25);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stall_rules() {
+    let d = repo();
+    let empty = || say(json!({"status": "continue", "summary": "looked around"}));
+    let (out, _, _) = go(d.path(), meta(Some("false"), 10, Mode::Auto), vec![empty(), empty(), empty()]).await;
+    assert_eq!(out.status, SessionStatus::Blocked);
+    assert_eq!(out.iterations, 2);
+    assert!(out.stopped_reason.contains("two continue"), "{}", out.stopped_reason);
+
+    let d = repo();
+    let b = |f: &'static str| -> Step {
+        Box::new(move |root: &Path, _| {
+            std::fs::write(root.join(f), "y").map_err(|e| e.to_string())?;
+            Ok(json!({"status": "continue", "summary": "tried", "blocker": "The DB is down!", "changes_claimed": [f]}))
+        })
+    };
+    let (out, _, _) = go(d.path(), meta(Some("false"), 10, Mode::Auto), vec![b("x"), b("y"), b("z")]).await;
+    assert_eq!(out.status, SessionStatus::Blocked);
+    assert_eq!(out.iterations, 2);
+    assert!(out.stopped_reason.contains("same blocker"), "{}", out.stopped_reason);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn false_claims_are_not_progress() {
+    let d = repo();
+    let liar =
+        || say(json!({"status": "continue", "summary": "rewrote everything", "changes_claimed": ["src/lib.rs"]}));
+    let (out, s, _) = go(d.path(), meta(Some("false"), 10, Mode::Auto), vec![liar(), liar()]).await;
+    assert_eq!(out.status, SessionStatus::Blocked, "a lie is an empty continue");
+    let master = std::fs::read_to_string(s.master_path()).expect("master");
+    assert!(master.contains("claimed `src/lib.rs` but git shows no change"), "{master}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn max_reached_and_human_gate_resume() {
+    let d = repo();
+    let (out, _, _) =
+        go(d.path(), meta(Some("false"), 2, Mode::Auto), vec![edit("a", "continue"), edit("a", "continue")]).await;
+    assert_eq!(out.status, SessionStatus::MaxReached);
+    assert_eq!(out.iterations, 2);
+
+    let d = repo();
+    let (out, _, _) = go(d.path(), meta(Some("test -e b"), 5, Mode::HumanGate), vec![edit("a", "continue")]).await;
+    assert_eq!(out.status, SessionStatus::Paused);
+    assert_eq!(out.iterations, 1);
+    let (out, _, seen) = go(d.path(), meta(Some("test -e b"), 5, Mode::HumanGate), vec![edit("b", "done")]).await;
+    assert_eq!(out.status, SessionStatus::Done);
+    assert_eq!(out.iterations, 2);
+    assert_eq!(seen, vec![2]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dropped_and_failed_dispatches_stop_without_counting() {
+    let d = repo();
+    let junk = || say(json!({"nope": 1}));
+    let (out, s, _) =
+        go(d.path(), meta(Some("false"), 5, Mode::Auto), vec![edit("a", "continue"), junk(), junk()]).await;
+    assert_eq!(out.status, SessionStatus::InvalidReport);
+    assert_eq!(out.iterations, 1);
+    assert_eq!(s.meta.iteration_count, 1);
+    assert!(!s.archive_path(2).exists());
+    let d = repo();
+    let (out, _, _) = go(d.path(), meta(Some("false"), 5, Mode::Auto), vec![]).await;
+    assert_eq!(out.status, SessionStatus::Failed);
+    assert_eq!(out.iterations, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_merge_lost_to_a_crash_is_rolled_forward_once() {
+    let d = repo();
+    let (out, mut s, _) = go(d.path(), meta(Some("false"), 5, Mode::HumanGate), vec![edit("a", "continue")]).await;
+    assert_eq!(out.iterations, 1);
+    // Simulate a kill between the meta commit and the ledger merge of iteration 1.
+    let master = s.master_path();
+    std::fs::write(&master, Ledger::default().render(&s.meta)).expect("write");
+    // And a kill in the middle of iteration 2 (started, never merged).
+    s.meta.in_progress = Some(2);
+    s.meta.mode = Mode::Auto;
+    s.meta.verify = Some("test -e b".into());
+    s.save_meta("t".into(), &|p, t| work_runtime::fsx::write_atomic(p, t.as_bytes())).expect("meta");
+    let (out, s, seen) = go(d.path(), meta(Some("test -e b"), 5, Mode::Auto), vec![edit("b", "done")]).await;
+    assert_eq!(out.status, SessionStatus::Done);
+    assert_eq!(seen, vec![2], "iteration 2 is redone with the same number");
+    let text = std::fs::read_to_string(s.master_path()).expect("master");
+    assert_eq!(text.matches("### Iteration 01").count(), 1, "{text}");
+    assert_eq!(text.matches("### Iteration 02").count(), 1, "{text}");
+    assert!(text.contains("interrupted before it was merged"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn recon_runs_read_only_first() {
+    let d = repo();
+    let mut m = meta(Some("test -e a"), 5, Mode::Auto);
+    m.recon = true;
+    let steps = vec![say(json!({"summary": "the map", "recommended_next": ["create a"]})), edit("a", "done")];
+    let (out, s, seen) = go(d.path(), m, steps).await;
+    assert_eq!(out.status, SessionStatus::Done);
+    assert_eq!(seen, vec![0, 1]);
+    assert!(s.archive_path(0).exists());
+    assert!(std::fs::read_to_string(s.master_path()).expect("m").contains("## Recon"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn committed_changes_count_and_unverifiable_done_pauses() {
+    let d = repo();
+    let commit: Step = Box::new(|root: &Path, _| {
+        std::fs::write(root.join("c.txt"), "x").map_err(|e| e.to_string())?;
+        let g = Git::new(root);
+        g.run(&["add", "c.txt"]).map_err(|e| e.to_string())?;
+        g.run(&["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-m", "c"]).map_err(|e| e.to_string())?;
+        Ok(json!({"status": "continue", "summary": "committed c", "changes_claimed": ["c.txt"]}))
+    });
+    let done = say(json!({"status": "done", "summary": "all good"}));
+    let (out, s, _) = go(d.path(), meta(None, 5, Mode::Auto), vec![commit, done]).await;
+    assert_eq!(out.status, SessionStatus::Paused, "no verify command: a person checks");
+    assert!(out.stopped_reason.starts_with("unverified-done"), "{}", out.stopped_reason);
+    let r1: IterationRecord = read_archive(&s, 1).expect("archive");
+    assert_eq!(r1.changed, vec!["c.txt".to_string()]);
+    assert!(r1.false_claims.is_empty());
+}
