@@ -1,30 +1,360 @@
-//! `work implement` and `work edit` (not implemented yet).
+//! `work implement` (standard and mini mode) and `work edit` (CONTRACTS §6): flags and
+//! carriers in, the pipeline of [`work_implement`] run, the end-report out.
+//!
+//! Order of checks: malformed flags (exit 2) → carrier guards (BLOCKED, zero dispatches) →
+//! preflight (a dirty tree is BLOCKED before the plan is read) → plan, suite command and
+//! agents (exit 2) → the run.
 
 use crate::CmdResult;
-use crate::ctx::{CliError, Global};
+use crate::ctx::{self, CliError, Ctx, Global};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use work_implement::carrier::{self, Carrier, Mode};
+use work_implement::report::{EndReport, Status};
+use work_implement::tree::{Preflight, Tree};
+use work_implement::{Env, RoleDispatch, Settings};
+use work_runtime::ExitStatus;
+use work_runtime::budget::{Budget, Spent};
 
-/// Arguments of `work implement` (none yet).
+/// `work implement`: the per-task implementer → spec review → quality review pipeline.
 #[derive(Debug, clap::Args)]
 pub struct ImplementArgs {
-    /// Anything.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+    /// The plan (standard mode).
+    #[arg(long, value_name = "PLAN.md")]
+    pub plan: Option<String>,
+    /// The iteration id (artifacts go to `.work/iterations/<ID>/`).
+    #[arg(long, value_name = "ID")]
+    pub iter_id: Option<String>,
+    /// Run only the tasks `A` to `B` of the plan (whole-number ids); each must exist.
+    #[arg(long, value_name = "A-B")]
+    pub range: Option<String>,
+    /// Mini mode: one fix that turns a RED test green.
+    #[arg(long)]
+    pub mini: bool,
+    /// Mini mode: the RED test, run by name.
+    #[arg(long, value_name = "NAME")]
+    pub red_test: Option<String>,
+    /// Mini mode: the cause the debugger found.
+    #[arg(long, value_name = "TEXT")]
+    pub cause: Option<String>,
+    /// The whole request as a JSON carrier (flags given beside it win).
+    #[arg(long, value_name = "JSON", conflicts_with = "carrier_file")]
+    pub carrier: Option<String>,
+    /// The carrier, read from a file.
+    #[arg(long, value_name = "PATH")]
+    pub carrier_file: Option<PathBuf>,
+    /// The suite command (overrides `[gates].test`).
+    #[arg(long, value_name = "CMD")]
+    pub test_cmd: Option<String>,
+    /// Mini mode: how to run one test; `{test}` is replaced by the quoted name (default: the
+    /// suite command followed by the name).
+    #[arg(long, value_name = "CMD")]
+    pub red_test_cmd: Option<String>,
+    /// Repair dispatches allowed per review loop.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub max_repairs: u32,
+    /// The backend of every role (SPEC or a name from work.toml); `[roles.R]` may pin others.
+    #[arg(long, value_name = "SPEC")]
+    pub agent: Option<String>,
+    /// Print the end-report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
-/// Arguments of `work edit` (none yet).
+/// `work edit`: a compiler-driven edit at a definition site.
 #[derive(Debug, clap::Args)]
 pub struct EditArgs {
-    /// Anything.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+    /// The iteration id (default: `edit-<timestamp>`).
+    #[arg(long, value_name = "ID")]
+    pub iter_id: Option<String>,
+    /// What to change.
+    #[arg(long, value_name = "TEXT")]
+    pub description: Option<String>,
+    /// Where the definition is (`PATH:LINE`).
+    #[arg(long, value_name = "PATH:LINE")]
+    pub def_site: Option<String>,
+    /// The whole request as a JSON carrier (flags given beside it win).
+    #[arg(long, value_name = "JSON", conflicts_with = "carrier_file")]
+    pub carrier: Option<String>,
+    /// The carrier, read from a file.
+    #[arg(long, value_name = "PATH")]
+    pub carrier_file: Option<PathBuf>,
+    /// The suite command (overrides `[gates].test`).
+    #[arg(long, value_name = "CMD")]
+    pub test_cmd: Option<String>,
+    /// The build command (overrides `[gates].typecheck`; none ⇒ the suite is the build check).
+    #[arg(long, value_name = "CMD")]
+    pub build_cmd: Option<String>,
+    /// Propagation rounds allowed while the build is red.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub max_repairs: u32,
+    /// The edit agent's backend (SPEC or a name from work.toml).
+    #[arg(long, value_name = "SPEC")]
+    pub agent: Option<String>,
+    /// Print the end-report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn base_dir(global: &Global) -> PathBuf {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    match &global.directory {
+        Some(d) if d.is_absolute() => d.clone(),
+        Some(d) => cwd.join(d),
+        None => cwd,
+    }
+}
+
+fn read_carrier(text: &Option<String>, file: &Option<PathBuf>, base: &Path) -> Result<Option<Value>, CliError> {
+    if let Some(t) = text {
+        return Ok(Some(carrier::value_from_text(t)));
+    }
+    if let Some(f) = file {
+        let p = if f.is_absolute() { f.clone() } else { base.join(f) };
+        let t = std::fs::read_to_string(&p)
+            .map_err(|e| CliError::bad(format!("read carrier file `{}`: {e}", f.display())))?;
+        return Ok(Some(carrier::value_from_text(&t)));
+    }
+    Ok(None)
+}
+
+/// The iteration id to report for an early exit, best effort.
+fn loose_iter_id(flag: &Option<String>, value: &Option<Value>) -> Option<String> {
+    if let Some(f) = flag {
+        return Some(f.clone());
+    }
+    let obj = match value.clone().map(carrier::normalize) {
+        Some(Ok(m)) => m,
+        _ => return None,
+    };
+    obj.get("iter_id").and_then(Value::as_str).map(str::to_string)
+}
+
+/// Ends without a dispatch: starts a run (so the exit is audited) and reports.
+fn early_exit(ctx: &Ctx, workflow: &str, json: bool, report: EndReport) -> CmdResult {
+    let mut report = report;
+    if let Ok(run) = ctx.start_run(workflow, Budget::default(), Spent::default()) {
+        run.emit(
+            "iteration.end",
+            serde_json::json!({"status": report.status, "kind": report.kind, "reason": report.reason}),
+        );
+        run.finish(report.status.as_str(), serde_json::json!({"kind": report.kind}));
+        report.run_id = Some(run.run_id.clone());
+    }
+    emit(json, &report)
+}
+
+fn emit(json: bool, report: &EndReport) -> CmdResult {
+    if json {
+        ctx::print_json(&report.to_json());
+    } else {
+        println!("{} {}: {}", report.status.as_str(), report.iter_id.as_deref().unwrap_or("-"), report.reason);
+        for t in &report.tasks {
+            let status = serde_json::to_value(t.status).ok().and_then(|v| v.as_str().map(str::to_string));
+            println!("  task {}: {}", t.id, status.unwrap_or_default());
+        }
+        for c in &report.concerns {
+            println!("  concern: {c}");
+        }
+        if let Some(dir) = &report.artifacts.dir {
+            println!("  artifacts: {dir}");
+        }
+    }
+    Ok(if report.status == Status::Done { ExitStatus::Done } else { ExitStatus::Unsuccessful })
+}
+
+/// Runs the folded preflight; a non-repository is bad input.
+fn preflight(ctx: &Ctx) -> Result<Preflight, CliError> {
+    Tree::new(&ctx.root, &ctx.state_dir)
+        .preflight()
+        .map_err(|e| CliError::bad(format!("check the working tree of `{}`: {e}", ctx.root.display())))
+}
+
+fn dirty_report(mode: Mode, iter: Option<String>, pf: Preflight) -> EndReport {
+    let n = pf.dirty_paths.len();
+    let shown: Vec<&str> = pf.dirty_paths.iter().take(10).map(String::as_str).collect();
+    let mut r = EndReport::infra(
+        mode,
+        iter,
+        "dirty-tree",
+        format!(
+            "preflight: the working tree is dirty ({n} path(s): {}{}); commit or stash first",
+            shown.join(", "),
+            if n > shown.len() { ", …" } else { "" }
+        ),
+    );
+    r.preflight = Some(pf);
+    r
+}
+
+fn test_command(ctx: &Ctx, flag: &Option<String>) -> Result<String, CliError> {
+    match flag.clone().or(ctx.config.gates.test.clone()) {
+        Some(t) if !t.trim().is_empty() => Ok(t),
+        _ => Err(CliError::bad(
+            "run the suite: no test command (set `[gates].test` in work.toml or pass --test-cmd); DONE needs the engine's own suite run",
+        )),
+    }
+}
+
+/// A role's resolved pins and its backend.
+type Resolved = (work_config::ResolvedRole, std::sync::Arc<dyn work_runtime::dispatch::Agent>);
+
+fn roles(run: &work_runtime::run::RunContext, resolved: Vec<Resolved>) -> BTreeMap<String, RoleDispatch> {
+    resolved
+        .into_iter()
+        .map(|(role, agent)| {
+            let d = ctx::dispatcher(run, &role, agent);
+            (role.role.clone(), RoleDispatch { model: role.model.clone(), effort: role.effort.clone(), dispatcher: d })
+        })
+        .collect()
+}
+
+fn resolve_all(ctx: &Ctx, names: &[&str], agent: Option<&str>) -> Result<Vec<Resolved>, CliError> {
+    names.iter().map(|n| ctx.resolve_agent(n, agent)).collect()
+}
+
+fn settings(ctx: &Ctx, test_cmd: String, max_repairs: u32) -> Settings {
+    Settings {
+        test_cmd,
+        gate_timeout: ctx.config.timeouts.gate_secs.map(std::time::Duration::from_secs),
+        max_repairs,
+        concurrency: ctx.config.concurrency.unwrap_or(4).max(1),
+        ..Settings::default()
+    }
+}
+
+fn resolve_path(base: &Path, root: &Path, p: &str) -> PathBuf {
+    let path = PathBuf::from(p);
+    if path.is_absolute() {
+        return path;
+    }
+    let from_base = base.join(&path);
+    if from_base.exists() { from_base } else { root.join(path) }
 }
 
 /// Runs `work implement`.
-pub fn run_implement(_global: &Global, _args: ImplementArgs) -> CmdResult {
-    Err(CliError::bad("run this command: it is not implemented yet"))
+pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
+    if let Some(r) = &a.range {
+        carrier::parse_range(r).map_err(|e| CliError::bad(format!("parse --range: {e}")))?;
+    }
+    let ctx = Ctx::new(global)?;
+    let base = base_dir(global);
+    let value = read_carrier(&a.carrier, &a.carrier_file, &base)?;
+    let overlay = [
+        ("iter_id", a.iter_id.clone()),
+        ("plan_path", a.plan.clone()),
+        ("range", a.range.clone()),
+        ("red_test_path", a.red_test.clone()),
+        ("cause_summary", a.cause.clone()),
+        ("mode", a.mini.then(|| "mini".to_string())),
+    ];
+    let default_mode = if a.mini { Mode::Mini } else { Mode::Standard };
+    let c: Carrier = match carrier::parse(value.clone(), &[Mode::Standard, Mode::Mini], default_mode, &overlay) {
+        Ok(c) => c,
+        Err(e) => {
+            let mut r = EndReport::infra(default_mode, loose_iter_id(&a.iter_id, &value), e.kind(), e.to_string());
+            r.detail = e.field().map(|f| serde_json::json!({"field": f}));
+            return early_exit(&ctx, "implement", a.json, r);
+        }
+    };
+    let range = match c.range.as_deref().map(carrier::parse_range) {
+        Some(Err(e)) => {
+            let r = EndReport::infra(c.mode, c.iter_id.clone(), "bad-range", format!("carrier {e}"));
+            return early_exit(&ctx, "implement", a.json, r);
+        }
+        Some(Ok(r)) => Some(r),
+        None => None,
+    };
+    let pf = preflight(&ctx)?;
+    if !pf.clean {
+        return early_exit(&ctx, "implement", a.json, dirty_report(c.mode, c.iter_id.clone(), pf));
+    }
+    let iter_id = c.iter_id.clone().unwrap_or_default();
+    let test_cmd = test_command(&ctx, &a.test_cmd)?;
+    let mut set = settings(&ctx, test_cmd, a.max_repairs);
+    set.red_test_cmd = a.red_test_cmd.clone();
+    match c.mode {
+        Mode::Mini => {
+            let resolved = resolve_all(&ctx, &["implementer"], a.agent.as_deref())?;
+            let run = ctx.start_run("implement", Budget::default(), Spent::default())?;
+            let env = Env::new(run.clone(), roles(&run, resolved), set);
+            let input = work_implement::mini::MiniInput {
+                iter_id,
+                red_test: c.red_test_path.clone().unwrap_or_default(),
+                cause: c.cause_summary.clone().unwrap_or_default(),
+                preflight: pf,
+            };
+            let report = ctx::runtime()?.block_on(work_implement::mini::run_mini(&env, input));
+            run.finish(report.status.as_str(), serde_json::json!({"kind": report.kind}));
+            emit(a.json, &report)
+        }
+        _ => {
+            let plan_arg = c.plan_path.clone().unwrap_or_default();
+            let plan_file = resolve_path(&base, &ctx.root, &plan_arg);
+            let plan_text = std::fs::read_to_string(&plan_file)
+                .map_err(|e| CliError::bad(format!("read plan `{plan_arg}`: {e}")))?;
+            let kind = work_implement::standard::classify_plan(&plan_text)
+                .map_err(|e| CliError::bad(format!("parse plan `{plan_arg}`: {e}")))?;
+            let names: &[&str] = match kind {
+                work_implement::standard::PlanKind::Parsed(_) => {
+                    &["implementer", "spec-reviewer", "quality-reviewer", "tester"]
+                }
+                work_implement::standard::PlanKind::FreeForm => {
+                    &["implementer", "spec-reviewer", "quality-reviewer", "tester", "plan-index", "plan-extract"]
+                }
+            };
+            let resolved = resolve_all(&ctx, names, a.agent.as_deref())?;
+            let run = ctx.start_run("implement", Budget::default(), Spent::default())?;
+            let env = Env::new(run.clone(), roles(&run, resolved), set);
+            let input = work_implement::standard::StandardInput {
+                iter_id,
+                plan_path: plan_arg,
+                plan_text,
+                plan: kind,
+                range,
+                preflight: pf,
+            };
+            let report = ctx::runtime()?.block_on(work_implement::standard::run_standard(&env, input));
+            run.finish(report.status.as_str(), serde_json::json!({"kind": report.kind}));
+            emit(a.json, &report)
+        }
+    }
 }
 
 /// Runs `work edit`.
-pub fn run_edit(_global: &Global, _args: EditArgs) -> CmdResult {
-    Err(CliError::bad("run this command: it is not implemented yet"))
+pub fn run_edit(global: &Global, a: EditArgs) -> CmdResult {
+    let ctx = Ctx::new(global)?;
+    let base = base_dir(global);
+    let value = read_carrier(&a.carrier, &a.carrier_file, &base)?;
+    let overlay =
+        [("iter_id", a.iter_id.clone()), ("edit_description", a.description.clone()), ("def_site", a.def_site.clone())];
+    let c = match carrier::parse(value.clone(), &[Mode::Edit], Mode::Edit, &overlay) {
+        Ok(c) => c,
+        Err(e) => {
+            let mut r = EndReport::infra(Mode::Edit, loose_iter_id(&a.iter_id, &value), e.kind(), e.to_string());
+            r.detail = e.field().map(|f| serde_json::json!({"field": f}));
+            return early_exit(&ctx, "edit", a.json, r);
+        }
+    };
+    let iter_id = c.iter_id.clone().unwrap_or_else(|| format!("edit-{}", ctx.clock.now().format("%Y%m%dT%H%M%SZ")));
+    let pf = preflight(&ctx)?;
+    if !pf.clean {
+        return early_exit(&ctx, "edit", a.json, dirty_report(Mode::Edit, Some(iter_id), pf));
+    }
+    let test_cmd = test_command(&ctx, &a.test_cmd)?;
+    let mut set = settings(&ctx, test_cmd, a.max_repairs);
+    set.build_cmd = a.build_cmd.clone().or(ctx.config.gates.typecheck.clone()).filter(|s| !s.trim().is_empty());
+    let resolved = resolve_all(&ctx, &["editor"], a.agent.as_deref())?;
+    let run = ctx.start_run("edit", Budget::default(), Spent::default())?;
+    let env = Env::new(run.clone(), roles(&run, resolved), set);
+    let input = work_implement::edit::EditInput {
+        iter_id,
+        description: c.edit_description.clone().unwrap_or_default(),
+        def_site: c.def_site.clone().unwrap_or_default(),
+        preflight: pf,
+    };
+    let report = ctx::runtime()?.block_on(work_implement::edit::run_edit(&env, input));
+    run.finish(report.status.as_str(), serde_json::json!({"kind": report.kind}));
+    emit(a.json, &report)
 }

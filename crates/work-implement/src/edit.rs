@@ -1,0 +1,218 @@
+//! `work edit`: a compiler-driven edit, observe-then-bounce (#7, #11). Make the edit at the
+//! definition site, build, run the suite. The edit agent's `applied_changes` is cross-checked
+//! by the engine's own `working_tree_dirty` at two points (before the build, and after the
+//! suite); a clean tree is BLOCKED `no-op-edit`. A hole (the build needs a design choice, or
+//! new test-specifiable behaviour) bounces to specify or tdd; a red suite is a regression and
+//! bounces to debug. A behaviour-preserving edit that touches only the definition site reports
+//! `sites: 0`, and 0 it stays.
+
+use crate::artifacts;
+use crate::carrier::Mode;
+use crate::env::{Counter, Env};
+use crate::prompts;
+use crate::report::{EndReport, Status, TaskOutcome, TaskStatus};
+use crate::standard::fill_stats;
+use crate::tree::Preflight;
+use serde_json::{Value, json};
+use work_runtime::dispatch::Access;
+
+/// What an edit run is asked.
+#[derive(Debug, Clone)]
+pub struct EditInput {
+    /// The iteration id (artifacts go under it).
+    pub iter_id: String,
+    /// What to change.
+    pub description: String,
+    /// Where (`PATH:LINE`).
+    pub def_site: String,
+    /// The preflight (already checked clean).
+    pub preflight: Preflight,
+}
+
+enum Step {
+    Go,
+    Stop,
+}
+
+fn bounce(report: &mut EndReport, kind: &str, route: &str, reason: String) {
+    report.status = Status::Blocked;
+    report.kind = Some(kind.into());
+    report.route = Some(route.into());
+    report.reason = reason;
+}
+
+/// Reads an editor answer: DONE goes on; HOLE bounces; BLOCKED stops.
+fn judge(report: &mut EndReport, doc: &Value) -> Step {
+    let why = doc["reason"].as_str().or(doc["summary"].as_str()).unwrap_or("no reason given").to_string();
+    match doc["status"].as_str() {
+        Some("HOLE") => {
+            let route = match doc["hole"]["route"].as_str() {
+                Some("tdd") => "tdd",
+                _ => "specify",
+            };
+            let detail = doc["hole"]["detail"].as_str().map(str::to_string).unwrap_or(why);
+            bounce(report, "hole", route, format!("the edit exposed a hole that needs {route}: {detail}"));
+            Step::Stop
+        }
+        Some("BLOCKED") => {
+            bounce(report, "editor-blocked", "specify", format!("the edit agent reported BLOCKED: {why}"));
+            Step::Stop
+        }
+        _ => Step::Go,
+    }
+}
+
+/// Runs an edit.
+pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
+    let mut report = EndReport::new(Status::Blocked, Mode::Edit, Some(input.iter_id.clone()), String::new());
+    report.preflight = Some(input.preflight.clone());
+    let mut task = TaskOutcome::new("edit", &input.description);
+    let ctx =
+        |round: u32| json!({"task_id": "edit", "iter_id": input.iter_id, "def_site": input.def_site, "round": round});
+    let mut detail = json!({"def_site": input.def_site, "sites": null, "applied_changes": null,
+                            "working_tree_dirty": null, "build": null});
+    let first = env
+        .ask(
+            &mut task.spent,
+            "editor",
+            Access::WorkspaceWrite,
+            prompts::editor(&input.description, &input.def_site, None),
+            prompts::editor_schema(),
+            ctx(0),
+            "edit",
+        )
+        .await;
+    let mut doc = match first {
+        Ok(d) => d,
+        Err(reason) => {
+            bounce(&mut report, "dispatch-failed", "specify", reason);
+            return end(env, report, task, detail);
+        }
+    };
+    let mut claimed = doc["applied_changes"].as_bool().unwrap_or(false);
+    if let Step::Stop = judge(&mut report, &doc) {
+        return end(env, report, task, detail);
+    }
+    // Phase 1: the engine's own dirty check, before any build or suite run.
+    let dirty = env.tree.dirty_paths().map(|p| !p.is_empty()).unwrap_or(false);
+    if !dirty {
+        detail["applied_changes"] = json!(claimed);
+        detail["working_tree_dirty"] = json!(false);
+        if claimed {
+            report.concerns.push("the edit agent reported applied_changes but the working tree is clean".into());
+        }
+        bounce(&mut report, "no-op-edit", "specify", "no-op edit: the working tree is clean after the edit".into());
+        report.route = None;
+        return end(env, report, task, detail);
+    }
+    // Build, propagating mechanically while the build is red.
+    if let Some(build_cmd) = env.settings.build_cmd.clone() {
+        let mut round = 0u32;
+        loop {
+            let build = env.gate("build", &build_cmd).await;
+            detail["build"] = json!(build);
+            if build.green {
+                break;
+            }
+            if round >= env.settings.max_repairs {
+                bounce(
+                    &mut report,
+                    "hole",
+                    "specify",
+                    format!(
+                        "the build is still red after {round} propagation round(s) ({}): a hole that needs a design choice",
+                        build.end
+                    ),
+                );
+                return end(env, report, task, detail);
+            }
+            round += 1;
+            task.repairs += 1;
+            let r = env
+                .ask(
+                    &mut task.spent,
+                    "editor",
+                    Access::WorkspaceWrite,
+                    prompts::editor(
+                        &input.description,
+                        &input.def_site,
+                        Some(&format!("{}\n{}", build.end, build.tail)),
+                    ),
+                    prompts::editor_schema(),
+                    ctx(round),
+                    "edit",
+                )
+                .await;
+            doc = match r {
+                Ok(d) => d,
+                Err(reason) => {
+                    bounce(&mut report, "dispatch-failed", "specify", reason);
+                    return end(env, report, task, detail);
+                }
+            };
+            claimed |= doc["applied_changes"].as_bool().unwrap_or(false);
+            if let Step::Stop = judge(&mut report, &doc) {
+                return end(env, report, task, detail);
+            }
+        }
+    }
+    let suite = env.gate("suite", &env.settings.test_cmd).await;
+    report.suite_green = Some(suite.green);
+    report.suite = Some(suite.clone());
+    if !suite.green {
+        bounce(
+            &mut report,
+            "regression",
+            "debug",
+            format!("the suite is red after the edit ({}): a regression", suite.end),
+        );
+        return end(env, report, task, detail);
+    }
+    // Phase 3: the authoritative backstop, never told what the edit agent claimed.
+    let dirty = env.tree.dirty_paths().map(|p| !p.is_empty()).unwrap_or(false);
+    detail["working_tree_dirty"] = json!(dirty);
+    detail["applied_changes"] = json!(claimed);
+    detail["sites"] = doc["sites"].as_u64().map(|n| json!(n)).unwrap_or(Value::Null);
+    if !dirty {
+        bounce(
+            &mut report,
+            "no-op-edit",
+            "specify",
+            "no-op edit: build and suite green over a clean working tree".into(),
+        );
+        report.route = None;
+        return end(env, report, task, detail);
+    }
+    if !claimed {
+        report.concerns.push("the edit agent reported no applied_changes but the working tree is dirty".into());
+    }
+    task.status = TaskStatus::Done;
+    report.status = Status::Done;
+    report.reason = format!(
+        "edit applied at {} ({} use site(s)), build clean, suite green",
+        input.def_site,
+        doc["sites"].as_u64().map(|n| n.to_string()).unwrap_or_else(|| "unknown".into())
+    );
+    end(env, report, task, detail)
+}
+
+fn end(env: &Env, mut report: EndReport, mut task: TaskOutcome, detail: Value) -> EndReport {
+    if task.status == TaskStatus::NotAttempted {
+        task.status = TaskStatus::Blocked;
+        task.kind = report.kind.clone();
+        task.reason = Some(report.reason.clone());
+    }
+    report.tasks.push(task);
+    if let Ok(lines) = env.tree.porcelain() {
+        report.files_touched = Some(lines.len());
+        report.files = lines;
+    }
+    if report.status != Status::Done {
+        report.blocked_detail = Some(detail.clone());
+    }
+    report.detail = Some(detail);
+    fill_stats(env, &mut report, Counter::default());
+    artifacts::finalize(&env.run, &mut report);
+    env.run.emit("iteration.end", json!({"status": report.status, "kind": report.kind, "reason": report.reason}));
+    report
+}

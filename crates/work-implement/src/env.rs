@@ -1,0 +1,186 @@
+//! What a pipeline run is given: the run context, one pinned dispatcher per role, the gate
+//! commands, and the repository view.
+
+use crate::tree::Tree;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
+use work_runtime::run::RunContext;
+
+/// One role's backend and pins (model and effort travel on every dispatch).
+#[derive(Debug, Clone)]
+pub struct RoleDispatch {
+    /// The pinned model.
+    pub model: String,
+    /// The pinned effort.
+    pub effort: String,
+    /// The role's dispatcher.
+    pub dispatcher: Dispatcher,
+}
+
+/// Gate commands and loop limits.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The suite (`[gates].test` or `--test-cmd`), run through `sh -c` in the root.
+    pub test_cmd: String,
+    /// The build check for `work edit` (`--build-cmd` or `[gates].typecheck`), if any.
+    pub build_cmd: Option<String>,
+    /// How to run one test by name in mini mode: `{test}` is replaced by the shell-quoted
+    /// name; without a template, the name is appended to the suite command.
+    pub red_test_cmd: Option<String>,
+    /// Timeout of each gate command.
+    pub gate_timeout: Option<Duration>,
+    /// Repair dispatches allowed per review loop (spec, quality) and per edit build.
+    pub max_repairs: u32,
+    /// Concurrency cap of the per-task plan-extract fan-out.
+    pub concurrency: usize,
+    /// Batched plan extraction only under this estimate, in bytes (seed: 20k).
+    pub batch_ceiling_bytes: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            test_cmd: "true".into(),
+            build_cmd: None,
+            red_test_cmd: None,
+            gate_timeout: None,
+            max_repairs: 2,
+            concurrency: 4,
+            batch_ceiling_bytes: 20_000,
+        }
+    }
+}
+
+/// Dispatches and agent tokens spent on something (a task, the extraction).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counter {
+    /// Dispatches started (a retried malformed answer is still one dispatch).
+    pub dispatches: u64,
+    /// Input plus output tokens reported by the agents.
+    pub tokens: u64,
+}
+
+/// One run of a gate command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GateRun {
+    /// The command line.
+    pub command: String,
+    /// Exit code 0 within the timeout.
+    pub green: bool,
+    /// How it ended (`exit code 1`, `timed out after …`, `could not start: …`).
+    pub end: String,
+    /// The last lines of its output.
+    pub tail: String,
+}
+
+/// Everything a pipeline run uses.
+pub struct Env {
+    /// The run (events, spawner, clock, state dir).
+    pub run: RunContext,
+    /// Role name ⇒ its dispatcher and pins.
+    pub roles: BTreeMap<String, RoleDispatch>,
+    /// Gates and limits.
+    pub settings: Settings,
+    /// The repository view.
+    pub tree: Tree,
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    let start = all.len().saturating_sub(lines);
+    all[start..].join("\n")
+}
+
+impl Env {
+    /// A pipeline environment.
+    pub fn new(run: RunContext, roles: BTreeMap<String, RoleDispatch>, settings: Settings) -> Self {
+        let tree = Tree::new(&run.root, &run.state_dir);
+        Self { run, roles, settings, tree }
+    }
+
+    /// Runs one dispatch of `role`, charging `counter`; the validated output, or why none.
+    #[expect(clippy::too_many_arguments, reason = "a dispatch is described by all of these")]
+    pub async fn ask(
+        &self,
+        counter: &mut Counter,
+        role: &str,
+        access: Access,
+        prompt: String,
+        schema: Value,
+        context: Value,
+        label: &str,
+    ) -> Result<Value, String> {
+        let Some(rd) = self.roles.get(role) else {
+            return Err(format!("no agent configured for role {role}"));
+        };
+        counter.dispatches += 1;
+        let outcome = rd.dispatcher.dispatch(self.spec(role, access, prompt, schema, context, label)).await;
+        match outcome {
+            DispatchOutcome::Ok { output, usage, .. } => {
+                counter.tokens += usage.total_tokens();
+                Ok(output)
+            }
+            other => Err(format!(
+                "{role} dispatch {} {}",
+                other.dispatch_id(),
+                other.failure_reason().unwrap_or_else(|| "gave no answer".into())
+            )),
+        }
+    }
+
+    /// The dispatch spec for `role` with its pins.
+    pub fn spec(
+        &self,
+        role: &str,
+        access: Access,
+        prompt: String,
+        schema: Value,
+        context: Value,
+        label: &str,
+    ) -> DispatchSpec {
+        let (model, effort) = match self.roles.get(role) {
+            Some(rd) => (rd.model.clone(), rd.effort.clone()),
+            None => (String::new(), String::new()),
+        };
+        DispatchSpec {
+            role: role.into(),
+            model,
+            effort,
+            access,
+            prompt,
+            schema: Some(schema),
+            context,
+            label: label.into(),
+        }
+    }
+
+    /// Runs a gate command (`sh -c`) in the root: the engine's own observation.
+    pub async fn gate(&self, what: &str, cmd: &str) -> GateRun {
+        self.run.emit("gate.start", serde_json::json!({"gate": what, "command": cmd}));
+        let run = match self.run.spawner.shell(cmd, &self.run.root, self.settings.gate_timeout).await {
+            Ok(out) => {
+                let mut text = out.stdout_text();
+                text.push_str(&out.stderr_text());
+                GateRun { command: cmd.into(), green: out.success(), end: out.describe_end(), tail: tail(&text, 20) }
+            }
+            Err(e) => {
+                GateRun { command: cmd.into(), green: false, end: format!("could not start: {e}"), tail: String::new() }
+            }
+        };
+        self.run.emit("gate.end", serde_json::json!({"gate": what, "green": run.green, "end": run.end}));
+        run
+    }
+
+    /// The command that runs one test by name (mini mode).
+    pub fn red_test_command(&self, name: &str) -> String {
+        let quoted = shell_words::quote(name).into_owned();
+        match &self.settings.red_test_cmd {
+            Some(t) if t.contains("{test}") => t.replace("{test}", &quoted),
+            Some(t) => format!("{t} {quoted}"),
+            None => format!("{} {quoted}", self.settings.test_cmd),
+        }
+    }
+}

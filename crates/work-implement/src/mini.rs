@@ -1,0 +1,157 @@
+//! Mini mode: one fix for a handed-off RED test. The engine re-runs the RED test by name
+//! before (it must be red) and after (it must be green), re-runs the suite, and requires a
+//! dirty tree; a still-red test, a regression or a clean tree is BLOCKED, route debug (#12).
+
+use crate::artifacts;
+use crate::carrier::Mode;
+use crate::env::{Counter, Env};
+use crate::prompts;
+use crate::report::{EndReport, Status, TaskOutcome, TaskStatus};
+use crate::standard::fill_stats;
+use crate::tree::Preflight;
+use serde_json::json;
+use work_runtime::dispatch::Access;
+
+/// What a mini run is asked.
+#[derive(Debug, Clone)]
+pub struct MiniInput {
+    /// The iteration id.
+    pub iter_id: String,
+    /// The RED test, by name.
+    pub red_test: String,
+    /// The debugger's cause summary.
+    pub cause: String,
+    /// The preflight (already checked clean).
+    pub preflight: Preflight,
+}
+
+fn blocked(report: &mut EndReport, kind: &str, reason: String) {
+    report.status = Status::Blocked;
+    report.kind = Some(kind.into());
+    report.route = Some("debug".into());
+    report.reason = reason;
+}
+
+/// Runs mini mode.
+pub async fn run_mini(env: &Env, input: MiniInput) -> EndReport {
+    let mut report = EndReport::new(Status::Blocked, Mode::Mini, Some(input.iter_id.clone()), String::new());
+    report.preflight = Some(input.preflight.clone());
+    let red_cmd = env.red_test_command(&input.red_test);
+    let before = env.gate("red-before", &red_cmd).await;
+    let mut detail = json!({"red_test": input.red_test, "red_command": red_cmd, "red_before": before});
+    if before.green {
+        blocked(
+            &mut report,
+            "red-test-not-red",
+            format!("the RED test `{}` already passes before any fix: nothing to reproduce", input.red_test),
+        );
+        report.detail = Some(detail);
+        return end(env, report);
+    }
+    let mut task = TaskOutcome::new("mini", &format!("make `{}` pass", input.red_test));
+    let fp0 = env.tree.fingerprint().ok();
+    let r = env
+        .ask(
+            &mut task.spent,
+            "implementer",
+            Access::WorkspaceWrite,
+            prompts::mini(&input.iter_id, &input.red_test, &input.cause),
+            prompts::implementer_schema(),
+            json!({"task_id": "mini", "iter_id": input.iter_id, "phase": "mini", "red_test": input.red_test}),
+            "mini",
+        )
+        .await;
+    task.tree_changed = fp0.is_some() && env.tree.fingerprint().ok() != fp0;
+    let doc = match r {
+        Ok(d) => d,
+        Err(reason) => {
+            task = task.blocked("dispatch-failed", reason.clone());
+            report.tasks.push(task);
+            blocked(&mut report, "dispatch-failed", reason);
+            report.detail = Some(detail);
+            return end(env, report);
+        }
+    };
+    task.applied_changes_claimed = doc["applied_changes"].as_bool();
+    let status = doc["status"].as_str().unwrap_or("");
+    let why = doc["reason"].as_str().or(doc["summary"].as_str()).unwrap_or("no reason given").to_string();
+    if status == "BLOCKED" || status == "NEEDS_CONTEXT" {
+        task.status = if status == "BLOCKED" { TaskStatus::Blocked } else { TaskStatus::NeedsContext };
+        task.reason = Some(why.clone());
+        report.tasks.push(task);
+        blocked(&mut report, "implementer-blocked", format!("the implementer reported {status}: {why}"));
+        if status == "NEEDS_CONTEXT" {
+            report.status = Status::NeedsContext;
+            report.kind = Some("needs-context".into());
+        }
+        report.detail = Some(detail);
+        return end(env, report);
+    }
+    task.status = TaskStatus::Done;
+    report.tasks.push(task);
+    match env.tree.porcelain() {
+        Ok(lines) => {
+            report.files_touched = Some(lines.len());
+            report.files = lines;
+        }
+        Err(e) => {
+            blocked(&mut report, "git", format!("read the tree: {e}"));
+            return end(env, report);
+        }
+    }
+    if report.files_touched == Some(0) {
+        blocked(
+            &mut report,
+            "no-op",
+            format!("the tree is clean after the fix: nothing was changed (the implementer said {status})"),
+        );
+        report.detail = Some(detail);
+        return end(env, report);
+    }
+    let after = env.gate("red-after", &red_cmd).await;
+    detail["red_after"] = json!(after);
+    if !after.green {
+        blocked(
+            &mut report,
+            "still-red",
+            format!("the RED test `{}` still fails after the fix ({})", input.red_test, after.end),
+        );
+        report.detail = Some(detail);
+        return end(env, report);
+    }
+    let suite = env.gate("suite", &env.settings.test_cmd).await;
+    report.suite_green = Some(suite.green);
+    report.suite = Some(suite.clone());
+    if !suite.green {
+        blocked(
+            &mut report,
+            "regression",
+            format!("the RED test passes but the suite is red ({}): a regression", suite.end),
+        );
+        report.blocked_detail = Some(json!({"suite": suite}));
+        report.detail = Some(detail);
+        return end(env, report);
+    }
+    report.status = Status::Done;
+    report.reason =
+        format!("`{}` is green, suite green, {} file(s) touched", input.red_test, report.files_touched.unwrap_or(0));
+    report.detail = Some(detail);
+    end(env, report)
+}
+
+fn end(env: &Env, mut report: EndReport) -> EndReport {
+    if report.files_touched.is_none()
+        && let Ok(lines) = env.tree.porcelain()
+    {
+        report.files_touched = Some(lines.len());
+        report.files = lines;
+    }
+    if report.status != Status::Done && report.blocked_detail.is_none() {
+        report.blocked_detail = report.detail.clone();
+    }
+    report.concerns.extend(report.tasks.iter().flat_map(|t| t.concerns.clone()));
+    fill_stats(env, &mut report, Counter::default());
+    artifacts::finalize(&env.run, &mut report);
+    env.run.emit("iteration.end", json!({"status": report.status, "kind": report.kind, "reason": report.reason}));
+    report
+}

@@ -1,0 +1,288 @@
+//! Briefs and answer schemas of every role. The briefs carry the seed's rules that the agents
+//! must know (no file-level discard, the HOLD clause, the unclear route, honest severity); the
+//! engine enforces every rule it can in code regardless.
+
+use serde_json::{Value, json};
+
+/// Diff text sent to reviewers is cut to this many bytes.
+pub const DIFF_CAP: usize = 120_000;
+
+/// Cuts `text` to at most `cap` bytes on a character boundary, saying so.
+pub fn cap(text: &str, cap: usize) -> String {
+    if text.len() <= cap {
+        return text.to_string();
+    }
+    let mut end = cap;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n[… cut at {cap} bytes of {}]", &text[..end], text.len())
+}
+
+const NO_DISCARD: &str = "Never discard work with `git checkout -- <file>`, `git restore <file>`, `git stash`, \
+`git reset` or `git clean`: other tasks' uncommitted work shares this tree. Over-reach is undone by editing back; a \
+broken intermediate state is repaired forward or reported BLOCKED. Do not commit.";
+
+/// The implementer's answer.
+pub fn implementer_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["status"],
+        "properties": {
+            "status": {"enum": ["DONE", "DONE_WITH_CONCERNS", "BLOCKED", "NEEDS_CONTEXT"]},
+            "summary": {"type": "string"},
+            "applied_changes": {"type": "boolean"},
+            "concerns": {"type": "array", "items": {"type": "string"}},
+            "held": {"type": "array", "items": {"type": ["object", "string"]}},
+            "reason": {"type": "string"}
+        }
+    })
+}
+
+/// The spec reviewer's answer.
+pub fn spec_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["status"],
+        "properties": {
+            "status": {"enum": ["compliant", "non_compliant", "unclear"]},
+            "issues": {"type": "array", "items": {"type": "string"}},
+            "ambiguity": {"type": "string"}
+        }
+    })
+}
+
+/// The quality reviewer's answer (seed: findings are `{severity, text}`).
+pub fn quality_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["verdict", "issues"],
+        "properties": {
+            "verdict": {"enum": ["approved", "changes_requested"]},
+            "issues": {"type": "array", "items": {
+                "type": "object",
+                "required": ["severity", "text"],
+                "properties": {"severity": {"enum": ["important", "minor"]}, "text": {"type": "string"}}
+            }}
+        }
+    })
+}
+
+/// The tester's answer.
+pub fn tester_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["status"],
+        "properties": {
+            "status": {"enum": ["DONE", "FAILED", "BLOCKED"]},
+            "fixtures": {"type": "integer", "minimum": 0},
+            "summary": {"type": "string"}
+        }
+    })
+}
+
+/// The plan index's answer.
+pub fn index_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["total_tasks", "tasks"],
+        "properties": {
+            "total_tasks": {"type": "integer", "minimum": 0},
+            "tasks": {"type": "array", "items": {
+                "type": "object",
+                "required": ["id", "title"],
+                "properties": {"id": {"type": "string"}, "title": {"type": "string"},
+                               "est_bytes": {"type": "integer", "minimum": 0}}
+            }}
+        }
+    })
+}
+
+/// The batched plan extract's answer.
+pub fn extract_all_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["tasks"],
+        "properties": {"tasks": {"type": "array", "items": {
+            "type": "object", "required": ["id", "text"],
+            "properties": {"id": {"type": "string"}, "text": {"type": "string"}}
+        }}}
+    })
+}
+
+/// One task's plan extract answer.
+pub fn extract_one_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["text"],
+        "properties": {"id": {"type": "string"}, "text": {"type": "string"}}
+    })
+}
+
+/// The edit agent's answer.
+pub fn editor_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["status"],
+        "properties": {
+            "status": {"enum": ["DONE", "HOLE", "BLOCKED"]},
+            "applied_changes": {"type": "boolean"},
+            "sites": {"type": "integer", "minimum": 0},
+            "hole": {"type": ["object", "null"], "properties": {
+                "route": {"enum": ["specify", "tdd"]}, "detail": {"type": "string"}
+            }},
+            "summary": {"type": "string"},
+            "reason": {"type": "string"}
+        }
+    })
+}
+
+/// The implementer's first brief for a task.
+pub fn implementer(iter: &str, id: &str, title: &str, text: &str) -> String {
+    format!(
+        "You are the IMPLEMENTER of task {id} (\"{title}\") in iteration {iter}.\n\n\
+TASK TEXT (verbatim from the plan):\n-----\n{text}\n-----\n\n\
+Make exactly this change in the working tree, leaving it unstaged. {NO_DISCARD}\n\
+If the task text contradicts verified reality or itself, implement what you can and document the deviation in \
+`concerns`; do not invent requirements.\n\n\
+Answer with one JSON object: {{\"status\": \"DONE\"|\"DONE_WITH_CONCERNS\"|\"BLOCKED\"|\"NEEDS_CONTEXT\", \
+\"summary\": \"…\", \"applied_changes\": true|false, \"concerns\": [\"…\"], \"reason\": \"… (when BLOCKED or NEEDS_CONTEXT)\"}}.\n\
+The engine checks the tree and runs the suite itself: your report never decides the outcome."
+    )
+}
+
+/// A repair brief after a spec review.
+pub fn spec_repair(id: &str, text: &str, issues: &[String], diff: &str) -> String {
+    format!(
+        "You are the IMPLEMENTER repairing task {id} after a SPEC-COMPLIANCE review.\n\n\
+TASK TEXT (verbatim):\n-----\n{text}\n-----\n\nTHE REVIEWER FOUND:\n{}\n\nTHE CURRENT DIFF:\n{}\n\n\
+Fix the non-compliance. {NO_DISCARD}\n\
+Answer with one JSON object: {{\"status\": …, \"summary\": \"…\", \"applied_changes\": true|false, \"concerns\": [], \"reason\": \"…\"}}.",
+        issues.iter().map(|i| format!("- {i}")).collect::<Vec<_>>().join("\n"),
+        cap(diff, DIFF_CAP)
+    )
+}
+
+/// A repair brief after a quality review: carries the task text and the HOLD clause (seed #10).
+pub fn quality_repair(id: &str, text: &str, issues: &[Value], diff: &str) -> String {
+    let list: Vec<String> = issues
+        .iter()
+        .map(|i| format!("- [{}] {}", i["severity"].as_str().unwrap_or("?"), i["text"].as_str().unwrap_or("")))
+        .collect();
+    format!(
+        "You are the IMPLEMENTER repairing task {id} after a QUALITY review.\n\n\
+TASK TEXT (verbatim — the plan you implement):\n-----\n{text}\n-----\n\n\
+THE QUALITY REVIEWER FOUND (it does not see the task text):\n{}\n\nTHE CURRENT DIFF:\n{}\n\n\
+HOLD CLAUSE: when a finding's only remedy contradicts a name, signature or behaviour the task text prescribes, \
+and keeping the plan leaves build and tests green, KEEP the plan: do not change the code for it and record it in \
+`held` as {{\"finding\": \"…\", \"reason\": \"…\"}}. When you judge a finding correctness-breaking and it cannot \
+be fixed within the plan, answer status BLOCKED with the reason — never hold it silently. Fix every other finding.\n\
+{NO_DISCARD}\n\
+Answer with one JSON object: {{\"status\": …, \"summary\": \"…\", \"applied_changes\": true|false, \"held\": [], \
+\"concerns\": [], \"reason\": \"…\"}}.",
+        list.join("\n"),
+        cap(diff, DIFF_CAP)
+    )
+}
+
+/// The spec reviewer's brief (seed: the unclear route for contradicted task text).
+pub fn spec_review(id: &str, text: &str, implementer_summary: &str, diff: &str) -> String {
+    format!(
+        "You are the SPEC-COMPLIANCE REVIEWER of task {id}. Read-only.\n\n\
+TASK TEXT (verbatim):\n-----\n{text}\n-----\n\nTHE IMPLEMENTER SAYS: {implementer_summary}\n\n\
+THE DIFF (git diff HEAD plus untracked files):\n{}\n\n\
+Check that the diff does what the task text requires — no more, no less. Do not trust the implementer's summary: \
+read the diff.\n\
+TASK TEXT VS REALITY: when a requirement's literal is contradicted by verified reality, or by another requirement \
+of the same task, the plan is defective: answer `unclear` and name the contradiction in `ambiguity`. unclear \
+outranks non_compliant for a verified contradiction. Verify a documented deviation yourself; an unforced deviation \
+stays non_compliant.\n\
+Answer with one JSON object: {{\"status\": \"compliant\"|\"non_compliant\"|\"unclear\", \"issues\": [\"…\"], \
+\"ambiguity\": \"…\"}}.",
+        cap(diff, DIFF_CAP)
+    )
+}
+
+/// The quality reviewer's brief (blind to the task text by design).
+pub fn quality_review(id: &str, diff: &str) -> String {
+    format!(
+        "You are the QUALITY REVIEWER of task {id}. Read-only. You review the code, not the plan.\n\n\
+THE DIFF (git diff HEAD plus untracked files):\n{}\n\n\
+Look for real bugs, missing error handling, unclear names, dead code, missing tests. Classify every finding \
+honestly: `important` when it is a defect that must not ship; `minor` for polish (naming, comments, style). \
+Answer with one JSON object: {{\"verdict\": \"approved\"|\"changes_requested\", \"issues\": [{{\"severity\": \
+\"important\"|\"minor\", \"text\": \"…\"}}]}}.",
+        cap(diff, DIFF_CAP)
+    )
+}
+
+/// The tester's brief for an E2E task.
+pub fn tester(id: &str, text: &str, diff: &str) -> String {
+    format!(
+        "You are the TESTER of E2E task {id}. Exercise the change end to end with fixtures; write fixtures only \
+under tests or fixture directories. {NO_DISCARD}\n\nTASK TEXT:\n-----\n{text}\n-----\n\nTHE DIFF:\n{}\n\n\
+Answer with one JSON object: {{\"status\": \"DONE\"|\"FAILED\"|\"BLOCKED\", \"fixtures\": N, \"summary\": \"…\"}}.",
+        cap(diff, DIFF_CAP)
+    )
+}
+
+/// The plan index brief.
+pub fn plan_index(plan_path: &str, plan: &str) -> String {
+    format!(
+        "You are the PLAN INDEXER. Read-only. Enumerate every task of the plan at `{plan_path}` (below): its id and \
+a one-line title only, plus `est_bytes`, the byte length of its verbatim block. Count `total_tasks` over the whole \
+plan independently of the list you emit.\n\nPLAN:\n-----\n{plan}\n-----\n\n\
+Answer with one JSON object: {{\"total_tasks\": N, \"tasks\": [{{\"id\": \"…\", \"title\": \"…\", \"est_bytes\": N}}]}}."
+    )
+}
+
+/// The batched extract brief.
+pub fn plan_extract_all(plan_path: &str, plan: &str, ids: &[String]) -> String {
+    format!(
+        "You are the PLAN EXTRACTOR. Read-only. Copy the VERBATIM block of each of these tasks of the plan at \
+`{plan_path}`: {}.\n\nPLAN:\n-----\n{plan}\n-----\n\n\
+Answer with one JSON object: {{\"tasks\": [{{\"id\": \"…\", \"text\": \"…verbatim…\"}}]}} with every id listed.",
+        ids.join(", ")
+    )
+}
+
+/// One task's extract brief.
+pub fn plan_extract_one(plan_path: &str, plan: &str, id: &str) -> String {
+    format!(
+        "You are the PLAN EXTRACTOR. Read-only. Copy the VERBATIM block of task {id} of the plan at `{plan_path}`.\n\n\
+PLAN:\n-----\n{plan}\n-----\n\nAnswer with one JSON object: {{\"id\": \"{id}\", \"text\": \"…verbatim…\"}}."
+    )
+}
+
+/// The mini-mode implementer brief.
+pub fn mini(iter: &str, red_test: &str, cause: &str) -> String {
+    format!(
+        "You are the IMPLEMENTER of a debug fix (iteration {iter}). The RED test `{red_test}` fails; the debugger \
+found the cause:\n-----\n{cause}\n-----\n\nFix the cause so that the RED test passes without breaking the suite. Do \
+not edit the RED test. {NO_DISCARD}\n\
+Answer with one JSON object: {{\"status\": \"DONE\"|\"DONE_WITH_CONCERNS\"|\"BLOCKED\"|\"NEEDS_CONTEXT\", \"summary\": \
+\"…\", \"applied_changes\": true|false, \"concerns\": [], \"reason\": \"…\"}}.\n\
+The engine re-runs the RED test and the suite itself."
+    )
+}
+
+/// The edit agent's brief.
+pub fn editor(description: &str, def_site: &str, build_error: Option<&str>) -> String {
+    let build = match build_error {
+        Some(e) => format!(
+            "\n\nTHE BUILD FAILS AFTER YOUR EDIT:\n{}\nPropagate the edit mechanically to the use sites. If fixing it \
+needs a design choice, answer HOLE with route `specify`; if it needs new test-specifiable behaviour, HOLE with \
+route `tdd`.",
+            cap(e, 20_000)
+        ),
+        None => String::new(),
+    };
+    format!(
+        "You are the COMPILER-DRIVEN EDITOR. Make this edit at the definition site `{def_site}`:\n-----\n{description}\n\
+-----\nthen propagate it mechanically to every use site the compiler finds. A behaviour-preserving edit may touch \
+only the definition site (`sites`: 0).{build}\n{NO_DISCARD}\n\
+Answer with one JSON object: {{\"status\": \"DONE\"|\"HOLE\"|\"BLOCKED\", \"applied_changes\": true|false, \"sites\": \
+N, \"hole\": null|{{\"route\": \"specify\"|\"tdd\", \"detail\": \"…\"}}, \"summary\": \"…\"}}.\n\
+The engine checks the tree, builds and runs the suite itself."
+    )
+}

@@ -1,0 +1,269 @@
+//! Standard mode: select the tasks, run each through the per-task loop with the snapshot
+//! guard at every boundary of a multi-task run (#23), then end-verify with two independent
+//! legs (#11, #12, #29) and finalize the artifacts from templates in code.
+
+use crate::artifacts;
+use crate::carrier::Mode;
+use crate::env::{Counter, Env};
+use crate::extract::{self, SelectBlocked};
+use crate::prompts;
+use crate::report::{EndReport, Stats, Status, TaskOutcome, TaskStatus};
+use crate::task_loop::{self, TaskSpec};
+use crate::tree::{Preflight, Snapshot, lost_paths};
+use serde_json::{Value, json};
+use work_loop::plan::{Plan, PlanError, parse_plan};
+use work_runtime::dispatch::Access;
+
+/// How a plan text is read.
+#[derive(Debug, Clone)]
+pub enum PlanKind {
+    /// The documented form, parsed without any agent.
+    Parsed(Plan),
+    /// No task heading: agent index/extract under the cardinality guards.
+    FreeForm,
+}
+
+/// Classifies a plan text: parsed, free-form, or refused (duplicate ids, cycles, bad ids).
+pub fn classify_plan(text: &str) -> Result<PlanKind, PlanError> {
+    match parse_plan(text) {
+        Ok(p) => Ok(PlanKind::Parsed(p)),
+        Err(PlanError::NoTasks) => Ok(PlanKind::FreeForm),
+        Err(e) => Err(e),
+    }
+}
+
+/// What a standard run is asked.
+#[derive(Debug, Clone)]
+pub struct StandardInput {
+    /// The iteration id.
+    pub iter_id: String,
+    /// The plan path as given (for briefs and reports).
+    pub plan_path: String,
+    /// The plan text.
+    pub plan_text: String,
+    /// How to read it.
+    pub plan: PlanKind,
+    /// A well-formed range, if any.
+    pub range: Option<(u64, u64)>,
+    /// The preflight (already checked clean).
+    pub preflight: Preflight,
+}
+
+/// Fills the spend figures.
+pub fn fill_stats(env: &Env, report: &mut EndReport, extraction: Counter) {
+    let spent = env.run.budget.spent();
+    let done = report.tasks.iter().filter(|t| t.status == TaskStatus::Done).count();
+    let per = |x: u64| if done == 0 { None } else { Some(x as f64 / done as f64) };
+    let task_d: u64 = report.tasks.iter().map(|t| t.spent.dispatches).sum();
+    let task_t: u64 = report.tasks.iter().map(|t| t.spent.tokens).sum();
+    report.stats = Stats {
+        dispatches: spent.dispatches,
+        tokens: spent.usage.total_tokens(),
+        extraction_dispatches: extraction.dispatches,
+        done_tasks: done,
+        dispatches_per_done_task: per(task_d),
+        tokens_per_done_task: per(task_t),
+        snapshots: report.snapshots.len(),
+    };
+    report.run_id = Some(env.run.run_id.clone());
+}
+
+/// Runs standard mode.
+pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
+    let iter = input.iter_id.clone();
+    let mut report = EndReport::new(Status::Blocked, Mode::Standard, Some(iter.clone()), String::new());
+    report.preflight = Some(input.preflight.clone());
+    let mut extraction = Counter::default();
+    let tasks = match &input.plan {
+        PlanKind::Parsed(p) => extract::select_parsed(p, input.range),
+        PlanKind::FreeForm => {
+            extract::select_free_form(env, &mut extraction, &iter, &input.plan_path, &input.plan_text, input.range)
+                .await
+        }
+    };
+    let tasks = match tasks {
+        Ok(t) => t,
+        Err(SelectBlocked { kind, reason, detail }) => {
+            report.kind = Some(kind.into());
+            report.reason = reason;
+            report.blocked_detail = Some(detail);
+            return end(env, report, extraction);
+        }
+    };
+    env.run.emit("plan.selected", json!({"tasks": tasks.iter().map(|t| &t.id).collect::<Vec<_>>()}));
+    let multi = tasks.len() > 1;
+    let mut prev: Option<Snapshot> = None;
+    let mut stopped = false;
+    for t in &tasks {
+        if stopped {
+            report.tasks.push(TaskOutcome::new(&t.id, &t.title));
+            continue;
+        }
+        let outcome = task_loop::run_task(env, &iter, t).await;
+        let ok = outcome.status == TaskStatus::Done;
+        report.concerns.extend(outcome.concerns.iter().cloned());
+        report.tasks.push(outcome);
+        if multi {
+            match env.tree.snapshot(&t.id) {
+                Ok(snap) => {
+                    env.run.emit("snapshot", json!({"boundary": snap.boundary, "sha": snap.sha, "paths": snap.paths}));
+                    if let Some(p) = &prev {
+                        let lost = lost_paths(p, &snap);
+                        if !lost.is_empty() {
+                            report.snapshots.push(snap.clone());
+                            discard_verdict(&mut report, p, &snap, lost);
+                            mark_rest(&mut report, &tasks);
+                            return end(env, report, extraction);
+                        }
+                    }
+                    report.snapshots.push(snap.clone());
+                    prev = Some(snap);
+                }
+                Err(e) => report.concerns.push(format!("snapshot after task {} failed: {e}", t.id)),
+            }
+        }
+        if !ok {
+            stopped = true;
+        }
+    }
+    // End-verify leg 1: files_touched, before E2E fixtures and artifacts.
+    match env.tree.porcelain() {
+        Ok(lines) => {
+            report.files_touched = Some(lines.len());
+            report.files = lines;
+        }
+        Err(e) => {
+            report.kind = Some("git".into());
+            report.reason = format!("read the tree for end-verify: {e}");
+            return end(env, report, extraction);
+        }
+    }
+    if let Some(stop) = report.tasks.iter().find(|t| matches!(t.status, TaskStatus::Blocked | TaskStatus::NeedsContext))
+    {
+        let done = report.tasks.iter().filter(|t| t.status == TaskStatus::Done).count();
+        report.status = if stop.status == TaskStatus::NeedsContext {
+            Status::NeedsContext
+        } else if done > 0 {
+            Status::Partial
+        } else {
+            Status::Blocked
+        };
+        report.kind = stop.kind.clone();
+        report.reason = stop.reason.clone().unwrap_or_default();
+        report.route = match stop.kind.as_deref() {
+            Some("spec-ambiguous") => Some("specify".into()),
+            _ => None,
+        };
+        report.blocked_detail = Some(json!({
+            "task_id": stop.id, "kind": stop.kind, "findings": stop.findings, "held": stop.held,
+            "tasks_done": done,
+        }));
+        return end(env, report, extraction);
+    }
+    if report.files_touched == Some(0) {
+        report.kind = Some("no-op".into());
+        report.reason = format!(
+            "no file touched: every task reported done but `git status --porcelain` is empty ({} task(s))",
+            report.tasks.len()
+        );
+        return end(env, report, extraction);
+    }
+    // E2E tasks go to the tester (after files_touched was measured).
+    for (i, t) in tasks.iter().enumerate() {
+        if !t.e2e {
+            continue;
+        }
+        let diff = env.tree.diff_text().unwrap_or_default();
+        let mut c = Counter::default();
+        let r = env
+            .ask(
+                &mut c,
+                "tester",
+                Access::WorkspaceWrite,
+                prompts::tester(&t.id, &t.text, &diff),
+                prompts::tester_schema(),
+                json!({"task_id": t.id, "iter_id": iter, "phase": "e2e"}),
+                &t.id,
+            )
+            .await;
+        let o = &mut report.tasks[i];
+        o.spent.dispatches += c.dispatches;
+        o.spent.tokens += c.tokens;
+        match r {
+            Ok(doc) => {
+                let fixtures = doc["fixtures"].as_u64().unwrap_or(0);
+                if doc["status"].as_str() != Some("DONE") || fixtures == 0 {
+                    report.concerns.push(format!(
+                        "task {}: e2e status {} with {fixtures} fixture(s)",
+                        t.id,
+                        doc["status"].as_str().unwrap_or("?")
+                    ));
+                }
+                o.e2e_result = Some(doc);
+            }
+            Err(reason) => report.concerns.push(format!("task {}: e2e tester gave no answer: {reason}", t.id)),
+        }
+    }
+    // End-verify leg 2: the engine's own suite run.
+    let suite = env.gate("suite", &env.settings.test_cmd).await;
+    report.suite_green = Some(suite.green);
+    let green = suite.green;
+    report.suite = Some(suite.clone());
+    if !green {
+        report.kind = Some("suite-red".into());
+        report.route = Some("debug".into());
+        report.reason = format!("the suite is red after the iteration ({}): route back to debug, RED first", suite.end);
+        report.blocked_detail = Some(json!({"suite": suite}));
+        return end(env, report, extraction);
+    }
+    report.status = Status::Done;
+    report.reason = format!(
+        "{} task(s) done, {} file(s) touched, suite green",
+        report.tasks.len(),
+        report.files_touched.unwrap_or(0)
+    );
+    end(env, report, extraction)
+}
+
+fn mark_rest(report: &mut EndReport, tasks: &[TaskSpec]) {
+    for t in tasks.iter().skip(report.tasks.len()) {
+        report.tasks.push(TaskOutcome::new(&t.id, &t.title));
+    }
+}
+
+fn discard_verdict(report: &mut EndReport, prev: &Snapshot, next: &Snapshot, lost: Vec<String>) {
+    let sha = prev.sha.clone().unwrap_or_default();
+    let recovery: Vec<String> = lost.iter().map(|p| format!("git show {sha}:{p}")).collect();
+    report.status = Status::Blocked;
+    report.kind = Some("snapshot-loss".into());
+    report.reason = format!(
+        "uncommitted work discarded between task boundaries ({} → {}): {} modified at the first boundary and gone at \
+the next; recover from snapshot {sha} (`{}`); adjudicate against the snapshot",
+        prev.boundary,
+        next.boundary,
+        lost.join(", "),
+        recovery.first().cloned().unwrap_or_default()
+    );
+    let outcomes: Vec<Value> =
+        report.tasks.iter().map(|t| json!({"id": t.id, "status": t.status, "reason": t.reason})).collect();
+    report.blocked_detail = Some(json!({
+        "lost_paths": lost,
+        "boundary": {"from": prev.boundary, "to": next.boundary},
+        "snapshot_sha": sha,
+        "recovery": recovery,
+        "task_outcomes": outcomes,
+    }));
+}
+
+fn end(env: &Env, mut report: EndReport, extraction: Counter) -> EndReport {
+    if report.files_touched.is_none()
+        && let Ok(lines) = env.tree.porcelain()
+    {
+        report.files_touched = Some(lines.len());
+        report.files = lines;
+    }
+    fill_stats(env, &mut report, extraction);
+    artifacts::finalize(&env.run, &mut report);
+    env.run.emit("iteration.end", json!({"status": report.status, "kind": report.kind, "reason": report.reason}));
+    report
+}

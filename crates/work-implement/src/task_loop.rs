@@ -1,0 +1,355 @@
+//! The per-task loop: implementer (write) → spec reviewer → quality reviewer, each a separate
+//! pinned dispatch; re-loops are code.
+//!
+//! - Spec `unclear` ⇒ spec-ambiguous BLOCKED at once (seed: the unclear route).
+//! - Quality findings carry `severity: important|minor`. An all-minor `changes_requested`
+//!   after at least one quality repair ends the loop with the findings as concerns (the minor
+//!   valve); important findings use the whole repair budget, then BLOCK.
+//! - The repair dispatch gets the task text and the HOLD clause; `held` findings are recorded
+//!   and surface as concerns (seed #10).
+//! - Every reviewed diff state's fingerprint is kept in a set: a repair that lands on an
+//!   already-seen state (no-op, or A-B-A) stops re-reviewing; with an important finding
+//!   standing that is BLOCKED, otherwise a neutral concern (seed: fingerprint exit).
+//! - `applied_changes` (OR-ed over the first dispatch and every repair) only ever feeds a
+//!   neutral concern when it disagrees with the tree, never the outcome (seed #12).
+
+use crate::env::Env;
+use crate::prompts;
+use crate::report::{TaskOutcome, TaskStatus};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use work_runtime::dispatch::Access;
+
+/// One task as the loop runs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskSpec {
+    /// The id.
+    pub id: String,
+    /// The title.
+    pub title: String,
+    /// The verbatim task text (heading and body).
+    pub text: String,
+    /// Whether the tester runs for it.
+    pub e2e: bool,
+}
+
+/// True when a task asks for end-to-end testing: `E2E` as a word in its title, or a body line
+/// `E2E: yes` (any case, optionally bold or listed).
+pub fn is_e2e(title: &str, body: &str) -> bool {
+    let word = |s: &str| s.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| w.eq_ignore_ascii_case("e2e"));
+    word(title)
+        || body.lines().any(|l| {
+            let l = l.trim().trim_start_matches(['-', '*', ' ']).replace("**", "");
+            let lower = l.to_ascii_lowercase();
+            lower.strip_prefix("e2e:").is_some_and(|v| matches!(v.trim(), "yes" | "true"))
+        })
+}
+
+enum Stop {
+    Blocked { kind: &'static str, reason: String, findings: Vec<Value> },
+    NeedsContext(String),
+}
+
+fn blocked(kind: &'static str, reason: String) -> Stop {
+    Stop::Blocked { kind, reason, findings: Vec::new() }
+}
+
+fn git_err(e: work_git::GitError) -> Stop {
+    blocked("git", format!("read the tree: {e}"))
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()).unwrap_or_default()
+}
+
+fn finding_text(i: &Value) -> String {
+    format!("[{}] {}", i["severity"].as_str().unwrap_or("?"), i["text"].as_str().unwrap_or(""))
+}
+
+fn held_text(h: &Value) -> String {
+    match h {
+        Value::String(s) => s.clone(),
+        other => {
+            let f = other["finding"].as_str().or(other["text"].as_str()).unwrap_or("");
+            match other["reason"].as_str() {
+                Some(r) if !r.is_empty() => format!("{f} — {r}"),
+                _ => f.to_string(),
+            }
+        }
+    }
+}
+
+/// Folds an implementer answer into the outcome; stops on BLOCKED / NEEDS_CONTEXT.
+fn absorb(out: &mut TaskOutcome, doc: &Value, phase: &str) -> Result<(), Stop> {
+    if let Some(b) = doc["applied_changes"].as_bool() {
+        out.applied_changes_claimed = Some(out.applied_changes_claimed.unwrap_or(false) || b);
+    }
+    for c in strings(&doc["concerns"]) {
+        out.concerns.push(format!("task {} ({phase}): {c}", out.id));
+    }
+    if let Some(h) = doc["held"].as_array() {
+        out.held.extend(h.iter().cloned());
+    }
+    let reason = doc["reason"].as_str().or(doc["summary"].as_str()).unwrap_or("no reason given").to_string();
+    match doc["status"].as_str() {
+        Some("BLOCKED") => Err(blocked(
+            "implementer-blocked",
+            format!("task {}: the implementer reported BLOCKED ({phase}): {reason}", out.id),
+        )),
+        Some("NEEDS_CONTEXT") => {
+            Err(Stop::NeedsContext(format!("task {}: the implementer needs context ({phase}): {reason}", out.id)))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Runs one task through the loop.
+pub async fn run_task(env: &Env, iter: &str, task: &TaskSpec) -> TaskOutcome {
+    let mut out = TaskOutcome::new(&task.id, &task.title);
+    out.e2e = task.e2e;
+    env.run.progress(&format!("task {}: {}", task.id, task.title));
+    let fp_start = env.tree.fingerprint().ok();
+    let result = drive(env, iter, task, &mut out).await;
+    let fp_end = env.tree.fingerprint().ok();
+    out.tree_changed = fp_start.is_some() && fp_end.is_some() && fp_start != fp_end;
+    match result {
+        Ok(()) => out.status = TaskStatus::Done,
+        Err(Stop::Blocked { kind, reason, findings }) => {
+            out.status = TaskStatus::Blocked;
+            out.kind = Some(kind.into());
+            out.reason = Some(reason);
+            out.findings = findings;
+        }
+        Err(Stop::NeedsContext(reason)) => {
+            out.status = TaskStatus::NeedsContext;
+            out.kind = Some("needs-context".into());
+            out.reason = Some(reason);
+        }
+    }
+    match out.applied_changes_claimed {
+        Some(true) if !out.tree_changed => out.concerns.push(format!(
+            "task {}: the implementer reported applied_changes but the diff state did not change",
+            task.id
+        )),
+        Some(false) if out.tree_changed => out
+            .concerns
+            .push(format!("task {}: the implementer reported no applied_changes but the diff state changed", task.id)),
+        _ => {}
+    }
+    for h in out.held.clone() {
+        out.concerns.push(format!(
+            "task {}: quality finding held to the plan (verify by hand): {}",
+            task.id,
+            held_text(&h)
+        ));
+    }
+    env.run.emit(
+        "task.end",
+        json!({"task_id": task.id, "status": out.status, "kind": out.kind, "reason": out.reason,
+               "dispatches": out.spent.dispatches, "repairs": out.repairs}),
+    );
+    out
+}
+
+async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome) -> Result<(), Stop> {
+    let max = env.settings.max_repairs;
+    let ctx = |phase: &str, round: u32| json!({"task_id": task.id, "iter_id": iter, "phase": phase, "round": round, "task_title": task.title});
+    let doc = env
+        .ask(
+            &mut out.spent,
+            "implementer",
+            Access::WorkspaceWrite,
+            prompts::implementer(iter, &task.id, &task.title, &task.text),
+            prompts::implementer_schema(),
+            ctx("implement", 0),
+            &task.id,
+        )
+        .await
+        .map_err(|r| blocked("dispatch-failed", format!("task {}: {r}", task.id)))?;
+    absorb(out, &doc, "implement")?;
+    let summary = doc["summary"].as_str().unwrap_or("").to_string();
+
+    // Spec compliance.
+    let mut spec_seen: BTreeSet<String> = BTreeSet::new();
+    let mut spec_repairs = 0u32;
+    loop {
+        let diff = env.tree.diff_text().map_err(git_err)?;
+        let fp = env.tree.fingerprint().map_err(git_err)?;
+        out.reviews += 1;
+        let r = env
+            .ask(
+                &mut out.spent,
+                "spec-reviewer",
+                Access::ReadOnly,
+                prompts::spec_review(&task.id, &task.text, &summary, &diff),
+                prompts::spec_schema(),
+                ctx("spec-review", spec_repairs),
+                &task.id,
+            )
+            .await
+            .map_err(|r| blocked("dispatch-failed", format!("task {}: {r}", task.id)))?;
+        let issues = strings(&r["issues"]);
+        match r["status"].as_str() {
+            Some("compliant") => break,
+            Some("unclear") => {
+                let what = r["ambiguity"].as_str().map(str::to_string).unwrap_or_else(|| issues.join("; "));
+                return Err(Stop::Blocked {
+                    kind: "spec-ambiguous",
+                    reason: format!(
+                        "task {}: spec-ambiguous — the task text is contradicted or unclear: {what}",
+                        task.id
+                    ),
+                    findings: issues.into_iter().map(Value::String).collect(),
+                });
+            }
+            _ => {
+                spec_seen.insert(fp);
+                if spec_repairs >= max {
+                    return Err(Stop::Blocked {
+                        kind: "review-loop-exhausted",
+                        reason: format!(
+                            "task {}: still non-compliant after {spec_repairs} spec repair(s): {}",
+                            task.id,
+                            issues.join("; ")
+                        ),
+                        findings: issues.into_iter().map(Value::String).collect(),
+                    });
+                }
+                let doc = env
+                    .ask(
+                        &mut out.spent,
+                        "implementer",
+                        Access::WorkspaceWrite,
+                        prompts::spec_repair(&task.id, &task.text, &issues, &diff),
+                        prompts::implementer_schema(),
+                        ctx("spec-repair", spec_repairs + 1),
+                        &task.id,
+                    )
+                    .await
+                    .map_err(|r| blocked("dispatch-failed", format!("task {}: {r}", task.id)))?;
+                spec_repairs += 1;
+                out.repairs += 1;
+                absorb(out, &doc, "spec-repair")?;
+                let fp2 = env.tree.fingerprint().map_err(git_err)?;
+                if spec_seen.contains(&fp2) {
+                    return Err(Stop::Blocked {
+                        kind: "spec-unresolved",
+                        reason: format!(
+                            "task {}: the spec repair left the diff in an already-reviewed state; non-compliance stands: {}",
+                            task.id,
+                            issues.join("; ")
+                        ),
+                        findings: issues.into_iter().map(Value::String).collect(),
+                    });
+                }
+            }
+        }
+    }
+
+    // Quality.
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    let mut repairs = 0u32;
+    loop {
+        let diff = env.tree.diff_text().map_err(git_err)?;
+        seen.insert(env.tree.fingerprint().map_err(git_err)?);
+        out.fingerprints = seen.len();
+        out.reviews += 1;
+        let r = env
+            .ask(
+                &mut out.spent,
+                "quality-reviewer",
+                Access::ReadOnly,
+                prompts::quality_review(&task.id, &diff),
+                prompts::quality_schema(),
+                ctx("quality-review", repairs),
+                &task.id,
+            )
+            .await
+            .map_err(|r| blocked("dispatch-failed", format!("task {}: {r}", task.id)))?;
+        let issues: Vec<Value> = r["issues"].as_array().cloned().unwrap_or_default();
+        if r["verdict"].as_str() == Some("approved") {
+            for i in &issues {
+                out.concerns.push(format!("task {}: quality note on approval: {}", task.id, finding_text(i)));
+            }
+            return Ok(());
+        }
+        let important: Vec<&Value> = issues.iter().filter(|i| i["severity"].as_str() == Some("important")).collect();
+        let listed = issues.iter().map(finding_text).collect::<Vec<_>>().join("; ");
+        if important.is_empty() && repairs >= 1 {
+            for i in &issues {
+                out.concerns.push(format!(
+                    "task {}: minor quality finding (valve after {repairs} repair(s)): {}",
+                    task.id,
+                    finding_text(i)
+                ));
+            }
+            return Ok(());
+        }
+        if repairs >= max {
+            if important.is_empty() {
+                for i in &issues {
+                    out.concerns.push(format!(
+                        "task {}: unresolved minor quality finding: {}",
+                        task.id,
+                        finding_text(i)
+                    ));
+                }
+                return Ok(());
+            }
+            return Err(Stop::Blocked {
+                kind: "review-loop-exhausted",
+                reason: format!("task {}: important quality finding(s) after {repairs} repair(s): {listed}", task.id),
+                findings: issues,
+            });
+        }
+        let doc = env
+            .ask(
+                &mut out.spent,
+                "implementer",
+                Access::WorkspaceWrite,
+                prompts::quality_repair(&task.id, &task.text, &issues, &diff),
+                prompts::implementer_schema(),
+                ctx("quality-repair", repairs + 1),
+                &task.id,
+            )
+            .await
+            .map_err(|r| blocked("dispatch-failed", format!("task {}: {r}", task.id)))?;
+        repairs += 1;
+        out.repairs += 1;
+        absorb(out, &doc, "quality-repair")?;
+        let fp2 = env.tree.fingerprint().map_err(git_err)?;
+        if seen.contains(&fp2) {
+            if !important.is_empty() {
+                let names = important.iter().map(|i| finding_text(i)).collect::<Vec<_>>().join("; ");
+                return Err(Stop::Blocked {
+                    kind: "important-on-unchanged-diff",
+                    reason: format!(
+                        "task {}: important quality finding(s) stand over an unchanged diff state (the repair was a no-op or cycled back): {names}",
+                        task.id
+                    ),
+                    findings: issues,
+                });
+            }
+            let what = if listed.is_empty() { "(no findings reported)".to_string() } else { listed };
+            out.concerns.push(format!(
+                "task {}: quality changes requested over an already-seen diff state (no-op or cycled repair; adjudicate before committing): {what}",
+                task.id
+            ));
+            return Ok(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn e2e_marks() {
+        assert!(is_e2e("E2E: login flow", ""));
+        assert!(is_e2e("Login (e2e)", ""));
+        assert!(is_e2e("Login", "Some text\n**E2E:** yes\n"));
+        assert!(!is_e2e("Login", "E2E: no"));
+        assert!(!is_e2e("Add e2etools dep", ""));
+    }
+}
