@@ -15,7 +15,7 @@ use work_runtime::ExitStatus;
 
 /// Run coding agents in deterministic loops.
 #[derive(Debug, Parser)]
-#[command(name = "work", version, about, long_about = None, propagate_version = true)]
+#[command(name = "work", version, about = "Run coding agents in deterministic loops.", long_about = None, propagate_version = true)]
 struct Cli {
     /// Change to DIR before doing anything.
     #[arg(short = 'C', value_name = "DIR", global = true)]
