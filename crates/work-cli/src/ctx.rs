@@ -170,11 +170,29 @@ pub fn dispatcher(
 }
 
 /// Builds the multi-threaded tokio runtime commands run on.
+///
+/// The runtime also watches SIGINT and SIGTERM: on either, every agent process group still
+/// running is killed (no agent outlives `work` and keeps spending), and `work` exits with
+/// 130 / 143. Journals and session files are whole at every instant, so the next run resumes.
 pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
-    tokio::runtime::Builder::new_multi_thread()
+    let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::Runtime(format!("start the async runtime: {e}")))
+        .map_err(|e| CliError::Runtime(format!("start the async runtime: {e}")))?;
+    rt.spawn(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+            return;
+        };
+        let code = tokio::select! {
+            _ = int.recv() => 130,
+            _ = term.recv() => 143,
+        };
+        work_runtime::spawn::kill_all_children();
+        eprintln!("interrupted: agents stopped; run the same command again to resume");
+        std::process::exit(code);
+    });
+    Ok(rt)
 }
 
 /// Prints a JSON document on stdout (the `--json` contract: nothing else on stdout).

@@ -70,8 +70,15 @@ fn main() {
                 }
                 _ => {
                     let rendered = e.to_string();
-                    let first = rendered.lines().next().unwrap_or("bad arguments");
-                    let first = first.strip_prefix("error: ").unwrap_or(first);
+                    let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
+                    let first = lines.next().unwrap_or("bad arguments");
+                    let mut first = first.strip_prefix("error: ").unwrap_or(first).to_string();
+                    // "the following required arguments were not provided:" names them on the next line.
+                    if first.ends_with(':')
+                        && let Some(next) = lines.next()
+                    {
+                        first = format!("{first} {next}");
+                    }
                     eprintln!("error: failed to parse arguments: {first} (see `work --help`)");
                     std::process::exit(ExitStatus::BadInput.code());
                 }
@@ -81,7 +88,9 @@ fn main() {
     let code = match run(cli) {
         Ok(status) => status.code(),
         Err(e) => {
-            eprintln!("error: failed to {e}");
+            let redactor = work_runtime::redact::Redactor::from_env();
+            let line = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
+            eprintln!("error: failed to {}", redactor.redact(&line));
             e.exit_status().code()
         }
     };

@@ -126,7 +126,10 @@ impl<'a> Engine<'a> {
     }
 
     fn save(&mut self) -> Result<(), ExhaustError> {
-        self.journal.spent = self.run.budget.spent();
+        let mut spent = self.run.budget.spent();
+        // Sums of floats depend on the order dispatches finished: round to stay repeatable.
+        spent.usage.cost_usd = (spent.usage.cost_usd * 1e9).round() / 1e9;
+        self.journal.spent = spent;
         self.run
             .write_state(&self.params.journal_path, &self.journal)
             .map_err(|source| ExhaustError::Journal { path: self.params.journal_path.display().to_string(), source })?;
@@ -346,6 +349,9 @@ impl<'a> Engine<'a> {
                     .cloned()
                     .collect();
                 if un_run.is_empty() {
+                    if self.journal.angles_used.is_empty() && !self.journal.given_up.is_empty() {
+                        self.gap("no finder ever returned valid output: the territory was never searched".into());
+                    }
                     self.stop(stop::EXHAUSTED, "no fresh angle and no un-run oracle left")?;
                     break;
                 }
@@ -468,9 +474,14 @@ impl<'a> Engine<'a> {
             rec.verdict = "new-items".into();
         } else if ran_fresh {
             if self.journal.dry_counter + 1 >= k {
-                let (new3, oracles) = self.gate3().await?;
+                let gate = self.gate3().await?;
+                let failed = gate.is_none();
+                let (new3, oracles) = gate.unwrap_or_default();
                 rec.gate3 = Some(Gate3Record { oracles, new_items: new3.clone() });
-                if !new3.is_empty() {
+                if failed {
+                    rec.verdict = "gate3-failed".into();
+                    suffix = " · gate-3 failed — not counted as dry".into();
+                } else if !new3.is_empty() {
                     rec.new_items.extend(new3.iter().cloned());
                     self.journal.dry_counter = 0;
                     rec.verdict = "gate3-reset".into();
@@ -510,27 +521,47 @@ impl<'a> Engine<'a> {
         Ok(stopped)
     }
 
-    /// Gate 3: every final oracle; returns the new ids and the oracles run.
-    async fn gate3(&mut self) -> Result<(Vec<String>, Vec<String>), ExhaustError> {
+    /// Gate 3: every final oracle; returns the new ids and the oracles run, or `None` when an
+    /// oracle failed (then gate 3 could not confirm anything: recorded as a gap, and the round
+    /// does not count as dry).
+    async fn gate3(&mut self) -> Result<Option<(Vec<String>, Vec<String>)>, ExhaustError> {
         let oracles = self.params.final_oracles.clone();
         if oracles.is_empty() {
             self.gap("gate 3: no final oracle configured (--final-oracle); dry rests on finder rounds alone".into());
-            return Ok((Vec::new(), Vec::new()));
+            return Ok(Some((Vec::new(), Vec::new())));
         }
         let n = self.journal.rounds.len() as u32 + 1;
-        let new = self.run_oracles(&oracles, "final-oracle", n).await?;
+        let new = match self.run_oracles(&oracles, "final-oracle", n).await {
+            Ok(new) => new,
+            Err(ExhaustError::Oracle(e)) => {
+                self.run.emit("gate3.failed", json!({"round": n, "error": e.to_string()}));
+                self.gap(format!("gate 3 could not run in round {n}: {e}"));
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
         for o in &oracles {
             if !self.journal.final_oracles_run.contains(o) {
                 self.journal.final_oracles_run.push(o.clone());
             }
         }
-        Ok((new, oracles))
+        Ok(Some((new, oracles)))
     }
 
     /// A round that runs only gate 3 (no fresh angle left, an oracle not yet run). Returns
     /// true when the loop stopped.
     async fn gate3_round(&mut self, n: u32, k: u32) -> Result<bool, ExhaustError> {
-        let (new3, oracles) = self.gate3().await?;
+        let gate = self.gate3().await?;
+        let failed = gate.is_none();
+        let (new3, oracles) = gate.unwrap_or_default();
+        if failed {
+            // The oracle stays un-run; mark it run so the loop cannot spin on it.
+            for o in &self.params.final_oracles {
+                if !self.journal.final_oracles_run.contains(o) {
+                    self.journal.final_oracles_run.push(o.clone());
+                }
+            }
+        }
         let mut rec = RoundRecord {
             n,
             angles_used: vec!["gate-3".into()],
@@ -545,7 +576,10 @@ impl<'a> Engine<'a> {
             verdict: String::new(),
         };
         let stopped;
-        if new3.is_empty() {
+        if failed {
+            rec.verdict = "gate3-failed".into();
+            stopped = false;
+        } else if new3.is_empty() {
             self.journal.dry_counter += 1;
             rec.verdict = "qualifying-dry".into();
             stopped = self.journal.dry_counter >= k;

@@ -47,10 +47,47 @@ impl FileLine {
     }
 }
 
-/// Parses `PATH:LINE`, `PATH:LINE-END`, `PATH:LINE:COL` or `PATH:LINE:TEXT`. `None` for a
-/// named concept. A Windows drive path (`C:\x:3`) parses with the whole `C:\x` as its path, so
-/// that gate 2 refuses it as absolute.
-pub fn parse_file_line(location: &str) -> Option<FileLine> {
+/// What a location is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// `PATH:LINE` (with an optional `-END`, `:COL` or `:TEXT` tail).
+    FileLine(FileLine),
+    /// A named concept: no `PATH:LINE` form and nothing path-like.
+    Concept,
+    /// Looks like a file location but cannot be read as one: refused, never a concept.
+    Malformed(String),
+}
+
+/// True when `s` (a location without a usable `:LINE`) looks like a file path rather than a
+/// named concept: absolute, `./`/`../`/`~`-prefixed, a drive letter, or one word with a `/`
+/// or a file extension.
+fn looks_like_path(s: &str) -> bool {
+    let t = s.trim();
+    let b = t.as_bytes();
+    if t.starts_with('/') || t.starts_with("./") || t.starts_with("../") || t.starts_with('~') || t.contains('\\') {
+        return true;
+    }
+    if b.len() > 2 && b[0].is_ascii_alphabetic() && b[1] == b':' {
+        return true;
+    }
+    let word = t.split(':').next().unwrap_or("");
+    if word.contains('/') {
+        return true;
+    }
+    if word.contains(char::is_whitespace) || word.is_empty() {
+        return false;
+    }
+    word.rsplit_once('.').is_some_and(|(stem, ext)| {
+        !stem.is_empty() && (1..=5).contains(&ext.len()) && ext.chars().all(|c| c.is_ascii_alphanumeric())
+    })
+}
+
+/// Classifies a location: `PATH:LINE`, `PATH:LINE-END`, `PATH:LINE:COL` or `PATH:LINE:TEXT`
+/// is a [`Location::FileLine`]; anything that looks like a path but does not parse (an
+/// overflowing line, an unknown tail, a path with no line) is [`Location::Malformed`]; the rest
+/// is a [`Location::Concept`]. A Windows drive path (`C:\x:3`) parses with `C:\x` as its path,
+/// so that gate 2 refuses it as absolute.
+pub fn classify_location(location: &str) -> Location {
     let s = location.trim();
     let b = s.as_bytes();
     let (prefix, rest) = if b.len() > 2 && b[0].is_ascii_alphabetic() && b[1] == b':' && (b[2] == b'\\' || b[2] == b'/')
@@ -59,45 +96,62 @@ pub fn parse_file_line(location: &str) -> Option<FileLine> {
     } else {
         ("", s)
     };
-    // The path is everything up to the first `:<digits>` followed by end, `-`, or `:`.
+    // The path is everything up to the first `:` followed by a digit.
     let mut search = 0;
     while let Some(rel) = rest[search..].find(':') {
         let colon = search + rel;
+        let path = &rest[..colon];
         let after = &rest[colon + 1..];
         let digits: String = after.chars().take_while(|c| c.is_ascii_digit()).collect();
-        let path = &rest[..colon];
-        if !digits.is_empty() && !path.trim().is_empty() && !path.starts_with(char::is_whitespace) {
-            let tail = &after[digits.len()..];
-            let (end, text) = if tail.is_empty() {
-                (None, None)
-            } else if let Some(r) = tail.strip_prefix('-') {
-                let e: String = r.chars().take_while(|c| c.is_ascii_digit()).collect();
-                if e.is_empty() || e.len() != r.len() {
-                    search = colon + 1;
-                    continue;
-                }
-                (e.parse().ok(), None)
-            } else if let Some(t) = tail.strip_prefix(':') {
-                (None, Some(t.to_string()))
-            } else {
-                search = colon + 1;
-                continue;
-            };
-            let line: u64 = digits.parse().ok()?;
-            let mut p = format!("{prefix}{path}");
-            while let Some(stripped) = p.strip_prefix("./") {
-                p = stripped.to_string();
-            }
-            return Some(FileLine { path: p, line, end, text });
+        if digits.is_empty() || path.trim().is_empty() || path.starts_with(char::is_whitespace) {
+            search = colon + 1;
+            continue;
         }
-        search = colon + 1;
+        if !looks_like_path(path) && path.contains(char::is_whitespace) {
+            // "retry policy: 3 tries" and the like: prose, not a path.
+            search = colon + 1;
+            continue;
+        }
+        let Ok(line) = digits.parse::<u64>() else {
+            return Location::Malformed(format!("line number `{digits}` is out of range"));
+        };
+        let tail = &after[digits.len()..];
+        let (end, text) = if tail.is_empty() {
+            (None, None)
+        } else if let Some(r) = tail.strip_prefix('-') {
+            match r.parse::<u64>() {
+                Ok(e) if r.chars().all(|c| c.is_ascii_digit()) => (Some(e), None),
+                _ => return Location::Malformed(format!("line range `{digits}{tail}` is not LINE-LINE")),
+            }
+        } else if let Some(t) = tail.strip_prefix(':') {
+            (None, Some(t.to_string()))
+        } else {
+            return Location::Malformed(format!("`{digits}{tail}` after `{path}:` is not a line number"));
+        };
+        let mut p = format!("{prefix}{path}");
+        while let Some(stripped) = p.strip_prefix("./") {
+            p = stripped.to_string();
+        }
+        return Location::FileLine(FileLine { path: p, line, end, text });
     }
-    None
+    if looks_like_path(s) {
+        return Location::Malformed("a file location needs PATH:LINE".into());
+    }
+    Location::Concept
+}
+
+/// Parses a `PATH:LINE` location (see [`classify_location`]); `None` for anything else.
+pub fn parse_file_line(location: &str) -> Option<FileLine> {
+    match classify_location(location) {
+        Location::FileLine(fl) => Some(fl),
+        _ => None,
+    }
 }
 
 /// The dedup keys of an item: its normalised id, and its `path:line` when it has one.
 pub fn dedup_keys(id: &str, location: &str) -> Vec<String> {
-    let mut keys = vec![format!("id:{}", normalize_id(id))];
+    let norm = normalize_id(id);
+    let mut keys = if norm.is_empty() { Vec::new() } else { vec![format!("id:{norm}")] };
     if let Some(fl) = parse_file_line(location) {
         keys.push(format!("loc:{}", fl.key()));
     }
@@ -138,8 +192,10 @@ pub enum Gate2 {
 /// Gate 2: re-reads `location` inside `root`. Refuses absolute paths, `..`, symlink escapes,
 /// missing files, directories and lines out of range.
 pub fn gate2(root: &Path, location: &str) -> Gate2 {
-    let Some(fl) = parse_file_line(location) else {
-        return Gate2::Concept;
+    let fl = match classify_location(location) {
+        Location::FileLine(fl) => fl,
+        Location::Concept => return Gate2::Concept,
+        Location::Malformed(reason) => return Gate2::Refused(format!("location `{location}` refused: {reason}")),
     };
     let path = match work_runtime::fsx::confine(root, &fl.path) {
         Ok(p) => p,
@@ -173,8 +229,9 @@ pub fn gate2(root: &Path, location: &str) -> Gate2 {
 /// `reRead`, `workDone` and `source` written over whatever the finder claimed.
 pub fn accepted_item(raw: &Map<String, Value>, gate: &Gate2, source: &str, round: u32) -> Value {
     let mut obj = raw.clone();
-    obj.remove("reReadSources");
-    obj.remove("workDone");
+    for engine_field in ["reReadSources", "workDone", "reRead", "gate2", "source", "round"] {
+        obj.remove(engine_field);
+    }
     match gate {
         Gate2::Read { source: s, text } => {
             obj.insert("reReadSources".into(), Value::from(vec![s.clone()]));
@@ -216,6 +273,21 @@ mod tests {
         assert!(parse_file_line("the job queue").is_none());
         assert!(parse_file_line("retry policy: 3 tries").is_none());
         assert!(parse_file_line("src/a.rs").is_none());
+        for bad in [
+            "/etc/passwd:18446744073709551616",
+            "../../etc/passwd:1-",
+            "/etc/passwd:1,2",
+            "/etc/passwd:L1",
+            "src/a.rs:3-5:foo",
+            "src/a.rs",
+            "/etc/passwd",
+            "../x",
+        ] {
+            assert!(matches!(classify_location(bad), Location::Malformed(_)), "{bad}");
+        }
+        for concept in ["the job queue", "retry policy: 3 tries", "job-state-machine", "Section 3: 12 rules"] {
+            assert_eq!(classify_location(concept), Location::Concept, "{concept}");
+        }
         assert_eq!(dedup_keys("X", "./src/a.rs:007"), vec!["id:x".to_string(), "loc:src/a.rs:7".to_string()]);
     }
 

@@ -11,8 +11,8 @@ use work_runtime::budget::Spent;
 pub const JOURNAL_VERSION: u32 = 1;
 
 /// One round's record (the seed's `rounds[]` entry).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct RoundRecord {
     /// 1-based round number.
     pub n: u32,
@@ -53,8 +53,12 @@ pub struct Gate3Record {
 }
 
 /// The journal (and master object).
+///
+/// Every field has a default, so a journal in the seed's minimal shape
+/// (`{"seen": [], "anglesUsed": [], "dryCounter": 0, "rounds": [], "droppedDueToBudget": []}`)
+/// resumes: its `seen` ids dedup, its used angles are never re-run as fresh.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct Journal {
     /// Format version.
     pub version: u32,
@@ -103,6 +107,12 @@ pub struct Journal {
     pub spent: Spent,
 }
 
+impl Default for Journal {
+    fn default() -> Self {
+        Journal::new("", "", 3, Vec::new())
+    }
+}
+
 impl Journal {
     /// A fresh journal.
     pub fn new(task: &str, what: &str, k: u32, pool: Vec<String>) -> Self {
@@ -144,9 +154,12 @@ impl Journal {
         Ok(j)
     }
 
-    /// Every dedup key ever seen (accepted and rejected).
+    /// Every dedup key ever seen (accepted and rejected, and ids listed in `seen`).
     pub fn dedup_set(&self) -> HashSet<String> {
         let mut set = HashSet::with_capacity(self.items.len() * 2 + self.rejected.len() * 2);
+        for id in &self.seen {
+            set.extend(dedup_keys(id, ""));
+        }
         for it in &self.items {
             let id = it.get("id").and_then(Value::as_str).unwrap_or("");
             let loc = it.get("location").and_then(Value::as_str).unwrap_or("");

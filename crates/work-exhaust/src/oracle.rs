@@ -31,8 +31,9 @@ pub enum OracleError {
 
 /// Runs one oracle and returns its items (each an object with at least `id` and `location`).
 ///
-/// Exit code 0 ⇒ the output is parsed. Exit code 1 with nothing on stdout or stderr is the
-/// `grep`/`rg` convention for "no match" ⇒ no items. Anything else fails.
+/// Exit code 0 ⇒ the output is parsed. For a search command (`grep`, `rg`, `ag`, `ack`,
+/// `git grep`), exit code 1 with nothing on stdout or stderr is their "no match" ⇒ no items.
+/// Any other non-zero exit (including `false` or `exit 1` from anything else) fails.
 pub async fn run_oracle(
     spawner: &Spawner,
     root: &Path,
@@ -42,7 +43,7 @@ pub async fn run_oracle(
     let failed = |reason: String| OracleError::Failed { command: command.to_string(), reason };
     let out = spawner.shell(command, root, Some(timeout)).await.map_err(|e| failed(e.to_string()))?;
     let stdout = out.stdout_text();
-    if out.code == Some(1) && stdout.trim().is_empty() && out.stderr.is_empty() && !out.timed_out {
+    if out.code == Some(1) && stdout.trim().is_empty() && out.stderr.is_empty() && is_search_command(command) {
         return Ok(Vec::new());
     }
     if !out.success() {
@@ -54,6 +55,16 @@ pub async fn run_oracle(
         return Err(OracleError::BadOutput { command: command.into(), reason: "output exceeded the cap".into() });
     }
     parse_oracle_output(&stdout).map_err(|reason| OracleError::BadOutput { command: command.into(), reason })
+}
+
+/// True when the command's last pipeline stage is a search tool whose exit code 1 means
+/// "no match".
+pub fn is_search_command(command: &str) -> bool {
+    let last = command.rsplit('|').next().unwrap_or(command);
+    let words: Vec<&str> = last.split_whitespace().collect();
+    let first = words.iter().find(|w| !w.contains('=')).copied().unwrap_or("");
+    let name = first.rsplit('/').next().unwrap_or(first);
+    matches!(name, "grep" | "egrep" | "fgrep" | "rg" | "ag" | "ack") || (name == "git" && words.contains(&"grep"))
 }
 
 /// Parses oracle stdout (see [`run_oracle`]).
@@ -125,5 +136,16 @@ mod tests {
         assert_eq!(items[1]["location"], "concept-x");
         assert!(parse_oracle_output("garbage line").is_err());
         assert!(parse_oracle_output("[1]").is_err());
+    }
+
+    #[test]
+    fn only_search_commands_read_exit_1_as_no_match() {
+        assert!(is_search_command("grep -rn x src"));
+        assert!(is_search_command("LC_ALL=C rg -n x"));
+        assert!(is_search_command("find . | /usr/bin/grep -n x"));
+        assert!(is_search_command("git grep -n x"));
+        assert!(!is_search_command("false"));
+        assert!(!is_search_command("exit 1"));
+        assert!(!is_search_command("sh -c 'grep x' && false"));
     }
 }

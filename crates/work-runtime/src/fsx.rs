@@ -180,6 +180,82 @@ pub fn read_text_capped(path: &Path, cap: u64) -> io::Result<(String, bool)> {
     Ok((String::from_utf8_lossy(&buf).into_owned(), len > cap))
 }
 
+/// Why a [`LockFile`] could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// A live process holds it.
+    #[error("`{path}` is held by another run{}", holder.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    Held {
+        /// The lock file.
+        path: String,
+        /// The holder's pid, when recorded.
+        holder: Option<i32>,
+    },
+    /// The lock file could not be created.
+    #[error("create the lock `{path}`: {source}")]
+    Io {
+        /// The lock file.
+        path: String,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+/// An exclusive lock: a file created with `create_new` holding the owner's pid, removed on
+/// drop. A lock whose recorded process is gone is stale and taken over.
+#[derive(Debug)]
+pub struct LockFile {
+    path: PathBuf,
+}
+
+impl LockFile {
+    /// Takes the lock at `path`, creating parent directories.
+    pub fn acquire(path: &Path) -> Result<LockFile, LockError> {
+        let io_err = |source| LockError::Io { path: path.display().to_string(), source };
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir).map_err(io_err)?;
+        }
+        for _ in 0..2 {
+            match OpenOptions::new().write(true).create_new(true).open(path) {
+                Ok(mut f) => {
+                    let _ = writeln!(f, "{}", std::process::id());
+                    let _ = f.sync_all();
+                    return Ok(LockFile { path: path.to_path_buf() });
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    let holder = fs::read_to_string(path).ok().and_then(|s| s.trim().parse::<i32>().ok());
+                    match holder {
+                        Some(pid) if !process_alive(pid) => {
+                            let _ = fs::remove_file(path);
+                        }
+                        _ => return Err(LockError::Held { path: path.display().to_string(), holder }),
+                    }
+                }
+                Err(e) => return Err(io_err(e)),
+            }
+        }
+        Err(LockError::Held { path: path.display().to_string(), holder: None })
+    }
+}
+
+impl Drop for LockFile {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// True when a process with this pid exists.
+pub fn process_alive(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
+        Ok(()) => true,
+        Err(nix::errno::Errno::ESRCH) => false,
+        Err(_) => true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +282,18 @@ mod tests {
         assert!(matches!(confine(root, "src//a.rs"), Err(ConfineError::DotSegment(_))));
         assert!(matches!(confine(root, "escape/x"), Err(ConfineError::Escapes(_))));
         assert!(matches!(confine(root, "dangling"), Err(ConfineError::Escapes(_))));
+    }
+
+    #[test]
+    fn lock_is_exclusive_stale_locks_are_taken_over() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("a/x.lock");
+        let held = LockFile::acquire(&p).expect("first");
+        assert!(matches!(LockFile::acquire(&p), Err(LockError::Held { .. })));
+        drop(held);
+        assert!(!p.exists());
+        fs::write(&p, "999999999\n").expect("stale");
+        let _again = LockFile::acquire(&p).expect("a dead holder's lock is taken over");
     }
 
     #[test]

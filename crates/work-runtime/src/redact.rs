@@ -15,9 +15,10 @@ pub struct Redactor {
 /// True for environment variable names that hold secrets by convention.
 pub fn is_secret_var(name: &str) -> bool {
     let n = name.to_ascii_uppercase();
-    ["_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_AUTH"].iter().any(|s| n.ends_with(s))
-        || n == "API_KEY"
-        || n.ends_with("_KEY") && n.contains("API")
+    ["SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL", "API_KEY", "APIKEY", "ACCESS_KEY", "PRIVATE_KEY"]
+        .iter()
+        .any(|s| n.contains(s))
+        || n.ends_with("_KEY")
 }
 
 impl Redactor {
@@ -87,6 +88,10 @@ mod tests {
         assert_eq!(r.redact_json(&v), serde_json::json!({"a": ["x [REDACTED]"], "abc": 1}));
         assert!(is_secret_var("OPENAI_API_KEY"));
         assert!(is_secret_var("GITHUB_TOKEN"));
+        assert!(is_secret_var("AWS_SECRET_ACCESS_KEY"));
+        assert!(is_secret_var("ANTHROPIC_API_KEY"));
+        assert!(is_secret_var("MY_SERVICE_KEY"));
         assert!(!is_secret_var("PATH"));
+        assert!(!is_secret_var("HOME"));
     }
 }

@@ -92,6 +92,8 @@ pub struct ProcessOutput {
     pub timed_out: bool,
     /// Wall time from spawn to the end of output.
     pub elapsed: Duration,
+    /// The timeout the process ran under.
+    pub limit: Option<Duration>,
 }
 
 impl ProcessOutput {
@@ -113,7 +115,9 @@ impl ProcessOutput {
     /// A short description of how it ended: `exit code 3`, `killed by signal 9`, `timed out after 5s`.
     pub fn describe_end(&self) -> String {
         if self.timed_out {
-            format!("timed out after {:.1}s", self.elapsed.as_secs_f64())
+            // The limit, not the measured time: the description must be repeatable.
+            let limit = self.limit.unwrap_or(self.elapsed);
+            format!("timed out after {}s", limit.as_secs_f64())
         } else if let Some(c) = self.code {
             format!("exit code {c}")
         } else if let Some(s) = self.signal {
@@ -196,8 +200,16 @@ impl Spawner {
         let out_task = child.stdout.take().map(|r| tokio::spawn(read_capped(r, cap)));
         let err_task = child.stderr.take().map(|r| tokio::spawn(read_capped(r, cap)));
 
+        if let Some(pg) = pgid {
+            register_group(pg);
+        }
         let all = async {
             let status = child.wait().await;
+            // The main process has ended: nothing left in its group may keep the pipes open
+            // (a background child holding stdout would otherwise stall us until the timeout).
+            if let Some(pg) = pgid {
+                kill_group(pg);
+            }
             let out = match out_task {
                 Some(t) => t.await.unwrap_or_default(),
                 None => (Vec::new(), false),
@@ -218,6 +230,7 @@ impl Spawner {
         // Whatever happened, the process group does not outlive the dispatch.
         if let Some(pg) = pgid {
             kill_group(pg);
+            unregister_group(pg);
         }
         if let Some(t) = stdin_task {
             t.abort();
@@ -235,6 +248,7 @@ impl Spawner {
                     stderr_truncated: se_t,
                     timed_out: false,
                     elapsed,
+                    limit: spec.timeout,
                 })
             }
             None => {
@@ -248,6 +262,7 @@ impl Spawner {
                     stderr_truncated: false,
                     timed_out: true,
                     elapsed,
+                    limit: spec.timeout,
                 })
             }
         }
@@ -274,6 +289,31 @@ impl Spawner {
                 .map_err(io_err)?
                 .block_on(self.run(spec)),
         }
+    }
+}
+
+/// Process groups of children still running, so that a signal to `work` can end them.
+static LIVE_GROUPS: std::sync::Mutex<std::collections::BTreeSet<i32>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+fn register_group(pgid: i32) {
+    if let Ok(mut g) = LIVE_GROUPS.lock() {
+        g.insert(pgid);
+    }
+}
+
+fn unregister_group(pgid: i32) {
+    if let Ok(mut g) = LIVE_GROUPS.lock() {
+        g.remove(&pgid);
+    }
+}
+
+/// Kills the process group of every child still running. Called when `work` itself is
+/// interrupted (SIGINT, SIGTERM), so that no agent outlives it and keeps spending.
+pub fn kill_all_children() {
+    let groups: Vec<i32> = LIVE_GROUPS.lock().map(|g| g.iter().copied().collect()).unwrap_or_default();
+    for pg in groups {
+        kill_group(pg);
     }
 }
 
@@ -332,6 +372,15 @@ mod tests {
         assert!(!out.success());
         tokio::time::sleep(Duration::from_millis(1500)).await;
         assert!(!marker.exists(), "the grandchild survived the timeout");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_background_child_holding_stdout_does_not_stall_the_result() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let spec = ProcessSpec::shell("(sleep 30) & echo done", dir.path()).with_timeout(Some(Duration::from_secs(20)));
+        let out = Spawner.run(&spec).await.expect("runs");
+        assert!(!out.timed_out, "waited for the background child");
+        assert_eq!(out.stdout_text(), "done\n");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

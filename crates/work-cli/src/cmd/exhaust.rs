@@ -63,21 +63,33 @@ pub struct Args {
     pub json: bool,
 }
 
-/// A slug of WHAT for the journal name.
+/// A slug of WHAT for the journal name: lowercase letters and digits (any script) joined by
+/// `-`. When the slug had to be shortened (over 60 characters) or lost characters it cannot
+/// spell (punctuation-only or empty), a short hash of WHAT keeps distinct discoveries apart.
 pub fn slug(what: &str) -> String {
+    use sha2::Digest;
     let mut s = String::new();
-    for c in what.chars().flat_map(char::to_lowercase) {
-        if c.is_ascii_alphanumeric() {
+    let mut lossy = false;
+    for c in what.trim().chars().flat_map(char::to_lowercase) {
+        if c.is_alphanumeric() {
             s.push(c);
-        } else if !s.ends_with('-') && !s.is_empty() {
+        } else if !s.is_empty() && !s.ends_with('-') {
             s.push('-');
         }
-        if s.len() >= 60 {
-            break;
-        }
     }
-    let s = s.trim_end_matches('-').to_string();
-    if s.is_empty() { "task".into() } else { s }
+    let mut s = s.trim_end_matches('-').to_string();
+    if s.chars().count() > 60 {
+        s = s.chars().take(60).collect::<String>().trim_end_matches('-').to_string();
+        lossy = true;
+    }
+    if s.is_empty() {
+        lossy = true;
+    }
+    if lossy {
+        let hash = hex::encode(sha2::Sha256::digest(what.as_bytes()));
+        s = if s.is_empty() { format!("task-{}", &hash[..8]) } else { format!("{s}-{}", &hash[..8]) };
+    }
+    s
 }
 
 /// The default wave cap: min(16, cores − 2), at least 1.
@@ -132,10 +144,40 @@ fn validate(a: &Args) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Runs `work exhaust`.
+/// Runs each final oracle once before anything is dispatched, so that a broken gate 3 is bad
+/// input (exit 2) and not a surprise after the finders have spent their budget. Its items are
+/// not used: gate 3 proper runs when the dry counter would reach K.
+fn preflight_final_oracles(ctx: &Ctx, oracles: &[String], timeout: Duration) -> Result<(), CliError> {
+    if oracles.is_empty() {
+        return Ok(());
+    }
+    let spawner = work_runtime::spawn::Spawner;
+    let rt = ctx::runtime()?;
+    for o in oracles {
+        rt.block_on(work_exhaust::oracle::run_oracle(&spawner, &ctx.root, o, timeout))
+            .map_err(|e| CliError::bad(format!("{e} (checked before the first round)")))?;
+    }
+    Ok(())
+}
+
+/// Runs `work exhaust`. Bad input found after the journal directory was created (a failing
+/// oracle, a held lock) leaves no empty directories behind.
 pub fn run(global: &Global, a: Args) -> CmdResult {
     validate(&a)?;
     let ctx = Ctx::new(global)?;
+    let probe = [ctx.state_path("quality-journals"), ctx.state_path("runs"), ctx.state_dir.clone()];
+    let missing: Vec<std::path::PathBuf> = probe.iter().filter(|d| !d.exists()).cloned().collect();
+    let result = run_in(&ctx, a);
+    if matches!(result, Err(CliError::BadInput(_))) {
+        for d in &missing {
+            // remove_dir only removes an empty directory: nothing written is ever lost.
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+    result
+}
+
+fn run_in(ctx: &Ctx, a: Args) -> CmdResult {
     let (role, agent) = ctx.resolve_agent("finder", a.agent.as_deref())?;
     let task = a.task.clone().unwrap_or_else(|| slug(&a.what));
     let journal_path = ctx.state_path(format!("quality-journals/work-exhaust-{task}.json"));
@@ -158,8 +200,23 @@ pub fn run(global: &Global, a: Args) -> CmdResult {
                     journal_path.display()
                 ))
             })?;
+            if j.what.is_empty() {
+                j.what = a.what.clone();
+            }
+            if j.task.is_empty() {
+                j.task = task.clone();
+            }
+            if j.what != a.what {
+                return Err(CliError::bad(format!(
+                    "resume journal {}: it records the discovery `{}`, not `{}` — pass another --task, or --fresh to start over",
+                    journal_path.display(),
+                    j.what,
+                    a.what
+                )));
+            }
+            // New angles join the pool; angles already used are never re-run as fresh ones.
             for angle in &pool {
-                if !j.pool.contains(angle) {
+                if !j.pool.contains(angle) && !j.angles_used.contains(angle) {
                     j.pool.push(angle.clone());
                 }
             }
@@ -183,6 +240,12 @@ pub fn run(global: &Global, a: Args) -> CmdResult {
         oracle_timeout: Duration::from_secs(ctx.config.timeouts.oracle_secs.unwrap_or(300).max(1)),
         journal_path: journal_path.clone(),
     };
+    let _lock = work_runtime::fsx::LockFile::acquire(&journal_path.with_extension("json.lock"))
+        .map_err(|e| CliError::bad(format!("lock the journal: {e}")))?;
+    let oracle_timeout = params.oracle_timeout;
+    if !journal.is_final() {
+        preflight_final_oracles(ctx, &params.final_oracles, oracle_timeout)?;
+    }
     let run = ctx.start_run("exhaust", budget, journal.spent)?;
     let d = ctx::dispatcher(&run, &role, agent);
     run.emit(
@@ -206,8 +269,9 @@ pub fn run(global: &Global, a: Args) -> CmdResult {
             if a.json {
                 ctx::print_json(&ctx.redactor.redact_json(&serde_json::to_value(&j).unwrap_or_default()));
             }
+            let never_searched = j.angles_used.is_empty() && !j.given_up.is_empty();
             Ok(match reason.as_str() {
-                stop::K_DRY | stop::EXHAUSTED => ExitStatus::Done,
+                stop::K_DRY | stop::EXHAUSTED if !never_searched => ExitStatus::Done,
                 _ => ExitStatus::Unsuccessful,
             })
         }

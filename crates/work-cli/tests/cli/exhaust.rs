@@ -230,6 +230,7 @@ fn gate2_refuses_every_escaping_or_missing_location() {
     assert!(reason("sym").contains("outside"), "{rejected:?}");
     assert!(reason("missing-file").contains("no file"), "{rejected:?}");
     assert!(reason("missing-line").contains("past the end"), "{rejected:?}");
+    assert_eq!(rejected.len(), 5, "{rejected:?}");
     assert_eq!(master["seen"], serde_json::json!(["good", "concept"]));
     let good = &master["items"][0];
     assert_eq!(good["reReadSources"], serde_json::json!(["src/jobs.rs:2"]), "the finder's claim is overwritten");
@@ -530,4 +531,198 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+#[test]
+fn locations_that_look_like_paths_but_do_not_parse_are_refused_not_concepts() {
+    let s = jobs_repo();
+    let agent = table_finder(
+        &s,
+        r#"{"a": [
+ {"id": "overflow", "title": "t", "location": "/etc/passwd:18446744073709551616"},
+ {"id": "dash", "title": "t", "location": "../../etc/passwd:1-"},
+ {"id": "comma", "title": "t", "location": "/etc/passwd:1,2"},
+ {"id": "letter", "title": "t", "location": "src/jobs.rs:L1"},
+ {"id": "noline", "title": "t", "location": "src/jobs.rs"}
+]}"#,
+    );
+    let master = s.run_json(&["exhaust", "things", "-k", "2", "--angles", "a,b,c", "--agent", &agent, "--json"], 0);
+    assert_eq!(master["seen"], serde_json::json!([]), "{}", master["items"]);
+    assert_eq!(master["rejected"].as_array().map(Vec::len), Some(5));
+}
+
+#[test]
+fn an_agent_that_cannot_run_is_bad_input() {
+    let s = jobs_repo();
+    s.write("noexec.py", "print('{}')\n");
+    for spec in [format!("command:{}", s.path("noexec.py").display()), format!("command:{}", s.path("src").display())] {
+        let (code, _, err) = s.run(&["exhaust", "things", "--agent", &spec]);
+        assert_eq!(code, 2, "{spec}: {err}");
+        assert_one_line_error(&err);
+    }
+}
+
+#[test]
+fn a_run_in_which_no_finder_ever_answered_is_not_success() {
+    let s = jobs_repo();
+    let agent = table_finder(&s, r#"{"a": "crash", "b": "crash"}"#);
+    let master = s.run_json(&["exhaust", "things", "-k", "2", "--angles", "a,b", "--agent", &agent, "--json"], 1);
+    assert_eq!(master["stoppedReason"], "angles-and-oracles-exhausted");
+    assert!(master["completenessGaps"].to_string().contains("never searched"), "{}", master["completenessGaps"]);
+}
+
+#[test]
+fn journals_are_per_discovery_and_a_mismatched_resume_is_refused() {
+    let s = jobs_repo();
+    let agent = table_finder(&s, "{}");
+    let (code, _, err) = s.run(&["exhaust", "所有错误", "-k", "2", "--angles", "a,b", "--agent", &agent]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = s.run(&["exhaust", "完全不同的东西", "-k", "2", "--angles", "a,b", "--agent", &agent]);
+    assert_eq!(code, 0, "{err}");
+    let journals = std::fs::read_dir(s.path(".work/quality-journals")).expect("dir").count();
+    assert_eq!(journals, 2, "two discoveries, two journals");
+    let (code, _, err) = s.run(&["exhaust", "something else", "--task", "shared", "--agent", &agent]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = s.run(&["exhaust", "another thing", "--task", "shared", "--agent", &agent]);
+    assert_eq!(code, 2, "{err}");
+    assert_one_line_error(&err);
+    assert!(err.contains("something else"), "{err}");
+}
+
+#[test]
+fn a_journal_in_the_seeds_minimal_shape_resumes_without_resetting_seen_or_angles() {
+    let s = jobs_repo();
+    s.write(
+        ".work/quality-journals/work-exhaust-mini.json",
+        r#"{"seen": ["old-1"], "anglesUsed": ["a"], "dryCounter": 1, "rounds": [], "droppedDueToBudget": []}"#,
+    );
+    let agent = table_finder(
+        &s,
+        r#"{"a": [{"id": "rerun", "title": "t", "location": "src/jobs.rs:1"}],
+            "b": [{"id": "OLD-1", "title": "already seen", "location": "src/jobs.rs:2"}]}"#,
+    );
+    let master = s
+        .run_json(&["exhaust", "mini", "--task", "mini", "-k", "2", "--angles", "a,b", "--agent", &agent, "--json"], 0);
+    assert_eq!(master["seen"], serde_json::json!(["old-1"]), "seen kept, old-1 deduped, a never re-run");
+    assert_eq!(rounds(&master)[0]["anglesUsed"], serde_json::json!(["b"]));
+    assert_eq!(master["stoppedReason"], "k-consecutive-dry", "the stored dryCounter 1 carried over");
+}
+
+#[test]
+fn oracle_failures_and_search_misses() {
+    let s = jobs_repo();
+    let agent = table_finder(&s, "{}");
+    for args in [
+        vec!["exhaust", "x", "--agent", &agent, "--seed-oracle", "false"],
+        vec!["exhaust", "x", "--agent", &agent, "--final-oracle", "exit 1"],
+        vec!["exhaust", "x", "--agent", &agent, "--final-oracle", "no-such-command-xyz"],
+    ] {
+        let (code, out, err) = s.run(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(out.is_empty());
+        assert_one_line_error(&err);
+        assert!(!s.path(".work").exists(), "{args:?} left state behind");
+        assert!(!s.path(".agent-state/calls").exists(), "{args:?} dispatched a finder");
+    }
+    // A search that finds nothing (grep's exit 1) is an empty answer, not a failure.
+    let master = s.run_json(
+        &[
+            "exhaust",
+            "x",
+            "-k",
+            "2",
+            "--angles",
+            "a,b",
+            "--seed-oracle",
+            "grep -rn nothing-matches-this src",
+            "--final-oracle",
+            "grep -rn neither src",
+            "--agent",
+            &agent,
+            "--json",
+        ],
+        0,
+    );
+    assert_eq!(master["stoppedReason"], "k-consecutive-dry");
+}
+
+#[test]
+fn a_background_child_holding_stdout_does_not_turn_an_answer_into_a_timeout() {
+    let s = jobs_repo();
+    let agent = s.agent(
+        "bg.py",
+        r#"
+import subprocess
+subprocess.Popen(['sleep', '30'])
+print(json.dumps({"angle": ctx['angle'], "items": [{"id": "i-" + ctx['angle'], "title": "t", "location": "src/jobs.rs:1"}] if ctx['angle'] == 'a' else []}))
+sys.stdout.flush()
+"#,
+    );
+    let master = s.run_json(
+        &[
+            "-c",
+            "timeouts.dispatch_secs=20",
+            "exhaust",
+            "x",
+            "-k",
+            "2",
+            "--angles",
+            "a,b,c",
+            "--agent",
+            &agent,
+            "--json",
+        ],
+        0,
+    );
+    assert_eq!(master["seen"], serde_json::json!(["i-a"]));
+    assert_eq!(rounds(&master)[0]["failedFinders"], 0);
+}
+
+#[test]
+fn a_second_run_of_the_same_task_while_one_runs_is_refused() {
+    let s = jobs_repo();
+    let agent = table_finder(&s, "{}");
+    s.write(".work/quality-journals/work-exhaust-x.json.lock", &format!("{}\n", std::process::id()));
+    let (code, _, err) = s.run(&["exhaust", "x", "--agent", &agent]);
+    assert_eq!(code, 2, "{err}");
+    assert_one_line_error(&err);
+    assert!(err.contains("held by another run"), "{err}");
+}
+
+#[test]
+fn sigterm_stops_the_agents_too() {
+    let s = jobs_repo();
+    let pidfile = s.path("agent.pid");
+    let agent = s.agent(
+        "hang.py",
+        &format!("open({:?}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n", pidfile.display().to_string()),
+    );
+    #[expect(clippy::disallowed_methods, reason = "the test signals a running work process")]
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
+        .args(["exhaust", "x", "--angles", "a", "--agent", &agent])
+        .current_dir(s.root())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn work");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::fs::read_to_string(&pidfile).map(|p| p.trim().is_empty()).unwrap_or(true) {
+        assert!(std::time::Instant::now() < deadline, "the agent never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let agent_pid: i32 = std::fs::read_to_string(&pidfile).expect("pid").trim().parse().expect("a pid");
+    #[expect(clippy::disallowed_methods, reason = "the test sends SIGTERM with kill(1)")]
+    let st = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    assert!(st.success());
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(143));
+    // The agent's process group was killed with it (poll: the kernel reaps asynchronously).
+    let gone = (0..200).any(|_| {
+        let alive = std::path::Path::new(&format!("/proc/{agent_pid}")).exists()
+            && !std::fs::read_to_string(format!("/proc/{agent_pid}/stat")).unwrap_or_default().contains(") Z");
+        if alive {
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        !alive
+    });
+    assert!(gone, "the agent {agent_pid} outlived work");
 }
