@@ -1,17 +1,216 @@
-//! `work ultra` (not implemented yet).
+//! `work ultra <GOAL.toml>`: the evidence-driven goal runner (CONTRACTS §7, seed: ultrawork.md).
+//!
+//! ```text
+//! work ultra <GOAL.toml> [--agent SPEC] [--max-attempts N] [--json]
+//! ```
+//!
+//! The goal file is read and checked (`work_ultra::goal`), the goal's earlier state is read
+//! (`<state>/goals/<goal-id>/`), the tier may only ratchet up, and the implementer's agent is
+//! resolved, all before anything is written: bad input is exit 2 with one line. Running the
+//! same goal again resumes it (kept REDs, continued attempt numbers, the notepad appended to).
+//! Exit 0 when every criterion went RED → GREEN, 1 when the goal stopped BLOCKED.
 
 use crate::CmdResult;
-use crate::ctx::{CliError, Global};
+use crate::ctx::{CliError, Ctx, Global, print_json};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use work_runtime::ExitStatus;
+use work_runtime::budget::{Budget, Spent};
+use work_ultra::engine::{self, Env, Outcome};
+use work_ultra::goal::{self, Goal, Tier};
+use work_ultra::state::{self, GoalState, GoalStatus, ObsRecord, ReceiptSource, Receipts};
 
-/// Arguments (none yet).
+/// Arguments of `work ultra`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Anything.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+    /// The goal file (TOML: objective, tier, tier_justification, stop_line, [[criteria]]; see docs/ultra.md).
+    #[arg(value_name = "GOAL.toml")]
+    pub goal: PathBuf,
+    /// The implementer's backend.
+    #[arg(long, value_name = "SPEC")]
+    pub agent: Option<String>,
+    /// Attempts per criterion for this run (overrides the goal's `max_attempts`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=goal::MAX_MAX_ATTEMPTS as i64))]
+    pub max_attempts: Option<u32>,
+    /// Print the result as one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
-/// Runs the command.
-pub fn run(_global: &Global, _args: Args) -> CmdResult {
-    Err(CliError::bad("run this command: it is not implemented yet"))
+fn goal_path(global: &Global, file: &Path) -> Result<PathBuf, CliError> {
+    if file.is_absolute() {
+        return Ok(file.to_path_buf());
+    }
+    let cwd = std::env::current_dir().map_err(|e| CliError::Runtime(format!("read the current directory: {e}")))?;
+    let base = match &global.directory {
+        Some(d) if d.is_absolute() => d.clone(),
+        Some(d) => cwd.join(d),
+        None => cwd,
+    };
+    Ok(base.join(file))
+}
+
+/// Runs `work ultra`.
+pub fn run(global: &Global, args: Args) -> CmdResult {
+    let shown = args.goal.display().to_string();
+    let path = goal_path(global, &args.goal)?;
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(CliError::bad(format!("read goal `{shown}`: no such file")));
+        }
+        Err(e) => return Err(CliError::bad(format!("read goal `{shown}`: {e}"))),
+    };
+    let mut goal = goal::parse(&text, &shown).map_err(|e| CliError::bad(e.to_string()))?;
+    if let Some(n) = args.max_attempts {
+        for c in &mut goal.criteria {
+            c.max_attempts = n;
+        }
+    }
+    let agent_flag = match args.agent.as_deref().map(str::trim) {
+        Some("") => return Err(CliError::bad("use --agent: it is empty")),
+        other => other.map(str::to_string),
+    };
+    let ctx = Ctx::new(global)?;
+    let dir = state::goal_dir(&ctx.state_dir, &goal.id);
+    let existing = GoalState::load(&dir).map_err(CliError::bad)?;
+    let mut receipts = Receipts::load(&dir, &goal.id).map_err(CliError::bad)?;
+    if let Some(st) = &existing {
+        if st.tier == Tier::Heavy && goal.tier == Tier::Light {
+            return Err(CliError::bad(format!(
+                "run goal `{}` as LIGHT: it ran as HEAVY before and a tier only ratchets up (set tier = \"HEAVY\")",
+                goal.id
+            )));
+        }
+        if st.goal_id != goal.id {
+            return Err(CliError::bad(format!(
+                "read goal state `{}`: it belongs to goal `{}`",
+                dir.join("state.json").display(),
+                st.goal_id
+            )));
+        }
+    }
+    let (role, agent) = ctx.resolve_agent("implementer", agent_flag.as_deref())?;
+    let run = ctx.start_run("ultra", Budget::default(), Spent::default())?;
+    let mut st = existing
+        .unwrap_or_else(|| GoalState::new(&goal.id, &goal.objective, goal.tier, &shown, &run.clock.now_rfc3339()));
+    let dispatcher = crate::ctx::dispatcher(&run, &role, agent);
+    let env = Env {
+        run: &run,
+        dispatcher: &dispatcher,
+        model: role.model.clone(),
+        effort: role.effort.clone(),
+        dir: dir.clone(),
+        goal_file: shown,
+    };
+    let outcome = crate::ctx::runtime()?
+        .block_on(engine::drive(&env, &goal, &mut st, &mut receipts))
+        .map_err(|e| CliError::Runtime(e.to_string()))?;
+    run.finish(
+        outcome.status.as_str(),
+        json!({"goal_id": goal.id, "reason": outcome.reason.as_str(), "detail": outcome.detail}),
+    );
+    let result = render(&goal, &st, &receipts, &outcome, &dir, &run.run_id);
+    if args.json {
+        print_json(&run.redactor.redact_json(&result));
+    } else {
+        print_human(&goal, &st, &outcome, &dir);
+    }
+    Ok(match outcome.status {
+        GoalStatus::Done => ExitStatus::Done,
+        _ => ExitStatus::Unsuccessful,
+    })
+}
+
+fn obs_json(dir: &Path, r: &ObsRecord) -> Value {
+    let abs = |rel: &str| dir.join(rel).display().to_string();
+    json!({
+        "label": r.label,
+        "verdict": if r.pass { "pass" } else { "fail" },
+        "end": r.end,
+        "exit_code": r.exit_code,
+        "failures": r.failures,
+        "run_id": r.run_id,
+        "evidence": {
+            "json": abs(&r.evidence.json),
+            "stdout": r.evidence.stdout.as_deref().map(abs),
+            "stderr": r.evidence.stderr.as_deref().map(abs),
+        },
+    })
+}
+
+fn render(goal: &Goal, st: &GoalState, receipts: &Receipts, outcome: &Outcome, dir: &Path, run_id: &str) -> Value {
+    let criteria: Vec<Value> = goal
+        .criteria
+        .iter()
+        .map(|c| {
+            let cs = st.criteria.get(&c.id);
+            let red = cs.and_then(|s| s.red.as_ref());
+            let last = cs.and_then(|s| s.last.as_ref()).filter(|r| r.label != "red");
+            let green = cs.and_then(|s| s.last.as_ref()).is_some_and(|r| r.pass);
+            json!({
+                "id": c.id,
+                "kind": c.kind.as_str(),
+                "scenario": c.scenario,
+                "pass_when": c.pass.describe(),
+                "status": if green { "green" } else { "red" },
+                "attempts": cs.map(|s| s.attempts).unwrap_or(0),
+                "red": red.map(|r| obs_json(dir, r)),
+                "green": last.map(|r| obs_json(dir, r)),
+            })
+        })
+        .collect();
+    let count = |f: &dyn Fn(Option<bool>) -> bool| receipts.receipts.iter().filter(|r| f(r.verified)).count();
+    let agent_receipts = receipts.receipts.iter().filter(|r| r.source == ReceiptSource::Agent).count();
+    json!({
+        "goal_id": goal.id,
+        "status": outcome.status.as_str(),
+        "stop_reason": outcome.reason.as_str(),
+        "stop_detail": outcome.detail,
+        "objective": goal.objective,
+        "tier": st.tier.as_str(),
+        "tier_justification": goal.tier_justification,
+        "stop_line": goal.stop_line,
+        "run_id": run_id,
+        "runs": st.runs.len(),
+        "attempts": st.attempts,
+        "attempts_this_run": outcome.attempts_this_run,
+        "dispatched": outcome.dispatched,
+        "criteria": criteria,
+        "receipts": {
+            "verified": count(&|v| v == Some(true)),
+            "failed": count(&|v| v == Some(false)),
+            "unverifiable": count(&|v| v.is_none()),
+            "from_agent": agent_receipts,
+        },
+        "files": {
+            "dir": dir.display().to_string(),
+            "state": dir.join("state.json").display().to_string(),
+            "notepad": dir.join("notepad.md").display().to_string(),
+            "receipts": dir.join("receipts.json").display().to_string(),
+            "evidence": dir.join("evidence").display().to_string(),
+        },
+    })
+}
+
+fn print_human(goal: &Goal, st: &GoalState, outcome: &Outcome, dir: &Path) {
+    println!("goal {}: {} ({}) — {}", goal.id, outcome.status.as_str(), outcome.reason.as_str(), outcome.detail);
+    for c in &goal.criteria {
+        let cs = st.criteria.get(&c.id);
+        let word = |r: Option<&ObsRecord>| match r {
+            Some(r) if r.pass => "PASS",
+            Some(_) => "FAIL",
+            None => "-",
+        };
+        let red = cs.and_then(|s| s.red.as_ref());
+        let last = cs.and_then(|s| s.last.as_ref()).filter(|r| r.label != "red");
+        println!(
+            "  {:<20} RED {} → GREEN {}  (attempts {})",
+            c.id,
+            word(red),
+            word(last),
+            cs.map(|s| s.attempts).unwrap_or(0)
+        );
+    }
+    println!("notepad: {}", dir.join("notepad.md").display());
 }

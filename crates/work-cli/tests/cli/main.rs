@@ -7,4 +7,6 @@ mod agents;
 mod exhaust;
 mod implement;
 mod loop_cmd;
+mod real_model;
+mod ultra;
 mod until;

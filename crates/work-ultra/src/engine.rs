@@ -1,0 +1,900 @@
+//! The goal runner: RED before any implementation dispatch, then attempts until every
+//! criterion is observed GREEN or a stop rule holds.
+//!
+//! ```text
+//! notepad header (new goal) | resume entry
+//! RED: every criterion without a RED for its current definition runs now
+//!      change criterion PASSING  ⇒ stop BLOCKED already-green (no failing-first proof)
+//!      pin criterion FAILING     ⇒ stop BLOCKED pin-red (a pin holds on unchanged code)
+//! check: criteria whose RED is older than this run are observed again
+//! loop:
+//!   red = criteria whose latest observation fails
+//!   none red ⇒ final full pass (`green`) ⇒ every PASS and no leftover ⇒ DONE
+//!   targets = LIGHT: every red criterion · HEAVY: the first red criterion (file order)
+//!   a target used max_attempts this run ⇒ BLOCKED attempts-exhausted
+//!   dispatch implementer (workspace-write) ⇒ verify its cleanup claims ⇒ observe every criterion
+//!   a target failing with the same observation as after its previous attempt ⇒ BLOCKED same-failure
+//!   agent answered `blocked` and a target is still red ⇒ BLOCKED agent-blocked
+//!   budget spent ⇒ BLOCKED budget
+//! ```
+//!
+//! Every step is written before the next starts: evidence, `state.json`, `receipts.json`
+//! atomically, the notepad by appending. A run killed anywhere is resumed by running the goal
+//! again: kept REDs are not re-captured, attempts continue their numbering.
+
+use crate::brief::{self, Answer, CleanupClaim, TargetView};
+use crate::goal::{Criterion, CriterionKind, EvidenceKind, Goal, Tier};
+use crate::observe::{self, Observation, Verdict};
+use crate::state::{
+    AttemptRecord, EvidencePaths, GoalState, GoalStatus, Notepad, ObsRecord, Receipt, ReceiptSource, Receipts,
+};
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
+use work_runtime::run::RunContext;
+
+/// A failure to keep the goal's files (exit 1; the goal can be resumed).
+#[derive(Debug, thiserror::Error)]
+pub enum UltraError {
+    /// Writing a state, evidence or notepad file failed.
+    #[error("write `{path}`: {source}")]
+    Write {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// What the engine runs with.
+pub struct Env<'a> {
+    /// The run.
+    pub run: &'a RunContext,
+    /// The implementer's dispatcher.
+    pub dispatcher: &'a Dispatcher,
+    /// The implementer's model pin.
+    pub model: String,
+    /// The implementer's effort pin.
+    pub effort: String,
+    /// The goal directory (`<state>/goals/<goal-id>`).
+    pub dir: PathBuf,
+    /// The goal file as given (for the notepad).
+    pub goal_file: String,
+}
+
+/// Why a goal stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// Every criterion passed the final full pass; every receipt verified.
+    AllGreen,
+    /// A behaviour-change criterion passed before any implementation.
+    AlreadyGreen,
+    /// A pin failed on the unchanged code.
+    PinRed,
+    /// A target used its attempts for this run.
+    AttemptsExhausted,
+    /// Two attempts at a target ended with the identical failure.
+    SameFailureRepeated,
+    /// The agent reported it cannot progress and the engine still observes RED.
+    AgentBlocked,
+    /// Every criterion passed, but something claimed torn down is still there.
+    LeftoverState,
+    /// The run's budget is spent.
+    Budget,
+}
+
+impl StopReason {
+    /// The machine word (`all-green`, `same-failure-repeated`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::AllGreen => "all-green",
+            StopReason::AlreadyGreen => "already-green",
+            StopReason::PinRed => "pin-red",
+            StopReason::AttemptsExhausted => "attempts-exhausted",
+            StopReason::SameFailureRepeated => "same-failure-repeated",
+            StopReason::AgentBlocked => "agent-blocked",
+            StopReason::LeftoverState => "leftover-state",
+            StopReason::Budget => "budget",
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// DONE or BLOCKED.
+    pub status: GoalStatus,
+    /// Why.
+    pub reason: StopReason,
+    /// One line for a person: what happened and what to do.
+    pub detail: String,
+    /// Implementation attempts made by this run.
+    pub attempts_this_run: u32,
+    /// Whether any implementation was dispatched by this run.
+    pub dispatched: bool,
+}
+
+fn werr(path: &Path) -> impl FnOnce(std::io::Error) -> UltraError + '_ {
+    move |source| UltraError::Write { path: path.display().to_string(), source }
+}
+
+struct Runner<'a, 'e> {
+    env: &'a Env<'e>,
+    goal: &'a Goal,
+    state: &'a mut GoalState,
+    receipts: &'a mut Receipts,
+    notepad: Notepad,
+    /// Whether the latest scenario cleanup of a criterion failed.
+    cleanup_failed: BTreeSet<String>,
+}
+
+/// Runs (or resumes) a goal. `state` and `receipts` are the loaded files (fresh ones for a
+/// new goal); both are kept current on disk.
+pub async fn drive(
+    env: &Env<'_>,
+    goal: &Goal,
+    state: &mut GoalState,
+    receipts: &mut Receipts,
+) -> Result<Outcome, UltraError> {
+    let notepad = Notepad::new(&env.dir, env.run.redactor.clone());
+    let mut r = Runner { env, goal, state, receipts, notepad, cleanup_failed: BTreeSet::new() };
+    r.run().await
+}
+
+impl Runner<'_, '_> {
+    fn now(&self) -> String {
+        self.env.run.clock.now_rfc3339()
+    }
+
+    fn note(&self, entry: &str) -> Result<(), UltraError> {
+        self.notepad.append(entry).map_err(werr(self.notepad.path()))
+    }
+
+    fn save(&mut self) -> Result<(), UltraError> {
+        self.state.updated = self.now();
+        let p = self.env.dir.join("state.json");
+        self.env.run.write_state(&p, &*self.state).map_err(werr(&p))?;
+        let p = self.env.dir.join("receipts.json");
+        self.env.run.write_state(&p, &*self.receipts).map_err(werr(&p))
+    }
+
+    fn receipt(&mut self, source: ReceiptSource, during: &str, criterion: Option<&str>, r: ReceiptParts) {
+        let seq = self.receipts.next_seq();
+        self.receipts.receipts.push(Receipt {
+            seq,
+            run_id: self.env.run.run_id.clone(),
+            ts: self.now(),
+            source,
+            during: during.into(),
+            criterion: criterion.map(str::to_string),
+            resource: r.resource,
+            action: r.action,
+            verified: r.verified,
+            check: r.check,
+            path: r.path,
+        });
+    }
+
+    async fn run(&mut self) -> Result<Outcome, UltraError> {
+        let goal: &Goal = self.goal;
+        let run_id = self.env.run.run_id.clone();
+        let is_new = self.state.runs.is_empty();
+        let was = self.state.status;
+        let old_tier = self.state.tier;
+        self.state.runs.push(run_id.clone());
+        self.state.tier = self.state.tier.max(self.goal.tier);
+        self.state.objective = self.goal.objective.clone();
+        self.state.goal_file = self.env.goal_file.clone();
+        self.state.status = GoalStatus::Running;
+        self.state.stop_reason = None;
+        self.state.stop_detail = None;
+        let run_no = self.state.runs.len();
+        if is_new || !self.notepad.exists() {
+            self.note(&self.header())?;
+        } else {
+            let mut e = format!("\n## {} — Resume (run {run_no}, {run_id}; was {})\n", self.now(), was.as_str());
+            if self.goal.tier > old_tier {
+                e.push_str(&format!(
+                    "- Tier ratcheted up: {} → {} ({}). Every criterion is re-observed; HEAVY works one criterion at a time.\n",
+                    old_tier.as_str(),
+                    self.goal.tier.as_str(),
+                    self.goal.tier_justification
+                ));
+            }
+            let known: BTreeSet<&String> = self.state.criteria.keys().collect();
+            let now_ids: BTreeSet<&String> = goal.criteria.iter().map(|c| &c.id).collect();
+            for gone in known.difference(&now_ids) {
+                e.push_str(&format!("- Criterion `{gone}` is no longer in the goal (its evidence is kept).\n"));
+            }
+            self.note(&e)?;
+        }
+        self.env.run.progress(&format!(
+            "goal {} ({}, {} criteria) at {}",
+            self.goal.id,
+            self.goal.tier.as_str(),
+            goal.criteria.len(),
+            self.env.dir.display()
+        ));
+        self.save()?;
+
+        // RED: before any implementation dispatch.
+        let mut fresh_red: BTreeSet<String> = BTreeSet::new();
+        for c in &goal.criteria {
+            let def = c.definition_fingerprint();
+            let kept = self.state.criteria.get(&c.id).is_some_and(|s| s.definition == def && s.red.is_some());
+            if kept {
+                continue;
+            }
+            let changed = self.state.criteria.get(&c.id).is_some_and(|s| s.red.is_some());
+            let rec = self.observe(c, "red").await?;
+            let st = self.state.criteria.entry(c.id.clone()).or_default();
+            st.definition = def;
+            st.red = Some(rec.clone());
+            st.last = Some(rec.clone());
+            fresh_red.insert(c.id.clone());
+            let want = match c.kind {
+                CriterionKind::Change => "FAIL (failing-first proof)",
+                CriterionKind::Pin => "PASS (characterization pin)",
+            };
+            self.note(&format!(
+                "\n## {} — RED captured: `{}`{}\n- observed {} ({}); wanted {want}\n- evidence: {}\n",
+                rec.ts,
+                c.id,
+                if changed { " (definition changed: re-captured)" } else { "" },
+                verdict_word(rec.pass),
+                describe_rec(&rec),
+                rec.evidence.json
+            ))?;
+            self.env.run.progress(&format!("RED {}: {} ({})", c.id, verdict_word(rec.pass), rec.end));
+            self.save()?;
+        }
+        let mut bad_red = Vec::new();
+        let mut pin_red = Vec::new();
+        for c in &goal.criteria {
+            let Some(red) = self.state.criteria.get(&c.id).and_then(|s| s.red.as_ref()) else { continue };
+            match (c.kind, red.pass) {
+                (CriterionKind::Change, true) => bad_red.push(c.id.clone()),
+                (CriterionKind::Pin, false) => pin_red.push(c.id.clone()),
+                _ => {}
+            }
+        }
+        if !bad_red.is_empty() {
+            let detail = format!(
+                "{} already pass{} before any implementation: no failing-first proof; make the scenario fail for the right reason (or mark a regression guard kind = \"pin\") and run the goal again",
+                ticks(&bad_red),
+                if bad_red.len() == 1 { "es" } else { "" }
+            );
+            return self.stop(GoalStatus::Blocked, StopReason::AlreadyGreen, detail, 0, false);
+        }
+        if !pin_red.is_empty() {
+            let detail = format!(
+                "pin {} fail{} on the unchanged code: a characterization pin must pass before the change; fix the pin's scenario and run the goal again",
+                ticks(&pin_red),
+                if pin_red.len() == 1 { "s" } else { "" }
+            );
+            return self.stop(GoalStatus::Blocked, StopReason::PinRed, detail, 0, false);
+        }
+
+        // Criteria whose RED is from an earlier run: observe where they stand now.
+        let check_label = format!("check-{run_no}");
+        let stale: Vec<&Criterion> = goal.criteria.iter().filter(|c| !fresh_red.contains(&c.id)).collect();
+        if !stale.is_empty() {
+            let mut lines = Vec::new();
+            for c in stale {
+                let rec = self.observe(c, &check_label).await?;
+                lines.push(format!(
+                    "- `{}`: {} ({}) — {}",
+                    c.id,
+                    verdict_word(rec.pass),
+                    describe_rec(&rec),
+                    rec.evidence.json
+                ));
+                self.state.criteria.entry(c.id.clone()).or_default().last = Some(rec);
+            }
+            self.note(&format!("\n## {} — Check (RED kept from earlier runs)\n{}\n", self.now(), lines.join("\n")))?;
+            self.save()?;
+        }
+
+        let mut attempts_run: BTreeMap<String, u32> = BTreeMap::new();
+        let mut last_fail: BTreeMap<String, String> = BTreeMap::new();
+        let mut attempts_this_run = 0u32;
+        let mut notes: Vec<String> = Vec::new();
+        loop {
+            let red: Vec<&Criterion> = goal.criteria.iter().filter(|c| !self.is_green(&c.id)).collect();
+            if red.is_empty() {
+                // The full set once more, right before the final word.
+                let mut lines = Vec::new();
+                for c in &goal.criteria {
+                    let rec = self.observe(c, "green").await?;
+                    lines.push(format!(
+                        "- `{}`: {} ({}) — {}",
+                        c.id,
+                        verdict_word(rec.pass),
+                        describe_rec(&rec),
+                        rec.evidence.json
+                    ));
+                    self.state.criteria.entry(c.id.clone()).or_default().last = Some(rec);
+                }
+                self.note(&format!("\n## {} — GREEN: final full pass\n{}\n", self.now(), lines.join("\n")))?;
+                self.save()?;
+                if goal.criteria.iter().any(|c| !self.is_green(&c.id)) {
+                    notes.push("the final full pass failed a criterion that had passed: make it pass reliably".into());
+                    continue;
+                }
+                let leftovers = self.leftovers();
+                if !leftovers.is_empty() {
+                    let detail = format!(
+                        "every criterion passes, but leftover state remains: {}; tear it down and run the goal again",
+                        leftovers.join("; ")
+                    );
+                    return self.stop(
+                        GoalStatus::Blocked,
+                        StopReason::LeftoverState,
+                        detail,
+                        attempts_this_run,
+                        attempts_this_run > 0,
+                    );
+                }
+                let detail = if attempts_this_run == 0 {
+                    "every criterion still passes: re-verified by the engine (RED kept from an earlier run)".to_string()
+                } else {
+                    format!(
+                        "every criterion went RED → GREEN by the engine's own observation ({} attempt{} this run)",
+                        attempts_this_run,
+                        if attempts_this_run == 1 { "" } else { "s" }
+                    )
+                };
+                return self.stop(
+                    GoalStatus::Done,
+                    StopReason::AllGreen,
+                    detail,
+                    attempts_this_run,
+                    attempts_this_run > 0,
+                );
+            }
+            let targets: Vec<&Criterion> = match self.goal.tier {
+                Tier::Light => red,
+                Tier::Heavy => red.into_iter().take(1).collect(),
+            };
+            let exhausted: Vec<String> = targets
+                .iter()
+                .filter(|c| attempts_run.get(&c.id).copied().unwrap_or(0) >= c.max_attempts)
+                .map(|c| c.id.clone())
+                .collect();
+            if !exhausted.is_empty() {
+                let detail = format!(
+                    "{} still fail{} after {} attempt{} this run; see the notepad for what was tried, then run the goal again to retry",
+                    ticks(&exhausted),
+                    if exhausted.len() == 1 { "s" } else { "" },
+                    attempts_run.get(&exhausted[0]).copied().unwrap_or(0),
+                    if attempts_run.get(&exhausted[0]).copied().unwrap_or(0) == 1 { "" } else { "s" }
+                );
+                return self.stop(
+                    GoalStatus::Blocked,
+                    StopReason::AttemptsExhausted,
+                    detail,
+                    attempts_this_run,
+                    attempts_this_run > 0,
+                );
+            }
+
+            // One implementation attempt.
+            let n = self.state.attempts + 1;
+            let ids: Vec<String> = targets.iter().map(|c| c.id.clone()).collect();
+            self.note(&format!("\n## {} — Now: attempt {n} → {}\n", self.now(), ticks(&ids)))?;
+            self.env.run.progress(&format!("attempt {n}: {}", ids.join(", ")));
+            let views: Vec<TargetView<'_>> = targets.iter().map(|c| self.view(c)).collect();
+            let history = self.history();
+            let prompt = brief::prompt(self.goal, &views, n, &history, &notes);
+            notes.clear();
+            let mut context = json!({"goal_id": self.goal.id, "attempt": n, "tier": self.goal.tier.as_str()});
+            match self.goal.tier {
+                Tier::Heavy => context["criterion"] = json!(ids[0]),
+                Tier::Light => context["criteria"] = json!(ids),
+            }
+            let outcome = self
+                .env
+                .dispatcher
+                .dispatch(DispatchSpec {
+                    role: "implementer".into(),
+                    model: self.env.model.clone(),
+                    effort: self.env.effort.clone(),
+                    access: Access::WorkspaceWrite,
+                    prompt,
+                    schema: Some(brief::answer_schema()),
+                    context,
+                    label: format!("{}-a{n}", self.goal.id),
+                })
+                .await;
+            self.state.attempts = n;
+            attempts_this_run += 1;
+            let answer = outcome.output().and_then(|v| Answer::from_value(v).ok());
+            let during = format!("attempt-{n}");
+            let mut receipt_lines = Vec::new();
+            if let Some(a) = &answer {
+                for claim in &a.cleanup {
+                    let parts = verify_cleanup(&self.env.run.root, claim);
+                    receipt_lines.push(format!(
+                        "- cleanup (agent): {} — {} — {}",
+                        parts.resource,
+                        parts.action,
+                        verified_word(parts.verified, &parts.check)
+                    ));
+                    if parts.verified == Some(false) {
+                        notes.push(format!("your cleanup claim `{}` did not hold: {}", parts.resource, parts.check));
+                    }
+                    self.receipt(ReceiptSource::Agent, &during, None, parts);
+                }
+            }
+
+            // GREEN: the engine's own observation of every criterion.
+            let mut observed = Vec::new();
+            let mut lines = Vec::new();
+            for c in &goal.criteria {
+                let rec = self.observe(c, &during).await?;
+                observed.push(format!("{} {}", c.id, verdict_word(rec.pass)));
+                lines.push(format!(
+                    "- `{}`: {} ({}) — {}",
+                    c.id,
+                    verdict_word(rec.pass),
+                    describe_rec(&rec),
+                    rec.evidence.json
+                ));
+                self.state.criteria.entry(c.id.clone()).or_default().last = Some(rec);
+            }
+            for id in &ids {
+                self.state.criteria.entry(id.clone()).or_default().attempts += 1;
+                *attempts_run.entry(id.clone()).or_default() += 1;
+            }
+            let green_after: Vec<String> = ids.iter().filter(|i| self.is_green(i)).cloned().collect();
+            let outcome_word = match &outcome {
+                DispatchOutcome::Ok { .. } => "ok".to_string(),
+                other => other.failure_reason().unwrap_or_default(),
+            };
+            self.state.attempt_log.push(AttemptRecord {
+                n,
+                run_id: run_id.clone(),
+                targets: ids.clone(),
+                dispatch_id: outcome.dispatch_id().to_string(),
+                outcome: outcome_word.clone(),
+                agent_status: answer.as_ref().map(|a| a.status.clone()),
+                summary: answer.as_ref().map(|a| one_line(&a.summary, 300)),
+                green_after: green_after.clone(),
+                observed: observed.join(" · "),
+            });
+            let mut entry = format!("- dispatch {}: {outcome_word}\n", outcome.dispatch_id());
+            if let Some(a) = &answer {
+                entry.push_str(&format!("- agent says {}: {}\n", a.status, one_line(&a.summary, 300)));
+                for cl in &a.claims {
+                    let seen = self
+                        .state
+                        .criteria
+                        .get(&cl.criterion)
+                        .and_then(|s| s.last.as_ref())
+                        .map(|r| verdict_word(r.pass))
+                        .unwrap_or("not a criterion");
+                    entry.push_str(&format!(
+                        "- claim `{}`: {} — engine observed {seen}\n",
+                        cl.criterion,
+                        one_line(&cl.claim, 200)
+                    ));
+                }
+                if let Some(b) = a.blocker.as_deref().filter(|b| !b.trim().is_empty()) {
+                    entry.push_str(&format!("- blocker: {}\n", one_line(b, 300)));
+                }
+            }
+            entry.push_str("- GREEN check (engine):\n");
+            entry.push_str(&lines.join("\n"));
+            entry.push('\n');
+            for l in &receipt_lines {
+                entry.push_str(l);
+                entry.push('\n');
+            }
+            self.note(&entry)?;
+            self.save()?;
+            self.env.run.progress(&format!("attempt {n}: {}", observed.join(" · ")));
+
+            // Stop rules.
+            if matches!(outcome, DispatchOutcome::OverBudget { .. }) {
+                let detail = "the run's budget is spent; run the goal again with more budget".to_string();
+                return self.stop(GoalStatus::Blocked, StopReason::Budget, detail, attempts_this_run, true);
+            }
+            let mut repeated = Vec::new();
+            for id in &ids {
+                if self.is_green(id) {
+                    last_fail.remove(id);
+                    continue;
+                }
+                let fp = self.state.criteria.get(id).and_then(|s| s.last.as_ref()).map(|r| r.fingerprint.clone());
+                if let Some(fp) = fp {
+                    if last_fail.get(id) == Some(&fp) {
+                        repeated.push(id.clone());
+                    }
+                    last_fail.insert(id.clone(), fp);
+                }
+            }
+            if !repeated.is_empty() {
+                let detail = format!(
+                    "{} failed twice in a row with the identical observation; surface what was tried (notepad) and decide before another retry (run the goal again)",
+                    ticks(&repeated)
+                );
+                return self.stop(
+                    GoalStatus::Blocked,
+                    StopReason::SameFailureRepeated,
+                    detail,
+                    attempts_this_run,
+                    true,
+                );
+            }
+            if let Some(a) = &answer
+                && a.status == "blocked"
+                && ids.iter().any(|i| !self.is_green(i))
+            {
+                let why = a.blocker.as_deref().filter(|b| !b.trim().is_empty()).unwrap_or(a.summary.as_str());
+                let detail = format!("the implementer is blocked: {}", one_line(why, 300));
+                return self.stop(GoalStatus::Blocked, StopReason::AgentBlocked, detail, attempts_this_run, true);
+            }
+        }
+    }
+
+    fn is_green(&self, id: &str) -> bool {
+        self.state.criteria.get(id).and_then(|s| s.last.as_ref()).is_some_and(|r| r.pass)
+    }
+
+    fn view<'c>(&self, c: &'c Criterion) -> TargetView<'c> {
+        let last = self.state.criteria.get(&c.id).and_then(|s| s.last.as_ref());
+        let read = |rel: &Option<String>| {
+            rel.as_ref()
+                .and_then(|r| std::fs::read_to_string(self.env.dir.join(r)).ok())
+                .map(|t| brief::tail(&t, 1500))
+                .unwrap_or_default()
+        };
+        match last {
+            Some(r) => TargetView {
+                criterion: c,
+                latest: format!("{} ({})", verdict_word(r.pass), describe_rec(r)),
+                stdout_tail: read(&r.evidence.stdout),
+                stderr_tail: read(&r.evidence.stderr),
+            },
+            None => TargetView {
+                criterion: c,
+                latest: "not observed".into(),
+                stdout_tail: String::new(),
+                stderr_tail: String::new(),
+            },
+        }
+    }
+
+    fn history(&self) -> Vec<String> {
+        let log = &self.state.attempt_log;
+        log.iter()
+            .skip(log.len().saturating_sub(8))
+            .map(|a| {
+                let said = match (&a.agent_status, &a.summary) {
+                    (Some(s), Some(m)) => format!("agent said {s}: {m}"),
+                    _ => format!("dispatch {}", a.outcome),
+                };
+                format!("attempt {} ({}): {said}; engine observed: {}", a.n, a.targets.join(", "), a.observed)
+            })
+            .collect()
+    }
+
+    fn leftovers(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for id in &self.cleanup_failed {
+            out.push(format!("the cleanup command of `{id}` failed"));
+        }
+        let mut seen = BTreeSet::new();
+        for r in &self.receipts.receipts {
+            if r.source != ReceiptSource::Agent || r.verified == Some(true) {
+                continue;
+            }
+            if let Some(p) = &r.path
+                && seen.insert(p.clone())
+                && path_present(&self.env.run.root, p)
+            {
+                out.push(format!("`{p}` still exists"));
+            }
+        }
+        out
+    }
+
+    fn header(&self) -> String {
+        let g = self.goal;
+        let mut s = format!(
+            "# Ultrawork Notepad — {}\nStarted: {}\nGoal: {} · file: {} · run {}\n\n## Tier\n{} — {}\n\n## Plan\n",
+            one_line(&g.objective, 200),
+            self.now(),
+            g.id,
+            self.env.goal_file,
+            self.env.run.run_id,
+            g.tier.as_str(),
+            g.tier_justification
+        );
+        s.push_str("1. Capture every criterion RED (pins: passing) before any implementation dispatch.\n");
+        s.push_str(match g.tier {
+            Tier::Light => "2. LIGHT: one implementer dispatch per attempt for every red criterion.\n",
+            Tier::Heavy => {
+                "2. HEAVY: one criterion at a time, in file order (RED → GREEN each); every scenario re-run after every increment.\n"
+            }
+        });
+        s.push_str(
+            "3. After each attempt the engine re-runs every scenario; a criterion is green only by that observation.\n",
+        );
+        s.push_str(
+            "4. Before the final word, the full set runs once more (`green` evidence); cleanup receipts must hold.\n",
+        );
+        s.push_str(
+            "5. Stop BLOCKED on: the identical failure twice in a row, attempts exhausted, an agent blocker, leftover state.\n",
+        );
+        s.push_str("\n## Success criteria + QA scenarios\n");
+        for c in &g.criteria {
+            s.push_str(&format!(
+                "- `{}` ({}): `{}` — PASS when {} — evidence: {} — max attempts {} per run{}\n",
+                c.id,
+                c.kind.as_str(),
+                c.scenario,
+                c.pass.describe(),
+                c.evidence.iter().map(|e| e.as_str()).collect::<Vec<_>>().join(", "),
+                c.max_attempts,
+                c.cleanup.as_deref().map(|x| format!(" — cleanup: `{x}`")).unwrap_or_default()
+            ));
+        }
+        s.push_str(&format!("\n## Stop line\n{}\n", g.stop_line));
+        s
+    }
+
+    fn stop(
+        &mut self,
+        status: GoalStatus,
+        reason: StopReason,
+        detail: String,
+        attempts_this_run: u32,
+        dispatched: bool,
+    ) -> Result<Outcome, UltraError> {
+        let mut e = String::new();
+        if status == GoalStatus::Done {
+            e.push_str(&format!("\n## {} — Self-review\n", self.now()));
+            for c in &self.goal.criteria {
+                let st = self.state.criteria.get(&c.id);
+                let red = st.and_then(|s| s.red.as_ref());
+                let last = st.and_then(|s| s.last.as_ref());
+                e.push_str(&format!(
+                    "- `{}`: RED {} ({}) → GREEN {} ({})\n",
+                    c.id,
+                    red.map(|r| verdict_word(r.pass)).unwrap_or("-"),
+                    red.map(|r| r.evidence.json.as_str()).unwrap_or("-"),
+                    last.map(|r| verdict_word(r.pass)).unwrap_or("-"),
+                    last.map(|r| r.evidence.json.as_str()).unwrap_or("-"),
+                ));
+            }
+            let (ok, unchecked) = self.receipts.receipts.iter().fold((0, 0), |(o, u), r| match r.verified {
+                Some(true) => (o + 1, u),
+                None => (o, u + 1),
+                Some(false) => (o, u),
+            });
+            e.push_str(&format!("- cleanup receipts: {ok} verified, {unchecked} recorded as claims (receipts.json)\n"));
+            e.push_str(&format!("- tier held: {} — {}\n", self.goal.tier.as_str(), self.goal.tier_justification));
+        }
+        e.push_str(&format!("\n## {} — Stop: {} ({})\n{}\n", self.now(), status.as_str(), reason.as_str(), detail));
+        self.note(&e)?;
+        self.state.status = status;
+        self.state.stop_reason = Some(reason.as_str().into());
+        self.state.stop_detail = Some(detail.clone());
+        self.save()?;
+        self.env.run.progress(&format!("goal {}: {} ({}) — {detail}", self.goal.id, status.as_str(), reason.as_str()));
+        Ok(Outcome { status, reason, detail, attempts_this_run, dispatched })
+    }
+
+    /// Runs a criterion's scenario (and its paired cleanup), writes its evidence under
+    /// `evidence/<criterion>/<label>.*` and returns the record.
+    async fn observe(&mut self, c: &Criterion, label: &str) -> Result<ObsRecord, UltraError> {
+        let run = self.env.run;
+        let timeout = Duration::from_secs(c.timeout_secs);
+        let obs = observe::run_shell(&run.spawner, &c.scenario, &run.root, timeout).await;
+        let verdict = observe::evaluate(&c.pass, &obs);
+        let rel_dir = format!("evidence/{}", c.id);
+        let mut paths = EvidencePaths { json: format!("{rel_dir}/{label}.json"), stdout: None, stderr: None };
+        if c.captures(EvidenceKind::Stdout) {
+            let rel = format!("{rel_dir}/{label}.stdout");
+            let p = self.env.dir.join(&rel);
+            run.write_text(&p, &obs.stdout).map_err(werr(&p))?;
+            paths.stdout = Some(rel);
+        }
+        if c.captures(EvidenceKind::Stderr) {
+            let rel = format!("{rel_dir}/{label}.stderr");
+            let p = self.env.dir.join(&rel);
+            run.write_text(&p, &obs.stderr).map_err(werr(&p))?;
+            paths.stderr = Some(rel);
+        }
+        let ts = self.now();
+        // The paired teardown, run right after the scenario.
+        let cleanup = match &c.cleanup {
+            Some(cmd) => {
+                let o = observe::run_shell(&run.spawner, cmd, &run.root, timeout).await;
+                let ok = o.exit_code == Some(0);
+                if ok {
+                    self.cleanup_failed.remove(&c.id);
+                } else {
+                    self.cleanup_failed.insert(c.id.clone());
+                }
+                self.receipt(
+                    ReceiptSource::Engine,
+                    label,
+                    Some(&c.id),
+                    ReceiptParts {
+                        resource: format!("cleanup of scenario `{}`", c.id),
+                        action: format!("ran `{cmd}`"),
+                        verified: Some(ok),
+                        check: o.describe_end(),
+                        path: None,
+                    },
+                );
+                Some(json!({"command": cmd, "end": o.describe_end(), "exit_code": o.exit_code}))
+            }
+            None => None,
+        };
+        self.receipt(
+            ReceiptSource::Engine,
+            label,
+            Some(&c.id),
+            ReceiptParts {
+                resource: format!("process group of scenario `{}`", c.id),
+                action: "killed by the spawner when the scenario ended".into(),
+                verified: Some(true),
+                check: format!("scenario {}", obs.describe_end()),
+                path: None,
+            },
+        );
+        let fingerprint = obs.fingerprint();
+        let record = json!({
+            "goal_id": self.goal.id,
+            "criterion": c.id,
+            "label": label,
+            "run_id": run.run_id,
+            "ts": ts,
+            "command": c.scenario,
+            "cwd": run.root.display().to_string(),
+            "pass_when": c.pass.describe(),
+            "end": obs.describe_end(),
+            "exit_code": obs.exit_code,
+            "signal": obs.signal,
+            "timed_out": obs.timed_out,
+            "truncated": obs.truncated,
+            "verdict": verdict.word(),
+            "checks": verdict.checks,
+            "fingerprint": fingerprint,
+            "stdout": paths.stdout,
+            "stderr": paths.stderr,
+            "cleanup": cleanup,
+        });
+        let p = self.env.dir.join(&paths.json);
+        run.write_state(&p, &record).map_err(werr(&p))?;
+        run.emit(
+            "ultra.observe",
+            json!({"goal_id": self.goal.id, "criterion": c.id, "label": label, "verdict": verdict.word(), "end": obs.describe_end()}),
+        );
+        Ok(to_record(label, &run.run_id, ts, &obs, &verdict, fingerprint, paths))
+    }
+}
+
+fn to_record(
+    label: &str,
+    run_id: &str,
+    ts: String,
+    obs: &Observation,
+    verdict: &Verdict,
+    fingerprint: String,
+    evidence: EvidencePaths,
+) -> ObsRecord {
+    ObsRecord {
+        label: label.into(),
+        run_id: run_id.into(),
+        ts,
+        pass: verdict.pass,
+        end: obs.describe_end(),
+        exit_code: obs.exit_code,
+        failures: verdict.failures(),
+        fingerprint,
+        evidence,
+    }
+}
+
+/// The parts of a receipt the caller decides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiptParts {
+    /// What.
+    pub resource: String,
+    /// What was done.
+    pub action: String,
+    /// Verified gone / failed / unverifiable.
+    pub verified: Option<bool>,
+    /// How it was checked.
+    pub check: String,
+    /// The claimed path, when there is one.
+    pub path: Option<String>,
+}
+
+fn path_present(root: &Path, p: &str) -> bool {
+    let abs = if Path::new(p).is_absolute() {
+        PathBuf::from(p)
+    } else {
+        match work_runtime::fsx::confine(root, p) {
+            Ok(a) => a,
+            // Not checkable inside the root: treated as still there (never as torn down).
+            Err(_) => return true,
+        }
+    };
+    std::fs::symlink_metadata(abs).is_ok()
+}
+
+/// Checks an agent's cleanup claim: a path must be gone (relative paths are confined to the
+/// repository root; an absolute path, e.g. a `mktemp` directory, is only checked for
+/// existence), a pid must no longer run; anything else is recorded as an unverifiable claim.
+pub fn verify_cleanup(root: &Path, claim: &CleanupClaim) -> ReceiptParts {
+    let mut parts = ReceiptParts {
+        resource: one_line(&claim.resource, 200),
+        action: one_line(&claim.action, 200),
+        verified: None,
+        check: "no path or pid to check: recorded as a claim".into(),
+        path: None,
+    };
+    if let Some(p) = claim.path.as_deref().map(str::trim).filter(|p| !p.is_empty()) {
+        parts.path = Some(p.to_string());
+        if !Path::new(p).is_absolute()
+            && let Err(e) = work_runtime::fsx::confine(root, p)
+        {
+            parts.verified = Some(false);
+            parts.check = format!("path refused: {e}");
+            return parts;
+        }
+        if path_present(root, p) {
+            parts.verified = Some(false);
+            parts.check = format!("`{p}` still exists");
+        } else {
+            parts.verified = Some(true);
+            parts.check = format!("`{p}` is gone");
+        }
+    } else if let Some(pid) = claim.pid {
+        if pid <= 0 || pid > i64::from(i32::MAX) {
+            parts.verified = Some(false);
+            parts.check = format!("pid {pid} is not a process id");
+        } else if !Path::new("/proc/self").exists() {
+            parts.check = format!("pid {pid}: no /proc here to check: recorded as a claim");
+        } else if Path::new("/proc").join(pid.to_string()).exists() {
+            parts.verified = Some(false);
+            parts.check = format!("pid {pid} still runs");
+        } else {
+            parts.verified = Some(true);
+            parts.check = format!("pid {pid} no longer runs");
+        }
+    }
+    parts
+}
+
+fn verdict_word(pass: bool) -> &'static str {
+    if pass { "PASS" } else { "FAIL" }
+}
+
+fn verified_word(v: Option<bool>, check: &str) -> String {
+    match v {
+        Some(true) => format!("verified ({check})"),
+        Some(false) => format!("NOT verified ({check})"),
+        None => format!("unverifiable ({check})"),
+    }
+}
+
+fn describe_rec(r: &ObsRecord) -> String {
+    if r.failures.is_empty() { r.end.clone() } else { format!("{}; {}", r.end, one_line(&r.failures, 300)) }
+}
+
+fn ticks(ids: &[String]) -> String {
+    ids.iter().map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", ")
+}
+
+fn one_line(s: &str, max: usize) -> String {
+    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if s.chars().count() > max { format!("{}…", s.chars().take(max).collect::<String>()) } else { s }
+}

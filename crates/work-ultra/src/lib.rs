@@ -1,0 +1,24 @@
+//! `work ultra`: the evidence-driven goal runner (CONTRACTS §7, seed: ultrawork.md).
+//!
+//! A goal ([`goal::Goal`], read from `GOAL.toml`) names an objective, a tier with its
+//! justification, success criteria (a scenario command, a PASS/FAIL observable, the evidence
+//! to capture) and a stop line. The engine ([`engine::drive`]):
+//!
+//! - captures every criterion RED before any implementation dispatch (a behaviour-change
+//!   criterion that already passes stops the run: there is no failing-first proof);
+//! - dispatches the implementer (workspace-write) with the seed's brief, then re-runs every
+//!   scenario itself: a criterion is green only by the engine's observation, never a claim;
+//! - stops on the seed's rules: all green (after a final full pass), the identical failure
+//!   twice in a row, attempts exhausted, an agent blocker, leftover state;
+//! - keeps `state.json`, the append-only `notepad.md`, `receipts.json` (cleanup receipts,
+//!   verified where a path or pid can be checked) and `evidence/<criterion>/<label>.*` under
+//!   `<state>/goals/<goal-id>/` ([`state`]).
+//!
+//! Deterministic parts are code; the implementer's work is the only judgement, and it is
+//! dispatched through the runtime's [`work_runtime::dispatch::Dispatcher`].
+
+pub mod brief;
+pub mod engine;
+pub mod goal;
+pub mod observe;
+pub mod state;
