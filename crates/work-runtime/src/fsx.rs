@@ -201,46 +201,40 @@ pub enum LockError {
     },
 }
 
-/// An exclusive lock: a file created with `create_new` holding the owner's pid, removed on
-/// drop. A lock whose recorded process is gone is stale and taken over.
+/// An exclusive advisory lock (`flock`) on a lock file that holds the owner's pid.
+///
+/// The kernel releases the lock when its holder dies, so a crashed run never leaves a stale
+/// lock, and two processes can never both hold it. The file itself is never deleted: deleting
+/// it would let a third process lock a new file while a second still locks the old one.
 #[derive(Debug)]
 pub struct LockFile {
-    path: PathBuf,
+    _lock: nix::fcntl::Flock<File>,
 }
 
 impl LockFile {
-    /// Takes the lock at `path`, creating parent directories.
+    /// Takes the lock at `path` without waiting, creating the file and its parent directories.
     pub fn acquire(path: &Path) -> Result<LockFile, LockError> {
+        use nix::fcntl::{Flock, FlockArg};
         let io_err = |source| LockError::Io { path: path.display().to_string(), source };
         if let Some(dir) = path.parent() {
             fs::create_dir_all(dir).map_err(io_err)?;
         }
-        for _ in 0..2 {
-            match OpenOptions::new().write(true).create_new(true).open(path) {
-                Ok(mut f) => {
-                    let _ = writeln!(f, "{}", std::process::id());
-                    let _ = f.sync_all();
-                    return Ok(LockFile { path: path.to_path_buf() });
-                }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                    let holder = fs::read_to_string(path).ok().and_then(|s| s.trim().parse::<i32>().ok());
-                    match holder {
-                        Some(pid) if !process_alive(pid) => {
-                            let _ = fs::remove_file(path);
-                        }
-                        _ => return Err(LockError::Held { path: path.display().to_string(), holder }),
-                    }
-                }
-                Err(e) => return Err(io_err(e)),
+        let file = OpenOptions::new().create(true).truncate(false).read(true).write(true).open(path).map_err(io_err)?;
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(mut lock) => {
+                use std::io::Seek;
+                // The pid only names the holder in the loser's error; the lock is the flock.
+                let _ = lock.set_len(0);
+                let _ = lock.seek(io::SeekFrom::Start(0));
+                let _ = writeln!(*lock, "{}", std::process::id());
+                Ok(LockFile { _lock: lock })
             }
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                let holder = fs::read_to_string(path).ok().and_then(|s| s.trim().parse::<i32>().ok());
+                Err(LockError::Held { path: path.display().to_string(), holder })
+            }
+            Err((_, errno)) => Err(io_err(io::Error::from(errno))),
         }
-        Err(LockError::Held { path: path.display().to_string(), holder: None })
-    }
-}
-
-impl Drop for LockFile {
-    fn drop(&mut self) {
-        let _ = fs::remove_file(&self.path);
     }
 }
 
@@ -285,15 +279,19 @@ mod tests {
     }
 
     #[test]
-    fn lock_is_exclusive_stale_locks_are_taken_over() {
+    fn lock_is_exclusive_and_a_leftover_file_is_not_a_lock() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("a/x.lock");
         let held = LockFile::acquire(&p).expect("first");
-        assert!(matches!(LockFile::acquire(&p), Err(LockError::Held { .. })));
+        match LockFile::acquire(&p) {
+            Err(LockError::Held { holder, .. }) => assert_eq!(holder, Some(std::process::id() as i32)),
+            other => panic!("expected held, got {other:?}"),
+        }
         drop(held);
-        assert!(!p.exists());
-        fs::write(&p, "999999999\n").expect("stale");
-        let _again = LockFile::acquire(&p).expect("a dead holder's lock is taken over");
+        let _again = LockFile::acquire(&p).expect("released on drop");
+        drop(_again);
+        fs::write(&p, "999999999\n").expect("a crashed holder's file");
+        let _taken = LockFile::acquire(&p).expect("a file without a live flock is free");
     }
 
     #[test]

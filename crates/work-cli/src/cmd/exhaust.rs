@@ -181,6 +181,28 @@ fn run_in(ctx: &Ctx, a: Args) -> CmdResult {
     let (role, agent) = ctx.resolve_agent("finder", a.agent.as_deref())?;
     let task = a.task.clone().unwrap_or_else(|| slug(&a.what));
     let journal_path = ctx.state_path(format!("quality-journals/work-exhaust-{task}.json"));
+    // The lock comes before the journal is read: a run that read it before another finished
+    // would overwrite that run's rounds.
+    let lock_path = journal_path.with_extension("json.lock");
+    let lock_existed = lock_path.exists();
+    let _lock = work_runtime::fsx::LockFile::acquire(&lock_path)
+        .map_err(|e| CliError::bad(format!("lock the journal: {e}")))?;
+    let result = run_locked(ctx, a, role, agent, task, journal_path);
+    if matches!(result, Err(CliError::BadInput(_))) && !lock_existed {
+        // Nothing ran: leave no lock file behind (the lock is still held while it goes).
+        let _ = std::fs::remove_file(&lock_path);
+    }
+    result
+}
+
+fn run_locked(
+    ctx: &Ctx,
+    a: Args,
+    role: work_config::ResolvedRole,
+    agent: std::sync::Arc<dyn work_runtime::dispatch::Agent>,
+    task: String,
+    journal_path: std::path::PathBuf,
+) -> CmdResult {
     let pool: Vec<String> = match &a.angles {
         Some(v) => v.iter().map(|s| s.trim().to_string()).collect(),
         None => work_exhaust::angles::default_pool(),
@@ -240,8 +262,6 @@ fn run_in(ctx: &Ctx, a: Args) -> CmdResult {
         oracle_timeout: Duration::from_secs(ctx.config.timeouts.oracle_secs.unwrap_or(300).max(1)),
         journal_path: journal_path.clone(),
     };
-    let _lock = work_runtime::fsx::LockFile::acquire(&journal_path.with_extension("json.lock"))
-        .map_err(|e| CliError::bad(format!("lock the journal: {e}")))?;
     let oracle_timeout = params.oracle_timeout;
     if !journal.is_final() {
         preflight_final_oracles(ctx, &params.final_oracles, oracle_timeout)?;

@@ -579,7 +579,10 @@ fn journals_are_per_discovery_and_a_mismatched_resume_is_refused() {
     assert_eq!(code, 0, "{err}");
     let (code, _, err) = s.run(&["exhaust", "完全不同的东西", "-k", "2", "--angles", "a,b", "--agent", &agent]);
     assert_eq!(code, 0, "{err}");
-    let journals = std::fs::read_dir(s.path(".work/quality-journals")).expect("dir").count();
+    let journals = std::fs::read_dir(s.path(".work/quality-journals"))
+        .expect("dir")
+        .filter(|e| e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "json")))
+        .count();
     assert_eq!(journals, 2, "two discoveries, two journals");
     let (code, _, err) = s.run(&["exhaust", "something else", "--task", "shared", "--agent", &agent]);
     assert_eq!(code, 0, "{err}");
@@ -682,11 +685,32 @@ sys.stdout.flush()
 fn a_second_run_of_the_same_task_while_one_runs_is_refused() {
     let s = jobs_repo();
     let agent = table_finder(&s, "{}");
-    s.write(".work/quality-journals/work-exhaust-x.json.lock", &format!("{}\n", std::process::id()));
+    let lock = s.path(".work/quality-journals/work-exhaust-x.json.lock");
+    std::fs::create_dir_all(lock.parent().expect("dir")).expect("mkdir");
+    // Another process holds the journal's flock while this run starts.
+    #[expect(clippy::disallowed_methods, reason = "the test holds a lock from a second process")]
+    let mut holder = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import fcntl, sys, time\nf = open(sys.argv[1], 'w')\nfcntl.flock(f, fcntl.LOCK_EX)\nf.write('4242\\n'); f.flush()\nprint('held', flush=True)\ntime.sleep(30)",
+            &lock.display().to_string(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the holder");
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(holder.stdout.take().expect("stdout")), &mut line)
+        .expect("read");
+    assert_eq!(line.trim(), "held");
     let (code, _, err) = s.run(&["exhaust", "x", "--agent", &agent]);
+    holder.kill().expect("kill the holder");
+    holder.wait().expect("reap");
     assert_eq!(code, 2, "{err}");
     assert_one_line_error(&err);
-    assert!(err.contains("held by another run"), "{err}");
+    assert!(err.contains("held by another run") && err.contains("4242"), "{err}");
+    // A lock file left by a dead holder is no lock.
+    let (code, _, err) = s.run(&["exhaust", "x", "-k", "2", "--angles", "a,b", "--agent", &agent]);
+    assert_eq!(code, 0, "{err}");
 }
 
 #[test]
