@@ -26,8 +26,10 @@ pub const DEFAULT_IMPLEMENTATION_RETRY_CAP: u32 = 3;
 /// The default `review_retry_cap`.
 pub const DEFAULT_REVIEW_RETRY_CAP: u32 = 3;
 
-/// The approved baseline recorded by `approve-plan`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The approved baseline recorded by `approve-plan`. Every field has a default (an empty hash
+/// never matches, so a baseline without hashes is stale).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Baseline {
     /// sha256 of spec.md.
     pub spec_sha256: String,
@@ -41,8 +43,9 @@ pub struct Baseline {
     pub recorded_at: String,
 }
 
-/// One recorded review round.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One recorded review round. Every field has a default.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ReviewRound {
     /// 1-based round number.
     pub round: u32,
@@ -59,13 +62,21 @@ pub struct ReviewRound {
 }
 
 /// `state.json`.
+///
+/// Every field has a default, so an older or hand-written file loads: the caps default to
+/// [`DEFAULT_IMPLEMENTATION_RETRY_CAP`] / [`DEFAULT_REVIEW_RETRY_CAP`], counters and lists to
+/// zero and empty, `schema`, `run_id` and `created_at` to empty strings. Fields this version
+/// does not know are kept in [`CohortState::extra`] and written back unchanged.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CohortState {
     /// [`SCHEMA`].
+    #[serde(default)]
     pub schema: String,
     /// The engine run this cohort belongs to.
+    #[serde(default)]
     pub run_id: String,
     /// When `init` ran.
+    #[serde(default)]
     pub created_at: String,
     /// The approved baseline, once recorded.
     #[serde(default)]
@@ -86,6 +97,7 @@ pub struct CohortState {
     #[serde(default)]
     pub implementation_retry_count: u32,
     /// The cap on implementation retries.
+    #[serde(default = "default_implementation_cap")]
     pub implementation_retry_cap: u32,
     /// The cycle ids already recorded (idempotency).
     #[serde(default)]
@@ -94,6 +106,7 @@ pub struct CohortState {
     #[serde(default)]
     pub review_retry_count: u32,
     /// The cap on review retries.
+    #[serde(default = "default_review_cap")]
     pub review_retry_cap: u32,
     /// Every recorded review round.
     #[serde(default)]
@@ -110,6 +123,17 @@ pub struct CohortState {
     /// sha256 of plan.md as last reviewed (`approve-plan`, `plan mark-reviewed`).
     #[serde(default)]
     pub plan_reviewed_sha256: Option<String>,
+    /// Fields this version does not know, kept on rewrite.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, Value>,
+}
+
+fn default_implementation_cap() -> u32 {
+    DEFAULT_IMPLEMENTATION_RETRY_CAP
+}
+
+fn default_review_cap() -> u32 {
+    DEFAULT_REVIEW_RETRY_CAP
 }
 
 impl CohortState {
@@ -148,10 +172,12 @@ pub fn load(sd: &SpecDir) -> Result<Option<CohortState>, LoopError> {
     }
 }
 
+fn missing(sd: &SpecDir) -> LoopError {
+    LoopError::bad(format!("read `{}/{STATE_FILE}`: no such file (run `work loop cohort init` first)", sd.rel()))
+}
+
 fn load_required(sd: &SpecDir) -> Result<CohortState, LoopError> {
-    load(sd)?.ok_or_else(|| {
-        LoopError::bad(format!("read `{}/{STATE_FILE}`: no such file (run `work loop cohort init` first)", sd.rel()))
-    })
+    load(sd)?.ok_or_else(|| missing(sd))
 }
 
 fn save(sd: &SpecDir, st: &CohortState) -> Result<(), LoopError> {
@@ -176,6 +202,10 @@ fn mutate(
     expect: Option<&str>,
     f: impl FnOnce(&mut CohortState) -> Result<(bool, Value, String), LoopError>,
 ) -> LoopResult {
+    // A missing cohort is bad input before the lock: nothing is created for a missing run.
+    if !sd.file(STATE_FILE)?.is_file() {
+        return Err(missing(sd));
+    }
     let _lock = Lock::acquire(&sd.file(&format!("{STATE_FILE}.lock"))?)?;
     let mut st = load_required(sd)?;
     check_run_id(&st, expect)?;
@@ -242,6 +272,7 @@ pub fn init(sd: &SpecDir, run_id: &str, caps: Caps, clock: &dyn Clock) -> LoopRe
         previous_fingerprints: Vec::new(),
         review_rounds: Vec::new(),
         plan_reviewed_sha256: None,
+        extra: serde_json::Map::new(),
     };
     save(sd, &st)?;
     let mut doc = st.to_json();
@@ -282,9 +313,13 @@ pub(crate) fn artifacts(sd: &SpecDir) -> Result<(String, String, Option<String>,
     Ok((sha256_hex(spec.as_bytes()), sha256_hex(plan.as_bytes()), read_status(&spec), read_status(&plan)))
 }
 
-/// `cohort approve-plan`: records the baseline; refuses unless both statuses are Approved;
-/// a no-op when statuses and hashes are unchanged.
-pub fn approve_plan(sd: &SpecDir, expect: Option<&str>, clock: &dyn Clock) -> LoopResult {
+/// `cohort approve-plan`: records the baseline; refuses unless both statuses are Approved.
+///
+/// Once a baseline exists: a no-op when spec.md and plan.md are unchanged; a refusal (exit 1,
+/// `stale_baseline`, naming the file that changed) when either changed — unless `rebaseline`
+/// (`--rebaseline`, an explicit decision) is set, which records a new baseline and keeps the old
+/// one in `baseline_history`. The seed: "refuses if changed, no-op if not".
+pub fn approve_plan(sd: &SpecDir, expect: Option<&str>, rebaseline: bool, clock: &dyn Clock) -> LoopResult {
     mutate(sd, expect, |st| {
         let (spec_sha, plan_sha, spec_status, plan_status) = artifacts(sd)?;
         if spec_status.as_deref() != Some("Approved") || plan_status.as_deref() != Some("Approved") {
@@ -294,16 +329,33 @@ pub fn approve_plan(sd: &SpecDir, expect: Option<&str>, clock: &dyn Clock) -> Lo
                     spec_status.as_deref().unwrap_or("missing"),
                     plan_status.as_deref().unwrap_or("missing")
                 ),
-                json!({ "spec_status": spec_status, "plan_status": plan_status }),
+                json!({ "spec_status": spec_status, "plan_status": plan_status, "reason": "status" }),
             ));
         }
-        if let Some(b) = &st.baseline
-            && b.spec_sha256 == spec_sha
-            && b.plan_sha256 == plan_sha
-        {
-            let doc = json!({ "baseline": b });
-            return Ok((false, doc, "baseline unchanged (no-op)".into()));
+        if let Some(b) = &st.baseline {
+            let mut changed = Vec::new();
+            if b.spec_sha256 != spec_sha {
+                changed.push("spec.md");
+            }
+            if b.plan_sha256 != plan_sha {
+                changed.push("plan.md");
+            }
+            if changed.is_empty() {
+                let doc = json!({ "baseline": b, "rebaselined": false });
+                return Ok((false, doc, "baseline unchanged (no-op)".into()));
+            }
+            if !rebaseline {
+                return Err(LoopError::refused(
+                    format!(
+                        "approve the plan: {} changed since the approved baseline of {}; re-review and pass `--rebaseline` to record a new baseline",
+                        changed.join(" and "),
+                        b.recorded_at
+                    ),
+                    json!({ "reason": "stale_baseline", "changed": changed, "baseline": b }),
+                ));
+            }
         }
+        let rebaselined = st.baseline.is_some();
         if let Some(old) = st.baseline.take() {
             st.baseline_history.push(old);
         }
@@ -316,7 +368,8 @@ pub fn approve_plan(sd: &SpecDir, expect: Option<&str>, clock: &dyn Clock) -> Lo
         };
         st.baseline = Some(b.clone());
         st.plan_reviewed_sha256 = Some(plan_sha);
-        Ok((true, json!({ "baseline": b }), "baseline recorded".into()))
+        let text = if rebaselined { "baseline re-recorded (--rebaseline)" } else { "baseline recorded" };
+        Ok((true, json!({ "baseline": b, "rebaselined": rebaselined }), text.into()))
     })
 }
 
@@ -402,9 +455,7 @@ pub fn wave_check(sd: &SpecDir, expect_kind: WaveExpect, expect: Option<&str>) -
 
 /// `cohort record-attempt --phase implement --cycle-id C`: counts a gate failure once per C.
 pub fn record_attempt(sd: &SpecDir, cycle_id: &str, expect: Option<&str>) -> LoopResult {
-    if cycle_id.trim().is_empty() {
-        return Err(LoopError::bad("use `--cycle-id`: it is empty"));
-    }
+    validate_cycle_id(cycle_id)?;
     mutate(sd, expect, |st| {
         if st.attempt_cycle_ids.iter().any(|c| c == cycle_id) {
             let doc = json!({ "implementation_retry_count": st.implementation_retry_count, "cycle_id": cycle_id });
@@ -419,6 +470,30 @@ pub fn record_attempt(sd: &SpecDir, cycle_id: &str, expect: Option<&str>) -> Loo
         });
         Ok((true, doc, format!("implementation attempt {} recorded", st.implementation_retry_count)))
     })
+}
+
+/// The longest `--cycle-id` accepted.
+pub const MAX_CYCLE_ID_LEN: usize = 200;
+
+/// A cycle id is non-empty, at most [`MAX_CYCLE_ID_LEN`] characters of `[A-Za-z0-9._:-]`
+/// (the engine's ids are `<run_id>:<transition_sequence>`).
+pub fn validate_cycle_id(cycle_id: &str) -> Result<(), LoopError> {
+    if cycle_id.is_empty() {
+        return Err(LoopError::bad("use `--cycle-id`: it is empty"));
+    }
+    if cycle_id.len() > MAX_CYCLE_ID_LEN {
+        return Err(LoopError::bad(format!(
+            "use `--cycle-id`: it is {} characters long (at most {MAX_CYCLE_ID_LEN})",
+            cycle_id.len()
+        )));
+    }
+    if let Some(c) = cycle_id.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'))) {
+        return Err(LoopError::bad(format!(
+            "use `--cycle-id {}`: character {c:?} is not allowed (only A-Z a-z 0-9 . _ : -)",
+            cycle_id.escape_debug()
+        )));
+    }
+    Ok(())
 }
 
 /// What `review record` records.
@@ -540,6 +615,7 @@ pub fn review_inspect(root: &Path, sd: &SpecDir, rel: &str, expect: Option<&str>
     if matches {
         text.push_str("; same findings as the previous round (stasis): surface for replanning");
     }
+    text.push_str(&format!("\nmatches_previous_round: {matches}"));
     Ok(Outcome::with(exit, doc, text))
 }
 
@@ -589,11 +665,27 @@ pub enum CheckPhase {
     Review,
 }
 
-/// `cohort check [--phase …]`: exit 1 when a cap is reached (or, without `--phase`, when the
-/// plan review is pending), naming each condition.
+/// `cohort check [--phase …]`: exit 1 when a cap is reached, naming each condition.
+///
+/// Without `--phase` it also reports a pending plan review (`plan_review_pending`) — but only
+/// while the engine is planning (engine-state.json absent, or in a state before
+/// CODE-IMPLEMENTATION, or in a legacy state). In CODE-* and DONE the plan is sealed by the
+/// baseline and edits to it (ticked tasks, `Status: Done` at finish) are expected, so they do
+/// not fail `check`; `plan_review_status` is still reported.
 pub fn check(sd: &SpecDir, phase: Option<CheckPhase>, expect: Option<&str>) -> LoopResult {
     let st = load_required(sd)?;
     check_run_id(&st, expect)?;
+    let engine_state = crate::engine::load(sd)?.map(|e| e.state);
+    let planning = engine_state.as_deref().and_then(crate::table::State::parse).is_none_or(|s| {
+        !matches!(
+            s,
+            crate::table::State::CodeImplementation
+                | crate::table::State::CodeVerification
+                | crate::table::State::CodeReview
+                | crate::table::State::CodeHumanGate
+                | crate::table::State::Done
+        )
+    });
     let mut conditions = Vec::new();
     if phase != Some(CheckPhase::Review) && st.implementation_retry_count >= st.implementation_retry_cap {
         conditions.push(json!({
@@ -611,7 +703,7 @@ pub fn check(sd: &SpecDir, phase: Option<CheckPhase>, expect: Option<&str>) -> L
     if phase.is_none() {
         let (status, _) = plan_review_status(sd, &st)?;
         plan_status = Some(status);
-        if status == "pending" {
+        if status == "pending" && planning {
             conditions.push(json!({ "code": "plan_review_pending", "message": "plan_review_status: pending" }));
         }
     }
@@ -625,6 +717,8 @@ pub fn check(sd: &SpecDir, phase: Option<CheckPhase>, expect: Option<&str>) -> L
         "ok": ok,
         "conditions": conditions,
         "plan_review_status": plan_status,
+        "engine_state": engine_state,
+        "plan_review_checked": phase.is_none() && planning,
         "implementation_retry_count": st.implementation_retry_count,
         "implementation_retry_cap": st.implementation_retry_cap,
         "review_retry_count": st.review_retry_count,
@@ -650,10 +744,14 @@ pub fn status(sd: &SpecDir) -> LoopResult {
     Ok(Outcome::ok(st.to_json(), text))
 }
 
-/// `cohort reset`: deletes state.json (a no-op when absent).
+/// `cohort reset`: deletes state.json. A no-op (exit 0) when the file or the whole directory
+/// is absent: nothing is created then, not even the lock file.
 pub fn reset(sd: &SpecDir) -> LoopResult {
-    let _lock = Lock::acquire(&sd.file(&format!("{STATE_FILE}.lock"))?)?;
     let p = sd.file(STATE_FILE)?;
+    if !p.exists() {
+        return Ok(Outcome::ok(json!({ "ok": true, "removed": false }), "no cohort state (no-op)"));
+    }
+    let _lock = Lock::acquire(&sd.file(&format!("{STATE_FILE}.lock"))?)?;
     let existed = p.exists();
     if existed {
         std::fs::remove_file(&p).map_err(|e| LoopError::bad(format!("remove `{}/{STATE_FILE}`: {e}", sd.rel())))?;

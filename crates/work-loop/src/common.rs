@@ -3,8 +3,6 @@
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use work_runtime::ExitStatus;
 use work_runtime::fsx;
@@ -127,6 +125,45 @@ impl SpecDir {
     }
 }
 
+/// Where the spec directories live, relative to the repository root.
+pub const SPECS_DIR: &str = "docs/specs";
+
+/// The spec directories (`docs/specs/<name>`, sorted) holding loop state: an
+/// `engine-state.json` or a `state.json` that is a regular file inside the repository.
+pub fn spec_dirs_with_state(root: &Path) -> Result<Vec<String>, LoopError> {
+    let base = confine(root, SPECS_DIR)?;
+    let Ok(entries) = std::fs::read_dir(&base) else { return Ok(Vec::new()) };
+    let mut out: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|name| !name.starts_with('.'))
+        .map(|name| format!("{SPECS_DIR}/{name}"))
+        .filter(|d| {
+            ["engine-state.json", "state.json"]
+                .iter()
+                .any(|f| fsx::confine(root, &format!("{d}/{f}")).map(|p| p.is_file()).unwrap_or(false))
+        })
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// The spec directory to use when a verb is given none: the only `docs/specs/*/` with loop
+/// state. None or several is bad input naming the candidates.
+pub fn find_spec_dir(root: &Path) -> Result<String, LoopError> {
+    let mut found = spec_dirs_with_state(root)?;
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => Err(LoopError::bad(format!(
+            "find the spec directory: no `{SPECS_DIR}/*/` has engine-state.json or state.json; pass SPEC_DIR or --spec-dir"
+        ))),
+        _ => Err(LoopError::bad(format!(
+            "find the spec directory: several have loop state ({}); pass SPEC_DIR or --spec-dir",
+            found.join(", ")
+        ))),
+    }
+}
+
 /// The value of the first status line of a spec or plan: `**Status:** X`, `Status: X`,
 /// `- **Status**: X` (case-insensitive key; the first word of the value, without markup).
 /// Lines inside fenced code blocks are skipped.
@@ -163,75 +200,38 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// An exclusive lock held by creating `<path>` with `create_new`; removed on drop.
+/// An exclusive lock: a kernel `flock` on `<path>` ([`fsx::LockFile`]).
 ///
-/// A lock whose recorded process is gone is stale and is taken over. A live holder makes
-/// [`Lock::acquire`] fail at once with a refusal that names it: the loser of a race changes
-/// nothing and says so.
+/// The lock file is never deleted; the kernel releases the lock when its holder exits or dies,
+/// so a crashed run never wedges the spec and two processes can never both hold it. A live
+/// holder makes [`Lock::acquire`] fail at once with a refusal that names it: the loser of a
+/// race changes nothing and says so.
 #[derive(Debug)]
 pub struct Lock {
-    path: PathBuf,
+    _file: fsx::LockFile,
 }
 
 impl Lock {
-    /// Takes the lock at `path` (`…/engine-state.json.lock`).
+    /// Takes the lock at `path` (`…/engine-state.json.lock`) without waiting.
     pub fn acquire(path: &Path) -> Result<Lock, LoopError> {
-        for _ in 0..2 {
-            match OpenOptions::new().write(true).create_new(true).open(path) {
-                Ok(mut f) => {
-                    // The lock's content only helps stale detection; it need not be atomic.
-                    let _ = writeln!(f, "{}", std::process::id());
-                    return Ok(Lock { path: path.to_path_buf() });
-                }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                    let holder = fs::read_to_string(path).ok().and_then(|s| s.trim().parse::<i32>().ok());
-                    match holder {
-                        Some(pid) if !process_alive(pid) => {
-                            let _ = fs::remove_file(path);
-                        }
-                        // A lock being written right now has no pid yet: it is live.
-                        _ => {
-                            let who = holder.map(|p| format!(" by pid {p}")).unwrap_or_default();
-                            return Err(LoopError::refused(
-                                format!(
-                                    "take the lock `{}`: another transition holds it{who}; nothing was changed",
-                                    path.display()
-                                ),
-                                serde_json::json!({ "lock": path.display().to_string(), "holder_pid": holder }),
-                            ));
-                        }
-                    }
-                }
-                Err(e) => return Err(LoopError::bad(format!("create the lock `{}`: {e}", path.display()))),
+        match fsx::LockFile::acquire(path) {
+            Ok(file) => Ok(Lock { _file: file }),
+            Err(fsx::LockError::Held { path, holder }) => {
+                let who = holder.map(|p| format!(" by pid {p}")).unwrap_or_default();
+                Err(LoopError::refused(
+                    format!("take the lock `{path}`: another transition holds it{who}; nothing was changed"),
+                    serde_json::json!({ "lock": path, "holder_pid": holder, "reason": "lock_held" }),
+                ))
             }
+            Err(e @ fsx::LockError::Io { .. }) => Err(LoopError::bad(e.to_string())),
         }
-        Err(LoopError::refused(
-            format!("take the lock `{}`: it keeps reappearing; nothing was changed", path.display()),
-            serde_json::json!({ "lock": path.display().to_string() }),
-        ))
-    }
-}
-
-impl Drop for Lock {
-    fn drop(&mut self) {
-        let _ = fs::remove_file(&self.path);
-    }
-}
-
-fn process_alive(pid: i32) -> bool {
-    if pid <= 0 {
-        return false;
-    }
-    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
-        Ok(()) => true,
-        Err(nix::errno::Errno::ESRCH) => false,
-        Err(_) => true,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn status_lines_in_every_spelling() {
@@ -249,18 +249,82 @@ mod tests {
         let p = d.path().join("x.lock");
         let a = Lock::acquire(&p).expect("first");
         let err = Lock::acquire(&p).expect_err("second is refused");
-        assert!(matches!(err, LoopError::Refused { .. }), "{err:?}");
+        match &err {
+            LoopError::Refused { message, json } => {
+                assert!(message.contains("nothing was changed"), "{message}");
+                assert_eq!(json["holder_pid"], serde_json::json!(std::process::id()));
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
         drop(a);
-        assert!(!p.exists());
+        // The lock file stays (deleting it would let two holders lock two different files).
+        assert!(p.exists());
         Lock::acquire(&p).expect("free again");
     }
 
     #[test]
-    fn stale_lock_of_a_dead_process_is_taken_over() {
+    fn a_leftover_lock_file_is_free_whatever_it_holds() {
         let d = tempfile::tempdir().expect("tempdir");
         let p = d.path().join("x.lock");
-        // pid 0x3fffffff is above any pid_max, so no such process exists.
-        fs::write(&p, "1073741823\n").expect("write");
-        let _l = Lock::acquire(&p).expect("stale lock taken over");
+        // A dead holder's pid (above any pid_max), a live pid without a flock (ours), and an
+        // empty file (killed between create and write): none is a lock.
+        for content in ["1073741823\n", &format!("{}\n", std::process::id()), ""] {
+            fs::write(&p, content).expect("write");
+            let l = Lock::acquire(&p).expect("a file without a live flock is free");
+            drop(l);
+        }
+    }
+
+    #[test]
+    fn a_lock_held_by_another_open_file_description_refuses() {
+        // Two acquisitions in one process use two open file descriptions, so flock
+        // conflicts exactly as between processes; many threads racing get exactly one winner.
+        let d = tempfile::tempdir().expect("tempdir");
+        let p = d.path().join("x.lock");
+        for _ in 0..50 {
+            // Every round starts from a crashed holder's leftover file.
+            fs::write(&p, "1073741823\n").expect("a stale pid");
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+            let winners = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let hold = std::sync::Arc::new(std::sync::Barrier::new(8));
+            let handles: Vec<_> = (0..8)
+                .map(|_| {
+                    let (p, barrier, winners, hold) = (p.clone(), barrier.clone(), winners.clone(), hold.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        let l = Lock::acquire(&p);
+                        if l.is_ok() {
+                            winners.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                        // Everyone has tried before anyone releases.
+                        hold.wait();
+                        drop(l);
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join().expect("join");
+            }
+            assert_eq!(winners.load(std::sync::atomic::Ordering::SeqCst), 1);
+        }
+    }
+
+    #[test]
+    fn the_only_spec_dir_with_state_is_found_and_several_are_named() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let root = d.path();
+        let err = find_spec_dir(root).expect_err("no docs/specs at all");
+        assert!(matches!(err, LoopError::BadInput(_)), "{err:?}");
+        fs::create_dir_all(root.join("docs/specs/a")).expect("mkdir");
+        fs::create_dir_all(root.join("docs/specs/b")).expect("mkdir");
+        fs::write(root.join("docs/specs/a/spec.md"), "x").expect("write");
+        assert!(find_spec_dir(root).is_err(), "no state anywhere");
+        fs::write(root.join("docs/specs/b/state.json"), "{}").expect("write");
+        assert_eq!(find_spec_dir(root).expect("one"), "docs/specs/b");
+        fs::write(root.join("docs/specs/a/engine-state.json"), "{}").expect("write");
+        match find_spec_dir(root) {
+            Err(LoopError::BadInput(m)) => assert!(m.contains("docs/specs/a, docs/specs/b"), "{m}"),
+            other => panic!("expected bad input, got {other:?}"),
+        }
     }
 }

@@ -21,25 +21,38 @@ pub const STATE_FILE: &str = "engine-state.json";
 /// The schema tag written in the file.
 pub const SCHEMA: &str = "work.loop.engine.v1";
 
-/// One applied transition.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One applied transition. Every field has a default, so a hand-written or older history loads.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct HistoryEntry {
     /// The transition's sequence number (1-based).
+    #[serde(default, deserialize_with = "lenient_u64")]
     pub seq: u64,
     /// The event.
+    #[serde(default)]
     pub event: String,
     /// The state before.
+    #[serde(default)]
     pub from: String,
     /// The state after.
+    #[serde(default)]
     pub to: String,
     /// The event's context.
     #[serde(default)]
     pub context: Value,
     /// When.
+    #[serde(default)]
     pub at: String,
+    /// Fields this version does not know, kept on rewrite.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// `engine-state.json`.
+///
+/// Only `state` is required: every other field has a default, so an older or hand-written
+/// file loads (a missing `mode` is inferred from the history, else `code`; a missing `run_id`
+/// is empty). Fields this version does not know are kept in [`EngineState::extra`] and
+/// written back unchanged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EngineState {
     /// [`SCHEMA`].
@@ -47,9 +60,11 @@ pub struct EngineState {
     pub schema: String,
     /// The state's name (a name outside the table is a legacy state).
     pub state: String,
-    /// `code` or `spec-plan`.
+    /// `code` or `spec-plan` (empty in the file ⇒ inferred on load).
+    #[serde(default)]
     pub mode: String,
     /// The run id.
+    #[serde(default)]
     pub run_id: String,
     /// When `init` ran.
     #[serde(default)]
@@ -63,12 +78,36 @@ pub struct EngineState {
     /// True while a person is awaited (the human gates).
     #[serde(default)]
     pub pending_human_wait: bool,
-    /// How many transitions were applied.
-    #[serde(default)]
+    /// How many transitions were applied (an integer, or an integer-valued float or string).
+    #[serde(default, deserialize_with = "lenient_u64")]
     pub transition_sequence: u64,
     /// Every applied transition.
     #[serde(default)]
     pub history: Vec<HistoryEntry>,
+    /// Fields this version does not know, kept on rewrite.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Reads a non-negative integer written as a number (`3`, `3.0`), a string (`"3"`) or `null`.
+fn lenient_u64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    use serde::de::Error;
+    let v = Value::deserialize(d)?;
+    let n = match &v {
+        Value::Null => Some(0),
+        Value::Number(n) => {
+            n.as_u64().or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 9.0e15).map(|f| f as u64))
+        }
+        Value::String(s) => s.trim().parse::<u64>().ok(),
+        _ => None,
+    };
+    n.ok_or_else(|| D::Error::custom(format!("expected a non-negative integer, got {v}")))
+}
+
+/// The mode of a file that does not say: `spec-plan` when plan-locked led to DONE, else `code`.
+fn infer_mode(st: &EngineState) -> &'static str {
+    let spec_plan_seal = st.history.iter().any(|h| h.event == "plan-locked" && h.to == State::Done.name());
+    if spec_plan_seal { Mode::SpecPlan.name() } else { Mode::Code.name() }
 }
 
 impl EngineState {
@@ -96,9 +135,14 @@ impl EngineState {
 pub fn load(sd: &SpecDir) -> Result<Option<EngineState>, LoopError> {
     match sd.read_optional(STATE_FILE)? {
         None => Ok(None),
-        Some(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| LoopError::bad(format!("read `{}/{STATE_FILE}`: {e}", sd.rel()))),
+        Some(text) => {
+            let mut st: EngineState = serde_json::from_str(&text)
+                .map_err(|e| LoopError::bad(format!("read `{}/{STATE_FILE}`: {e}", sd.rel())))?;
+            if st.mode.trim().is_empty() {
+                st.mode = infer_mode(&st).into();
+            }
+            Ok(Some(st))
+        }
     }
 }
 
@@ -106,6 +150,17 @@ fn load_required(sd: &SpecDir) -> Result<EngineState, LoopError> {
     load(sd)?.ok_or_else(|| {
         LoopError::bad(format!("read `{}/{STATE_FILE}`: no such file (run `work loop engine init` first)", sd.rel()))
     })
+}
+
+fn require_state_file(sd: &SpecDir) -> Result<(), LoopError> {
+    if sd.file(STATE_FILE)?.is_file() {
+        Ok(())
+    } else {
+        Err(LoopError::bad(format!(
+            "read `{}/{STATE_FILE}`: no such file (run `work loop engine init` first)",
+            sd.rel()
+        )))
+    }
 }
 
 fn save(sd: &SpecDir, st: &EngineState) -> Result<(), LoopError> {
@@ -148,6 +203,7 @@ pub fn init(sd: &SpecDir, mode: Mode, clock: &dyn Clock) -> LoopResult {
         pending_human_wait: false,
         transition_sequence: 0,
         history: Vec::new(),
+        extra: Map::new(),
     };
     save(sd, &st)?;
     let mut doc = st.to_json();
@@ -180,6 +236,8 @@ pub fn transition(sd: &SpecDir, event_name: &str, opts: TransitionOpts, clock: &
     if opts.intent_incomplete && event != Event::ReviewersClean {
         return Err(LoopError::bad(format!("use `--intent-incomplete` with `{event}`: only reviewers-clean takes it")));
     }
+    // A missing state is bad input before the lock: nothing is created for a missing run.
+    require_state_file(sd)?;
     let _lock = lock(sd)?;
     let mut st = load_required(sd)?;
     let refuse_illegal = |why: String, st: &EngineState| {
@@ -218,6 +276,7 @@ pub fn transition(sd: &SpecDir, event_name: &str, opts: TransitionOpts, clock: &
         to: to.name().into(),
         context: context.clone(),
         at,
+        extra: Map::new(),
     });
     st.state = to.name().into();
     st.transition_sequence = seq;
@@ -413,10 +472,14 @@ pub fn status(sd: &SpecDir) -> LoopResult {
     Ok(Outcome::ok(st.to_json(), text))
 }
 
-/// `engine reset <spec-dir>`: deletes engine-state.json (a no-op when absent).
+/// `engine reset <spec-dir>`: deletes engine-state.json. A no-op (exit 0) when the file or the
+/// whole directory is absent: nothing is created then, not even the lock file.
 pub fn reset(sd: &SpecDir) -> LoopResult {
-    let _lock = lock(sd)?;
     let p = sd.file(STATE_FILE)?;
+    if !p.exists() {
+        return Ok(Outcome::ok(json!({ "ok": true, "removed": false }), "no engine state (no-op)"));
+    }
+    let _lock = lock(sd)?;
     let existed = p.exists();
     if existed {
         std::fs::remove_file(&p).map_err(|e| LoopError::bad(format!("remove `{}/{STATE_FILE}`: {e}", sd.rel())))?;

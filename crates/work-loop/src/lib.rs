@@ -4,6 +4,13 @@
 //!
 //! No agent runs here: every rule is code, every path from outside is confined to the
 //! repository root before any read or write, and every state file is written atomically.
+//!
+//! Where the seed had to be interpreted (retry caps, review round counting, the adjudication
+//! artifact, the plan-locked and wave guards, `--intent-incomplete`, `pending_human_wait`,
+//! cycle ids, plan review tracking, approve-plan baselines, the status vocabulary, deferral
+//! anchors, the workspace.toml layout and finding codes, base-freshness rules, init/reset, the
+//! lock, older state files, `--spec-dir`), the reading is written down in
+//! `docs/loop-interpretations.md`; the state table as implemented is `docs/loop-state-table.md`.
 
 pub mod adjudication;
 pub mod cohort;

@@ -48,11 +48,35 @@ fn warn(code: &'static str, path: &str, line: Option<usize>, message: String) ->
     Finding { severity: "warning", code, path: path.into(), line, message }
 }
 
-/// Resolves `--root`: `.` (or empty) is the repository root, anything else is confined to it.
+/// Resolves `--root`: `.` (or empty) is the repository root; a relative path is confined to
+/// it; an absolute path is accepted when it resolves (through symlinks) to the repository root
+/// or a directory under it, and refused otherwise. Returns the directory and its
+/// repository-relative prefix (`""` for the root, else `"a/b/"`).
 pub fn resolve_root(repo_root: &Path, arg: &str) -> Result<(PathBuf, String), LoopError> {
-    let a = arg.trim_end_matches('/');
+    let a = if arg == "/" { arg } else { arg.trim_end_matches('/') };
     if a.is_empty() || a == "." {
         return Ok((repo_root.to_path_buf(), String::new()));
+    }
+    if Path::new(a).is_absolute() {
+        let real = std::fs::canonicalize(a).map_err(|e| LoopError::bad(format!("use `--root {arg}`: {e}")))?;
+        let root_real = std::fs::canonicalize(repo_root)
+            .map_err(|e| LoopError::bad(format!("resolve the repository root `{}`: {e}", repo_root.display())))?;
+        let Ok(rel) = real.strip_prefix(&root_real) else {
+            return Err(LoopError::bad(format!(
+                "use `--root {arg}`: it is outside the repository `{}`",
+                root_real.display()
+            )));
+        };
+        if !real.is_dir() {
+            return Err(LoopError::bad(format!("use `--root {arg}`: not a directory")));
+        }
+        let rel = rel.to_str().ok_or_else(|| LoopError::bad(format!("use `--root {arg}`: not UTF-8")))?;
+        if rel.is_empty() {
+            return Ok((repo_root.to_path_buf(), String::new()));
+        }
+        // Through confine again, so the prefix the lint joins is checked like any relative one.
+        let p = confine(repo_root, rel)?;
+        return Ok((p, format!("{rel}/")));
     }
     let p = confine(repo_root, a)?;
     if !p.is_dir() {

@@ -82,7 +82,7 @@ fn satisfied(row: &table::Transition) -> Fx {
     fx.spec("Approved");
     fx.plan_text(if row.guard == Guard::MoreWaves { TWO_WAVES } else { ONE_WAVE });
     fx.init(Mode::Code);
-    cohort::approve_plan(&fx.sd, None, &fx.clock).expect("approve");
+    cohort::approve_plan(&fx.sd, None, false, &fx.clock).expect("approve");
     cohort::schedule(&fx.sd, None).expect("schedule");
     match row.guard {
         Guard::SpecShipped | Guard::SpecShippedOrIntentIncomplete => fx.spec("Shipped"),
@@ -146,7 +146,7 @@ fn plan_locked_ends_a_spec_plan_run() {
     fx.spec("Approved");
     fx.plan_text(ONE_WAVE);
     fx.init(Mode::SpecPlan);
-    cohort::approve_plan(&fx.sd, None, &fx.clock).expect("approve");
+    cohort::approve_plan(&fx.sd, None, false, &fx.clock).expect("approve");
     fx.force("SPEC-PLAN-APPROVED");
     fx.fire_ok(Event::PlanLocked);
     assert_eq!(fx.state()["state"], "DONE");
@@ -195,7 +195,7 @@ fn at(state: &str, spec: &str, plan: &str) -> Fx {
     fx.plan_text(plan);
     fx.init(Mode::Code);
     // A Drafting plan cannot be approved; the fixture then simply has no baseline.
-    let _ = cohort::approve_plan(&fx.sd, None, &fx.clock);
+    let _ = cohort::approve_plan(&fx.sd, None, false, &fx.clock);
     cohort::schedule(&fx.sd, None).expect("schedule");
     fx.spec(spec);
     fx.force(state);
@@ -237,7 +237,7 @@ fn guard_baseline_recorded() {
     cohort::init(&fx.sd, &run, Caps::default(), &fx.clock).expect("cohort");
     // No baseline yet.
     assert_refused_unchanged(&fx, Event::PlanLocked, TransitionOpts::default(), "no_baseline");
-    cohort::approve_plan(&fx.sd, Some(&run), &fx.clock).expect("approve");
+    cohort::approve_plan(&fx.sd, Some(&run), false, &fx.clock).expect("approve");
     // A baseline gone stale.
     fx.plan_text(&format!("{ONE_WAVE}\nedited\n"));
     assert_refused_unchanged(&fx, Event::PlanLocked, TransitionOpts::default(), "stale_baseline");
@@ -370,7 +370,7 @@ fn session_resumption_routing_table_replayed() {
     let (doc, action) = route(&fx);
     assert_eq!(doc["pending_human_wait"], false);
     assert_eq!(action, "seal-baseline");
-    cohort::approve_plan(&fx.sd, Some(&run), &fx.clock).expect("approve");
+    cohort::approve_plan(&fx.sd, Some(&run), false, &fx.clock).expect("approve");
     cohort::schedule(&fx.sd, Some(&run)).expect("schedule");
     fx.fire_ok(Event::PlanLocked);
     assert_eq!(route(&fx).1, "execute");
@@ -437,7 +437,7 @@ fn spec_plan_terminal_route() {
     for e in [Event::SpecReady, Event::ReviewersClean, Event::SpecApproved, Event::PlanApproved] {
         fx.fire_ok(e);
     }
-    cohort::approve_plan(&fx.sd, None, &fx.clock).expect("approve");
+    cohort::approve_plan(&fx.sd, None, false, &fx.clock).expect("approve");
     fx.fire_ok(Event::PlanLocked);
     let (doc, action) = route(&fx);
     assert_eq!((doc["last_event"].as_str(), doc["state"].as_str()), (Some("plan-locked"), Some("DONE")));
@@ -485,20 +485,20 @@ fn wave_advance_is_idempotent_and_refuses_out_of_order() {
 fn approve_plan_guards_status_and_is_a_no_op_when_unchanged() {
     let fx = Fx::new();
     let run = fx.init(Mode::Code);
-    assert!(matches!(cohort::approve_plan(&fx.sd, Some(&run), &fx.clock), Err(LoopError::Refused { .. })));
+    assert!(matches!(cohort::approve_plan(&fx.sd, Some(&run), false, &fx.clock), Err(LoopError::Refused { .. })));
     fx.spec("Approved");
-    assert!(matches!(cohort::approve_plan(&fx.sd, Some(&run), &fx.clock), Err(LoopError::Refused { .. })));
+    assert!(matches!(cohort::approve_plan(&fx.sd, Some(&run), false, &fx.clock), Err(LoopError::Refused { .. })));
     fx.plan_text(ONE_WAVE);
-    assert_eq!(cohort::approve_plan(&fx.sd, Some(&run), &fx.clock).expect("a").json["changed"], true);
+    assert_eq!(cohort::approve_plan(&fx.sd, Some(&run), false, &fx.clock).expect("a").json["changed"], true);
     let before = fx.bytes();
-    assert_eq!(cohort::approve_plan(&fx.sd, Some(&run), &fx.clock).expect("b").json["changed"], false);
+    assert_eq!(cohort::approve_plan(&fx.sd, Some(&run), false, &fx.clock).expect("b").json["changed"], false);
     assert_eq!(fx.bytes(), before);
     assert_eq!(cohort::plan_check_current(&fx.sd, None).expect("pc").json["plan_review_status"], "current");
     fx.plan_text(&format!("{ONE_WAVE}more\n"));
     let pc = cohort::plan_check_current(&fx.sd, None).expect("pc");
     assert_eq!((pc.exit, pc.json["plan_review_status"].as_str()), (ExitStatus::Unsuccessful, Some("pending")));
     fx.spec("Implementing");
-    assert!(matches!(cohort::approve_plan(&fx.sd, Some(&run), &fx.clock), Err(LoopError::Refused { .. })));
+    assert!(matches!(cohort::approve_plan(&fx.sd, Some(&run), false, &fx.clock), Err(LoopError::Refused { .. })));
 }
 
 #[test]
@@ -567,7 +567,7 @@ fn random_event_sequences_stay_inside_the_table() {
                 0 => fx.spec(rng.pick(&specs)),
                 1 => fx.plan_text(rng.pick(&plans)),
                 2 => {
-                    let _ = cohort::approve_plan(&fx.sd, Some(&run), &fx.clock);
+                    let _ = cohort::approve_plan(&fx.sd, Some(&run), false, &fx.clock);
                     let _ = cohort::schedule(&fx.sd, Some(&run));
                 }
                 3 => {
@@ -673,4 +673,175 @@ fn spec_dirs_are_confined() {
     std::fs::remove_file(fx.root.join(DIR).join("spec.md")).expect("rm");
     std::os::unix::fs::symlink(outside.path().join("spec.md"), fx.root.join(DIR).join("spec.md")).expect("ln");
     assert!(matches!(fx.sd.read_optional("spec.md"), Err(LoopError::BadInput(_))));
+}
+
+// ---- review fixes: older files, stale locks, baselines, check, reset, cycle ids ---------
+
+#[test]
+fn a_minimal_hand_written_legacy_state_refuses_every_event_as_illegal() {
+    let fx = Fx::new();
+    std::fs::write(fx.engine_path(), r#"{"state":"SPEC-PLAN-HUMAN-GATE"}"#).expect("w");
+    for e in Event::ALL {
+        assert_refused_unchanged(&fx, e, TransitionOpts::default(), "illegal_transition");
+    }
+    let st = fx.state();
+    assert_eq!(
+        (st["legacy"].as_bool(), st["mode"].as_str(), st["run_id"].as_str()),
+        (Some(true), Some("code"), Some(""))
+    );
+    // The same with a run id only.
+    std::fs::write(fx.engine_path(), r#"{"state":"SPEC-PLAN-HUMAN-GATE","run_id":"r"}"#).expect("w");
+    assert_refused_unchanged(&fx, Event::SpecReady, TransitionOpts::default(), "illegal_transition");
+}
+
+#[test]
+fn older_state_files_load_with_defaults_and_keep_unknown_fields() {
+    let fx = Fx::new();
+    fx.plan_text(TWO_WAVES);
+    // An older engine file: no mode, schema or created_at; a string sequence; an unknown field.
+    std::fs::write(
+        fx.engine_path(),
+        r#"{"state":"CODE-VERIFICATION","run_id":"r1","transition_sequence":"4","python_only":{"x":1},
+           "history":[{"event":"plan-locked","to":"CODE-IMPLEMENTATION","note":"kept"}]}"#,
+    )
+    .expect("w");
+    // An older cohort file: no schema, created_at or caps.
+    std::fs::write(
+        fx.root.join(DIR).join("state.json"),
+        r#"{"run_id":"r1","current_wave_index":0,"schedule_waves":[["1"],["2"]],"legacy_note":"keep"}"#,
+    )
+    .expect("w");
+    let c = fx.cohort();
+    assert_eq!((c["implementation_retry_cap"].as_u64(), c["review_retry_cap"].as_u64()), (Some(3), Some(3)));
+    assert_eq!(cohort::check(&fx.sd, Some(CheckPhase::GatesFailed), None).expect("check").exit, ExitStatus::Done);
+    // The engine's wave guard reads that cohort.
+    let opts = TransitionOpts { wave_index: Some(0), intent_incomplete: false };
+    engine::transition(&fx.sd, "wave-passed", opts, &fx.clock).expect("wave-passed on an older file");
+    cohort::wave_advance(&fx.sd, 0, Some("r1")).expect("advance on an older file");
+    let e: Value = serde_json::from_str(&std::fs::read_to_string(fx.engine_path()).expect("r")).expect("j");
+    assert_eq!((e["mode"].as_str(), e["transition_sequence"].as_u64()), (Some("code"), Some(5)));
+    assert_eq!(e["python_only"], serde_json::json!({"x": 1}), "unknown engine field dropped: {e}");
+    assert_eq!(e["history"][0]["note"], "kept", "unknown history field dropped: {e}");
+    let c: Value =
+        serde_json::from_str(&std::fs::read_to_string(fx.root.join(DIR).join("state.json")).expect("r")).expect("j");
+    assert_eq!((c["legacy_note"].as_str(), c["current_wave_index"].as_u64()), (Some("keep"), Some(1)));
+    // A spec-plan run is recognised from its history; a float sequence is read as an integer.
+    std::fs::write(
+        fx.engine_path(),
+        r#"{"state":"DONE","transition_sequence":7.0,"history":[{"event":"plan-locked","to":"DONE"}]}"#,
+    )
+    .expect("w");
+    let st = fx.state();
+    assert_eq!((st["mode"].as_str(), st["transition_sequence"].as_u64()), (Some("spec-plan"), Some(7)));
+    // A non-integer sequence is still bad input.
+    std::fs::write(fx.engine_path(), r#"{"state":"DONE","transition_sequence":"x"}"#).expect("w");
+    assert!(matches!(engine::status(&fx.sd), Err(LoopError::BadInput(_))));
+}
+
+#[test]
+fn a_leftover_lock_file_does_not_wedge_the_spec() {
+    let fx = Fx::new();
+    fx.init(Mode::Code);
+    let lock = fx.root.join(DIR).join("engine-state.json.lock");
+    // Killed between creating the lock file and writing its pid; then a dead holder's pid.
+    std::fs::write(&lock, "").expect("w");
+    fx.fire_ok(Event::SpecReady);
+    std::fs::write(&lock, "1073741823\n").expect("w");
+    fx.fire_ok(Event::FindingsRemain);
+    assert!(lock.exists(), "the lock file is never deleted");
+}
+
+#[test]
+fn approve_plan_refuses_a_changed_baseline_unless_rebaseline() {
+    let fx = Fx::new();
+    fx.spec("Approved");
+    fx.plan_text(ONE_WAVE);
+    let run = fx.init(Mode::Code);
+    cohort::approve_plan(&fx.sd, Some(&run), false, &fx.clock).expect("first baseline");
+    fx.plan_text(&format!("{ONE_WAVE}edited after approval\n"));
+    let before = fx.bytes();
+    let err = cohort::approve_plan(&fx.sd, Some(&run), false, &fx.clock).expect_err("changed plan");
+    match &err {
+        LoopError::Refused { message, json } => {
+            assert_eq!(json["reason"], "stale_baseline");
+            assert_eq!(json["changed"], serde_json::json!(["plan.md"]));
+            assert!(message.contains("plan.md changed") && message.contains("--rebaseline"), "{message}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(fx.bytes(), before, "a refused approve-plan changed the cohort");
+    fx.spec("Approved\n\nmore scope");
+    let err = cohort::approve_plan(&fx.sd, Some(&run), false, &fx.clock).expect_err("both changed");
+    assert!(err.to_string().contains("spec.md and plan.md changed"), "{err}");
+    let out = cohort::approve_plan(&fx.sd, Some(&run), true, &fx.clock).expect("explicit rebaseline");
+    assert_eq!((out.json["changed"].as_bool(), out.json["rebaselined"].as_bool()), (Some(true), Some(true)));
+    assert_eq!(fx.cohort()["baseline_history"].as_array().map(Vec::len), Some(1));
+    let again = cohort::approve_plan(&fx.sd, Some(&run), false, &fx.clock).expect("unchanged");
+    assert_eq!(again.json["changed"], false);
+}
+
+#[test]
+fn check_reports_a_pending_plan_review_only_while_planning() {
+    let fx = Fx::new();
+    fx.spec("Approved");
+    fx.plan_text(ONE_WAVE);
+    let run = fx.init(Mode::Code);
+    // Planning, plan never reviewed: pending fails check.
+    let c = cohort::check(&fx.sd, None, Some(&run)).expect("check");
+    assert_eq!(c.exit, ExitStatus::Unsuccessful);
+    assert_eq!(c.json["conditions"][0]["code"], "plan_review_pending");
+    cohort::approve_plan(&fx.sd, Some(&run), false, &fx.clock).expect("approve");
+    fx.force("SPEC-PLAN-APPROVED");
+    fx.fire_ok(Event::PlanLocked);
+    // After the seal the plan is edited (ticked tasks, Status: Done at finish): not a failure.
+    fx.plan_text("**Status:** Done\n\n## Task 1: a\n- [x] done\n");
+    for state in ["CODE-IMPLEMENTATION", "CODE-VERIFICATION", "CODE-REVIEW", "CODE-HUMAN-GATE", "DONE"] {
+        fx.force(state);
+        let c = cohort::check(&fx.sd, None, Some(&run)).expect("check");
+        assert_eq!(c.exit, ExitStatus::Done, "{state}: {}", c.json);
+        assert_eq!(c.json["plan_review_status"], "pending", "still reported");
+    }
+    // Back in a planning state (or without an engine file) it fails again.
+    fx.force("SPEC-PLAN-REVIEW");
+    assert_eq!(cohort::check(&fx.sd, None, None).expect("check").exit, ExitStatus::Unsuccessful);
+    std::fs::remove_file(fx.engine_path()).expect("rm");
+    assert_eq!(cohort::check(&fx.sd, None, None).expect("check").exit, ExitStatus::Unsuccessful);
+}
+
+#[test]
+fn reset_of_a_missing_directory_or_state_is_a_no_op_and_creates_nothing() {
+    let fx = Fx::new();
+    let nope = SpecDir::open(&fx.root, "docs/specs/nope").expect("confined");
+    for out in [engine::reset(&nope).expect("engine reset"), cohort::reset(&nope).expect("cohort reset")] {
+        assert_eq!((out.exit, out.json["removed"].as_bool()), (ExitStatus::Done, Some(false)));
+    }
+    assert!(!fx.root.join("docs/specs/nope").exists(), "reset created the directory");
+    // A transition there is bad input that says so, and creates nothing either.
+    let err = engine::transition(&nope, "spec-ready", TransitionOpts::default(), &fx.clock).expect_err("missing");
+    assert!(matches!(&err, LoopError::BadInput(m) if m.contains("no such file")), "{err:?}");
+    let err = cohort::wave_advance(&nope, 0, None).expect_err("missing");
+    assert!(matches!(err, LoopError::BadInput(_)), "{err:?}");
+    assert!(!fx.root.join("docs/specs/nope").exists(), "a refused verb created the directory");
+    // An existing directory without state: no lock file is left either.
+    engine::reset(&fx.sd).expect("engine reset");
+    cohort::reset(&fx.sd).expect("cohort reset");
+    assert!(!fx.root.join(DIR).join("engine-state.json.lock").exists());
+    assert!(!fx.root.join(DIR).join("state.json.lock").exists());
+}
+
+#[test]
+fn cycle_ids_must_be_non_empty_and_of_a_sane_charset() {
+    let fx = Fx::new();
+    let run = fx.init(Mode::Code);
+    let long = "a".repeat(cohort::MAX_CYCLE_ID_LEN + 1);
+    let before = fx.bytes();
+    for bad in ["", " ", "r 1", "r;rm -rf", "r/1", "r\n1", "é:1", long.as_str()] {
+        let err = cohort::record_attempt(&fx.sd, bad, Some(&run)).expect_err(bad);
+        assert!(matches!(err, LoopError::BadInput(_)), "{bad:?}: {err:?}");
+    }
+    assert_eq!(fx.bytes(), before);
+    let ok = "loop-20260101T000000Z-ab12cd34:12";
+    cohort::record_attempt(&fx.sd, ok, Some(&run)).expect("engine-shaped id");
+    cohort::record_attempt(&fx.sd, &"b".repeat(cohort::MAX_CYCLE_ID_LEN), Some(&run)).expect("at the limit");
+    cohort::record_attempt(&fx.sd, "A.b_c-d:9", Some(&run)).expect("every allowed character");
 }

@@ -174,3 +174,25 @@ fn workspace_status_ready_queue_order_and_absent_file() {
     write(&root, "workspace.toml", "[work\n");
     assert!(matches!(workspace_status(&root, None), Err(LoopError::BadInput(_))));
 }
+
+#[test]
+fn lint_root_may_be_an_absolute_path_inside_the_repository() {
+    let (_t, root) = repo();
+    write(&root, "docs/specs/a/spec.md", "Status: Implementing\n");
+    write(&root, "sub/docs/specs/b/spec.md", "Status: Executing\n");
+    let abs = root.display().to_string();
+    let out = lint(&root, &abs).expect("the root itself, absolute");
+    assert_eq!((out.exit, out.json["root"].as_str()), (ExitStatus::Done, Some(".")));
+    let out = lint(&root, &format!("{abs}/")).expect("with a trailing slash");
+    assert_eq!(out.exit, ExitStatus::Done);
+    let out = lint(&root, &format!("{abs}/sub")).expect("a directory under the root");
+    assert_eq!((out.exit, out.json["root"].as_str()), (ExitStatus::Unsuccessful, Some("sub")));
+    // Outside the root, or a symlink inside that leads outside: refused.
+    let outside = tempfile::tempdir().expect("outside");
+    std::os::unix::fs::symlink(outside.path(), root.join("escape")).expect("symlink");
+    for bad in [outside.path().display().to_string(), format!("{abs}/escape"), format!("{abs}/missing"), "/".into()] {
+        assert!(matches!(lint(&root, &bad), Err(LoopError::BadInput(_))), "{bad} accepted");
+    }
+    write(&root, "file.txt", "");
+    assert!(matches!(lint(&root, &format!("{abs}/file.txt")), Err(LoopError::BadInput(_))));
+}

@@ -38,6 +38,35 @@ pub enum LoopCommand {
     WorkspaceStatus(WorkspaceArgs),
     /// Is HEAD current with its base? (exit 1 with the message when not).
     BaseFreshness(FreshnessArgs),
+    /// Drive the whole PLAN → EXECUTE → GATES → REVIEW → DECIDE loop with agents (docs/loop-run.md).
+    Run(crate::cmd::loop_run::RunArgs),
+}
+
+/// The spec directory of a verb: positional, or `--spec-dir DIR`; when neither is given, the
+/// only `docs/specs/*/` holding engine-state.json or state.json (said on stderr).
+#[derive(Debug, Clone, clap::Args)]
+pub struct SpecDirArg {
+    /// The spec directory (`docs/specs/<feature>`); default: the only one with loop state.
+    #[arg(value_name = "SPEC_DIR")]
+    pub spec_dir: Option<String>,
+    /// The spec directory, as a flag (an alias of the positional SPEC_DIR).
+    #[arg(long = "spec-dir", value_name = "DIR", conflicts_with = "spec_dir")]
+    pub spec_dir_flag: Option<String>,
+}
+
+impl SpecDirArg {
+    /// The confined spec directory.
+    fn open(&self, root: &std::path::Path) -> Result<SpecDir, LoopError> {
+        let rel = match (&self.spec_dir, &self.spec_dir_flag) {
+            (Some(p), _) | (None, Some(p)) => p.clone(),
+            (None, None) => {
+                let d = work_loop::common::find_spec_dir(root)?;
+                eprintln!("work loop: using spec directory `{d}` (the only one with loop state)");
+                d
+            }
+        };
+        SpecDir::open(root, &rel)
+    }
 }
 
 /// `--mode`.
@@ -54,16 +83,17 @@ pub enum ModeArg {
 pub enum EngineCommand {
     /// Start a run in SPEC-PLAN-DRAFTING (refused when engine-state.json exists); prints the run id.
     Init {
-        /// The spec directory (`docs/specs/<feature>`).
-        spec_dir: String,
+        #[command(flatten)]
+        dir: SpecDirArg,
         /// `code` or `spec-plan`.
         #[arg(long, value_enum)]
         mode: ModeArg,
     },
     /// Fire an event (refused, exit 1 and nothing changed, when illegal or guarded out).
+    #[command(allow_missing_positional = true)]
     Transition {
-        /// The spec directory.
-        spec_dir: String,
+        #[command(flatten)]
+        dir: SpecDirArg,
         /// The event (`spec-ready`, `reviewers-clean`, …).
         event: String,
         /// The wave just verified (wave-passed, gates-clean): must be the cohort's current wave.
@@ -75,18 +105,18 @@ pub enum EngineCommand {
     },
     /// The engine state (exit 2 when missing or unreadable).
     Status {
-        /// The spec directory.
-        spec_dir: String,
+        #[command(flatten)]
+        dir: SpecDirArg,
     },
     /// Delete engine-state.json (destructive: only with a person's confirmation).
     Reset {
-        /// The spec directory.
-        spec_dir: String,
+        #[command(flatten)]
+        dir: SpecDirArg,
     },
     /// Where a fresh session picks up (the Session Resumption routing), read-only.
     Resume {
-        /// The spec directory.
-        spec_dir: String,
+        #[command(flatten)]
+        dir: SpecDirArg,
     },
     /// Print the state table as implemented (markdown).
     Table,
@@ -97,8 +127,8 @@ pub enum EngineCommand {
 pub enum CohortCommand {
     /// Create state.json for a run (refused when it exists).
     Init {
-        /// The spec directory.
-        spec_dir: String,
+        #[command(flatten)]
+        dir: SpecDirArg,
         /// The engine's run id.
         #[arg(long)]
         run_id: String,
@@ -111,24 +141,29 @@ pub enum CohortCommand {
     },
     /// Check that the cohort (and engine) belong to a run.
     Identity {
-        /// The spec directory.
-        spec_dir: String,
+        #[command(flatten)]
+        dir: SpecDirArg,
         /// The run id expected.
         #[arg(long)]
         expect_run_id: String,
     },
-    /// Record the approved baseline (both Status fields Approved; a no-op when unchanged).
+    /// Record the approved baseline (both Status fields Approved; a no-op when unchanged;
+    /// refused when spec.md or plan.md changed since the baseline, unless --rebaseline).
     ApprovePlan {
-        /// The spec directory.
-        spec_dir: String,
+        #[command(flatten)]
+        dir: SpecDirArg,
+        /// Record a new baseline although spec.md or plan.md changed since the last one (an
+        /// explicit decision after re-review; the old baseline is kept in baseline_history).
+        #[arg(long)]
+        rebaseline: bool,
         /// Refuse unless the cohort belongs to this run.
         #[arg(long)]
         expect_run_id: Option<String>,
     },
     /// Compute the waves from plan.md's task dependencies (resets the wave pointer).
     Schedule {
-        /// The spec directory.
-        spec_dir: String,
+        #[command(flatten)]
+        dir: SpecDirArg,
         /// Refuse unless the cohort belongs to this run.
         #[arg(long)]
         expect_run_id: Option<String>,
@@ -138,8 +173,8 @@ pub enum CohortCommand {
     Wave(WaveCommand),
     /// Count a gate failure once per cycle id.
     RecordAttempt {
-        /// The spec directory.
-        spec_dir: String,
+        #[command(flatten)]
+        dir: SpecDirArg,
         /// The phase (`implement`).
         #[arg(long, value_enum)]
         phase: PhaseArg,
@@ -158,8 +193,8 @@ pub enum CohortCommand {
     Plan(PlanCommand),
     /// Exit 1 when a retry cap is reached (or, without --phase, the plan review is pending).
     Check {
-        /// The spec directory.
-        spec_dir: String,
+        #[command(flatten)]
+        dir: SpecDirArg,
         /// Only this cap.
         #[arg(long, value_enum)]
         phase: Option<CheckPhaseArg>,
@@ -169,13 +204,13 @@ pub enum CohortCommand {
     },
     /// The cohort state.
     Status {
-        /// The spec directory.
-        spec_dir: String,
+        #[command(flatten)]
+        dir: SpecDirArg,
     },
     /// Delete state.json (destructive: only with a person's confirmation).
     Reset {
-        /// The spec directory.
-        spec_dir: String,
+        #[command(flatten)]
+        dir: SpecDirArg,
     },
 }
 
@@ -209,8 +244,8 @@ pub enum ExpectArg {
 pub enum WaveCommand {
     /// Move the pointer from N to N+1 (idempotent).
     Advance {
-        /// The spec directory.
-        spec_dir: String,
+        #[command(flatten)]
+        dir: SpecDirArg,
         /// The wave just completed.
         #[arg(long, value_name = "N")]
         from_index: usize,
@@ -220,8 +255,8 @@ pub enum WaveCommand {
     },
     /// Exit 0 when the expectation holds, 1 otherwise.
     Check {
-        /// The spec directory.
-        spec_dir: String,
+        #[command(flatten)]
+        dir: SpecDirArg,
         /// `more` or `last`.
         #[arg(long, value_enum)]
         expect: ExpectArg,
@@ -236,8 +271,8 @@ pub enum WaveCommand {
 pub enum ReviewCommand {
     /// Record a review round (not idempotent).
     Record {
-        /// The spec directory.
-        spec_dir: String,
+        #[command(flatten)]
+        dir: SpecDirArg,
         /// A clean adjudication artifact (with --adjudication).
         #[arg(long, value_name = "P", requires = "adjudication")]
         report: Option<String>,
@@ -256,8 +291,8 @@ pub enum ReviewCommand {
     },
     /// Classify an adjudication and compare it with the last round (`matches_previous_round`).
     Inspect {
-        /// The spec directory.
-        spec_dir: String,
+        #[command(flatten)]
+        dir: SpecDirArg,
         /// The adjudication artifact.
         #[arg(long, value_name = "P")]
         adjudication: String,
@@ -277,16 +312,16 @@ pub enum ReviewCommand {
 pub enum PlanCommand {
     /// Exit 1 (`plan_review_status: pending`) when plan.md changed since its last review.
     CheckCurrent {
-        /// The spec directory.
-        spec_dir: String,
+        #[command(flatten)]
+        dir: SpecDirArg,
         /// Refuse unless the cohort belongs to this run.
         #[arg(long)]
         expect_run_id: Option<String>,
     },
     /// Record plan.md as reviewed (after pre-EXECUTE review is adjudicated clean).
     MarkReviewed {
-        /// The spec directory.
-        spec_dir: String,
+        #[command(flatten)]
+        dir: SpecDirArg,
         /// Refuse unless the cohort belongs to this run.
         #[arg(long)]
         expect_run_id: Option<String>,
@@ -319,27 +354,30 @@ pub struct FreshnessArgs {
 
 /// Runs the command.
 pub fn run(global: &Global, args: Args) -> CmdResult {
+    if let LoopCommand::Run(r) = args.command {
+        return crate::cmd::loop_run::run(global, crate::cmd::loop_run::RunArgs { json: r.json || args.json, ..r });
+    }
     let ctx = Ctx::new(global)?;
     let root = ctx.root.as_path();
     let clock = ctx.clock.as_ref();
-    let sd = |p: &str| SpecDir::open(root, p);
+    // base-freshness prints its JSON document whenever HEAD is not current (the seed reads
+    // "the message in the JSON output" without passing a flag).
+    let json_when_unsuccessful = matches!(args.command, LoopCommand::BaseFreshness(_));
     let result: LoopResult = match args.command {
         LoopCommand::Engine(cmd) => match cmd {
-            EngineCommand::Init { spec_dir, mode } => {
+            EngineCommand::Init { dir, mode } => {
                 let mode = match mode {
                     ModeArg::Code => Mode::Code,
                     ModeArg::SpecPlan => Mode::SpecPlan,
                 };
-                sd(&spec_dir).and_then(|d| engine::init(&d, mode, clock))
+                dir.open(root).and_then(|d| engine::init(&d, mode, clock))
             }
-            EngineCommand::Transition { spec_dir, event, wave_index, intent_incomplete } => {
-                sd(&spec_dir).and_then(|d| {
-                    engine::transition(&d, &event, engine::TransitionOpts { wave_index, intent_incomplete }, clock)
-                })
-            }
-            EngineCommand::Status { spec_dir } => sd(&spec_dir).and_then(|d| engine::status(&d)),
-            EngineCommand::Reset { spec_dir } => sd(&spec_dir).and_then(|d| engine::reset(&d)),
-            EngineCommand::Resume { spec_dir } => sd(&spec_dir).and_then(|d| engine::resume(&d)),
+            EngineCommand::Transition { dir, event, wave_index, intent_incomplete } => dir.open(root).and_then(|d| {
+                engine::transition(&d, &event, engine::TransitionOpts { wave_index, intent_incomplete }, clock)
+            }),
+            EngineCommand::Status { dir } => dir.open(root).and_then(|d| engine::status(&d)),
+            EngineCommand::Reset { dir } => dir.open(root).and_then(|d| engine::reset(&d)),
+            EngineCommand::Resume { dir } => dir.open(root).and_then(|d| engine::resume(&d)),
             EngineCommand::Table => {
                 let md = work_loop::table::render_markdown();
                 let json = serde_json::json!({ "ok": true, "markdown": md });
@@ -350,41 +388,43 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
         LoopCommand::LintSpecStatus(a) => lint::lint(root, &a.root),
         LoopCommand::WorkspaceStatus(a) => workspace::workspace_status(root, a.spec.as_deref()),
         LoopCommand::BaseFreshness(a) => freshness::base_freshness(root, a.target.as_deref()),
+        LoopCommand::Run(_) => unreachable!("handled above"),
     };
-    emit(args.json, result)
+    emit(args.json, json_when_unsuccessful, result)
 }
 
 fn cohort_cmd(root: &std::path::Path, clock: &dyn work_runtime::clock::Clock, cmd: CohortCommand) -> LoopResult {
-    let sd = |p: &str| SpecDir::open(root, p);
     match cmd {
-        CohortCommand::Init { spec_dir, run_id, implementation_retry_cap, review_retry_cap } => {
+        CohortCommand::Init { dir, run_id, implementation_retry_cap, review_retry_cap } => {
             let caps = Caps { implementation: implementation_retry_cap, review: review_retry_cap };
-            sd(&spec_dir).and_then(|d| cohort::init(&d, &run_id, caps, clock))
+            dir.open(root).and_then(|d| cohort::init(&d, &run_id, caps, clock))
         }
-        CohortCommand::Identity { spec_dir, expect_run_id } => {
-            sd(&spec_dir).and_then(|d| cohort::identity(&d, &expect_run_id))
+        CohortCommand::Identity { dir, expect_run_id } => {
+            dir.open(root).and_then(|d| cohort::identity(&d, &expect_run_id))
         }
-        CohortCommand::ApprovePlan { spec_dir, expect_run_id } => {
-            sd(&spec_dir).and_then(|d| cohort::approve_plan(&d, expect_run_id.as_deref(), clock))
+        CohortCommand::ApprovePlan { dir, rebaseline, expect_run_id } => {
+            dir.open(root).and_then(|d| cohort::approve_plan(&d, expect_run_id.as_deref(), rebaseline, clock))
         }
-        CohortCommand::Schedule { spec_dir, expect_run_id } => {
-            sd(&spec_dir).and_then(|d| cohort::schedule(&d, expect_run_id.as_deref()))
+        CohortCommand::Schedule { dir, expect_run_id } => {
+            dir.open(root).and_then(|d| cohort::schedule(&d, expect_run_id.as_deref()))
         }
-        CohortCommand::Wave(WaveCommand::Advance { spec_dir, from_index, expect_run_id }) => {
-            sd(&spec_dir).and_then(|d| cohort::wave_advance(&d, from_index, expect_run_id.as_deref()))
+        CohortCommand::Wave(WaveCommand::Advance { dir, from_index, expect_run_id }) => {
+            dir.open(root).and_then(|d| cohort::wave_advance(&d, from_index, expect_run_id.as_deref()))
         }
-        CohortCommand::Wave(WaveCommand::Check { spec_dir, expect, expect_run_id }) => {
+        CohortCommand::Wave(WaveCommand::Check { dir, expect, expect_run_id }) => {
             let e = match expect {
                 ExpectArg::More => WaveExpect::More,
                 ExpectArg::Last => WaveExpect::Last,
             };
-            sd(&spec_dir).and_then(|d| cohort::wave_check(&d, e, expect_run_id.as_deref()))
+            dir.open(root).and_then(|d| cohort::wave_check(&d, e, expect_run_id.as_deref()))
         }
-        CohortCommand::RecordAttempt { spec_dir, phase: PhaseArg::Implement, cycle_id, expect_run_id } => {
-            sd(&spec_dir).and_then(|d| cohort::record_attempt(&d, &cycle_id, expect_run_id.as_deref()))
+        CohortCommand::RecordAttempt { dir, phase: PhaseArg::Implement, cycle_id, expect_run_id } => {
+            // The id is checked before the directory is even looked for.
+            cohort::validate_cycle_id(&cycle_id)?;
+            dir.open(root).and_then(|d| cohort::record_attempt(&d, &cycle_id, expect_run_id.as_deref()))
         }
         CohortCommand::Review(ReviewCommand::Record {
-            spec_dir,
+            dir,
             report,
             adjudication: _,
             fingerprints,
@@ -403,34 +443,34 @@ fn cohort_cmd(root: &std::path::Path, clock: &dyn work_runtime::clock::Clock, cm
                 (None, true) => ReviewRecord::AllSkipped,
                 (None, false) => ReviewRecord::Fingerprints(fingerprints),
             };
-            sd(&spec_dir).and_then(|d| cohort::review_record(root, &d, &what, expect_run_id.as_deref(), clock))
+            dir.open(root).and_then(|d| cohort::review_record(root, &d, &what, expect_run_id.as_deref(), clock))
         }
-        CohortCommand::Review(ReviewCommand::Inspect { spec_dir, adjudication, expect_run_id }) => {
-            sd(&spec_dir).and_then(|d| cohort::review_inspect(root, &d, &adjudication, expect_run_id.as_deref()))
+        CohortCommand::Review(ReviewCommand::Inspect { dir, adjudication, expect_run_id }) => {
+            dir.open(root).and_then(|d| cohort::review_inspect(root, &d, &adjudication, expect_run_id.as_deref()))
         }
         CohortCommand::Review(ReviewCommand::Classify { path }) => cohort::review_classify(root, &path),
-        CohortCommand::Plan(PlanCommand::CheckCurrent { spec_dir, expect_run_id }) => {
-            sd(&spec_dir).and_then(|d| cohort::plan_check_current(&d, expect_run_id.as_deref()))
+        CohortCommand::Plan(PlanCommand::CheckCurrent { dir, expect_run_id }) => {
+            dir.open(root).and_then(|d| cohort::plan_check_current(&d, expect_run_id.as_deref()))
         }
-        CohortCommand::Plan(PlanCommand::MarkReviewed { spec_dir, expect_run_id }) => {
-            sd(&spec_dir).and_then(|d| cohort::plan_mark_reviewed(&d, expect_run_id.as_deref()))
+        CohortCommand::Plan(PlanCommand::MarkReviewed { dir, expect_run_id }) => {
+            dir.open(root).and_then(|d| cohort::plan_mark_reviewed(&d, expect_run_id.as_deref()))
         }
-        CohortCommand::Check { spec_dir, phase, expect_run_id } => {
+        CohortCommand::Check { dir, phase, expect_run_id } => {
             let p = phase.map(|p| match p {
                 CheckPhaseArg::GatesFailed => CheckPhase::GatesFailed,
                 CheckPhaseArg::Review => CheckPhase::Review,
             });
-            sd(&spec_dir).and_then(|d| cohort::check(&d, p, expect_run_id.as_deref()))
+            dir.open(root).and_then(|d| cohort::check(&d, p, expect_run_id.as_deref()))
         }
-        CohortCommand::Status { spec_dir } => sd(&spec_dir).and_then(|d| cohort::status(&d)),
-        CohortCommand::Reset { spec_dir } => sd(&spec_dir).and_then(|d| cohort::reset(&d)),
+        CohortCommand::Status { dir } => dir.open(root).and_then(|d| cohort::status(&d)),
+        CohortCommand::Reset { dir } => dir.open(root).and_then(|d| cohort::reset(&d)),
     }
 }
 
-fn emit(json: bool, result: LoopResult) -> CmdResult {
+fn emit(json: bool, json_when_unsuccessful: bool, result: LoopResult) -> CmdResult {
     match result {
         Ok(o) => {
-            if json {
+            if json || (json_when_unsuccessful && o.exit != work_runtime::ExitStatus::Done) {
                 print_json(&o.json);
             } else if !o.text.is_empty() {
                 println!("{}", o.text);

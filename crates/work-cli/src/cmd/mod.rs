@@ -5,5 +5,6 @@ pub mod agents;
 pub mod exhaust;
 pub mod implement;
 pub mod loop_cmd;
+pub mod loop_run;
 pub mod ultra;
 pub mod until;

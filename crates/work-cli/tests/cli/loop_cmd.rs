@@ -233,7 +233,9 @@ fn racing_processes_cannot_both_transition() {
     assert_eq!(wins, 1);
     let st = s.run_json(&["loop", "engine", "status", DIR, "--json"], 0);
     assert_eq!((st["transition_sequence"].as_u64(), st["state"].as_str()), (Some(1), Some("SPEC-PLAN-REVIEW")));
-    assert!(!s.path(&format!("{DIR}/engine-state.json.lock")).exists(), "the lock was left behind");
+    // The lock file stays (a kernel flock, released when each racer exited): it is free now.
+    assert!(s.path(&format!("{DIR}/engine-state.json.lock")).exists());
+    ok(&s, &["engine", "transition", DIR, "findings-remain"]);
 }
 
 #[test]
@@ -314,4 +316,206 @@ fn base_freshness_against_a_local_remote() {
     let (code, _, err) = s.run(&["loop", "base-freshness", "--target", "origin/--upload-pack=x"]);
     assert_eq!(code, 2);
     assert_one_line_error(&err);
+}
+
+// ---- review fixes ----------------------------------------------------------------------
+
+const EVENTS: [&str; 14] = [
+    "spec-ready",
+    "findings-remain",
+    "reviewers-clean",
+    "spec-approved",
+    "spec-rejected",
+    "plan-approved",
+    "plan-rejected",
+    "plan-locked",
+    "wave-complete",
+    "wave-passed",
+    "gates-clean",
+    "gates-failed",
+    "blocker-applied",
+    "done",
+];
+
+#[test]
+fn a_hand_written_legacy_state_refuses_every_event_with_exit_1() {
+    let s = Scenario::new();
+    s.write(&format!("{DIR}/engine-state.json"), r#"{"state":"SPEC-PLAN-HUMAN-GATE"}"#);
+    for e in EVENTS {
+        let err = refused(&s, &["engine", "transition", DIR, e], 1);
+        assert!(err.contains("illegal transition"), "{e}: {err}");
+    }
+    // An older cohort without schema, created_at or caps loads too.
+    s.write(&format!("{DIR}/state.json"), r#"{"run_id":"r1","current_wave_index":0,"schedule_waves":[["1"],["2"]]}"#);
+    let c = ok(&s, &["cohort", "status", DIR]);
+    assert_eq!((c["implementation_retry_cap"].as_u64(), c["wave_count"].as_u64()), (Some(3), Some(2)));
+    ok(&s, &["cohort", "wave", "advance", DIR, "--from-index", "0", "--expect-run-id", "r1"]);
+}
+
+#[test]
+fn base_freshness_prints_json_when_not_current_even_without_the_flag() {
+    let s = Scenario::new();
+    let (code, out, _) = s.run(&["loop", "base-freshness"]);
+    assert_eq!(code, 1);
+    let doc: Value = serde_json::from_str(&out).expect("one JSON document on stdout without --json");
+    assert_eq!(doc["status"], "no_remote");
+    assert!(doc["message"].as_str().is_some_and(|m| !m.is_empty()), "{doc}");
+    let remote = tempfile::tempdir().expect("remote");
+    let rpath = remote.path().display().to_string();
+    s.git(&["init", "-q", "--bare", "-b", "main", &rpath]);
+    s.git(&["remote", "add", "origin", &rpath]);
+    s.git(&["push", "-q", "origin", "main"]);
+    let (code, out, _) = s.run(&["loop", "base-freshness"]);
+    assert_eq!(code, 0);
+    assert_eq!(out.trim(), "HEAD is current with origin/main");
+}
+
+#[test]
+fn lint_root_accepts_an_absolute_path_inside_the_repository() {
+    let s = Scenario::new();
+    s.write(&format!("{DIR}/spec.md"), "Status: Executing\n");
+    let abs = std::fs::canonicalize(s.root()).expect("canon").display().to_string();
+    let doc = s.run_json(&["loop", "lint-spec-status", "--root", &abs, "--json"], 1);
+    assert_eq!(doc["findings"][0]["code"], "plan_vocabulary_in_spec");
+    let doc = s.run_json(&["loop", "lint-spec-status", "--root", &format!("{abs}/docs"), "--json"], 0);
+    assert_eq!(doc["root"], "docs");
+    let outside = tempfile::tempdir().expect("outside");
+    let (code, out, err) = s.run(&["loop", "lint-spec-status", "--root", &outside.path().display().to_string()]);
+    assert_eq!(code, 2, "{out}");
+    assert_one_line_error(&err);
+}
+
+/// A run sealed with plan-locked (plan.md Approved), at CODE-IMPLEMENTATION.
+fn sealed(s: &Scenario) -> String {
+    spec(s, "Approved");
+    plan(s, "Approved");
+    let run = ok(s, &["engine", "init", DIR, "--mode", "code"])["run_id"].as_str().expect("run").to_string();
+    ok(s, &["cohort", "init", DIR, "--run-id", &run]);
+    for e in ["spec-ready", "reviewers-clean", "spec-approved", "plan-approved"] {
+        ok(s, &["engine", "transition", DIR, e]);
+    }
+    ok(s, &["cohort", "approve-plan", DIR, "--expect-run-id", &run]);
+    ok(s, &["cohort", "schedule", DIR, "--expect-run-id", &run]);
+    ok(s, &["engine", "transition", DIR, "plan-locked"]);
+    run
+}
+
+#[test]
+fn check_does_not_fail_on_plan_edits_after_the_seal() {
+    let s = Scenario::new();
+    spec(&s, "Draft");
+    plan(&s, "Drafting");
+    let run = ok(&s, &["engine", "init", DIR, "--mode", "code"])["run_id"].as_str().expect("run").to_string();
+    ok(&s, &["cohort", "init", DIR, "--run-id", &run]);
+    // Planning: the pending plan review fails bare check (the cue for pre-EXECUTE review).
+    let (code, out, _) = s.run(&["loop", "cohort", "check", DIR]);
+    assert_eq!((code, out.trim()), (1, "plan_review_status: pending"));
+    s.run(&["loop", "engine", "reset", DIR]);
+    s.run(&["loop", "cohort", "reset", DIR]);
+    let run = sealed(&s);
+    // The seed's finish: plan.md Status: Done. Bare check still passes in CODE-*.
+    plan(&s, "Done");
+    let c = s.run_json(&["loop", "cohort", "check", DIR, "--expect-run-id", &run, "--json"], 0);
+    assert_eq!(
+        (c["plan_review_status"].as_str(), c["engine_state"].as_str()),
+        (Some("pending"), Some("CODE-IMPLEMENTATION"))
+    );
+}
+
+#[test]
+fn review_inspect_says_matches_previous_round_in_plain_output() {
+    let s = Scenario::new();
+    let run = sealed(&s);
+    s.write("review/adj.json", r#"{"findings": [{"disposition": "sustained", "title": "Leak", "file": "a.rs"}]}"#);
+    let (code, out, _) = s.run(&["loop", "cohort", "review", "inspect", DIR, "--adjudication", "review/adj.json"]);
+    assert_eq!(code, 0);
+    assert!(out.lines().any(|l| l == "matches_previous_round: false"), "{out}");
+    let fp = ok(&s, &["cohort", "review", "inspect", DIR, "--adjudication", "review/adj.json"])["fingerprints"][0]
+        .as_str()
+        .expect("fp")
+        .to_string();
+    ok(&s, &["cohort", "review", "record", DIR, "--fingerprint", &fp, "--expect-run-id", &run]);
+    let (_, out, _) = s.run(&["loop", "cohort", "review", "inspect", DIR, "--adjudication", "review/adj.json"]);
+    assert!(out.lines().any(|l| l == "matches_previous_round: true"), "{out}");
+}
+
+#[test]
+fn spec_dir_flag_and_the_only_spec_dir_with_state() {
+    let s = Scenario::new();
+    // Nothing has state yet: exit 2, saying where it looked.
+    let (code, _, err) = s.run(&["loop", "engine", "status"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("docs/specs/*/"), "{err}");
+    spec(&s, "Draft");
+    plan(&s, "Drafting");
+    let run = s.run_json(&["loop", "engine", "init", "--spec-dir", DIR, "--mode", "code", "--json"], 0)["run_id"]
+        .as_str()
+        .expect("run")
+        .to_string();
+    s.run_json(&["loop", "cohort", "init", "--spec-dir", DIR, "--run-id", &run, "--json"], 0);
+    // The seed's prose forms, without a spec directory.
+    let (code, out, err) = s.run(&["loop", "engine", "transition", "spec-ready"]);
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(err.contains(&format!("using spec directory `{DIR}`")), "{err}");
+    s.run_json(&["loop", "cohort", "check", "--phase", "gates-failed", "--json"], 0);
+    s.run_json(&["loop", "cohort", "check", "--phase", "review", "--json"], 0);
+    s.run_json(&["loop", "cohort", "wave", "check", "--expect", "last", "--json"], 0);
+    s.run_json(&["loop", "engine", "transition", "--spec-dir", DIR, "findings-remain", "--json"], 0);
+    let st = s.run_json(&["loop", "engine", "status", "--spec-dir", DIR, "--json"], 0);
+    assert_eq!((st["state"].as_str(), st["transition_sequence"].as_u64()), (Some("SPEC-PLAN-DRAFTING"), Some(2)));
+    // Both forms at once is bad input; so is an unconfined --spec-dir.
+    let (code, _, _) = s.run(&["loop", "cohort", "status", DIR, "--spec-dir", DIR]);
+    assert_eq!(code, 2);
+    let (code, _, err) = s.run(&["loop", "cohort", "status", "--spec-dir", "../x"]);
+    assert_eq!(code, 2);
+    assert_one_line_error(&err);
+    // A second spec directory with state: ambiguous, naming both.
+    s.write("docs/specs/other/state.json", "{}");
+    let (code, _, err) = s.run(&["loop", "cohort", "status"]);
+    assert_eq!(code, 2);
+    assert_one_line_error(&err);
+    assert!(err.contains("docs/specs/feat, docs/specs/other"), "{err}");
+}
+
+#[test]
+fn approve_plan_refuses_changed_files_unless_rebaseline() {
+    let s = Scenario::new();
+    let run = sealed(&s);
+    s.write(&format!("{DIR}/plan.md"), "# Plan\n\n**Status:** Approved\n\n## Task 1: base\nedited\n");
+    let err = refused(&s, &["cohort", "approve-plan", DIR, "--expect-run-id", &run], 1);
+    assert!(err.contains("plan.md changed") && !err.contains("spec.md"), "{err}");
+    let doc = ok(&s, &["cohort", "approve-plan", DIR, "--expect-run-id", &run, "--rebaseline"]);
+    assert_eq!((doc["changed"].as_bool(), doc["rebaselined"].as_bool()), (Some(true), Some(true)));
+    assert_eq!(ok(&s, &["cohort", "approve-plan", DIR, "--expect-run-id", &run])["changed"], false);
+}
+
+#[test]
+fn reset_of_a_missing_spec_dir_is_a_no_op_and_still_confined() {
+    let s = Scenario::new();
+    for verb in ["engine", "cohort"] {
+        let (code, out, err) = s.run(&["loop", verb, "reset", "docs/specs/nope"]);
+        assert_eq!(code, 0, "{verb}: {out} {err}");
+        let (code, _, err) = s.run(&["loop", verb, "reset", "../outside"]);
+        assert_eq!(code, 2, "{verb}");
+        assert_one_line_error(&err);
+    }
+    assert!(!s.path("docs/specs/nope").exists(), "reset created the directory");
+    // A transition there is exit 2 naming the missing state, and creates nothing.
+    let (code, _, err) = s.run(&["loop", "engine", "transition", "docs/specs/nope", "spec-ready"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no such file"), "{err}");
+    assert!(!s.path("docs/specs/nope").exists());
+}
+
+#[test]
+fn record_attempt_refuses_an_odd_cycle_id() {
+    let s = Scenario::new();
+    let run = sealed(&s);
+    let long = "x".repeat(201);
+    for bad in ["", "a b", "r;1", "r/1", long.as_str()] {
+        refused(&s, &["cohort", "record-attempt", DIR, "--phase", "implement", "--cycle-id", bad], 2);
+    }
+    let id = format!("{run}:9");
+    let doc = ok(&s, &["cohort", "record-attempt", DIR, "--phase", "implement", "--cycle-id", &id]);
+    assert_eq!(doc["implementation_retry_count"], 1);
 }

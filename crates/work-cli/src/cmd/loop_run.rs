@@ -1,0 +1,229 @@
+//! `work loop run <spec-dir>`: the agent-driven PLAN → EXECUTE → GATES → REVIEW → DECIDE loop
+//! (CONTRACTS §5, last paragraph; docs/loop-run.md). Validates every flag and the spec
+//! directory before anything is dispatched or changed (exit 2), resolves one agent per role,
+//! takes the spec directory's run lock, and drives [`work_loop_run::Driver`].
+//!
+//! Exit codes: 0 DONE, 1 BLOCKED (the reason in the result), 2 bad input, 3 paused for a person
+//! (a human gate or a surfaced situation; `next` in the result says what to do, then
+//! `work loop run <spec-dir> --resume`).
+
+// Until `work loop run` is wired into loop_cmd.rs the entry point is unreachable from main;
+// remove this line when wiring it.
+
+use crate::CmdResult;
+use crate::ctx::{self, CliError, Ctx, Global, print_json};
+use std::collections::BTreeMap;
+use work_loop::cohort::{self, Caps};
+use work_loop::table::Mode;
+use work_loop_run::prompts::ROLES;
+use work_loop_run::{Driver, HumanInput, Report, ReviewMode, RoleDispatch, Settings};
+use work_runtime::budget::{Budget, Spent};
+
+/// `--mode` of `work loop run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RunMode {
+    /// Implementation work: after the plan is locked, EXECUTE → GATES → REVIEW → merge gate.
+    Code,
+    /// Spec/plan-only work: the run ends when the plan is locked.
+    SpecPlan,
+}
+
+/// Drive the whole work loop over a spec directory with agents.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The spec directory (`docs/specs/<feature>`), relative to the repository root. It must
+    /// exist; a missing spec.md / plan.md is written by the drafter.
+    pub spec_dir: String,
+    /// The engine mode of a new run (default `code`); on resume it must match the run's.
+    #[arg(long, value_enum)]
+    pub mode: Option<RunMode>,
+    /// Light mode (single bounded adversarial pass), whatever the risk triggers say.
+    #[arg(long, conflicts_with = "full")]
+    pub light: bool,
+    /// Full mode (spec/plan review, reviewers iterated to adjudicated clean).
+    #[arg(long)]
+    pub full: bool,
+    /// The agents' backend (SPEC or a name from work.toml), for every role.
+    #[arg(long, value_name = "SPEC")]
+    pub agent: Option<String>,
+    /// Continue an existing run (refused when the spec directory has no engine-state.json).
+    #[arg(long)]
+    pub resume: bool,
+    /// The merge decision at CODE-HUMAN-GATE: approved (fires `done`).
+    #[arg(long, conflicts_with = "reject")]
+    pub approve: bool,
+    /// Reject at a human gate: the spec or plan goes back to drafting, or (at the merge gate)
+    /// the change goes back to implementation, with TEXT as what to change.
+    #[arg(long, value_name = "TEXT")]
+    pub reject: Option<String>,
+    /// The test gate (overrides `[gates].test`).
+    #[arg(long, value_name = "CMD")]
+    pub test_cmd: Option<String>,
+    /// The implementation retry cap of a new run's cohort.
+    #[arg(long, value_name = "N")]
+    pub implementation_retry_cap: Option<u32>,
+    /// The review retry cap of a new run's cohort.
+    #[arg(long, value_name = "N")]
+    pub review_retry_cap: Option<u32>,
+    /// Spec/plan review revisions before the run is blocked.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub max_spec_rounds: u32,
+    /// Print the result as one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn settings(ctx: &Ctx, a: &RunArgs) -> Result<Settings, CliError> {
+    if a.spec_dir.trim().is_empty() {
+        return Err(CliError::bad("use the spec directory: it is empty"));
+    }
+    let human = match (&a.approve, &a.reject) {
+        (true, _) => HumanInput::Approve,
+        (false, Some(t)) if t.trim().is_empty() => {
+            return Err(CliError::bad("use --reject: say what to change (the text is empty)"));
+        }
+        (false, Some(t)) => HumanInput::Reject(t.trim().to_string()),
+        (false, None) => HumanInput::None,
+    };
+    if a.max_spec_rounds == 0 {
+        return Err(CliError::bad("use --max-spec-rounds: it must be at least 1"));
+    }
+    if let Some(t) = &a.test_cmd
+        && t.trim().is_empty()
+    {
+        return Err(CliError::bad("use --test-cmd: the command is empty"));
+    }
+    let g = &ctx.config.gates;
+    let test = a.test_cmd.clone().or(g.test.clone());
+    let gates: Vec<(String, String)> = [("lint", g.lint.clone()), ("typecheck", g.typecheck.clone()), ("test", test)]
+        .into_iter()
+        .filter_map(|(n, c)| c.filter(|c| !c.trim().is_empty()).map(|c| (n.to_string(), c)))
+        .collect();
+    Ok(Settings {
+        spec_dir: a.spec_dir.trim().trim_end_matches('/').to_string(),
+        mode: a.mode.map(|m| match m {
+            RunMode::Code => Mode::Code,
+            RunMode::SpecPlan => Mode::SpecPlan,
+        }),
+        review_mode: if a.light {
+            Some(ReviewMode::Light)
+        } else if a.full {
+            Some(ReviewMode::Full)
+        } else {
+            None
+        },
+        gates,
+        gate_timeout: ctx.config.timeouts.gate_secs.map(std::time::Duration::from_secs),
+        caps: Caps {
+            implementation: a.implementation_retry_cap.unwrap_or(cohort::DEFAULT_IMPLEMENTATION_RETRY_CAP),
+            review: a.review_retry_cap.unwrap_or(cohort::DEFAULT_REVIEW_RETRY_CAP),
+        },
+        max_spec_rounds: a.max_spec_rounds,
+        human,
+        resume: a.resume,
+    })
+}
+
+fn loop_err(e: work_loop::LoopError) -> CliError {
+    match e {
+        work_loop::LoopError::BadInput(m) => CliError::BadInput(m),
+        work_loop::LoopError::Refused { message, .. } => CliError::Runtime(message),
+    }
+}
+
+/// Runs `work loop run`.
+pub fn run(global: &Global, a: RunArgs) -> CmdResult {
+    let ctx = Ctx::new(global)?;
+    let settings = settings(&ctx, &a)?;
+    // One driver per spec directory at a time; the lock lives in the state directory.
+    let key = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(settings.spec_dir.as_bytes()))[..16].to_string()
+    };
+    let lock_path = ctx.state_path(format!("locks/loop-run-{key}.lock"));
+    let lock_existed = lock_path.exists();
+    let lock = work_runtime::fsx::LockFile::acquire(&lock_path)
+        .map_err(|e| CliError::bad(format!("lock the spec directory `{}`: {e}", settings.spec_dir)))?;
+    let prepared = work_loop_run::preflight(&ctx.root, &settings).map_err(loop_err).and_then(|sd| {
+        ROLES.iter().map(|r| ctx.resolve_agent(r, a.agent.as_deref())).collect::<Result<Vec<_>, _>>().map(|r| (sd, r))
+    });
+    let (sd, resolved) = match prepared {
+        Ok(p) => p,
+        Err(e) => {
+            drop(lock);
+            if !lock_existed {
+                // Nothing ran: leave nothing behind.
+                let _ = std::fs::remove_file(&lock_path);
+                let _ = std::fs::remove_dir(ctx.state_path("locks"));
+            }
+            return Err(e);
+        }
+    };
+    let run = ctx.start_run("loop", Budget::default(), Spent::default())?;
+    let roles: BTreeMap<String, RoleDispatch> = resolved
+        .into_iter()
+        .map(|(role, agent)| {
+            let dispatcher = ctx::dispatcher(&run, &role, agent);
+            (role.role.clone(), RoleDispatch { model: role.model.clone(), effort: role.effort.clone(), dispatcher })
+        })
+        .collect();
+    let rt = ctx::runtime()?;
+    let report = rt.block_on(Driver::new(run, roles, settings, sd).drive());
+    render(&ctx, &report, a.json);
+    drop(lock);
+    Ok(report.exit)
+}
+
+fn render(ctx: &Ctx, r: &Report, json: bool) {
+    let doc = ctx.redactor.redact_json(&serde_json::to_value(r).unwrap_or(serde_json::Value::Null));
+    if json {
+        print_json(&doc);
+        return;
+    }
+    let line = |k: &str| doc.get(k).and_then(serde_json::Value::as_str).unwrap_or("-").to_string();
+    println!("{}: {} ({})", line("outcome"), line("message"), line("reason"));
+    println!("state: {}  run: {}  review mode: {}", line("state"), line("run_id"), line("review_mode"));
+    if let Some(v) = doc.get("verdict").and_then(serde_json::Value::as_str) {
+        println!("verdict: {v} ({})", doc["verdict_state"].as_str().unwrap_or("-"));
+    }
+    if let Some(next) = doc.get("next").and_then(serde_json::Value::as_object) {
+        for (k, v) in next {
+            if let Some(s) = v.as_str() {
+                println!("next {k}: {s}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser, Subcommand};
+
+    /// A stand-in for `work loop` with its global `--json`, to check that `run`'s own
+    /// `--json` coexists with it.
+    #[derive(Debug, Parser)]
+    struct Outer {
+        #[arg(long, global = true)]
+        json: bool,
+        #[command(subcommand)]
+        cmd: Sub,
+    }
+
+    #[derive(Debug, Subcommand)]
+    enum Sub {
+        Run(RunArgs),
+    }
+
+    #[test]
+    fn parses_beside_a_global_json_flag() {
+        Outer::command().debug_assert();
+        let o = Outer::try_parse_from(["loop", "run", "docs/specs/x", "--json", "--light", "--reject", "no"])
+            .expect("parse");
+        let Sub::Run(a) = o.cmd;
+        assert!(a.json && a.light);
+        assert_eq!(a.reject.as_deref(), Some("no"));
+        assert!(Outer::try_parse_from(["loop", "run", "x", "--light", "--full"]).is_err());
+        assert!(Outer::try_parse_from(["loop", "run", "x", "--approve", "--reject", "y"]).is_err());
+    }
+}

@@ -1,0 +1,1537 @@
+//! The loop itself: one step per engine state until the run ends, pauses for a person, or is
+//! blocked. Every state change goes through `work_loop` (engine transitions with their guards
+//! and lock, cohort verbs, plan parsing, adjudication classification).
+
+use crate::prompts::{self, ADJUDICATOR, DRAFTER, IMPLEMENTER, QUALITY, REVIEWER};
+use crate::risk::{self, ReviewMode};
+use crate::state::{Fix, ReviewerOutcome, Revision, RunnerState, STATE_FILE, UnitFinding};
+use crate::verdict::{self, Facts, Target, Verdict, VerdictState};
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+use work_git::Git;
+use work_loop::adjudication::{self, Class};
+use work_loop::cohort::{self, Caps, CohortState, ReviewRecord};
+use work_loop::common::{read_status, sha256_hex};
+use work_loop::engine::{self, EngineState, TransitionOpts};
+use work_loop::plan::parse_plan;
+use work_loop::table::{Mode, State};
+use work_loop::{LoopError, SpecDir};
+use work_runtime::ExitStatus;
+use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
+use work_runtime::run::RunContext;
+
+/// One role's backend and pins (model and effort travel on every dispatch).
+#[derive(Debug, Clone)]
+pub struct RoleDispatch {
+    /// The pinned model.
+    pub model: String,
+    /// The pinned effort.
+    pub effort: String,
+    /// The role's dispatcher.
+    pub dispatcher: Dispatcher,
+}
+
+/// A person's decision passed on the command line.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum HumanInput {
+    /// None: stop at a human gate.
+    #[default]
+    None,
+    /// `--approve`: the merge decision at CODE-HUMAN-GATE (fires `done`).
+    Approve,
+    /// `--reject TEXT`: spec-rejected / plan-rejected / blocker-applied with what to change.
+    Reject(String),
+}
+
+/// What a run is asked to do.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The spec directory, repository-relative (`docs/specs/<feature>`).
+    pub spec_dir: String,
+    /// `--mode` (engine mode) for a new run; must match on resume.
+    pub mode: Option<Mode>,
+    /// `--light` / `--full`.
+    pub review_mode: Option<ReviewMode>,
+    /// The gates in order (`lint`, `typecheck`, `test`), name and command.
+    pub gates: Vec<(String, String)>,
+    /// Timeout of each gate command.
+    pub gate_timeout: Option<Duration>,
+    /// Retry caps for a new cohort.
+    pub caps: Caps,
+    /// Spec/plan review rounds with sustained findings before the run is blocked.
+    pub max_spec_rounds: u32,
+    /// A person's decision.
+    pub human: HumanInput,
+    /// `--resume`: the run must already exist.
+    pub resume: bool,
+}
+
+/// How a `work loop run` invocation ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// True when the run is DONE.
+    pub ok: bool,
+    /// `done`, `paused` or `blocked`.
+    pub outcome: String,
+    /// A stable code (`spec-human-gate`, `implementation-retry-cap`, `task-unchanged`, …).
+    pub reason: String,
+    /// What happened, in words.
+    pub message: String,
+    /// The spec directory.
+    pub spec_dir: String,
+    /// The engine run id.
+    pub run_id: Option<String>,
+    /// The engine state now.
+    pub state: Option<String>,
+    /// `code` or `spec-plan`.
+    pub mode: Option<String>,
+    /// `light` or `full`.
+    pub review_mode: Option<String>,
+    /// Why that review mode.
+    pub review_mode_reasons: Vec<String>,
+    /// What a person does to continue (exit 3), or null.
+    pub next: Option<Value>,
+    /// The latest verdict record, repository-relative.
+    pub verdict: Option<String>,
+    /// Its state.
+    pub verdict_state: Option<VerdictState>,
+    /// Every verdict record of the run.
+    pub verdicts: Vec<String>,
+    /// The transitions this invocation applied (`FROM -> TO (event)`).
+    pub transitions: Vec<String>,
+    /// The cohort's counters now.
+    pub implementation_retry_count: Option<u32>,
+    /// The cohort's counters now.
+    pub review_retry_count: Option<u32>,
+    /// The `work` run id of this invocation (its event log is `.work/runs/<id>/`).
+    pub work_run: String,
+    /// The exit status.
+    #[serde(skip)]
+    pub exit: ExitStatus,
+}
+
+/// Checks everything that can be bad input before anything is dispatched or changed.
+pub fn preflight(root: &Path, s: &Settings) -> Result<SpecDir, LoopError> {
+    let sd = SpecDir::open(root, &s.spec_dir)?;
+    if !sd.dir().is_dir() {
+        return Err(LoopError::bad(format!(
+            "use spec directory `{}`: no such directory (create it; it may be empty, the drafter writes spec.md and plan.md)",
+            s.spec_dir
+        )));
+    }
+    let engine_state = engine::load(&sd)?;
+    cohort::load(&sd)?;
+    let runner = load_runner(&sd)?;
+    let effective_mode = match &engine_state {
+        None => {
+            if s.resume {
+                return Err(LoopError::bad(format!(
+                    "resume `{}`: no engine-state.json there (start the run without --resume)",
+                    sd.rel()
+                )));
+            }
+            if s.human != HumanInput::None {
+                return Err(LoopError::bad(format!(
+                    "use --approve / --reject: no run in `{}` yet, so no gate awaits a decision",
+                    sd.rel()
+                )));
+            }
+            let mode = s.mode.unwrap_or(Mode::Code);
+            if mode == Mode::Code
+                && let Some(text) = sd.read_optional("plan.md")?
+            {
+                parse_plan(&text).map_err(|e| LoopError::bad(format!("read `{}/plan.md`: {e}", sd.rel())))?;
+            }
+            mode
+        }
+        Some(st) => {
+            let mode = Mode::parse(&st.mode).unwrap_or(Mode::Code);
+            if let Some(m) = s.mode
+                && m != mode
+            {
+                return Err(LoopError::bad(format!(
+                    "use --mode {}: the run in `{}` is in {} mode",
+                    m.name(),
+                    sd.rel(),
+                    st.mode
+                )));
+            }
+            let gate_ok = match &s.human {
+                HumanInput::None => true,
+                HumanInput::Approve => st.state == State::CodeHumanGate.name(),
+                HumanInput::Reject(_) => [State::SpecHumanGate, State::PlanHumanGate, State::CodeHumanGate]
+                    .iter()
+                    .any(|g| g.name() == st.state),
+            };
+            if !gate_ok {
+                let flag = if s.human == HumanInput::Approve { "--approve" } else { "--reject" };
+                return Err(LoopError::bad(format!(
+                    "use {flag}: the run in `{}` is at {}, not at a human gate that takes it",
+                    sd.rel(),
+                    st.state
+                )));
+            }
+            if s.review_mode == Some(ReviewMode::Light)
+                && runner.as_ref().is_some_and(|r| r.run_id == st.run_id && r.review_mode == Some(ReviewMode::Full))
+            {
+                return Err(LoopError::bad(format!(
+                    "use --light: the run in `{}` is in full review mode, and a full run never drops to light",
+                    sd.rel()
+                )));
+            }
+            mode
+        }
+    };
+    if effective_mode == Mode::Code && s.gates.is_empty() {
+        return Err(LoopError::bad(
+            "run the gates: no gate command (set `[gates]` lint / typecheck / test in work.toml, or pass --test-cmd)",
+        ));
+    }
+    if effective_mode == Mode::Code && !Git::new(root).is_repo() {
+        return Err(LoopError::bad(format!(
+            "check the working tree: `{}` is not a git repository (the engine checks every task with git)",
+            root.display()
+        )));
+    }
+    Ok(sd)
+}
+
+fn load_runner(sd: &SpecDir) -> Result<Option<RunnerState>, LoopError> {
+    match sd.read_optional(STATE_FILE)? {
+        None => Ok(None),
+        Some(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| LoopError::bad(format!("read `{}/{STATE_FILE}`: {e}", sd.rel()))),
+    }
+}
+
+/// Merges an adjudicator's answer with the reviewer's report into the adjudication artifact:
+/// each entry keeps the adjudicator's disposition and reason and gains the reviewer's title,
+/// file, line, severity and fix (the adjudicator's severity and fix win when given). When the
+/// answer does not cover every finding of the report exactly once, or names a finding the
+/// report does not have, the artifact is `ADJUDICATION-INDETERMINATE` with the reasons in
+/// `invalid` (a loud stop: an unadjudicated finding is never silently dropped).
+pub fn merge_adjudication(report: &Value, answer: &Value) -> Value {
+    let empty = Vec::new();
+    let report_findings = report.get("findings").and_then(Value::as_array).unwrap_or(&empty);
+    let answers = answer.get("findings").and_then(Value::as_array).unwrap_or(&empty);
+    let id_of = |v: &Value| v.get("id").and_then(Value::as_str).unwrap_or("").to_string();
+    let mut by_id: BTreeMap<String, &Value> = BTreeMap::new();
+    let mut invalid = Vec::new();
+    for f in report_findings {
+        if by_id.insert(id_of(f), f).is_some() {
+            invalid.push(format!("the report uses finding id `{}` twice", id_of(f)));
+        }
+    }
+    let mut seen: BTreeMap<String, u32> = BTreeMap::new();
+    let mut out = Vec::new();
+    for a in answers {
+        let id = id_of(a);
+        *seen.entry(id.clone()).or_default() += 1;
+        let Some(rf) = by_id.get(&id) else {
+            invalid.push(format!("the adjudication names finding `{id}`, which the report does not have"));
+            continue;
+        };
+        let pick = |k: &str, first: &Value, second: &Value| first.get(k).or_else(|| second.get(k)).cloned();
+        let mut m = serde_json::Map::new();
+        m.insert("id".into(), json!(id));
+        m.insert("disposition".into(), a.get("disposition").cloned().unwrap_or(Value::Null));
+        for k in ["severity", "fix"] {
+            if let Some(v) = pick(k, a, rf) {
+                m.insert(k.into(), v);
+            }
+        }
+        for k in ["title", "file", "line", "detail"] {
+            if let Some(v) = rf.get(k) {
+                m.insert(k.into(), v.clone());
+            }
+        }
+        if let Some(r) = a.get("reason") {
+            m.insert("reason".into(), r.clone());
+        }
+        out.push(Value::Object(m));
+    }
+    for id in by_id.keys() {
+        match seen.get(id).copied().unwrap_or(0) {
+            0 => invalid.push(format!("finding `{id}` of the report was not adjudicated")),
+            1 => {}
+            n => invalid.push(format!("finding `{id}` was adjudicated {n} times")),
+        }
+    }
+    let status = if invalid.is_empty() {
+        answer.get("status").cloned().unwrap_or(json!("adjudicated"))
+    } else {
+        json!("ADJUDICATION-INDETERMINATE")
+    };
+    json!({ "status": status, "invalid": invalid, "findings": out })
+}
+
+/// One reviewer's adjudicated result in a round.
+struct Adjudicated {
+    outcome: ReviewerOutcome,
+    sustained: Vec<Value>,
+    fingerprints: Vec<String>,
+}
+
+/// What a review round produced.
+struct Round {
+    results: Vec<Adjudicated>,
+    /// `(reason code, message, exit)` when the round cannot be routed.
+    stop: Option<(String, String, ExitStatus)>,
+}
+
+impl Round {
+    fn sustained(&self) -> Vec<Value> {
+        self.results.iter().flat_map(|r| r.sustained.clone()).collect()
+    }
+
+    fn fingerprints(&self) -> Vec<String> {
+        let mut f: Vec<String> = self.results.iter().flat_map(|r| r.fingerprints.clone()).collect();
+        f.sort();
+        f.dedup();
+        f
+    }
+
+    fn first_clean(&self) -> Option<String> {
+        self.results.iter().find(|r| r.outcome.outcome == "clean").and_then(|r| r.outcome.adjudication.clone())
+    }
+}
+
+type Step = Result<Option<Report>, LoopError>;
+
+/// The loop over one spec directory.
+pub struct Driver {
+    run: RunContext,
+    roles: BTreeMap<String, RoleDispatch>,
+    s: Settings,
+    sd: SpecDir,
+    git: Git,
+    rs: RunnerState,
+    transitions: Vec<String>,
+    human: HumanInput,
+}
+
+impl Driver {
+    /// A driver for a preflighted spec directory.
+    pub fn new(run: RunContext, roles: BTreeMap<String, RoleDispatch>, s: Settings, sd: SpecDir) -> Self {
+        let git = Git::new(&run.root);
+        let human = s.human.clone();
+        Driver { run, roles, s, sd, git, rs: RunnerState::default(), transitions: Vec::new(), human }
+    }
+
+    /// Runs until DONE, a human gate, or a stop. Never panics; an unexpected refusal or error
+    /// ends the invocation BLOCKED (exit 1) with the reason.
+    pub async fn drive(mut self) -> Report {
+        let r = match self.drive_inner().await {
+            Ok(r) => r,
+            Err(e) => {
+                let code = match &e {
+                    LoopError::Refused { json, .. } => {
+                        json.get("reason").and_then(Value::as_str).unwrap_or("refused").replace('_', "-")
+                    }
+                    LoopError::BadInput(_) => "error".into(),
+                };
+                self.report("blocked", &code, format!("failed to {e}"), None)
+            }
+        };
+        self.run.finish(&r.outcome, json!({ "reason": r.reason, "state": r.state }));
+        r
+    }
+
+    async fn drive_inner(&mut self) -> Result<Report, LoopError> {
+        if let Some(r) = self.start()? {
+            return Ok(r);
+        }
+        // Each pass applies at least one transition or ends; the bound only guards against a bug.
+        for _ in 0..1000 {
+            let st = self.engine()?;
+            let Some(state) = st.parsed_state() else {
+                let route = engine::resume_route(&st, None, None, None, self.sd.rel());
+                return Ok(self.paused("legacy-state", route.message.clone(), json!({ "action": route.action })));
+            };
+            let step = match state {
+                State::SpecPlanDrafting => self.drafting(&st).await?,
+                State::SpecPlanReview => self.spec_review(&st).await?,
+                State::SpecHumanGate => self.spec_gate(&st)?,
+                State::PlanHumanGate => self.plan_gate(&st)?,
+                State::SpecPlanApproved => self.seal(&st)?,
+                State::CodeImplementation => self.execute(&st).await?,
+                State::CodeVerification => self.verify().await?,
+                State::CodeReview => self.review(&st).await?,
+                State::CodeHumanGate => self.code_gate(&st)?,
+                State::Done => Some(self.done_report(&st)),
+            };
+            if let Some(r) = step {
+                return Ok(r);
+            }
+        }
+        Ok(self.report("blocked", "loop-guard", "the loop made no progress in 1000 steps".into(), None))
+    }
+
+    // ----- plumbing -------------------------------------------------------------------------
+
+    fn engine(&self) -> Result<EngineState, LoopError> {
+        engine::load(&self.sd)?
+            .ok_or_else(|| LoopError::bad(format!("read `{}/engine-state.json`: it disappeared", self.sd.rel())))
+    }
+
+    fn cohort(&self) -> Result<CohortState, LoopError> {
+        cohort::load(&self.sd)?
+            .ok_or_else(|| LoopError::bad(format!("read `{}/state.json`: it disappeared", self.sd.rel())))
+    }
+
+    fn save(&self) -> Result<(), LoopError> {
+        let p = self.sd.file(STATE_FILE)?;
+        self.run
+            .write_state(&p, &self.rs)
+            .map_err(|e| LoopError::bad(format!("write `{}/{STATE_FILE}`: {e}", self.sd.rel())))
+    }
+
+    fn rel(&self, name: &str) -> String {
+        format!("{}/{name}", self.sd.rel())
+    }
+
+    fn write_json(&self, name: &str, v: &Value) -> Result<String, LoopError> {
+        let p = self.sd.file(name)?;
+        self.run.write_state(&p, v).map_err(|e| LoopError::bad(format!("write `{}`: {e}", self.rel(name))))?;
+        Ok(self.rel(name))
+    }
+
+    fn status_of(&self, file: &str) -> Result<Option<String>, LoopError> {
+        Ok(self.sd.read_optional(file)?.as_deref().and_then(read_status))
+    }
+
+    fn set_status(&self, file: &str, value: &str) -> Result<(), LoopError> {
+        let text = self.sd.read_optional(file)?.unwrap_or_default();
+        if read_status(&text).as_deref() == Some(value) {
+            return Ok(());
+        }
+        let p = self.sd.file(file)?;
+        work_runtime::fsx::write_atomic(&p, crate::status::set_status(&text, value).as_bytes())
+            .map_err(|e| LoopError::bad(format!("write `{}`: {e}", self.rel(file))))?;
+        self.run.progress(&format!("{}: Status: {value}", self.rel(file)));
+        Ok(())
+    }
+
+    fn fire(&mut self, event: &str, opts: TransitionOpts) -> Result<EngineState, LoopError> {
+        let out = engine::transition(&self.sd, event, opts, self.run.clock.as_ref())?;
+        self.transitions.push(out.text.clone());
+        self.run.emit("loop.transition", json!({ "event": event, "text": out.text }));
+        self.run.progress(&format!("loop: {}", out.text));
+        self.engine()
+    }
+
+    fn run_id(&self) -> String {
+        self.rs.run_id.clone()
+    }
+
+    fn report(&self, outcome: &str, reason: &str, message: String, next: Option<Value>) -> Report {
+        let st = engine::load(&self.sd).ok().flatten();
+        let co = cohort::load(&self.sd).ok().flatten();
+        let exit = match outcome {
+            "done" => ExitStatus::Done,
+            "paused" => ExitStatus::Paused,
+            _ => ExitStatus::Unsuccessful,
+        };
+        let verdict = self.rs.verdicts.last().cloned();
+        let verdict_state = verdict.as_ref().and_then(|v| {
+            let name = v.strip_prefix(&format!("{}/", self.sd.rel()))?;
+            let text = self.sd.read_optional(name).ok()??;
+            let doc: Value = serde_json::from_str(&text).ok()?;
+            serde_json::from_value(doc.get("state")?.clone()).ok()
+        });
+        Report {
+            ok: outcome == "done",
+            outcome: outcome.into(),
+            reason: reason.into(),
+            message,
+            spec_dir: self.sd.rel().into(),
+            run_id: st.as_ref().map(|s| s.run_id.clone()),
+            state: st.as_ref().map(|s| s.state.clone()),
+            mode: st.as_ref().map(|s| s.mode.clone()),
+            review_mode: self.rs.review_mode.map(|m| m.name().to_string()),
+            review_mode_reasons: self.rs.mode_reasons.clone(),
+            next,
+            verdict,
+            verdict_state,
+            verdicts: self.rs.verdicts.clone(),
+            transitions: self.transitions.clone(),
+            implementation_retry_count: co.as_ref().map(|c| c.implementation_retry_count),
+            review_retry_count: co.as_ref().map(|c| c.review_retry_count),
+            work_run: self.run.run_id.clone(),
+            exit,
+        }
+    }
+
+    fn blocked(&self, reason: &str, message: String) -> Report {
+        self.run.progress(&format!("loop: BLOCKED ({reason}): {message}"));
+        self.report("blocked", reason, message, None)
+    }
+
+    fn resume_cmd(&self) -> String {
+        format!("work loop run {} --resume", self.sd.rel())
+    }
+
+    fn paused(&self, reason: &str, message: String, mut next: Value) -> Report {
+        if let Value::Object(o) = &mut next {
+            o.entry("resume").or_insert(json!(self.resume_cmd()));
+        }
+        self.run.progress(&format!("loop: waiting for a person ({reason}): {message}"));
+        self.report("paused", reason, message, Some(next))
+    }
+
+    /// Hashes of the loop's own state files: no agent may change them.
+    fn state_files_digest(&self) -> Result<String, LoopError> {
+        let mut all = String::new();
+        for f in ["engine-state.json", "state.json", STATE_FILE] {
+            all.push_str(&self.sd.read_optional(f)?.map(|t| sha256_hex(t.as_bytes())).unwrap_or_default());
+            all.push('|');
+        }
+        Ok(all)
+    }
+
+    async fn ask(
+        &self,
+        role: &str,
+        access: Access,
+        prompt: String,
+        schema: Value,
+        context: Value,
+        label: &str,
+    ) -> Result<Value, String> {
+        let Some(rd) = self.roles.get(role) else {
+            return Err(format!("no agent is configured for role {role}"));
+        };
+        let before = self.state_files_digest().map_err(|e| e.to_string())?;
+        let spec = DispatchSpec {
+            role: role.into(),
+            model: rd.model.clone(),
+            effort: rd.effort.clone(),
+            access,
+            prompt,
+            schema: Some(schema),
+            context,
+            label: label.into(),
+        };
+        let outcome = rd.dispatcher.dispatch(spec).await;
+        if self.state_files_digest().map_err(|e| e.to_string())? != before {
+            return Err(format!(
+                "{role} dispatch {} changed the loop's state files (engine-state.json, state.json, {STATE_FILE}); never edit them by hand",
+                outcome.dispatch_id()
+            ));
+        }
+        match outcome {
+            DispatchOutcome::Ok { output, .. } => Ok(output),
+            other => Err(format!(
+                "{role} dispatch {} {}",
+                other.dispatch_id(),
+                other.failure_reason().unwrap_or_else(|| "gave no answer".into())
+            )),
+        }
+    }
+
+    /// The working tree outside the spec directory and the state directory: path ⇒ content hash.
+    fn snapshot(&self) -> Result<BTreeMap<String, String>, LoopError> {
+        let paths = self.git.changed_paths().map_err(|e| LoopError::bad(e.to_string()))?;
+        let spec_prefix = format!("{}/", self.sd.rel());
+        let state_prefix = self
+            .run
+            .state_dir
+            .strip_prefix(&self.run.root)
+            .ok()
+            .map(|p| format!("{}/", p.display()))
+            .filter(|p| p != "/");
+        let mut m = BTreeMap::new();
+        for p in paths {
+            if p.starts_with(&spec_prefix) || state_prefix.as_deref().is_some_and(|s| p.starts_with(s)) {
+                continue;
+            }
+            let h = match std::fs::read(self.run.root.join(&p)) {
+                Ok(b) => sha256_hex(&b),
+                Err(_) => "<absent>".into(),
+            };
+            m.insert(p, h);
+        }
+        Ok(m)
+    }
+
+    fn target(&self) -> Target {
+        let snap = self.snapshot().unwrap_or_default();
+        let fp = serde_json::to_string(&snap).ok().map(|s| sha256_hex(s.as_bytes()));
+        Target { head: self.git.head_sha(), diff_fingerprint: fp, changed_paths: snap.into_keys().collect() }
+    }
+
+    // ----- start and resume -----------------------------------------------------------------
+
+    fn start(&mut self) -> Result<Option<Report>, LoopError> {
+        match engine::load(&self.sd)? {
+            None => {
+                if let Some(c) = cohort::load(&self.sd)? {
+                    let msg = format!(
+                        "`{}/state.json` belongs to run {} but there is no engine-state.json (an orphaned cohort); inspect it with `work loop cohort status {}` and, with explicit authorization, remove it with `work loop cohort reset {}`, then start again",
+                        self.sd.rel(),
+                        c.run_id,
+                        self.sd.rel(),
+                        self.sd.rel()
+                    );
+                    self.rs.run_id = c.run_id.clone();
+                    return Ok(Some(self.paused(
+                        "orphaned-cohort",
+                        msg,
+                        json!({ "action": "authorize-cohort-reset" }),
+                    )));
+                }
+                let mode = self.s.mode.unwrap_or(Mode::Code);
+                let out = engine::init(&self.sd, mode, self.run.clock.as_ref())?;
+                let run_id = out.json.get("run_id").and_then(Value::as_str).unwrap_or_default().to_string();
+                cohort::init(&self.sd, &run_id, self.s.caps, self.run.clock.as_ref())?;
+                self.run.progress(&format!("loop: new {} run {run_id} in {}", mode.name(), self.sd.rel()));
+                self.rs = RunnerState::new(&run_id);
+            }
+            Some(st) => {
+                match cohort::load(&self.sd)? {
+                    None => {
+                        // A crash between the engine's and the cohort's init: finish the pair.
+                        cohort::init(&self.sd, &st.run_id, self.s.caps, self.run.clock.as_ref())?;
+                    }
+                    Some(c) if c.run_id != st.run_id => {
+                        self.rs.run_id = st.run_id.clone();
+                        let msg = format!(
+                            "the cohort belongs to run {}, the engine to {}: the pair is not one run; surface it, then reset both with explicit authorization",
+                            c.run_id, st.run_id
+                        );
+                        return Ok(Some(self.paused(
+                            "identity-mismatch",
+                            msg,
+                            json!({ "action": "surface-identity-mismatch" }),
+                        )));
+                    }
+                    Some(_) => {}
+                }
+                self.rs = match load_runner(&self.sd)? {
+                    Some(r) if r.run_id == st.run_id => r,
+                    _ => RunnerState::new(&st.run_id),
+                };
+                self.run.progress(&format!("loop: resuming run {} at {}", st.run_id, st.state));
+            }
+        }
+        if self.s.review_mode == Some(ReviewMode::Full) && self.rs.review_mode == Some(ReviewMode::Light) {
+            self.rs.review_mode = Some(ReviewMode::Full);
+            self.rs.mode_reasons.push("--full on resume: escalated from light".into());
+        }
+        self.save()?;
+        Ok(None)
+    }
+
+    fn ensure_review_mode(&mut self) -> Result<ReviewMode, LoopError> {
+        if let Some(m) = self.rs.review_mode {
+            return Ok(m);
+        }
+        let spec = self.sd.read_optional("spec.md")?.unwrap_or_default();
+        let plan = self.sd.read_optional("plan.md")?.unwrap_or_default();
+        let d = risk::decide(self.s.review_mode, &spec, &plan);
+        self.run.progress(&format!("loop: {} mode ({})", d.mode.name(), d.reasons.join("; ")));
+        self.rs.review_mode = Some(d.mode);
+        self.rs.mode_reasons = d.reasons;
+        self.save()?;
+        Ok(d.mode)
+    }
+
+    /// Starts a new review unit when `unit` differs from the current one.
+    fn enter_unit(&mut self, unit: &str) -> Result<(), LoopError> {
+        if self.rs.unit != unit {
+            self.rs.unit = unit.into();
+            self.rs.unit_rounds = 0;
+            self.rs.unit_reviews.clear();
+            self.rs.unit_findings.clear();
+            self.rs.rereview_used = false;
+            self.rs.light_next = None;
+            self.save()?;
+        }
+        Ok(())
+    }
+
+    // ----- PLAN ---------------------------------------------------------------------------
+
+    async fn drafting(&mut self, st: &EngineState) -> Step {
+        let mode = st.mode.clone();
+        let spec = self.sd.read_optional("spec.md")?;
+        let plan = self.sd.read_optional("plan.md")?;
+        let mut missing = Vec::new();
+        if spec.is_none() {
+            missing.push("spec.md");
+        }
+        if plan.is_none() {
+            missing.push("plan.md");
+        }
+        if !missing.is_empty() || self.rs.revision.is_some() {
+            let revision = self.rs.revision.as_ref().map(|r| r.detail.clone());
+            let brief = prompts::drafter_brief(self.sd.rel(), &mode, &missing, revision.as_deref());
+            let context = json!({
+                "phase": "draft",
+                "spec_dir": self.sd.rel(),
+                "mode": mode,
+                "missing": missing,
+                "revision": self.rs.revision,
+            });
+            let out = match self
+                .ask(DRAFTER, Access::WorkspaceWrite, brief, prompts::drafter_schema(), context, "draft")
+                .await
+            {
+                Ok(o) => o,
+                Err(e) => return Ok(Some(self.blocked("drafter-failed", e))),
+            };
+            if out.get("status").and_then(Value::as_str) == Some("blocked") {
+                let why = out.get("summary").and_then(Value::as_str).unwrap_or("no reason given").to_string();
+                return Ok(Some(self.blocked("drafter-blocked", format!("the drafter is blocked: {why}"))));
+            }
+            for f in ["spec.md", "plan.md"] {
+                if self.sd.read_optional(f)?.is_none() {
+                    return Ok(Some(self.blocked(
+                        "draft-incomplete",
+                        format!("the drafter answered drafted but `{}` does not exist", self.rel(f)),
+                    )));
+                }
+            }
+            if mode == Mode::Code.name() {
+                let text = self.sd.read_optional("plan.md")?.unwrap_or_default();
+                if let Err(e) = parse_plan(&text) {
+                    return Ok(Some(
+                        self.blocked("plan-unparsable", format!("`{}` after drafting: {e}", self.rel("plan.md"))),
+                    ));
+                }
+            }
+            for f in &mut self.rs.unit_findings {
+                f.resolution = "fixed".into();
+            }
+            self.rs.revision = None;
+            self.save()?;
+        }
+        self.fire("spec-ready", TransitionOpts::default())?;
+        Ok(None)
+    }
+
+    async fn spec_review(&mut self, st: &EngineState) -> Step {
+        let mode = self.ensure_review_mode()?;
+        if mode == ReviewMode::Light {
+            // Light mode trims the pre-EXECUTE spec/plan review (no structural trigger fired).
+            self.run.progress("loop: light mode: pre-EXECUTE spec/plan review is a named skip");
+            cohort::plan_mark_reviewed(&self.sd, Some(&self.run_id()))?;
+            self.fire("reviewers-clean", TransitionOpts::default())?;
+            return Ok(None);
+        }
+        let rejections = st.history.iter().filter(|h| h.event == "spec-rejected" || h.event == "plan-rejected").count();
+        let unit = format!("spec-{}", rejections + 1);
+        self.enter_unit(&unit)?;
+        let round = self.review_round(&unit, "spec-plan", &[REVIEWER]).await?;
+        if let Some((code, msg, exit)) = round.stop.clone() {
+            self.write_verdict(Some(msg.clone()), Vec::new())?;
+            return Ok(Some(self.stop_report(&code, msg, exit)));
+        }
+        let sustained = round.sustained();
+        if sustained.is_empty() {
+            self.write_verdict(None, Vec::new())?;
+            cohort::plan_mark_reviewed(&self.sd, Some(&self.run_id()))?;
+            self.fire("reviewers-clean", TransitionOpts::default())?;
+            return Ok(None);
+        }
+        let revisions = st
+            .history
+            .iter()
+            .filter(|h| h.event == "findings-remain" && h.from == State::SpecPlanReview.name())
+            .count();
+        if revisions as u32 >= self.s.max_spec_rounds {
+            let msg = format!(
+                "the spec/plan review still sustains {} finding(s) after {revisions} revision(s) (--max-spec-rounds {})",
+                sustained.len(),
+                self.s.max_spec_rounds
+            );
+            self.write_verdict(Some(msg.clone()), Vec::new())?;
+            return Ok(Some(self.blocked("spec-review-cap", msg)));
+        }
+        self.fire("findings-remain", TransitionOpts::default())?;
+        self.rs.revision =
+            Some(Revision { kind: "review".into(), detail: findings_text(&sustained), findings: sustained });
+        self.save()?;
+        self.write_verdict(None, Vec::new())?;
+        Ok(None)
+    }
+
+    fn gate_next(&self, file: &str, status: &str, what: &str) -> Value {
+        json!({
+            "action": format!("approve-{what}"),
+            "file": self.rel(file),
+            "edit": format!("set the status line of {} to `**Status:** {status}`", self.rel(file)),
+            "then": self.resume_cmd(),
+            "reject": format!("work loop run {} --resume --reject \"<what to change>\"", self.sd.rel()),
+        })
+    }
+
+    fn reject_to_drafting(&mut self, event: &str, text: &str) -> Step {
+        self.fire(event, TransitionOpts::default())?;
+        self.rs.revision = Some(Revision {
+            kind: "rejected".into(),
+            detail: format!("A person rejected it: {text}"),
+            findings: Vec::new(),
+        });
+        self.save()?;
+        self.set_status("spec.md", "Draft")?;
+        self.set_status("plan.md", "Drafting")?;
+        Ok(None)
+    }
+
+    fn spec_gate(&mut self, st: &EngineState) -> Step {
+        if let HumanInput::Reject(text) = std::mem::take(&mut self.human) {
+            return self.reject_to_drafting("spec-rejected", &text);
+        }
+        let status = self.status_of("spec.md")?;
+        match status.as_deref() {
+            Some("Approved") => {
+                self.fire("spec-approved", TransitionOpts::default())?;
+                Ok(None)
+            }
+            Some("Implementing" | "Shipped" | "Archived") => {
+                let route = engine::resume_route(st, None, status.as_deref(), None, self.sd.rel());
+                Ok(Some(self.paused(&route.action, route.message, json!({ "action": route.action }))))
+            }
+            _ => Ok(Some(self.paused(
+                "spec-human-gate",
+                format!(
+                    "the spec awaits approval: set `**Status:** Approved` in {}, then run `{}`",
+                    self.rel("spec.md"),
+                    self.resume_cmd()
+                ),
+                self.gate_next("spec.md", "Approved", "spec"),
+            ))),
+        }
+    }
+
+    fn plan_gate(&mut self, st: &EngineState) -> Step {
+        if let HumanInput::Reject(text) = std::mem::take(&mut self.human) {
+            return self.reject_to_drafting("plan-rejected", &text);
+        }
+        let status = self.status_of("plan.md")?;
+        match status.as_deref() {
+            Some("Approved") => {
+                self.fire("plan-approved", TransitionOpts::default())?;
+                Ok(None)
+            }
+            Some("Executing" | "Done") => {
+                let route = engine::resume_route(st, None, None, status.as_deref(), self.sd.rel());
+                Ok(Some(self.paused(&route.action, route.message, json!({ "action": route.action }))))
+            }
+            _ => Ok(Some(self.paused(
+                "plan-human-gate",
+                format!(
+                    "the plan awaits approval: set `**Status:** Approved` in {}, then run `{}`",
+                    self.rel("plan.md"),
+                    self.resume_cmd()
+                ),
+                self.gate_next("plan.md", "Approved", "plan"),
+            ))),
+        }
+    }
+
+    fn seal(&mut self, st: &EngineState) -> Step {
+        let run = self.run_id();
+        cohort::approve_plan(&self.sd, Some(&run), false, self.run.clock.as_ref())?;
+        if st.mode == Mode::Code.name() {
+            cohort::schedule(&self.sd, Some(&run))?;
+        }
+        self.fire("plan-locked", TransitionOpts::default())?;
+        Ok(None)
+    }
+
+    // ----- EXECUTE ------------------------------------------------------------------------
+
+    async fn execute(&mut self, st: &EngineState) -> Step {
+        let run = self.run_id();
+        let last = st.last_event.clone().unwrap_or_default();
+        // Idempotent re-issues of the cohort step that follows each transition.
+        match last.as_str() {
+            "wave-passed" => {
+                let n = st.last_event_context.get("completed_wave_index").and_then(Value::as_u64).unwrap_or_default();
+                cohort::wave_advance(&self.sd, n as usize, Some(&run))?;
+            }
+            "gates-failed" => {
+                let cycle = st
+                    .last_event_context
+                    .get("cycle_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("{run}:{}", st.transition_sequence));
+                cohort::record_attempt(&self.sd, &cycle, Some(&run))?;
+                if self.rs.fix.is_none() {
+                    let detail = gates_text(&self.rs.last_gates);
+                    self.rs.fix = Some(Fix { kind: "gates".into(), detail, findings: Vec::new() });
+                    self.save()?;
+                }
+            }
+            "findings-remain" if self.rs.recorded_seq != Some(st.transition_sequence) => {
+                let route = engine::resume_route(st, None, None, None, self.sd.rel());
+                return Ok(Some(self.paused(&route.action, route.message, json!({ "action": route.action }))));
+            }
+            "blocker-applied" if self.rs.fix.is_none() => {
+                return Ok(Some(self.paused(
+                    "no-fix-recorded",
+                    "blocker-applied was fired outside `work loop run`, so the requested change is unknown; describe it with `--reject` at the merge gate, or drive this step by hand".into(),
+                    json!({ "action": "describe-the-change" }),
+                )));
+            }
+            _ => {}
+        }
+        if matches!(self.status_of("spec.md")?.as_deref(), None | Some("Draft" | "Approved")) {
+            self.set_status("spec.md", "Implementing")?;
+        }
+        let units = st.history.iter().filter(|h| h.event == "blocker-applied").count();
+        self.enter_unit(&format!("code-{}", units + 1))?;
+        if let Some(fix) = self.rs.fix.clone() {
+            let label = format!("fix-{}", fix.kind);
+            let ctx = json!({
+                "phase": "fix",
+                "task_id": label,
+                "fix_kind": fix.kind,
+                "detail": fix.detail,
+                "findings": fix.findings,
+                "spec_dir": self.sd.rel(),
+            });
+            let (dir, kind, detail) = (self.sd.rel().to_string(), fix.kind.clone(), fix.detail.clone());
+            if let Err((code, msg)) =
+                self.implement(&label, ctx, |nudge| prompts::fix_brief(&dir, &kind, &detail, nudge)).await?
+            {
+                return Ok(Some(self.blocked(&code, msg)));
+            }
+            for f in &mut self.rs.unit_findings {
+                f.resolution = "fixed".into();
+            }
+            self.rs.fix = None;
+            self.save()?;
+        } else {
+            let c = self.cohort()?;
+            let wave_index = c.current_wave_index;
+            let wave = c.schedule_waves.get(wave_index).cloned().unwrap_or_default();
+            let text = self.sd.read_optional("plan.md")?.unwrap_or_default();
+            let plan = parse_plan(&text).map_err(|e| LoopError::bad(format!("read `{}`: {e}", self.rel("plan.md"))))?;
+            let key = wave_index.to_string();
+            for id in wave {
+                if self.rs.done_tasks.get(&key).is_some_and(|d| d.contains(&id)) {
+                    continue;
+                }
+                let Some(task) = plan.task(&id).cloned() else {
+                    return Ok(Some(self.blocked(
+                        "plan-changed",
+                        format!(
+                            "task {id} of wave {wave_index} is no longer in plan.md (the approved baseline changed)"
+                        ),
+                    )));
+                };
+                let ctx = json!({
+                    "phase": "implement",
+                    "task_id": task.id,
+                    "title": task.title,
+                    "wave_index": wave_index,
+                    "spec_dir": self.sd.rel(),
+                });
+                let dir = self.sd.rel().to_string();
+                self.run.progress(&format!("loop: wave {wave_index}: task {}: {}", task.id, task.title));
+                if let Err((code, msg)) = self
+                    .implement(&format!("task-{}", task.id), ctx, |nudge| {
+                        prompts::task_brief(&dir, &task.id, &task.title, &task.body, nudge)
+                    })
+                    .await?
+                {
+                    return Ok(Some(self.blocked(&code, msg)));
+                }
+                self.rs.done_tasks.entry(key.clone()).or_default().push(id);
+                self.save()?;
+            }
+        }
+        self.fire("wave-complete", TransitionOpts::default())?;
+        self.rs.done_tasks.clear();
+        self.save()?;
+        Ok(None)
+    }
+
+    /// One implementer dispatch (and one more when the first changed nothing). `Ok(Err(..))`
+    /// is a stop with its reason code.
+    async fn implement(
+        &mut self,
+        label: &str,
+        context: Value,
+        brief: impl Fn(Option<&str>) -> String,
+    ) -> Result<Result<(), (String, String)>, LoopError> {
+        let mut nudge: Option<String> = None;
+        for attempt in 1..=2u32 {
+            let before = self.snapshot()?;
+            let mut ctx = context.clone();
+            if let Value::Object(o) = &mut ctx {
+                o.insert("attempt".into(), json!(attempt));
+            }
+            let out = match self
+                .ask(
+                    IMPLEMENTER,
+                    Access::WorkspaceWrite,
+                    brief(nudge.as_deref()),
+                    prompts::implementer_schema(),
+                    ctx,
+                    label,
+                )
+                .await
+            {
+                Ok(o) => o,
+                Err(e) => return Ok(Err(("implementer-failed".into(), e))),
+            };
+            if out.get("status").and_then(Value::as_str) == Some("blocked") {
+                let why = out.get("summary").and_then(Value::as_str).unwrap_or("no reason given");
+                return Ok(Err(("implementer-blocked".into(), format!("{label}: the implementer is blocked: {why}"))));
+            }
+            let after = self.snapshot()?;
+            if after != before {
+                let changed: Vec<&String> =
+                    after.iter().filter(|(k, v)| before.get(*k) != Some(v)).map(|(k, _)| k).collect();
+                let gone: Vec<&String> = before.keys().filter(|k| !after.contains_key(*k)).collect();
+                self.run.emit("loop.task.done", json!({ "label": label, "changed": changed, "reverted": gone }));
+                return Ok(Ok(()));
+            }
+            self.run
+                .progress(&format!("loop: {label}: the implementer claimed done but the working tree did not change"));
+            self.run.emit("loop.task.unchanged", json!({ "label": label, "attempt": attempt }));
+            nudge = Some(
+                "Your previous answer said done, but the working tree outside the spec directory did not change: the task is not done. Make the change now."
+                    .into(),
+            );
+        }
+        Ok(Err((
+            "task-unchanged".into(),
+            format!("{label}: the implementer claimed done twice but changed nothing in the working tree: not done"),
+        )))
+    }
+
+    // ----- GATES --------------------------------------------------------------------------
+
+    async fn verify(&mut self) -> Step {
+        let mut runs = Vec::new();
+        let mut red = false;
+        for (name, cmd) in self.s.gates.clone() {
+            self.run.emit("gate.start", json!({ "gate": name, "command": cmd }));
+            let (green, end, tail) = match self.run.spawner.shell(&cmd, &self.run.root, self.s.gate_timeout).await {
+                Ok(out) => {
+                    let mut text = out.stdout_text();
+                    text.push_str(&out.stderr_text());
+                    (out.success(), out.describe_end(), last_lines(&text, 20))
+                }
+                Err(e) => (false, format!("could not start: {e}"), String::new()),
+            };
+            self.run.emit("gate.end", json!({ "gate": name, "green": green, "end": end }));
+            self.run.progress(&format!("gate {name}: {} ({end})", if green { "green" } else { "red" }));
+            runs.push(json!({ "gate": name, "command": cmd, "green": green, "end": end, "tail": tail }));
+            if !green {
+                red = true;
+                break;
+            }
+        }
+        self.rs.last_gates = runs;
+        self.save()?;
+        let c = self.cohort()?;
+        let wave = Some(c.current_wave_index);
+        if !red {
+            if c.more_waves() {
+                let st = self.fire("wave-passed", TransitionOpts { wave_index: wave, intent_incomplete: false })?;
+                let n = st.last_event_context.get("completed_wave_index").and_then(Value::as_u64).unwrap_or_default();
+                cohort::wave_advance(&self.sd, n as usize, Some(&self.run_id()))?;
+            } else {
+                self.fire("gates-clean", TransitionOpts { wave_index: wave, intent_incomplete: false })?;
+            }
+            return Ok(None);
+        }
+        if c.implementation_retry_count >= c.implementation_retry_cap {
+            let msg = format!(
+                "the gates are still red and the implementation retry cap is reached ({}/{}): {}",
+                c.implementation_retry_count,
+                c.implementation_retry_cap,
+                gates_text(&self.rs.last_gates)
+            );
+            return Ok(Some(self.blocked("implementation-retry-cap", msg)));
+        }
+        let st = self.fire("gates-failed", TransitionOpts::default())?;
+        let cycle = st
+            .last_event_context
+            .get("cycle_id")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("{}:{}", st.run_id, st.transition_sequence));
+        cohort::record_attempt(&self.sd, &cycle, Some(&self.run_id()))?;
+        self.rs.fix = Some(Fix { kind: "gates".into(), detail: gates_text(&self.rs.last_gates), findings: Vec::new() });
+        self.save()?;
+        Ok(None)
+    }
+
+    // ----- REVIEW and DECIDE --------------------------------------------------------------
+
+    async fn review_round(&mut self, unit: &str, phase: &str, roles: &[&str]) -> Result<Round, LoopError> {
+        let round_no = self.rs.unit_rounds + 1;
+        self.rs.unit_rounds = round_no;
+        self.save()?;
+        let target = if phase == "spec-plan" {
+            format!("the spec `{}` and plan `{}`", self.rel("spec.md"), self.rel("plan.md"))
+        } else {
+            format!(
+                "the working tree's change against HEAD (`git diff HEAD` plus untracked files), outside `{}/`",
+                self.sd.rel()
+            )
+        };
+        // Fan-out: every reviewer at once; the join is the barrier.
+        let mut set = tokio::task::JoinSet::new();
+        for (i, role) in roles.iter().enumerate() {
+            let Some(rd) = self.roles.get(*role) else { continue };
+            let spec = DispatchSpec {
+                role: (*role).into(),
+                model: rd.model.clone(),
+                effort: rd.effort.clone(),
+                access: Access::ReadOnly,
+                prompt: prompts::review_brief(role, phase, self.sd.rel(), &target),
+                schema: Some(prompts::report_schema()),
+                context: json!({
+                    "phase": phase,
+                    "spec_dir": self.sd.rel(),
+                    "review_unit": unit,
+                    "round": round_no,
+                    "target": target,
+                }),
+                label: format!("{unit}-r{round_no}"),
+            };
+            let d = rd.dispatcher.clone();
+            set.spawn(async move { (i, d.dispatch(spec).await) });
+        }
+        let mut outcomes: BTreeMap<usize, DispatchOutcome> = BTreeMap::new();
+        while let Some(joined) = set.join_next().await {
+            if let Ok((i, o)) = joined {
+                outcomes.insert(i, o);
+            }
+        }
+        let mut round = Round { results: Vec::new(), stop: None };
+        for (i, role) in roles.iter().enumerate() {
+            let base = format!("reviews/{unit}/r{round_no}-{role}");
+            let report = match outcomes.get(&i) {
+                Some(DispatchOutcome::Ok { output, .. }) => output.clone(),
+                other => {
+                    let why = other.and_then(DispatchOutcome::failure_reason).unwrap_or_else(|| "did not run".into());
+                    let msg = format!("the mandatory {role} is missing: its dispatch {why}");
+                    self.push_outcome(ReviewerOutcome {
+                        round: round_no,
+                        role: (*role).into(),
+                        outcome: "missing".into(),
+                        report: None,
+                        adjudication: None,
+                        sustained: 0,
+                        refuted: 0,
+                        indeterminate: 0,
+                        note: Some(msg.clone()),
+                    })?;
+                    round.stop.get_or_insert(("reviewer-missing".into(), msg, ExitStatus::Unsuccessful));
+                    continue;
+                }
+            };
+            let report_rel = self.write_json(&format!("{base}.report.json"), &report)?;
+            // The gateway: every report, clean claims included, is adjudicated before routing.
+            let answer = self
+                .ask(
+                    ADJUDICATOR,
+                    Access::ReadOnly,
+                    prompts::adjudicator_brief(role, &report_rel, self.sd.rel(), &target),
+                    prompts::adjudication_schema(),
+                    json!({
+                        "phase": phase,
+                        "reviewer": role,
+                        "report_path": report_rel,
+                        "report": report,
+                        "spec_dir": self.sd.rel(),
+                        "review_unit": unit,
+                        "round": round_no,
+                        "target": target,
+                    }),
+                    &format!("{unit}-r{round_no}-{role}"),
+                )
+                .await;
+            let answer = match answer {
+                Ok(a) => a,
+                Err(e) => {
+                    let msg = format!("the finding-adjudicator is missing for the {role}'s report: {e}");
+                    self.push_outcome(ReviewerOutcome {
+                        round: round_no,
+                        role: (*role).into(),
+                        outcome: "missing".into(),
+                        report: Some(report_rel),
+                        adjudication: None,
+                        sustained: 0,
+                        refuted: 0,
+                        indeterminate: 0,
+                        note: Some(msg.clone()),
+                    })?;
+                    round.stop.get_or_insert(("adjudicator-missing".into(), msg, ExitStatus::Unsuccessful));
+                    continue;
+                }
+            };
+            let artifact = merge_adjudication(&report, &answer);
+            let adj_rel = self.write_json(&format!("{base}.adjudication.json"), &artifact)?;
+            let text = serde_json::to_string(&artifact).unwrap_or_default();
+            let class = adjudication::classify(&text, &adj_rel)?;
+            let outcome_name = match class.classification {
+                Class::Clean => "clean",
+                Class::Findings => "findings",
+                Class::Indeterminate => "indeterminate",
+            };
+            let fps: BTreeMap<String, String> =
+                class.sustained.iter().map(|s| (s.id.clone(), s.fingerprint.clone())).collect();
+            let sustained: Vec<Value> = artifact["findings"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter(|f| f.get("disposition").and_then(Value::as_str) == Some("sustained"))
+                        .map(|f| {
+                            let mut f = f.clone();
+                            let id = f.get("id").and_then(Value::as_str).unwrap_or("").to_string();
+                            if let Value::Object(o) = &mut f {
+                                o.insert("reviewer".into(), json!(role));
+                                o.insert("adjudication".into(), json!(adj_rel));
+                                o.insert("fingerprint".into(), json!(fps.get(&id)));
+                            }
+                            f
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let note = artifact["invalid"]
+                .as_array()
+                .filter(|a| !a.is_empty())
+                .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("; "));
+            let outcome = self.push_outcome(ReviewerOutcome {
+                round: round_no,
+                role: (*role).into(),
+                outcome: outcome_name.into(),
+                report: Some(report_rel),
+                adjudication: Some(adj_rel.clone()),
+                sustained: class.sustained.len(),
+                refuted: class.refuted,
+                indeterminate: class.indeterminate,
+                note: note.clone(),
+            })?;
+            if class.classification == Class::Indeterminate {
+                let msg = format!(
+                    "the adjudication of the {role}'s report is indeterminate ({}): a person decides; see {adj_rel}",
+                    note.unwrap_or_else(|| format!("{} finding(s) undecided", class.indeterminate))
+                );
+                round.stop.get_or_insert(("adjudication-indeterminate".into(), msg, ExitStatus::Paused));
+            }
+            for s in &sustained {
+                self.rs.unit_findings.push(UnitFinding {
+                    reviewer: (*role).into(),
+                    round: round_no,
+                    id: s.get("id").and_then(Value::as_str).unwrap_or("").into(),
+                    severity: s.get("severity").and_then(Value::as_str).unwrap_or("unknown").into(),
+                    title: s.get("title").and_then(Value::as_str).unwrap_or("").into(),
+                    fingerprint: s.get("fingerprint").and_then(Value::as_str).unwrap_or("").into(),
+                    resolution: "open".into(),
+                });
+            }
+            round.results.push(Adjudicated { outcome, sustained, fingerprints: class.fingerprints });
+        }
+        self.save()?;
+        Ok(round)
+    }
+
+    fn push_outcome(&mut self, o: ReviewerOutcome) -> Result<ReviewerOutcome, LoopError> {
+        self.run.progress(&format!(
+            "review {} round {} {}: {} ({} sustained, {} refuted)",
+            self.rs.unit, o.round, o.role, o.outcome, o.sustained, o.refuted
+        ));
+        self.rs.unit_reviews.push(o.clone());
+        self.save()?;
+        Ok(o)
+    }
+
+    fn write_verdict(&mut self, blocking: Option<String>, residual: Vec<String>) -> Result<VerdictState, LoopError> {
+        let open = self.rs.unit_findings.iter().filter(|f| f.resolution == "open").count();
+        let facts = Facts { blocking_reason: blocking.clone(), open_findings: open, residual_risks: residual.clone() };
+        let state = verdict::state_of(&facts);
+        let v = Verdict {
+            schema: verdict::SCHEMA.into(),
+            review_unit: self.rs.unit.clone(),
+            spec_dir: self.sd.rel().into(),
+            run_id: self.run_id(),
+            review_mode: self.rs.review_mode.map(|m| m.name()).unwrap_or("full").into(),
+            state,
+            target: self.target(),
+            rounds: self.rs.unit_rounds,
+            reviewers: self.rs.unit_reviews.clone(),
+            sustained_findings: self.rs.unit_findings.clone(),
+            residual_risks: residual,
+            blocking_reason: blocking,
+            gates: if self.rs.unit.starts_with("code-") { self.rs.last_gates.clone() } else { Vec::new() },
+            human_merge_decision: "pending".into(),
+            recorded_at: self.run.clock.now_rfc3339(),
+        };
+        let name = format!("reviews/{}/review-verdict.json", self.rs.unit);
+        let doc = serde_json::to_value(&v).unwrap_or(Value::Null);
+        let rel = self.write_json(&name, &doc)?;
+        if !self.rs.verdicts.contains(&rel) {
+            self.rs.verdicts.push(rel.clone());
+        } else {
+            // Keep the latest-written record last.
+            self.rs.verdicts.retain(|p| p != &rel);
+            self.rs.verdicts.push(rel.clone());
+        }
+        self.save()?;
+        self.run.emit("loop.verdict", json!({ "path": rel, "state": state }));
+        Ok(state)
+    }
+
+    fn stop_report(&self, code: &str, msg: String, exit: ExitStatus) -> Report {
+        if exit == ExitStatus::Paused {
+            self.paused(code, msg, json!({ "action": "decide-and-resume", "then": self.resume_cmd() }))
+        } else {
+            self.blocked(code, msg)
+        }
+    }
+
+    async fn review(&mut self, st: &EngineState) -> Step {
+        let mut mode = self.ensure_review_mode()?;
+        let units = st.history.iter().filter(|h| h.event == "blocker-applied").count();
+        let unit = format!("code-{}", units + 1);
+        self.enter_unit(&unit)?;
+        let mut residual = Vec::new();
+        let mut round = None;
+        let light_next = if mode == ReviewMode::Light { self.rs.light_next.take() } else { None };
+        match light_next.as_deref() {
+            Some("accept") => {
+                residual.push(
+                    "light mode: fixes of sustained non-Blocker findings passed GATES but were not re-reviewed"
+                        .to_string(),
+                );
+            }
+            _ => {
+                let roles: &[&str] = if mode == ReviewMode::Full { &[REVIEWER, QUALITY] } else { &[REVIEWER] };
+                if light_next.as_deref() == Some("rereview") {
+                    self.rs.rereview_used = true;
+                }
+                round = Some(self.review_round(&unit, "code", roles).await?);
+            }
+        }
+        if let Some(r) = &round {
+            if let Some((code, msg, exit)) = r.stop.clone() {
+                self.write_verdict(Some(msg.clone()), Vec::new())?;
+                return Ok(Some(self.stop_report(&code, msg, exit)));
+            }
+            let sustained = r.sustained();
+            if !sustained.is_empty() {
+                let has_blocker =
+                    sustained.iter().any(|f| f.get("severity").and_then(Value::as_str) == Some("blocker"));
+                // The escalation round is compared with light rounds: it is not stasis.
+                let mut escalated_now = false;
+                if mode == ReviewMode::Light {
+                    if has_blocker && self.rs.rereview_used {
+                        mode = ReviewMode::Full;
+                        escalated_now = true;
+                        self.rs.review_mode = Some(ReviewMode::Full);
+                        self.rs.escalated = true;
+                        self.rs
+                            .mode_reasons
+                            .push("a Blocker survived the single light-mode re-review: escalated to full".into());
+                        self.run.progress("loop: a Blocker survived the light-mode re-review: escalating to full mode");
+                    } else {
+                        self.rs.light_next = Some(if has_blocker { "rereview" } else { "accept" }.into());
+                    }
+                }
+                let fps = r.fingerprints();
+                let c = self.cohort()?;
+                if mode == ReviewMode::Full && !escalated_now && !fps.is_empty() && fps == c.fingerprints {
+                    let msg = format!(
+                        "stasis: the same {} finding(s) were sustained two review rounds in a row; replan with a person (do not run another round)",
+                        fps.len()
+                    );
+                    self.write_verdict(Some(msg.clone()), Vec::new())?;
+                    return Ok(Some(self.paused("review-stasis", msg, json!({ "action": "replan" }))));
+                }
+                if c.review_retry_count >= c.review_retry_cap {
+                    let msg = format!(
+                        "{} sustained finding(s) remain and the review retry cap is reached ({}/{})",
+                        sustained.len(),
+                        c.review_retry_count,
+                        c.review_retry_cap
+                    );
+                    self.write_verdict(Some(msg.clone()), Vec::new())?;
+                    return Ok(Some(self.blocked("review-retry-cap", msg)));
+                }
+                // Transition first (it carries the cap guard); record only when it applied.
+                let st = self.fire("findings-remain", TransitionOpts::default())?;
+                cohort::review_record(
+                    &self.run.root,
+                    &self.sd,
+                    &ReviewRecord::Fingerprints(fps),
+                    Some(&self.run_id()),
+                    self.run.clock.as_ref(),
+                )?;
+                self.rs.recorded_seq = Some(st.transition_sequence);
+                self.rs.fix =
+                    Some(Fix { kind: "review".into(), detail: findings_text(&sustained), findings: sustained });
+                self.save()?;
+                self.write_verdict(None, Vec::new())?;
+                return Ok(None);
+            }
+        }
+        // Adjudicated clean (or light mode's accepted fixes): ship the unit to the human gate.
+        self.set_status("spec.md", "Shipped")?;
+        self.fire("reviewers-clean", TransitionOpts::default())?;
+        if let Some(clean) = round.as_ref().and_then(Round::first_clean) {
+            cohort::review_record(
+                &self.run.root,
+                &self.sd,
+                &ReviewRecord::CleanReport(clean),
+                Some(&self.run_id()),
+                self.run.clock.as_ref(),
+            )?;
+        }
+        self.write_verdict(None, residual)?;
+        Ok(None)
+    }
+
+    fn code_gate(&mut self, _st: &EngineState) -> Step {
+        match std::mem::take(&mut self.human) {
+            HumanInput::Approve => {
+                self.fire("done", TransitionOpts::default())?;
+                self.set_status("plan.md", "Done")?;
+                Ok(None)
+            }
+            HumanInput::Reject(text) => {
+                self.fire("blocker-applied", TransitionOpts::default())?;
+                self.rs.fix = Some(Fix { kind: "human".into(), detail: text, findings: Vec::new() });
+                self.save()?;
+                Ok(None)
+            }
+            HumanInput::None => {
+                let verdict = self.rs.verdicts.last().cloned();
+                let msg = format!(
+                    "review unit {} is ready for the merge decision{}: approve with `work loop run {} --resume --approve`, or request changes with `--reject \"<what to change>\"`",
+                    self.rs.unit,
+                    verdict.as_ref().map(|v| format!(" (verdict: {v})")).unwrap_or_default(),
+                    self.sd.rel()
+                );
+                Ok(Some(self.paused(
+                    "code-human-gate",
+                    msg,
+                    json!({
+                        "action": "merge-decision",
+                        "verdict": verdict,
+                        "approve": format!("work loop run {} --resume --approve", self.sd.rel()),
+                        "reject": format!("work loop run {} --resume --reject \"<what to change>\"", self.sd.rel()),
+                    }),
+                )))
+            }
+        }
+    }
+
+    fn done_report(&self, st: &EngineState) -> Report {
+        let msg = if st.mode == Mode::SpecPlan.name() {
+            "spec-plan run finished: the spec and plan are approved and the baseline is sealed".to_string()
+        } else {
+            "code run finished: the merge was approved (DONE)".to_string()
+        };
+        self.run.progress(&format!("loop: DONE: {msg}"));
+        self.report("done", "done", msg, None)
+    }
+}
+
+fn last_lines(text: &str, n: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(n)..].join("\n")
+}
+
+fn gates_text(runs: &[Value]) -> String {
+    runs.iter()
+        .filter(|r| r.get("green").and_then(Value::as_bool) == Some(false))
+        .map(|r| {
+            format!(
+                "gate {} (`{}`) is red: {}\n{}",
+                r["gate"].as_str().unwrap_or("?"),
+                r["command"].as_str().unwrap_or("?"),
+                r["end"].as_str().unwrap_or("?"),
+                r["tail"].as_str().unwrap_or("")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn findings_text(findings: &[Value]) -> String {
+    findings
+        .iter()
+        .map(|f| {
+            let s = |k: &str| f.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+            let line = f.get("line").and_then(Value::as_u64).map(|l| format!(":{l}")).unwrap_or_default();
+            format!(
+                "- [{}] {} {} ({}{line}) — Fix: {} (see {})",
+                s("severity"),
+                s("id"),
+                s("title"),
+                s("file"),
+                s("fix"),
+                s("adjudication")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_keeps_reviewer_fields_and_flags_gaps() {
+        let report = json!({"findings": [
+            {"id": "F1", "severity": "blocker", "title": "Leak", "file": "a.rs", "line": 3, "fix": "close it"},
+            {"id": "F2", "severity": "nit", "title": "Name"}
+        ]});
+        let answer = json!({"findings": [
+            {"id": "F1", "disposition": "sustained", "reason": "real"},
+            {"id": "F2", "disposition": "refuted", "severity": "concern"}
+        ]});
+        let a = merge_adjudication(&report, &answer);
+        assert_eq!(a["status"], "adjudicated");
+        assert_eq!(a["findings"][0]["title"], "Leak");
+        assert_eq!(a["findings"][0]["severity"], "blocker");
+        assert_eq!(a["findings"][1]["severity"], "concern");
+        let c = adjudication::classify(&a.to_string(), "x").expect("classify");
+        assert_eq!(c.classification, Class::Findings);
+        assert_eq!(c.sustained.len(), 1);
+
+        let partial = merge_adjudication(&report, &json!({"findings": [{"id": "F1", "disposition": "refuted"}]}));
+        assert_eq!(partial["status"], "ADJUDICATION-INDETERMINATE");
+        let c = adjudication::classify(&partial.to_string(), "x").expect("classify");
+        assert_eq!(c.classification, Class::Indeterminate);
+
+        let extra = merge_adjudication(
+            &json!({"findings": []}),
+            &json!({"findings": [{"id": "X", "disposition": "sustained"}]}),
+        );
+        assert_eq!(extra["status"], "ADJUDICATION-INDETERMINATE");
+        let clean = merge_adjudication(&json!({"findings": []}), &json!({"findings": []}));
+        assert_eq!(adjudication::classify(&clean.to_string(), "x").expect("classify").classification, Class::Clean);
+    }
+
+    #[test]
+    fn gates_and_findings_text() {
+        let t = gates_text(&[
+            json!({"gate": "test", "command": "make", "green": false, "end": "exit code 1", "tail": "boom"}),
+        ]);
+        assert!(t.contains("gate test (`make`) is red: exit code 1\nboom"), "{t}");
+        let f = findings_text(&[
+            json!({"id": "F1", "severity": "blocker", "title": "T", "file": "a.rs", "line": 2, "fix": "x", "adjudication": "p"}),
+        ]);
+        assert_eq!(f, "- [blocker] F1 T (a.rs:2) — Fix: x (see p)");
+        assert_eq!(last_lines("a\nb\nc", 2), "b\nc");
+    }
+}

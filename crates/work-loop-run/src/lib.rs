@@ -1,0 +1,25 @@
+//! `work loop run`: the agent-driven PLAN → EXECUTE → GATES → REVIEW → DECIDE loop of the
+//! work-loop seed (CONTRACTS §5, last paragraph), on top of the deterministic spine in
+//! `work_loop` — every state change is an engine transition or a cohort verb, with their
+//! guards and locks.
+//!
+//! - [`driver`]: the loop, one step per engine state; human gates pause (exit 3) and a later
+//!   invocation resumes from `engine-state.json`.
+//! - [`risk`]: light or full mode, by risk triggers.
+//! - [`prompts`]: the roles, their briefs and answer schemas.
+//! - [`state`]: `<spec-dir>/loop-run.json`, the driver's own progress.
+//! - [`verdict`]: the `review-verdict.v1` record, one per review unit.
+//! - [`status`]: rewriting spec.md / plan.md status lines.
+//!
+//! No process is spawned and no file written here except through the runtime (`RunContext`'s
+//! spawner and atomic writes) and `work_git`.
+
+pub mod driver;
+pub mod prompts;
+pub mod risk;
+pub mod state;
+pub mod status;
+pub mod verdict;
+
+pub use driver::{Driver, HumanInput, Report, RoleDispatch, Settings, merge_adjudication, preflight};
+pub use risk::ReviewMode;

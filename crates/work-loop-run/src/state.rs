@@ -1,0 +1,152 @@
+//! `<spec-dir>/loop-run.json`: what `work loop run` remembers between invocations beyond the
+//! engine and the cohort (which stay the authority on state, waves and retry counts).
+//!
+//! It holds only the driver's own progress: the review mode chosen, the revision the drafter
+//! owes, the tasks of the current wave already done, the fix the implementer owes, the current
+//! review unit's rounds and sustained findings, and the engine transition whose fingerprints
+//! were recorded. Written atomically after every step, so a killed run resumes where it was.
+
+use crate::risk::ReviewMode;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// The file's name inside the spec directory.
+pub const STATE_FILE: &str = "loop-run.json";
+/// The schema tag.
+pub const SCHEMA: &str = "work.loop.run.v1";
+
+/// What the drafter must revise (sustained spec-review findings or a person's rejection).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Revision {
+    /// `review` or `rejected`.
+    pub kind: String,
+    /// What to change, in words.
+    pub detail: String,
+    /// The sustained findings, when from a review.
+    #[serde(default)]
+    pub findings: Vec<Value>,
+}
+
+/// What the implementer must fix before the wave is complete again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fix {
+    /// `gates`, `review` or `human`.
+    pub kind: String,
+    /// What to fix, in words.
+    pub detail: String,
+    /// The sustained findings (review) — re-read from the adjudication artifacts.
+    #[serde(default)]
+    pub findings: Vec<Value>,
+}
+
+/// A sustained finding of the current review unit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnitFinding {
+    /// The reviewer role.
+    pub reviewer: String,
+    /// The round it was sustained in.
+    pub round: u32,
+    /// The finding id.
+    pub id: String,
+    /// `blocker`, `concern`, `nit`, …
+    pub severity: String,
+    /// The title.
+    pub title: String,
+    /// Its fingerprint.
+    pub fingerprint: String,
+    /// `open` until a fix round ran after it, then `fixed`.
+    pub resolution: String,
+}
+
+/// One reviewer's adjudicated outcome in a round (kept for the verdict record).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReviewerOutcome {
+    /// The round.
+    pub round: u32,
+    /// The reviewer role.
+    pub role: String,
+    /// `clean`, `findings`, `indeterminate`, `missing` or `skipped`.
+    pub outcome: String,
+    /// The raw report (repository-relative), when one was persisted.
+    pub report: Option<String>,
+    /// The adjudication artifact (repository-relative), when one was persisted.
+    pub adjudication: Option<String>,
+    /// Sustained findings.
+    pub sustained: usize,
+    /// Refuted findings.
+    pub refuted: usize,
+    /// Indeterminate findings.
+    pub indeterminate: usize,
+    /// Why, for `missing` / `skipped` / `indeterminate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// The driver's progress (see the module docs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RunnerState {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// The engine run this belongs to.
+    pub run_id: String,
+    /// The review mode, once decided.
+    #[serde(default)]
+    pub review_mode: Option<ReviewMode>,
+    /// Why that mode.
+    #[serde(default)]
+    pub mode_reasons: Vec<String>,
+    /// Light mode escalated to full (a Blocker survived the single re-review).
+    #[serde(default)]
+    pub escalated: bool,
+    /// What the drafter owes.
+    #[serde(default)]
+    pub revision: Option<Revision>,
+    /// The current spec review unit's id and rounds.
+    #[serde(default)]
+    pub spec_unit: String,
+    /// Rounds run in the current spec review unit.
+    #[serde(default)]
+    pub spec_rounds: u32,
+    /// Wave index (as a string key) ⇒ tasks done in the current pass over that wave.
+    #[serde(default)]
+    pub done_tasks: BTreeMap<String, Vec<String>>,
+    /// What the implementer owes.
+    #[serde(default)]
+    pub fix: Option<Fix>,
+    /// The current code review unit's id.
+    #[serde(default)]
+    pub unit: String,
+    /// Rounds run in the current unit.
+    #[serde(default)]
+    pub unit_rounds: u32,
+    /// Reviewer outcomes of the current unit, every round.
+    #[serde(default)]
+    pub unit_reviews: Vec<ReviewerOutcome>,
+    /// Sustained findings of the current unit.
+    #[serde(default)]
+    pub unit_findings: Vec<UnitFinding>,
+    /// Light mode: the single Blocker re-review was used in this unit.
+    #[serde(default)]
+    pub rereview_used: bool,
+    /// Light mode: what the next CODE-REVIEW does without a new pass: `accept` (non-Blocker
+    /// fixes are not re-reviewed) or `rereview` (the single Blocker re-review).
+    #[serde(default)]
+    pub light_next: Option<String>,
+    /// The engine transition (sequence number) whose `review record --fingerprint` ran.
+    #[serde(default)]
+    pub recorded_seq: Option<u64>,
+    /// The last gate runs.
+    #[serde(default)]
+    pub last_gates: Vec<Value>,
+    /// Verdict records written (repository-relative paths), in order.
+    #[serde(default)]
+    pub verdicts: Vec<String>,
+}
+
+impl RunnerState {
+    /// A fresh state for an engine run.
+    pub fn new(run_id: &str) -> Self {
+        RunnerState { schema: SCHEMA.into(), run_id: run_id.into(), ..RunnerState::default() }
+    }
+}
