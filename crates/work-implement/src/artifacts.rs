@@ -1,29 +1,45 @@
-//! `stats.json` and `BLOCKED.md`, rendered from templates in code (seed: the finalize agent
-//! is gone; the templates are the single source). Two runtime slots are filled at the end:
-//! `{{DATE}}` (the clock's `%F`) and `{{FILES_TOUCHED}}` (`git status --porcelain`: the count
-//! in stats.json, the listing in BLOCKED.md). Written atomically under
-//! `<state>/iterations/<iter-id>/` on BLOCKED/PARTIAL/NEEDS_CONTEXT runs that left work in
-//! the tree; null on DONE and clean no-ops.
+//! `stats.json` and `BLOCKED.md`, rendered in code (seed: the finalize agent is gone; the
+//! templates are the single source). Two runtime slots are filled at the end: `{{DATE}}` (the
+//! clock's `%F`) and `{{FILES_TOUCHED}}` (`git status --porcelain`: the count in stats.json,
+//! the listing in BLOCKED.md).
+//!
+//! Agent text (reasons, findings, concerns) can contain anything, `{{…}}` included, so:
+//! `stats.json` is built with serde_json (never string templating), and `BLOCKED.md`'s slots
+//! are filled in ONE pass over the template ([`fill`]): text put into a slot is never scanned
+//! again.
+//!
+//! Written atomically under `<state>/iterations/<iter-id>/` for every BLOCKED, PARTIAL or
+//! NEEDS_CONTEXT run (spec-ambiguous, implementer-blocked, "got N of M", red-test-not-red, …);
+//! null on DONE and on the clean no-ops (kind `no-op`, `no-op-edit`: nothing to clean up) and
+//! on the infra early exits (bad carrier, missing field, bad range, dirty tree), which end
+//! before any dispatch with only `{status, iter_id, reason, kind}`.
 
-use crate::report::{EndReport, Status};
+use crate::carrier::Mode;
+use crate::report::{EndReport, Stats, Status};
+use serde::Serialize;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::path::Path;
 use work_runtime::run::RunContext;
 
-/// The stats.json template.
-pub const STATS_TEMPLATE: &str = r#"{
-  "iter_id": {{ITER_ID}},
-  "mode": {{MODE}},
-  "date": "{{DATE}}",
-  "status": {{STATUS}},
-  "kind": {{KIND}},
-  "reason": {{REASON}},
-  "files_touched": {{FILES_TOUCHED}},
-  "suite_green": {{SUITE_GREEN}},
-  "tasks": {{TASKS}},
-  "stats": {{STATS}}
+/// Kinds that end without artifacts: the clean no-ops and the infra early exits.
+pub const NO_ARTIFACT_KINDS: [&str; 6] =
+    ["no-op", "no-op-edit", "bad-carrier", "missing-field", "bad-range", "dirty-tree"];
+
+/// `stats.json`, in this key order.
+#[derive(Debug, Serialize)]
+struct StatsFile<'a> {
+    iter_id: &'a str,
+    mode: Mode,
+    date: &'a str,
+    status: Status,
+    kind: Option<&'a str>,
+    reason: &'a str,
+    files_touched: usize,
+    suite_green: Option<bool>,
+    tasks: Vec<Value>,
+    stats: &'a Stats,
 }
-"#;
 
 /// The BLOCKED.md template.
 pub const BLOCKED_TEMPLATE: &str = "# BLOCKED: iteration {{ITER_ID}}
@@ -59,11 +75,36 @@ pub const BLOCKED_TEMPLATE: &str = "# BLOCKED: iteration {{ITER_ID}}
 ```
 ";
 
-fn js(v: &impl serde::Serialize) -> String {
-    serde_json::to_string(v).unwrap_or_else(|_| "null".into())
+/// Fills `{{NAME}}` slots of `template` from `slots` in one pass: a slot's text is never
+/// scanned again, and an unknown `{{…}}` is kept as it is.
+pub fn fill(template: &str, slots: &BTreeMap<&str, String>) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find("{{") {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 2..];
+        match after.find("}}") {
+            Some(close) => match slots.get(&after[..close]) {
+                Some(v) => {
+                    out.push_str(v);
+                    rest = &after[close + 2..];
+                }
+                None => {
+                    out.push_str("{{");
+                    rest = after;
+                }
+            },
+            None => {
+                out.push_str(&rest[open..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
-/// Renders both artifacts for a report.
+/// Renders both artifacts for a report: (`stats.json`, `BLOCKED.md`).
 pub fn render(report: &EndReport, date: &str) -> (String, String) {
     let tasks: Vec<Value> = report
         .tasks
@@ -74,17 +115,19 @@ pub fn render(report: &EndReport, date: &str) -> (String, String) {
         })
         .collect();
     let iter = report.iter_id.clone().unwrap_or_default();
-    let stats = STATS_TEMPLATE
-        .replace("{{ITER_ID}}", &js(&iter))
-        .replace("{{MODE}}", &js(&report.mode))
-        .replace("{{STATUS}}", &js(&report.status))
-        .replace("{{KIND}}", &js(&report.kind))
-        .replace("{{REASON}}", &js(&report.reason))
-        .replace("{{SUITE_GREEN}}", &js(&report.suite_green))
-        .replace("{{TASKS}}", &js(&tasks))
-        .replace("{{STATS}}", &js(&report.stats))
-        .replace("{{DATE}}", date)
-        .replace("{{FILES_TOUCHED}}", &report.files_touched.unwrap_or(0).to_string());
+    let file = StatsFile {
+        iter_id: &iter,
+        mode: report.mode,
+        date,
+        status: report.status,
+        kind: report.kind.as_deref(),
+        reason: &report.reason,
+        files_touched: report.files_touched.unwrap_or(0),
+        suite_green: report.suite_green,
+        tasks,
+        stats: &report.stats,
+    };
+    let stats = serde_json::to_string_pretty(&file).map(|s| s + "\n").unwrap_or_else(|_| "null\n".into());
     let task_lines: Vec<String> = report
         .tasks
         .iter()
@@ -100,25 +143,31 @@ pub fn render(report: &EndReport, date: &str) -> (String, String) {
     let or_none = |v: Vec<String>| if v.is_empty() { "(none)".to_string() } else { v.join("\n") };
     let concerns: Vec<String> = report.concerns.iter().map(|c| format!("- {c}")).collect();
     let detail = serde_json::to_string_pretty(&report.blocked_detail).unwrap_or_else(|_| "null".into());
-    let md = BLOCKED_TEMPLATE
-        .replace("{{ITER_ID}}", &iter)
-        .replace("{{MODE}}", report.mode.as_str())
-        .replace("{{STATUS}}", report.status.as_str())
-        .replace("{{KIND}}", report.kind.as_deref().unwrap_or("-"))
-        .replace("{{ROUTE}}", report.route.as_deref().unwrap_or("-"))
-        .replace("{{REASON}}", &report.reason)
-        .replace("{{TASKS}}", &or_none(task_lines))
-        .replace("{{CONCERNS}}", &or_none(concerns))
-        .replace("{{DETAIL}}", &detail)
-        .replace("{{DATE}}", date)
-        .replace("{{FILES_TOUCHED}}", &or_none(report.files.clone()));
-    (stats, md)
+    let slots: BTreeMap<&str, String> = BTreeMap::from([
+        ("ITER_ID", iter.clone()),
+        ("MODE", report.mode.as_str().to_string()),
+        ("STATUS", report.status.as_str().to_string()),
+        ("KIND", report.kind.clone().unwrap_or_else(|| "-".into())),
+        ("ROUTE", report.route.clone().unwrap_or_else(|| "-".into())),
+        ("REASON", report.reason.clone()),
+        ("TASKS", or_none(task_lines)),
+        ("CONCERNS", or_none(concerns)),
+        ("DETAIL", detail),
+        ("DATE", date.to_string()),
+        ("FILES_TOUCHED", or_none(report.files.clone())),
+    ]);
+    (stats, fill(BLOCKED_TEMPLATE, &slots))
 }
 
-/// Renders and writes the artifacts when the run calls for them (not DONE, work left in the
-/// tree, an iteration id to file them under), filling `report.artifacts`.
+/// Whether a report gets artifacts: not DONE, not a clean no-op or infra early exit.
+pub fn wanted(report: &EndReport) -> bool {
+    report.status != Status::Done && !report.kind.as_deref().is_some_and(|k| NO_ARTIFACT_KINDS.contains(&k))
+}
+
+/// Renders and writes the artifacts when the run calls for them ([`wanted`], and an
+/// iteration id to file them under), filling `report.artifacts`.
 pub fn finalize(run: &RunContext, report: &mut EndReport) {
-    let wanted = report.status != Status::Done && report.files_touched.unwrap_or(0) > 0;
+    let wanted = wanted(report);
     let Some(iter) = report.iter_id.clone().filter(|_| wanted) else {
         return;
     };
@@ -157,8 +206,26 @@ mod tests {
         assert_eq!(v["date"], "2026-01-01");
         assert_eq!(v["files_touched"], 2);
         assert_eq!(v["status"], "BLOCKED");
+        let keys: Vec<&String> = v.as_object().expect("object").keys().collect();
+        assert_eq!(keys[..4], ["iter_id", "mode", "date", "status"]);
         assert!(md.contains("- Date: 2026-01-01"));
         assert!(md.contains("?? new.txt\n M a.txt"));
         assert!(!md.contains("{{") && !stats.contains("{{"));
+    }
+
+    #[test]
+    fn agent_text_with_slot_names_is_never_filled() {
+        let reason = "cannot {{STATS}} finish {{DATE}} {{FILES_TOUCHED}} {{TASKS}} {{ \"x\": 1 }}";
+        let mut r = EndReport::new(Status::Blocked, Mode::Standard, Some("it-1".into()), reason.into());
+        r.concerns = vec!["{{REASON}} {{DETAIL}}".into()];
+        r.files_touched = Some(1);
+        r.files = vec!["?? {{DATE}}.txt".into()];
+        let (stats, md) = render(&r, "2026-01-01");
+        let v: Value = serde_json::from_str(&stats).expect("stats.json stays JSON");
+        assert_eq!(v["reason"], reason);
+        assert!(md.contains(reason), "{md}");
+        assert!(md.contains("- {{REASON}} {{DETAIL}}"), "{md}");
+        assert!(md.contains("?? {{DATE}}.txt"), "{md}");
+        assert_eq!(fill("a {{X}} {{Y}} {{", &BTreeMap::from([("X", "{{Y}}".to_string())])), "a {{Y}} {{Y}} {{");
     }
 }

@@ -4,8 +4,11 @@
 //! suite); a clean tree is BLOCKED `no-op-edit`. A hole (the build needs a design choice, or
 //! new test-specifiable behaviour) bounces to specify or tdd; a red suite is a regression and
 //! bounces to debug. A behaviour-preserving edit that touches only the definition site reports
-//! `sites: 0`, and 0 it stays.
+//! `sites: 0`, and 0 it stays. `applied_changes` may come as a boolean or as the list of
+//! changed paths (non-empty ⇒ true). An edit agent that commits (HEAD moves) is BLOCKED
+//! `head-moved`.
 
+use crate::answers;
 use crate::artifacts;
 use crate::carrier::Mode;
 use crate::env::{Counter, Env};
@@ -62,6 +65,25 @@ fn judge(report: &mut EndReport, doc: &Value) -> Step {
     }
 }
 
+/// BLOCKED `head-moved` when the edit agent moved HEAD (it committed): the dirty checks
+/// would read its committed edit as a clean tree.
+fn head_moved(env: &Env, report: &mut EndReport, detail: &mut Value) -> bool {
+    let Some(m) = env.head_moved() else { return false };
+    bounce(
+        report,
+        "head-moved",
+        "-",
+        format!(
+            "{} during the edit; the pipeline never commits — undo the commit(s) (e.g. `git reset --soft {}`) and run again",
+            m.describe(),
+            m.from.as_deref().unwrap_or("<preflight HEAD>")
+        ),
+    );
+    report.route = None;
+    detail["head"] = json!(m);
+    true
+}
+
 /// Runs an edit.
 pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
     let mut report = EndReport::new(Status::Blocked, Mode::Edit, Some(input.iter_id.clone()), String::new());
@@ -82,7 +104,10 @@ pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
             "edit",
         )
         .await;
-    let mut doc = match first {
+    if head_moved(env, &mut report, &mut detail) {
+        return end(env, report, task, detail);
+    }
+    let mut doc = match first.map(|d| answers::editor(&d)) {
         Ok(d) => d,
         Err(reason) => {
             bounce(&mut report, "dispatch-failed", "specify", reason);
@@ -143,7 +168,10 @@ pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
                     "edit",
                 )
                 .await;
-            doc = match r {
+            if head_moved(env, &mut report, &mut detail) {
+                return end(env, report, task, detail);
+            }
+            doc = match r.map(|d| answers::editor(&d)) {
                 Ok(d) => d,
                 Err(reason) => {
                     bounce(&mut report, "dispatch-failed", "specify", reason);

@@ -38,6 +38,9 @@ pub struct Settings {
     pub concurrency: usize,
     /// Batched plan extraction only under this estimate, in bytes (seed: 20k).
     pub batch_ceiling_bytes: u64,
+    /// Repository-relative paths left out of every tree measurement (the preflight's
+    /// `excluded_paths`: an uncommitted plan file).
+    pub exclude: Vec<String>,
 }
 
 impl Default for Settings {
@@ -50,6 +53,7 @@ impl Default for Settings {
             max_repairs: 2,
             concurrency: 4,
             batch_ceiling_bytes: 20_000,
+            exclude: Vec::new(),
         }
     }
 }
@@ -86,6 +90,9 @@ pub struct Env {
     pub settings: Settings,
     /// The repository view.
     pub tree: Tree,
+    /// HEAD when the run started (the preflight's HEAD): the pipeline never commits, so any
+    /// other HEAD later means an agent moved it (see [`Env::head_moved`]).
+    pub base_head: Option<String>,
 }
 
 fn tail(text: &str, lines: usize) -> String {
@@ -97,8 +104,18 @@ fn tail(text: &str, lines: usize) -> String {
 impl Env {
     /// A pipeline environment.
     pub fn new(run: RunContext, roles: BTreeMap<String, RoleDispatch>, settings: Settings) -> Self {
-        let tree = Tree::new(&run.root, &run.state_dir);
-        Self { run, roles, settings, tree }
+        let tree = Tree::new(&run.root, &run.state_dir).excluding(&settings.exclude);
+        let base_head = tree.git().head_sha();
+        Self { run, roles, settings, tree, base_head }
+    }
+
+    /// Whether HEAD moved since the run started (an agent committed, reset or switched
+    /// branches): reviewers, fingerprints and end-verify all compare against that HEAD, so a
+    /// moved HEAD would hide work from them. Emits `head.moved` when it did.
+    pub fn head_moved(&self) -> Option<crate::tree::HeadMove> {
+        let m = self.tree.head_move(self.base_head.as_deref())?;
+        self.run.emit("head.moved", serde_json::json!({"from": m.from, "to": m.to, "new_commits": m.new_commits}));
+        Some(m)
     }
 
     /// Runs one dispatch of `role`, charging `counter`; the validated output, or why none.

@@ -11,27 +11,45 @@
 //! - [`task_loop`]: the per-task loop with the unclear route, the minor valve, the HOLD clause
 //!   and the fingerprint exit (#10, #29);
 //! - [`standard`], [`mini`], [`edit`]: the three modes with their end gates (#11, #12, #29);
-//! - [`artifacts`]: stats.json / BLOCKED.md from templates in code (#finalize).
+//! - [`artifacts`]: stats.json (serde_json) / BLOCKED.md (one-pass template fill) in code
+//!   (#finalize), written for every BLOCKED / PARTIAL / NEEDS_CONTEXT run except the clean
+//!   no-ops (`no-op`, `no-op-edit`) and the infra early exits;
+//! - [`answers`]: the lenient reading of every role's answer.
+//!
+//! Two more rules hold in every mode:
+//!
+//! - **HEAD is pinned.** The pipeline never commits; the HEAD recorded at the preflight is
+//!   compared after every write dispatch and at every task end. A moved HEAD (an agent
+//!   committed, reset or switched) is BLOCKED `head-moved`, naming the new commits, because
+//!   committed work would escape `git diff HEAD`, the fingerprints, the snapshot guard and
+//!   `files_touched`.
+//! - **Only the agents' work is measured.** The state directory, and the plan file named on the
+//!   command line when it is itself uncommitted (reported in `preflight.excluded_paths` and a
+//!   concern), are outside every tree measurement; in mini mode so is whatever the engine's
+//!   own RED run left in the tree.
 //!
 //! Workflows reach the outside world only through [`work_runtime`] and [`work_git`].
 //!
 //! # Roles and answers
 //!
 //! Every dispatch carries `context.task_id` (`index`, `all`, a task id, `mini`, `edit`) and
-//! `context.phase`; each role has its own model/effort pin. Answers (schemas in [`prompts`]):
+//! `context.phase`; each role has its own model/effort pin. Answers (schemas in [`prompts`]; the
+//! schemas require only the status or verdict, and [`answers`] folds case, synonyms and the
+//! common alternative shapes into the canonical form below before the engine reads them):
 //!
 //! | role | access | context.phase | answer |
 //! |---|---|---|---|
 //! | `plan-index` | read-only | – | `{total_tasks, tasks: [{id, title, est_bytes}]}` |
 //! | `plan-extract` | read-only | – (`task_id` `all` + `task_ids`, or one id) | `{tasks: [{id, text}]}` / `{id, text}` |
-//! | `implementer` | write | `implement`, `spec-repair`, `quality-repair`, `mini` | `{status: DONE\|DONE_WITH_CONCERNS\|BLOCKED\|NEEDS_CONTEXT, summary, applied_changes, concerns, held, reason}` |
-//! | `spec-reviewer` | read-only | `spec-review` | `{status: compliant\|non_compliant\|unclear, issues, ambiguity}` |
-//! | `quality-reviewer` | read-only | `quality-review` | `{verdict: approved\|changes_requested, issues: [{severity: important\|minor, text}]}` |
+//! | `implementer` | write | `implement`, `spec-repair`, `quality-repair`, `mini` | `{status: DONE\|DONE_WITH_CONCERNS\|BLOCKED\|NEEDS_CONTEXT, summary, applied_changes: bool or paths, concerns, held, reason}` |
+//! | `spec-reviewer` | read-only | `spec-review` | `{status (or verdict): compliant\|non_compliant\|unclear, issues, ambiguity}` |
+//! | `quality-reviewer` | read-only | `quality-review` | `{verdict (or status): approved\|changes_requested, issues?: [{severity?: important\|minor (default important), text}]}` |
 //! | `tester` | write | `e2e` | `{status: DONE\|FAILED\|BLOCKED, fixtures, summary}` |
-//! | `editor` | write | – (`round`) | `{status: DONE\|HOLE\|BLOCKED, applied_changes, sites, hole: {route: specify\|tdd, detail}}` |
+//! | `editor` | write | – (`round`) | `{status: DONE\|HOLE\|BLOCKED, applied_changes: bool or paths, sites, hole: {route: specify\|tdd, detail}}` |
 //!
 //! A task is E2E when its title has the word `E2E` or its body a line `E2E: yes`.
 
+pub mod answers;
 pub mod artifacts;
 pub mod carrier;
 pub mod edit;

@@ -1,7 +1,13 @@
 //! Mini mode: one fix for a handed-off RED test. The engine re-runs the RED test by name
 //! before (it must be red) and after (it must be green), re-runs the suite, and requires a
 //! dirty tree; a still-red test, a regression or a clean tree is BLOCKED, route debug (#12).
+//!
+//! "Dirty" and `files_touched` are measured against the tree as the engine's own RED run
+//! left it (a [`crate::tree::Tree::dirty_state`] taken just before the dispatch), so test
+//! byproducts (`.pytest_cache`, `__pycache__`, coverage files) never pass for a fix: a
+//! do-nothing implementer ends `no-op`. HEAD must not move (BLOCKED `head-moved`).
 
+use crate::answers;
 use crate::artifacts;
 use crate::carrier::Mode;
 use crate::env::{Counter, Env};
@@ -49,6 +55,19 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> EndReport {
         return end(env, report);
     }
     let mut task = TaskOutcome::new("mini", &format!("make `{}` pass", input.red_test));
+    // What the engine's own RED run left in the tree (caches, logs) is not the fix: the tree
+    // is measured against this baseline, taken after that run and before the dispatch.
+    let baseline = match env.tree.dirty_state() {
+        Ok(b) => b,
+        Err(e) => {
+            blocked(&mut report, "git", format!("read the tree: {e}"));
+            report.detail = Some(detail);
+            return end(env, report);
+        }
+    };
+    if !baseline.is_empty() {
+        detail["red_run_left"] = json!(baseline.keys().collect::<Vec<_>>());
+    }
     let fp0 = env.tree.fingerprint().ok();
     let r = env
         .ask(
@@ -62,7 +81,20 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> EndReport {
         )
         .await;
     task.tree_changed = fp0.is_some() && env.tree.fingerprint().ok() != fp0;
-    let doc = match r {
+    if let Some(m) = env.head_moved() {
+        let reason = format!(
+            "{} during the fix; the pipeline never commits — undo the commit(s) (e.g. `git reset --soft {}`) and run again",
+            m.describe(),
+            m.from.as_deref().unwrap_or("<preflight HEAD>")
+        );
+        report.tasks.push(task.blocked("head-moved", reason.clone()));
+        blocked(&mut report, "head-moved", reason);
+        report.route = None;
+        detail["head"] = json!(m);
+        report.detail = Some(detail);
+        return end(env, report);
+    }
+    let doc = match r.map(|d| answers::implementer(&d)) {
         Ok(d) => d,
         Err(reason) => {
             task = task.blocked("dispatch-failed", reason.clone());
@@ -87,9 +119,9 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> EndReport {
         report.detail = Some(detail);
         return end(env, report);
     }
-    task.status = TaskStatus::Done;
+    // The task is DONE only when the gates below say so (see `end`).
     report.tasks.push(task);
-    match env.tree.porcelain() {
+    match env.tree.porcelain_since(&baseline) {
         Ok(lines) => {
             report.files_touched = Some(lines.len());
             report.files = lines;
@@ -145,6 +177,17 @@ fn end(env: &Env, mut report: EndReport) -> EndReport {
     {
         report.files_touched = Some(lines.len());
         report.files = lines;
+    }
+    // The one task follows the run: DONE only when every gate passed.
+    let (status, kind, reason) = (report.status, report.kind.clone(), report.reason.clone());
+    for t in report.tasks.iter_mut().filter(|t| t.status == TaskStatus::NotAttempted) {
+        if status == Status::Done {
+            t.status = TaskStatus::Done;
+        } else {
+            t.status = TaskStatus::Blocked;
+            t.kind = kind.clone();
+            t.reason = Some(reason.clone());
+        }
     }
     if report.status != Status::Done && report.blocked_detail.is_none() {
         report.blocked_detail = report.detail.clone();

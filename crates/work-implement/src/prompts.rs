@@ -2,6 +2,7 @@
 //! must know (no file-level discard, the HOLD clause, the unclear route, honest severity); the
 //! engine enforces every rule it can in code regardless.
 
+use crate::answers::{self, word_enum};
 use serde_json::{Value, json};
 
 /// Diff text sent to reviewers is cut to this many bytes.
@@ -23,60 +24,67 @@ const NO_DISCARD: &str = "Never discard work with `git checkout -- <file>`, `git
 `git reset` or `git clean`: other tasks' uncommitted work shares this tree. Over-reach is undone by editing back; a \
 broken intermediate state is repaired forward or reported BLOCKED. Do not commit.";
 
-/// The implementer's answer.
+/// The implementer's answer: only `status` is required (folded by [`crate::answers::implementer`]).
 pub fn implementer_schema() -> Value {
     json!({
         "type": "object",
         "required": ["status"],
         "properties": {
-            "status": {"enum": ["DONE", "DONE_WITH_CONCERNS", "BLOCKED", "NEEDS_CONTEXT"]},
-            "summary": {"type": "string"},
-            "applied_changes": {"type": "boolean"},
-            "concerns": {"type": "array", "items": {"type": "string"}},
-            "held": {"type": "array", "items": {"type": ["object", "string"]}},
-            "reason": {"type": "string"}
+            "status": word_enum(&answers::IMPLEMENTER_STATUS),
+            "summary": {"type": ["string", "array", "null"]},
+            "applied_changes": {"type": ["boolean", "array", "null"], "description": "true/false, or the paths you changed"},
+            "concerns": {"type": ["string", "array", "null"]},
+            "held": {"type": ["array", "object", "string", "null"]},
+            "reason": {"type": ["string", "array", "null"]}
         }
     })
 }
 
-/// The spec reviewer's answer.
+/// The spec reviewer's answer: a `status` (or `verdict`) is required (folded by
+/// [`crate::answers::spec`]).
 pub fn spec_schema() -> Value {
+    let verdict = word_enum(&answers::SPEC_STATUS);
     json!({
         "type": "object",
-        "required": ["status"],
+        "anyOf": [{"required": ["status"]}, {"required": ["verdict"]}],
         "properties": {
-            "status": {"enum": ["compliant", "non_compliant", "unclear"]},
-            "issues": {"type": "array", "items": {"type": "string"}},
-            "ambiguity": {"type": "string"}
+            "status": verdict.clone(),
+            "verdict": verdict,
+            "issues": {"type": ["string", "array", "null"]},
+            "ambiguity": {"type": ["string", "array", "null"]}
         }
     })
 }
 
-/// The quality reviewer's answer (seed: findings are `{severity, text}`).
+/// The quality reviewer's answer (seed: findings are `{severity, text}`): a `verdict` (or
+/// `status`) is required; `issues` defaults to none, severities fold case and default to
+/// `important` (see [`crate::answers::quality`]).
 pub fn quality_schema() -> Value {
+    let verdict = word_enum(&answers::QUALITY_VERDICT);
     json!({
         "type": "object",
-        "required": ["verdict", "issues"],
+        "anyOf": [{"required": ["verdict"]}, {"required": ["status"]}],
         "properties": {
-            "verdict": {"enum": ["approved", "changes_requested"]},
-            "issues": {"type": "array", "items": {
-                "type": "object",
-                "required": ["severity", "text"],
-                "properties": {"severity": {"enum": ["important", "minor"]}, "text": {"type": "string"}}
+            "verdict": verdict.clone(),
+            "status": verdict,
+            "issues": {"type": ["array", "string", "null"], "items": {
+                "type": ["object", "string"],
+                "properties": {"severity": {"type": ["string", "null"], "description": "important | minor"},
+                               "text": {"type": "string"}}
             }}
         }
     })
 }
 
-/// The tester's answer.
+/// The tester's answer (folded by [`crate::answers::tester`]).
 pub fn tester_schema() -> Value {
     json!({
         "type": "object",
         "required": ["status"],
         "properties": {
-            "status": {"enum": ["DONE", "FAILED", "BLOCKED"]},
-            "fixtures": {"type": "integer", "minimum": 0},
-            "summary": {"type": "string"}
+            "status": word_enum(&answers::TESTER_STATUS),
+            "fixtures": {"type": ["integer", "array", "null"], "minimum": 0},
+            "summary": {"type": ["string", "array", "null"]}
         }
     })
 }
@@ -119,20 +127,21 @@ pub fn extract_one_schema() -> Value {
     })
 }
 
-/// The edit agent's answer.
+/// The edit agent's answer (folded by [`crate::answers::editor`]; `applied_changes` may be a
+/// boolean or the list of changed paths).
 pub fn editor_schema() -> Value {
     json!({
         "type": "object",
         "required": ["status"],
         "properties": {
-            "status": {"enum": ["DONE", "HOLE", "BLOCKED"]},
-            "applied_changes": {"type": "boolean"},
-            "sites": {"type": "integer", "minimum": 0},
-            "hole": {"type": ["object", "null"], "properties": {
-                "route": {"enum": ["specify", "tdd"]}, "detail": {"type": "string"}
+            "status": word_enum(&answers::EDITOR_STATUS),
+            "applied_changes": {"type": ["boolean", "array", "null"]},
+            "sites": {"type": ["integer", "array", "null"], "minimum": 0},
+            "hole": {"type": ["object", "string", "null"], "properties": {
+                "route": word_enum(&answers::HOLE_ROUTE), "detail": {"type": ["string", "array", "null"]}
             }},
-            "summary": {"type": "string"},
-            "reason": {"type": "string"}
+            "summary": {"type": ["string", "array", "null"]},
+            "reason": {"type": ["string", "array", "null"]}
         }
     })
 }

@@ -1,7 +1,15 @@
 //! Standard mode: select the tasks, run each through the per-task loop with the snapshot
 //! guard at every boundary of a multi-task run (#23), then end-verify with two independent
 //! legs (#11, #12, #29) and finalize the artifacts from templates in code.
+//!
+//! HEAD is pinned to the preflight's HEAD: a task (or the E2E tester) that moves it ends the
+//! run BLOCKED `head-moved` with the new commits in `blocked_detail.head` (the pipeline
+//! leaves its work unstaged for the orchestrator to commit; a commit inside the run would
+//! hide work from the reviewers' diffs, the fingerprints, the snapshot guard and
+//! `files_touched`). An uncommitted plan file named on the command line is left out of the
+//! preflight and of every tree measurement, with a concern saying so.
 
+use crate::answers;
 use crate::artifacts;
 use crate::carrier::Mode;
 use crate::env::{Counter, Env};
@@ -73,6 +81,11 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
     let iter = input.iter_id.clone();
     let mut report = EndReport::new(Status::Blocked, Mode::Standard, Some(iter.clone()), String::new());
     report.preflight = Some(input.preflight.clone());
+    for p in &input.preflight.excluded_paths {
+        report.concerns.push(format!(
+            "the plan `{p}` is uncommitted: it was left out of the preflight's dirty check and of every tree measurement"
+        ));
+    }
     let mut extraction = Counter::default();
     let tasks = match &input.plan {
         PlanKind::Parsed(p) => extract::select_parsed(p, input.range),
@@ -101,9 +114,12 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
         }
         let outcome = task_loop::run_task(env, &iter, t).await;
         let ok = outcome.status == TaskStatus::Done;
+        // With HEAD moved, `git diff HEAD` no longer shows the run's work: the snapshot
+        // comparison would read committed paths as lost. The head-moved verdict stands alone.
+        let head_moved = outcome.kind.as_deref() == Some("head-moved");
         report.concerns.extend(outcome.concerns.iter().cloned());
         report.tasks.push(outcome);
-        if multi {
+        if multi && !head_moved {
             match env.tree.snapshot(&t.id) {
                 Ok(snap) => {
                     env.run.emit("snapshot", json!({"boundary": snap.boundary, "sha": snap.sha, "paths": snap.paths}));
@@ -154,10 +170,15 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
             Some("spec-ambiguous") => Some("specify".into()),
             _ => None,
         };
-        report.blocked_detail = Some(json!({
+        let mut detail = json!({
             "task_id": stop.id, "kind": stop.kind, "findings": stop.findings, "held": stop.held,
             "tasks_done": done,
-        }));
+        });
+        if stop.kind.as_deref() == Some("head-moved") {
+            detail["head"] =
+                json!({"from": env.base_head, "to": env.tree.git().head_sha(), "new_commits": stop.findings});
+        }
+        report.blocked_detail = Some(detail);
         return end(env, report, extraction);
     }
     if report.files_touched == Some(0) {
@@ -189,7 +210,17 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
         let o = &mut report.tasks[i];
         o.spent.dispatches += c.dispatches;
         o.spent.tokens += c.tokens;
-        match r {
+        if let Some(m) = env.head_moved() {
+            report.kind = Some("head-moved".into());
+            report.reason = format!(
+                "{} during the E2E tester of task {}; the pipeline never commits — undo the commit(s) and run again",
+                m.describe(),
+                t.id
+            );
+            report.blocked_detail = Some(json!({"task_id": t.id, "kind": "head-moved", "head": m}));
+            return end(env, report, extraction);
+        }
+        match r.map(|d| answers::tester(&d)) {
             Ok(doc) => {
                 let fixtures = doc["fixtures"].as_u64().unwrap_or(0);
                 if doc["status"].as_str() != Some("DONE") || fixtures == 0 {

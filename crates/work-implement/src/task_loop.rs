@@ -10,9 +10,17 @@
 //! - Every reviewed diff state's fingerprint is kept in a set: a repair that lands on an
 //!   already-seen state (no-op, or A-B-A) stops re-reviewing; with an important finding
 //!   standing that is BLOCKED, otherwise a neutral concern (seed: fingerprint exit).
+//! - A quality repair that changes the diff goes back through the spec reviewer before the next
+//!   quality review (same spec repair budget): a repair that drifts off the task cannot end
+//!   DONE, and every diff state the quality reviewer approves was spec-compliant.
+//! - HEAD must stay where the preflight found it: after every implementer dispatch and at the
+//!   end of the task, a moved HEAD (an agent committed, reset or switched branches) is BLOCKED
+//!   `head-moved`, naming the new commits — committed work would escape `git diff HEAD`, the
+//!   fingerprints, the snapshot guard and end-verify.
 //! - `applied_changes` (OR-ed over the first dispatch and every repair) only ever feeds a
 //!   neutral concern when it disagrees with the tree, never the outcome (seed #12).
 
+use crate::answers;
 use crate::env::Env;
 use crate::prompts;
 use crate::report::{TaskOutcome, TaskStatus};
@@ -45,8 +53,18 @@ pub fn is_e2e(title: &str, body: &str) -> bool {
         })
 }
 
-enum Stop {
-    Blocked { kind: &'static str, reason: String, findings: Vec<Value> },
+/// Why a task stopped early.
+pub enum Stop {
+    /// BLOCKED with a kind, a reason and the findings behind it.
+    Blocked {
+        /// The BLOCKED kind.
+        kind: &'static str,
+        /// Why.
+        reason: String,
+        /// The findings (or, for `head-moved`, the new commits).
+        findings: Vec<Value>,
+    },
+    /// The implementer asked for context.
     NeedsContext(String),
 }
 
@@ -59,7 +77,7 @@ fn git_err(e: work_git::GitError) -> Stop {
 }
 
 fn strings(v: &Value) -> Vec<String> {
-    v.as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()).unwrap_or_default()
+    answers::strings(v)
 }
 
 fn finding_text(i: &Value) -> String {
@@ -109,7 +127,13 @@ pub async fn run_task(env: &Env, iter: &str, task: &TaskSpec) -> TaskOutcome {
     out.e2e = task.e2e;
     env.run.progress(&format!("task {}: {}", task.id, task.title));
     let fp_start = env.tree.fingerprint().ok();
-    let result = drive(env, iter, task, &mut out).await;
+    let mut result = drive(env, iter, task, &mut out).await;
+    // A reviewer (or anything else) may have committed too: the last word is HEAD's.
+    if !matches!(&result, Err(Stop::Blocked { kind: "head-moved", .. }))
+        && let Err(stop) = head_guard(env, &task.id, "the task")
+    {
+        result = Err(stop);
+    }
     let fp_end = env.tree.fingerprint().ok();
     out.tree_changed = fp_start.is_some() && fp_end.is_some() && fp_start != fp_end;
     match result {
@@ -151,27 +175,77 @@ pub async fn run_task(env: &Env, iter: &str, task: &TaskSpec) -> TaskOutcome {
     out
 }
 
-async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome) -> Result<(), Stop> {
-    let max = env.settings.max_repairs;
-    let ctx = |phase: &str, round: u32| json!({"task_id": task.id, "iter_id": iter, "phase": phase, "round": round, "task_title": task.title});
+/// BLOCKED `head-moved` when HEAD is no longer the preflight's HEAD (the pipeline never
+/// commits; a moved HEAD hides committed work from the reviewers' `git diff HEAD`, the
+/// fingerprints, the snapshot guard and end-verify). The findings list the new commits.
+pub fn head_guard(env: &Env, task_id: &str, during: &str) -> Result<(), Stop> {
+    match env.head_moved() {
+        None => Ok(()),
+        Some(m) => Err(Stop::Blocked {
+            kind: "head-moved",
+            reason: format!(
+                "task {task_id}: {} during {during}; the pipeline never commits, and committed work escapes the reviewers and end-verify — undo the commit(s) (e.g. `git reset --soft {}`) and run again",
+                m.describe(),
+                m.from.as_deref().unwrap_or("<preflight HEAD>")
+            ),
+            findings: m.new_commits.iter().cloned().map(Value::String).collect(),
+        }),
+    }
+}
+
+fn context(task: &TaskSpec, iter: &str, phase: &str, round: u32) -> Value {
+    json!({"task_id": task.id, "iter_id": iter, "phase": phase, "round": round, "task_title": task.title})
+}
+
+/// One implementer dispatch (write access): the answer folded, HEAD checked, the answer
+/// absorbed (BLOCKED / NEEDS_CONTEXT stop).
+async fn implementer_turn(
+    env: &Env,
+    iter: &str,
+    task: &TaskSpec,
+    out: &mut TaskOutcome,
+    prompt: String,
+    phase: &str,
+    round: u32,
+) -> Result<Value, Stop> {
     let doc = env
         .ask(
             &mut out.spent,
             "implementer",
             Access::WorkspaceWrite,
-            prompts::implementer(iter, &task.id, &task.title, &task.text),
+            prompt,
             prompts::implementer_schema(),
-            ctx("implement", 0),
+            context(task, iter, phase, round),
             &task.id,
         )
         .await
         .map_err(|r| blocked("dispatch-failed", format!("task {}: {r}", task.id)))?;
-    absorb(out, &doc, "implement")?;
-    let summary = doc["summary"].as_str().unwrap_or("").to_string();
+    let doc = answers::implementer(&doc);
+    head_guard(env, &task.id, &format!("the implementer's {phase} dispatch"))?;
+    absorb(out, &doc, phase)?;
+    Ok(doc)
+}
 
-    // Spec compliance.
-    let mut spec_seen: BTreeSet<String> = BTreeSet::new();
-    let mut spec_repairs = 0u32;
+/// The spec-compliance state of one task: the non-compliant diff states seen and the spec
+/// repairs spent (one budget for the whole task, re-checks after quality repairs included).
+#[derive(Default)]
+struct SpecState {
+    seen: BTreeSet<String>,
+    repairs: u32,
+    summary: String,
+}
+
+/// The spec gate: review the current diff; `non_compliant` ⇒ repair (within the task's spec
+/// repair budget) and review again; `unclear` ⇒ spec-ambiguous BLOCKED at once.
+async fn spec_gate(
+    env: &Env,
+    iter: &str,
+    task: &TaskSpec,
+    out: &mut TaskOutcome,
+    st: &mut SpecState,
+    when: &str,
+) -> Result<(), Stop> {
+    let max = env.settings.max_repairs;
     loop {
         let diff = env.tree.diff_text().map_err(git_err)?;
         let fp = env.tree.fingerprint().map_err(git_err)?;
@@ -181,61 +255,64 @@ async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome) ->
                 &mut out.spent,
                 "spec-reviewer",
                 Access::ReadOnly,
-                prompts::spec_review(&task.id, &task.text, &summary, &diff),
+                prompts::spec_review(&task.id, &task.text, &st.summary, &diff),
                 prompts::spec_schema(),
-                ctx("spec-review", spec_repairs),
+                context(task, iter, "spec-review", st.repairs),
                 &task.id,
             )
             .await
             .map_err(|r| blocked("dispatch-failed", format!("task {}: {r}", task.id)))?;
+        let r = answers::spec(&r);
         let issues = strings(&r["issues"]);
         match r["status"].as_str() {
-            Some("compliant") => break,
+            Some("compliant") => return Ok(()),
             Some("unclear") => {
                 let what = r["ambiguity"].as_str().map(str::to_string).unwrap_or_else(|| issues.join("; "));
                 return Err(Stop::Blocked {
                     kind: "spec-ambiguous",
                     reason: format!(
-                        "task {}: spec-ambiguous — the task text is contradicted or unclear: {what}",
+                        "task {}: spec-ambiguous — the task text is contradicted or unclear{when}: {what}",
                         task.id
                     ),
                     findings: issues.into_iter().map(Value::String).collect(),
                 });
             }
             _ => {
-                spec_seen.insert(fp);
-                if spec_repairs >= max {
+                st.seen.insert(fp);
+                if st.repairs >= max {
                     return Err(Stop::Blocked {
                         kind: "review-loop-exhausted",
                         reason: format!(
-                            "task {}: still non-compliant after {spec_repairs} spec repair(s): {}",
+                            "task {}: still non-compliant{when} after {} spec repair(s): {}",
                             task.id,
+                            st.repairs,
                             issues.join("; ")
                         ),
                         findings: issues.into_iter().map(Value::String).collect(),
                     });
                 }
-                let doc = env
-                    .ask(
-                        &mut out.spent,
-                        "implementer",
-                        Access::WorkspaceWrite,
-                        prompts::spec_repair(&task.id, &task.text, &issues, &diff),
-                        prompts::implementer_schema(),
-                        ctx("spec-repair", spec_repairs + 1),
-                        &task.id,
-                    )
-                    .await
-                    .map_err(|r| blocked("dispatch-failed", format!("task {}: {r}", task.id)))?;
-                spec_repairs += 1;
+                let round = st.repairs + 1;
+                let doc = implementer_turn(
+                    env,
+                    iter,
+                    task,
+                    out,
+                    prompts::spec_repair(&task.id, &task.text, &issues, &diff),
+                    "spec-repair",
+                    round,
+                )
+                .await?;
+                st.repairs = round;
                 out.repairs += 1;
-                absorb(out, &doc, "spec-repair")?;
+                if let Some(s) = doc["summary"].as_str() {
+                    st.summary = s.to_string();
+                }
                 let fp2 = env.tree.fingerprint().map_err(git_err)?;
-                if spec_seen.contains(&fp2) {
+                if st.seen.contains(&fp2) {
                     return Err(Stop::Blocked {
                         kind: "spec-unresolved",
                         reason: format!(
-                            "task {}: the spec repair left the diff in an already-reviewed state; non-compliance stands: {}",
+                            "task {}: the spec repair{when} left the diff in an already-reviewed state; non-compliance stands: {}",
                             task.id,
                             issues.join("; ")
                         ),
@@ -245,8 +322,28 @@ async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome) ->
             }
         }
     }
+}
 
-    // Quality.
+async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome) -> Result<(), Stop> {
+    let max = env.settings.max_repairs;
+    let doc = implementer_turn(
+        env,
+        iter,
+        task,
+        out,
+        prompts::implementer(iter, &task.id, &task.title, &task.text),
+        "implement",
+        0,
+    )
+    .await?;
+    let mut spec = SpecState { summary: doc["summary"].as_str().unwrap_or("").to_string(), ..SpecState::default() };
+
+    // Spec compliance.
+    spec_gate(env, iter, task, out, &mut spec, "").await?;
+
+    // Quality. Every state the quality reviewer sees has passed the spec gate: a quality
+    // repair that changes the diff goes back through it first (a repair must not drift off
+    // the task), within the same spec repair budget.
     let mut seen: BTreeSet<String> = BTreeSet::new();
     let mut repairs = 0u32;
     loop {
@@ -261,11 +358,12 @@ async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome) ->
                 Access::ReadOnly,
                 prompts::quality_review(&task.id, &diff),
                 prompts::quality_schema(),
-                ctx("quality-review", repairs),
+                context(task, iter, "quality-review", repairs),
                 &task.id,
             )
             .await
             .map_err(|r| blocked("dispatch-failed", format!("task {}: {r}", task.id)))?;
+        let r = answers::quality(&r);
         let issues: Vec<Value> = r["issues"].as_array().cloned().unwrap_or_default();
         if r["verdict"].as_str() == Some("approved") {
             for i in &issues {
@@ -302,21 +400,18 @@ async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome) ->
                 findings: issues,
             });
         }
-        let doc = env
-            .ask(
-                &mut out.spent,
-                "implementer",
-                Access::WorkspaceWrite,
-                prompts::quality_repair(&task.id, &task.text, &issues, &diff),
-                prompts::implementer_schema(),
-                ctx("quality-repair", repairs + 1),
-                &task.id,
-            )
-            .await
-            .map_err(|r| blocked("dispatch-failed", format!("task {}: {r}", task.id)))?;
+        let doc = implementer_turn(
+            env,
+            iter,
+            task,
+            out,
+            prompts::quality_repair(&task.id, &task.text, &issues, &diff),
+            "quality-repair",
+            repairs + 1,
+        )
+        .await?;
         repairs += 1;
         out.repairs += 1;
-        absorb(out, &doc, "quality-repair")?;
         let fp2 = env.tree.fingerprint().map_err(git_err)?;
         if seen.contains(&fp2) {
             if !important.is_empty() {
@@ -337,6 +432,10 @@ async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome) ->
             ));
             return Ok(());
         }
+        if let Some(s) = doc["summary"].as_str() {
+            spec.summary = s.to_string();
+        }
+        spec_gate(env, iter, task, out, &mut spec, &format!(" after quality repair {repairs}")).await?;
     }
 }
 

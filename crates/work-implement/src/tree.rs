@@ -3,7 +3,7 @@
 //! during the run) is never part of any of them.
 
 use serde::Serialize;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use work_git::{Git, GitError};
 
@@ -18,6 +18,50 @@ pub struct Preflight {
     pub branch: Option<String>,
     /// What makes the tree dirty.
     pub dirty_paths: Vec<String>,
+    /// Paths left out of the dirty check and of every later tree measurement: the plan file
+    /// named on the command line when it is itself uncommitted (it is input, not work).
+    pub excluded_paths: Vec<String>,
+}
+
+impl Preflight {
+    /// Leaves `path` (repository-relative) out of the verdict when it is one of the dirty
+    /// paths; returns whether it was.
+    pub fn exclude(&mut self, path: &str) -> bool {
+        let before = self.dirty_paths.len();
+        self.dirty_paths.retain(|p| p != path);
+        let hit = self.dirty_paths.len() != before;
+        if hit {
+            self.excluded_paths.push(path.to_string());
+            self.clean = self.dirty_paths.is_empty();
+        }
+        hit
+    }
+}
+
+/// HEAD moved away from where the run started (an agent committed, reset or checked out).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HeadMove {
+    /// HEAD at the preflight.
+    pub from: Option<String>,
+    /// HEAD now.
+    pub to: Option<String>,
+    /// The commits reachable from the new HEAD and not from the old one (`sha subject`).
+    pub new_commits: Vec<String>,
+}
+
+impl HeadMove {
+    /// One line for a reason.
+    pub fn describe(&self) -> String {
+        let short = |s: &Option<String>| -> String {
+            s.as_deref().map(|x| x.chars().take(12).collect()).unwrap_or_else(|| "(none)".into())
+        };
+        let commits = if self.new_commits.is_empty() {
+            "no new commit (HEAD was reset or switched)".to_string()
+        } else {
+            format!("new commit(s): {}", self.new_commits.join("; "))
+        };
+        format!("HEAD moved from {} to {} ({commits})", short(&self.from), short(&self.to))
+    }
 }
 
 /// One task-boundary snapshot (seed #23).
@@ -37,7 +81,7 @@ pub struct Snapshot {
 #[derive(Debug, Clone)]
 pub struct Tree {
     git: Git,
-    exclude: Option<String>,
+    exclude: Vec<String>,
 }
 
 impl Tree {
@@ -48,7 +92,13 @@ impl Tree {
             .ok()
             .map(|p| p.to_string_lossy().trim_end_matches('/').to_string())
             .filter(|p| !p.is_empty());
-        Self { git: Git::new(root), exclude }
+        Self { git: Git::new(root), exclude: exclude.into_iter().collect() }
+    }
+
+    /// The same view, also ignoring `paths` (repository-relative files or directories).
+    pub fn excluding(mut self, paths: &[String]) -> Self {
+        self.exclude.extend(paths.iter().map(|p| p.trim_end_matches('/').to_string()).filter(|p| !p.is_empty()));
+        self
     }
 
     /// The git handle.
@@ -57,10 +107,57 @@ impl Tree {
     }
 
     fn keep(&self, path: &str) -> bool {
-        match &self.exclude {
-            Some(ex) => !(path == ex || path.starts_with(&format!("{ex}/"))),
-            None => true,
+        !self.exclude.iter().any(|ex| path == ex || path.starts_with(&format!("{ex}/")))
+    }
+
+    /// Whether HEAD is no longer `base` (the preflight's HEAD), and how it moved.
+    pub fn head_move(&self, base: Option<&str>) -> Option<HeadMove> {
+        let now = self.git.head_sha();
+        if now.as_deref() == base {
+            return None;
         }
+        let range = match (base, now.as_deref()) {
+            (Some(b), Some(n)) => Some(format!("{b}..{n}")),
+            (None, Some(n)) => Some(n.to_string()),
+            _ => None,
+        };
+        let new_commits = range
+            .and_then(|r| self.git.run(&["log", "--format=%h %s", "--no-color", &r]).ok())
+            .map(|t| t.lines().map(str::to_string).filter(|l| !l.is_empty()).take(20).collect())
+            .unwrap_or_default();
+        Some(HeadMove { from: base.map(str::to_string), to: now, new_commits })
+    }
+
+    /// Every dirty path with its status code and a content hash (a file that cannot be read
+    /// hashes as absent): compare two of these to see what changed in between.
+    pub fn dirty_state(&self) -> Result<BTreeMap<String, String>, GitError> {
+        use sha2::{Digest, Sha256};
+        let mut out = BTreeMap::new();
+        for e in self.git.status()? {
+            if !self.keep(&e.path) {
+                continue;
+            }
+            let hash = match std::fs::read(self.git.root().join(&e.path)) {
+                Ok(bytes) => hex::encode(Sha256::digest(&bytes)),
+                Err(_) => "absent".into(),
+            };
+            out.insert(e.path.clone(), format!("{}\t{hash}", e.code));
+        }
+        Ok(out)
+    }
+
+    /// `git status --porcelain` lines of the paths whose state differs from `before` (a
+    /// [`Tree::dirty_state`]): what changed since then, whatever was dirty already.
+    pub fn porcelain_since(&self, before: &BTreeMap<String, String>) -> Result<Vec<String>, GitError> {
+        let now = self.dirty_state()?;
+        let mut lines: Vec<String> = now
+            .iter()
+            .filter(|(p, st)| before.get(*p) != Some(*st))
+            .map(|(p, st)| format!("{} {p}", st.split('\t').next().unwrap_or("??")))
+            .collect();
+        // A path dirty before and clean now was changed back to HEAD: that is a change too.
+        lines.extend(before.keys().filter(|p| !now.contains_key(*p)).map(|p| format!("   {p}")));
+        Ok(lines)
     }
 
     /// `git status --porcelain` lines (`XY path`), untracked files included, state dir excluded.
@@ -93,14 +190,17 @@ impl Tree {
             head_sha: self.git.head_sha(),
             branch: self.git.branch(),
             dirty_paths,
+            excluded_paths: Vec::new(),
         })
     }
 
     fn pathspec(&self) -> Vec<String> {
-        match &self.exclude {
-            Some(ex) => vec!["--".into(), ".".into(), format!(":(exclude){ex}")],
-            None => Vec::new(),
+        if self.exclude.is_empty() {
+            return Vec::new();
         }
+        let mut v: Vec<String> = vec!["--".into(), ".".into()];
+        v.extend(self.exclude.iter().map(|ex| format!(":(exclude,literal){ex}")));
+        v
     }
 
     /// The diff against HEAD with untracked files' contents, as text (what reviewers read).

@@ -338,6 +338,9 @@ impl Ledger {
             body.push("- changed: unknown (not a git work tree)".into());
         }
         body.push(format!("- claimed: {}", list(&rep.changes_claimed)));
+        if !r.git && !rep.changes_claimed.is_empty() {
+            body.push("- claims unverifiable: not a git work tree (not progress)".into());
+        }
         if !r.false_claims.is_empty() {
             body.push(format!("- claimed but not changed: {} (not progress)", list(&r.false_claims)));
         }
@@ -382,8 +385,11 @@ impl Ledger {
             if !r.unclaimed.is_empty() {
                 self.ground_truth.push(Item::new(n, &format!("changed but not claimed: {}", list(&r.unclaimed))));
             }
-        } else if !rep.changes_claimed.is_empty() {
-            self.ground_truth.push(Item::new(n, "claims unverified: not a git work tree"));
+        } else {
+            for p in &rep.changes_claimed {
+                self.ground_truth
+                    .push(Item::new(n, &format!("claimed `{p}`: unverifiable (not a git work tree); not progress")));
+            }
         }
         if let Some(v) = &r.verify
             && !v.passed

@@ -391,6 +391,30 @@ pub fn resolve_resume(state_dir: &Path, hint: Option<&str>) -> Resolution {
     Resolution::Candidates(open.into_iter().take(5).collect())
 }
 
+/// The exact command that continues a session (null when it is done): `work until resume
+/// <id>`, with a raised `--max` when the session reached its maximum (a plain resume would
+/// stop again before any iteration).
+pub fn resume_command(meta: &Meta) -> Option<String> {
+    match meta.status {
+        SessionStatus::Done => None,
+        SessionStatus::MaxReached => {
+            Some(format!("work until resume {} --max {}", meta.id, meta.iteration_count.max(meta.max) + 10))
+        }
+        _ => Some(format!("work until resume {}", meta.id)),
+    }
+}
+
+/// Whether a resume may start without `--yes`: the hint is a session's exact id, or there is
+/// no hint and exactly one resumable session. A recommendation among several sessions, or a
+/// fuzzy hint (a word of an id, goal or until-clause), needs `--yes` (seed: never
+/// auto-continue on a guess).
+pub fn is_definite_pick(hint: Option<&str>, candidates: &[Session]) -> bool {
+    match hint.map(str::trim).filter(|h| !h.is_empty()) {
+        Some(h) => candidates.len() == 1 && candidates[0].meta.id == h,
+        None => candidates.len() == 1,
+    }
+}
+
 /// One line describing a session: id, goal, until, status, iteration, path.
 pub fn describe(s: &Session) -> String {
     format!(
@@ -496,6 +520,18 @@ mod tests {
         match resolve_resume(d.path(), Some("DOCS")) {
             Resolution::Candidates(c) => assert_eq!(c[0].meta.id, "write-docs"),
             other => panic!("{other:?}"),
+        }
+        match resolve_resume(d.path(), Some("write-docs")) {
+            Resolution::Candidates(c) => assert!(is_definite_pick(Some("write-docs"), &c), "an exact id"),
+            Resolution::Nothing(m) => panic!("{m}"),
+        }
+        match resolve_resume(d.path(), Some("docs")) {
+            Resolution::Candidates(c) => assert!(!is_definite_pick(Some("docs"), &c), "a fuzzy hint"),
+            Resolution::Nothing(m) => panic!("{m}"),
+        }
+        match resolve_resume(d.path(), None) {
+            Resolution::Candidates(c) => assert!(!is_definite_pick(None, &c), "two open sessions: a recommendation"),
+            Resolution::Nothing(m) => panic!("{m}"),
         }
         assert!(matches!(resolve_resume(d.path(), Some("finished")), Resolution::Nothing(_)));
         assert!(matches!(resolve_resume(d.path(), Some("zzz")), Resolution::Nothing(_)));

@@ -10,7 +10,10 @@
 //! 4. the dispatcher validated the answer against [`crate::report::report_schema`] (malformed ⇒
 //!    one retry ⇒ dropped); the engine parses it ([`crate::report::validate_report`]);
 //! 5. decide: `done` ⇒ verify ⇒ done, or next; `blocked` ⇒ stop; `continue` ⇒ stall check
-//!    (the same blocker twice, or two `continue` reports in a row that changed nothing);
+//!    (the same blocker twice, or two reports in a row that changed nothing). A `done` whose
+//!    verify fails is a `continue` for the stall check: an always-`done` worker that changes
+//!    nothing stalls like an empty `continue`. Outside a git work tree no change can be
+//!    verified, so no report counts as progress there (claims are recorded as unverifiable);
 //!    `n == max` ⇒ `max-reached`; human-gate ⇒ pause;
 //! 6. write `report.md` and the archive `reports/NN.md` (with the machine record);
 //! 7. **commit**: `meta.md` with `iteration_count: n`, the stall state and the new status;
@@ -387,7 +390,9 @@ fn ground_truth(n: u32, dispatch_id: String, report: WorkerReport, git: bool, ch
     };
     let unclaimed: Vec<String> =
         changed.iter().filter(|p| !report.changes_claimed.iter().any(|c| covers(c, p))).cloned().collect();
-    let empty = if git { changed.is_empty() } else { report.changes_claimed.is_empty() };
+    // Outside a git work tree nothing can be verified: claims are recorded as unverifiable
+    // and never count as progress.
+    let empty = !git || changed.is_empty();
     IterationRecord {
         iteration: n,
         dispatch_id,
@@ -418,59 +423,76 @@ async fn decide(
     {
         meta.blockers_seen.push(b.clone());
     }
+    // A `done` whose verify fails is a `continue` for the stall rules.
+    let mut stall_check = rep.status == ReportStatus::Continue;
     let (status, reason, decision) = match rep.status {
-        ReportStatus::Done => {
-            meta.empty_streak = 0;
-            match meta.verify.clone() {
-                Some(cmd) => {
-                    let v = cx.verify(&cmd).await;
-                    let passed = v.passed;
-                    let end = v.end.clone();
-                    record.verify = Some(v);
-                    if passed {
-                        (Some(SessionStatus::Done), format!("done: `{cmd}` exited 0"), "done (verified)".to_string())
-                    } else {
-                        (None, String::new(), format!("verify-failed ({end}); next iteration"))
-                    }
+        ReportStatus::Done => match meta.verify.clone() {
+            Some(cmd) => {
+                let v = cx.verify(&cmd).await;
+                let passed = v.passed;
+                let end = v.end.clone();
+                record.verify = Some(v);
+                if passed {
+                    meta.empty_streak = 0;
+                    (Some(SessionStatus::Done), format!("done: `{cmd}` exited 0"), "done (verified)".to_string())
+                } else {
+                    stall_check = true;
+                    (None, String::new(), format!("verify-failed ({end})"))
                 }
-                None => (
+            }
+            None => {
+                meta.empty_streak = 0;
+                (
                     Some(SessionStatus::Paused),
                     format!(
-                        "unverified-done: the worker reports done and there is no --verify command; check `{}` yourself, or go on with a check: `work until resume {} --yes --verify CMD`",
+                        "unverified-done: the worker reports done and there is no --verify command; check `{}` yourself, or go on with a check: `work until resume {} --verify CMD`",
                         one_line(&meta.until, 120),
                         meta.id
                     ),
                     "done (unverified; paused for a person)".to_string(),
-                ),
+                )
             }
-        }
+        },
         ReportStatus::Blocked => {
             let b = rep.blocker.clone().unwrap_or_default();
             (Some(SessionStatus::Blocked), format!("blocked: {}", one_line(&b, 200)), "blocked".to_string())
         }
-        ReportStatus::Continue => {
-            if record.empty {
-                meta.empty_streak += 1;
-            } else {
-                meta.empty_streak = 0;
-            }
-            if repeated {
-                let b = rep.blocker.clone().unwrap_or_default();
-                (
-                    Some(SessionStatus::Blocked),
-                    format!("stalled: the same blocker twice: {}", one_line(&b, 200)),
-                    "stalled (same blocker twice)".to_string(),
-                )
-            } else if meta.empty_streak >= 2 {
-                (
-                    Some(SessionStatus::Blocked),
-                    "stalled: two continue reports in a row changed nothing in the tree".to_string(),
-                    "stalled (two empty continues)".to_string(),
-                )
-            } else {
-                (None, String::new(), "continue".to_string())
-            }
+        ReportStatus::Continue => (None, String::new(), "continue".to_string()),
+    };
+    let (status, reason, decision) = if stall_check {
+        if record.empty {
+            meta.empty_streak += 1;
+        } else {
+            meta.empty_streak = 0;
         }
+        let stalled = |why: &str| {
+            if decision == "continue" { format!("stalled ({why})") } else { format!("{decision}; stalled ({why})") }
+        };
+        let what =
+            if record.git { "changed nothing in the tree" } else { "made no verifiable change (not a git work tree)" };
+        if repeated {
+            let b = rep.blocker.clone().unwrap_or_default();
+            (
+                Some(SessionStatus::Blocked),
+                format!("stalled: the same blocker twice: {}", one_line(&b, 200)),
+                stalled("same blocker twice"),
+            )
+        } else if meta.empty_streak >= 2 {
+            (
+                Some(SessionStatus::Blocked),
+                format!("stalled: two reports in a row (continue, or done that did not verify) {what}"),
+                stalled("two empty reports"),
+            )
+        } else {
+            (status, reason, decision)
+        }
+    } else {
+        (status, reason, decision)
+    };
+    let decision = if status.is_none() && rep.status == ReportStatus::Done {
+        format!("{decision}; next iteration")
+    } else {
+        decision
     };
     record.decision = decision;
     (status, reason)
@@ -598,8 +620,8 @@ pub fn summary_lines(session: &Session, ledger: &Ledger) -> Vec<String> {
     if lies > 0 {
         v.push(format!("ground truth: {lies} claimed change(s) not in the tree (see master.md)"));
     }
-    if m.status != SessionStatus::Done {
-        v.push(format!("continue later: work until resume {}", m.id));
+    if let Some(cmd) = crate::session::resume_command(m) {
+        v.push(format!("continue later: {cmd}"));
     }
     v.truncate(25);
     v

@@ -2,8 +2,9 @@
 //! carriers in, the pipeline of [`work_implement`] run, the end-report out.
 //!
 //! Order of checks: malformed flags (exit 2) → carrier guards (BLOCKED, zero dispatches) →
-//! preflight (a dirty tree is BLOCKED before the plan is read) → plan, suite command and
-//! agents (exit 2) → the run.
+//! preflight (a dirty tree is BLOCKED before the plan is read; the plan file itself, when it
+//! is uncommitted inside the repository, is left out of the check and of every later tree
+//! measurement, and the report says so) → plan, suite command and agents (exit 2) → the run.
 
 use crate::CmdResult;
 use crate::ctx::{self, CliError, Ctx, Global};
@@ -233,6 +234,18 @@ fn resolve_path(base: &Path, root: &Path, p: &str) -> PathBuf {
     if from_base.exists() { from_base } else { root.join(path) }
 }
 
+/// `path` relative to the repository root (as `git status` prints it), when it lies inside.
+fn repo_relative(root: &Path, path: &Path) -> Option<String> {
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let path = match (path.parent().map(Path::canonicalize), path.file_name()) {
+        (Some(Ok(dir)), Some(name)) => dir.join(name),
+        _ => path.to_path_buf(),
+    };
+    let rel = path.strip_prefix(&root).ok()?;
+    let s = rel.to_string_lossy().replace('\\', "/");
+    if s.is_empty() { None } else { Some(s) }
+}
+
 /// Runs `work implement`.
 pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
     if let Some(r) = &a.range {
@@ -266,7 +279,15 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
         Some(Ok(r)) => Some(r),
         None => None,
     };
-    let pf = preflight(&ctx)?;
+    let mut pf = preflight(&ctx)?;
+    // The plan named on the command line is input, not work: uncommitted, it neither makes
+    // the tree dirty nor counts as touched (the report says so).
+    if c.mode == Mode::Standard
+        && let Some(rel) =
+            c.plan_path.as_deref().and_then(|p| repo_relative(&ctx.root, &resolve_path(&base, &ctx.root, p)))
+    {
+        pf.exclude(&rel);
+    }
     if !pf.clean {
         return early_exit(&ctx, "implement", a.json, dirty_report(c.mode, c.iter_id.clone(), pf));
     }
@@ -274,6 +295,7 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
     let test_cmd = test_command(&ctx, &a.test_cmd)?;
     let mut set = settings(&ctx, test_cmd, a.max_repairs);
     set.red_test_cmd = a.red_test_cmd.clone();
+    set.exclude = pf.excluded_paths.clone();
     match c.mode {
         Mode::Mini => {
             let resolved = resolve_all(&ctx, &["implementer"], a.agent.as_deref())?;

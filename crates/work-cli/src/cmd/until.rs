@@ -7,6 +7,11 @@
 //! work until list [--json]
 //! ```
 //!
+//! `work until resume <id>` (an exact session id) or `work until resume` with exactly one
+//! resumable session continues at once: that is the command every pause and result names.
+//! With several sessions, or a fuzzy hint, it recommends one (exit 3 `needs-confirmation`)
+//! and continues only with `--yes`.
+//!
 //! `resume` and `list` are recognised as the first word (an until-clause of exactly `resume`
 //! or `list` would not be checkable anyway). Every bad-input check (vague until, missing goal,
 //! bad flags, unknown agent) happens before a run directory or a session file is written.
@@ -66,7 +71,8 @@ pub struct Args {
     /// The worker's backend.
     #[arg(long, value_name = "SPEC")]
     pub agent: Option<String>,
-    /// With `resume`: continue the recommended (or the only matching) session.
+    /// With `resume`: continue the recommended session (needed only when the pick is a
+    /// recommendation among several sessions or a fuzzy hint; an exact id continues without it).
     #[arg(long)]
     pub yes: bool,
     /// Print the result as one JSON document on stdout.
@@ -209,7 +215,9 @@ fn run_resume(global: &Global, args: Args) -> CmdResult {
         Resolution::Nothing(msg) => return Err(CliError::bad(msg)),
         Resolution::Candidates(c) => c,
     };
-    if !args.yes {
+    // An exact id, or the only resumable session, is a pick: it continues. A recommendation
+    // among several sessions or a fuzzy hint waits for `--yes` (the seed's never-auto-continue).
+    if !args.yes && !session::is_definite_pick(args.hint.as_deref(), &candidates) {
         return Ok(recommend(&candidates, args.json));
     }
     let Some(mut s) = candidates.into_iter().next() else {
@@ -264,7 +272,7 @@ fn run_resume(global: &Global, args: Args) -> CmdResult {
 
 fn recommend(candidates: &[Session], as_json: bool) -> ExitStatus {
     let Some(first) = candidates.first() else { return ExitStatus::BadInput };
-    let next = format!("work until resume {} --yes", first.meta.id);
+    let next = session::resume_command(&first.meta).unwrap_or_else(|| format!("work until resume {}", first.meta.id));
     if as_json {
         print_json(&json!({
             "status": "needs-confirmation",
@@ -281,7 +289,7 @@ fn recommend(candidates: &[Session], as_json: bool) -> ExitStatus {
             }
         }
         println!(
-            "Nothing was started. Run `{next}` to continue it, or `work until resume <id> --yes` to pick another."
+            "Nothing was started. Run `{next}` to continue it, or `work until resume <id>` (an exact id) to pick another."
         );
     }
     ExitStatus::Paused
@@ -336,7 +344,7 @@ fn render(s: &Session, outcome: &LoopOutcome, run_id: &str, as_json: bool) -> Ex
             "stoppedReason": outcome.stopped_reason,
             "summary": outcome.summary,
             "run_id": run_id,
-            "resume": if status == SessionStatus::Done { Value::Null } else { json!(format!("work until resume {}", s.meta.id)) },
+            "resume": session::resume_command(&s.meta),
             "files": {
                 "meta": files("meta.md"), "master": files("master.md"), "handoff": files("handoff.md"),
                 "report": files("report.md"), "reports": files("reports"),

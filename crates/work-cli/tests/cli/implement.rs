@@ -279,7 +279,7 @@ if role == 'quality-reviewer':
     assert_eq!(r["kind"], "important-on-unchanged-diff", "{r}");
     assert_eq!(r["tasks"][0]["fingerprints"], 2, "A and B");
     assert_eq!(r["tasks"][0]["repairs"], 2);
-    assert_eq!(dispatches(&s), 6, "impl, spec, q(A), repair→B, q(B), repair→A; no third review");
+    assert_eq!(dispatches(&s), 7, "impl, spec, q(A), repair→B, spec(B), q(B), repair→A; no third review");
 }
 
 #[test]
@@ -299,7 +299,8 @@ if role == 'quality-reviewer':
     assert_eq!(r["kind"], "review-loop-exhausted", "{r}");
     assert_eq!(r["tasks"][0]["repairs"], 2);
     assert_eq!(role_count(&s, "quality-reviewer"), 3);
-    assert_eq!(dispatches(&s), 7, "impl, spec, q, r, q, r, q");
+    assert_eq!(role_count(&s, "spec-reviewer"), 3, "every repaired diff goes back through the spec gate");
+    assert_eq!(dispatches(&s), 9, "impl, spec, q, r, spec, q, r, spec, q");
 }
 
 #[test]
@@ -320,7 +321,7 @@ if role == 'quality-reviewer':
     let r = implement(&s, &a, "true", &[], 0);
     assert_eq!(r["status"], "DONE", "{r}");
     assert!(concerns(&r).contains("stale comment cross-reference"), "{r}");
-    assert_eq!(dispatches(&s), 5, "impl, spec, q(important), repair, q(minor) ⇒ valve");
+    assert_eq!(dispatches(&s), 6, "impl, spec, q(important), repair, spec, q(minor) ⇒ valve");
 }
 
 #[test]
@@ -846,4 +847,261 @@ fn edit_carriers_are_guarded_too() {
     let r = s.run_json(&["edit", "--carrier", "7", "--agent", &a, "--test-cmd", "true", "--json"], 1);
     assert_eq!(r["kind"], "bad-carrier");
     assert_eq!(dispatches(&s), 0);
+}
+
+// ---------------------------------------------------------------- review fixes
+
+#[test]
+fn a_minimal_quality_verdict_under_either_name_and_any_case_is_accepted() {
+    for answer in ["{'verdict': 'approved'}", "{'status': 'APPROVED'}", "{'verdict': 'Approved', 'issues': None}"] {
+        let s = repo_with_plan(&[("1", "Add greeting", "Create hello.txt.")]);
+        let a = agent(
+            &s,
+            &format!(
+                "if role == 'implementer':\n    write('hello.txt', 'hi\\n')\n    out({{'status': 'done', 'applied_changes': ['hello.txt']}})\nif role == 'quality-reviewer':\n    out({answer})"
+            ),
+        );
+        let r = implement(&s, &a, "test -f hello.txt", &[], 0);
+        assert_eq!(r["status"], "DONE", "{answer}: {r}");
+        assert_eq!(dispatches(&s), 3, "{answer}: nothing was retried");
+        assert!(!concerns(&r).contains("applied_changes"), "a list of paths means applied: {r}");
+    }
+}
+
+#[test]
+fn severities_fold_case_and_a_missing_severity_is_important() {
+    let s = repo_with_plan(&[("1", "Add greeting", "Create hello.txt.")]);
+    let a = agent(
+        &s,
+        r#"
+if role == 'implementer':
+    write('hello.txt', 'v%d\n' % n_role)
+    out(DONE)
+if role == 'quality-reviewer' and n_role == 1:
+    out({'status': 'Changes_Requested', 'issues': [{'text': 'a real bug, severity not given'}]})
+if role == 'quality-reviewer':
+    out({'verdict': 'CHANGES_REQUESTED', 'issues': [{'severity': 'Minor', 'text': 'stale comment'}]})
+"#,
+    );
+    let r = implement(&s, &a, "true", &[], 0);
+    assert_eq!(r["status"], "DONE", "{r}");
+    assert_eq!(r["tasks"][0]["repairs"], 1, "the unlabelled finding was important: it got a repair");
+    assert!(concerns(&r).contains("[minor] stale comment"), "the Minor finding rode the valve: {r}");
+    assert_eq!(dispatches(&s), 6, "impl, spec, q, repair, spec, q(minor) ⇒ valve");
+}
+
+#[test]
+fn an_edit_agent_may_list_its_applied_changes() {
+    let s = edit_repo();
+    let a = agent(
+        &s,
+        "if role == 'editor':\n    write('src/lib.txt', 'struct Bar\\n')\n    out({'status': 'done', 'applied_changes': ['src/lib.txt'], 'sites': 0})",
+    );
+    let r = edit(&s, &a, &["--test-cmd", "grep -q Bar src/lib.txt"], 0);
+    assert_eq!(r["status"], "DONE", "{r}");
+    assert_eq!(r["detail"]["applied_changes"], true);
+    assert!(!concerns(&r).contains("applied_changes"), "{r}");
+    assert_eq!(dispatches(&s), 1);
+}
+
+fn artifacts_written(s: &Scenario, r: &Value, iter: &str) {
+    let md = s.read(&format!(".work/iterations/{iter}/BLOCKED.md"));
+    assert_eq!(r["artifacts"]["blocked_md"], md.as_str(), "{r}");
+    let stats = s.read_json(&format!(".work/iterations/{iter}/stats.json"));
+    assert_eq!(stats["status"], r["status"]);
+    assert_eq!(stats["kind"], r["kind"]);
+    assert_eq!(r["artifacts"]["stats_json"].as_str().map(|t| serde_json::from_str::<Value>(t).is_ok()), Some(true));
+}
+
+#[test]
+fn blocked_runs_write_their_artifacts_even_on_a_clean_tree() {
+    // spec-ambiguous, the implementer touching nothing.
+    let s = repo_with_plan(&[("1", "Exit code", "Exit 1 on bad input. Also exit 2 on bad input.")]);
+    let a = agent(&s, "if role == 'spec-reviewer':\n    out({'status': 'unclear', 'ambiguity': 'exit 1 and exit 2'})");
+    let r = implement(&s, &a, "true", &[], 1);
+    assert_eq!((r["kind"].clone(), r["files_touched"].clone()), ("spec-ambiguous".into(), 0.into()), "{r}");
+    artifacts_written(&s, &r, "it-1");
+
+    // The implementer reports BLOCKED at once.
+    let s = repo_with_plan(&[("1", "A", "Create a.txt.")]);
+    let a = agent(&s, "if role == 'implementer':\n    out({'status': 'BLOCKED', 'reason': 'needs a database'})");
+    let r = implement(&s, &a, "true", &[], 1);
+    assert_eq!(r["kind"], "implementer-blocked", "{r}");
+    artifacts_written(&s, &r, "it-1");
+    assert_eq!(dispatches(&s), 1);
+
+    // "got N of M".
+    let s = free_form_repo();
+    let a = agent(&s, FREE_FORM_IMPLEMENTER);
+    let r = free_form(&s, &a, 1, &[("SHORT_INDEX", "1")]);
+    assert_eq!(r["kind"], "cardinality", "{r}");
+    artifacts_written(&s, &r, "ff");
+
+    // A RED test that is not red.
+    let s = Scenario::new();
+    s.write("fixed.txt", "already");
+    s.commit("green already");
+    let a = agent(&s, "");
+    let r = mini(&s, &a, "true", 1);
+    assert_eq!(r["kind"], "red-test-not-red", "{r}");
+    artifacts_written(&s, &r, "m-1");
+}
+
+#[test]
+fn an_implementer_that_commits_moves_head_and_is_blocked() {
+    let s = repo_with_plan(&[("1", "Edit shared", "Append to shared.txt.")]);
+    let a = agent(
+        &s,
+        r#"
+if role == 'implementer':
+    write('sneaky.txt', 'hidden from the reviewers\n')
+    sh('git add sneaky.txt && git commit -qm "sneak it in"')
+    write('shared.txt', 'base\nmore\n')
+    out(DONE)
+"#,
+    );
+    let head = s.git(&["rev-parse", "HEAD"]).trim().to_string();
+    let r = implement(&s, &a, "true", &[], 1);
+    assert_eq!(r["status"], "BLOCKED", "{r}");
+    assert_eq!(r["kind"], "head-moved", "{r}");
+    let reason = r["reason"].as_str().expect("reason");
+    assert!(reason.contains("sneak it in") && reason.contains(&head[..12]), "{reason}");
+    assert_eq!(r["blocked_detail"]["head"]["from"], head.as_str());
+    assert!(r["blocked_detail"]["head"]["new_commits"][0].as_str().unwrap_or("").contains("sneak it in"), "{r}");
+    assert_eq!(dispatches(&s), 1, "no reviewer is shown a diff that hides a commit");
+    artifacts_written(&s, &r, "it-1");
+
+    // The edit agent too.
+    let s = edit_repo();
+    let a = agent(
+        &s,
+        "if role == 'editor':\n    write('src/lib.txt', 'struct Bar\\n')\n    sh('git commit -qam edit')\n    out({'status': 'DONE', 'applied_changes': True, 'sites': 0})",
+    );
+    let r = edit(&s, &a, &["--test-cmd", "true"], 1);
+    assert_eq!(r["kind"], "head-moved", "a committed edit is not a no-op edit: {r}");
+}
+
+#[test]
+fn mini_mode_measures_the_tree_without_the_engines_own_test_byproducts() {
+    let run = |s: &Scenario, a: &str, code: i32| {
+        s.run_json(
+            &[
+                "implement",
+                "--mini",
+                "--iter-id",
+                "m-1",
+                "--red-test",
+                "fixed.txt",
+                "--cause",
+                "the file is missing",
+                "--red-test-cmd",
+                "mkdir -p .cache && echo run >> .cache/log && test -f {test}",
+                "--agent",
+                a,
+                "--test-cmd",
+                "mkdir -p .cache && echo suite >> .cache/log",
+                "--json",
+            ],
+            code,
+        )
+    };
+    let s = Scenario::new();
+    let a = agent(&s, "");
+    let r = run(&s, &a, 1);
+    assert_eq!(r["kind"], "no-op", "a do-nothing fix is a no-op, whatever the RED run left: {r}");
+    assert_eq!(r["files_touched"], 0);
+    assert_eq!(r["tasks"][0]["status"], "BLOCKED", "{r}");
+    assert_eq!(r["artifacts"]["blocked_md"], Value::Null);
+
+    let s = Scenario::new();
+    let a = agent(&s, "if role == 'implementer':\n    write('fixed.txt', 'ok')\n    out(DONE)");
+    let r = run(&s, &a, 0);
+    assert_eq!(r["status"], "DONE", "{r}");
+    assert_eq!(r["files_touched"], 1, "{r}");
+    assert_eq!(r["files"], serde_json::json!(["?? fixed.txt"]));
+    assert_eq!(r["tasks"][0]["status"], "DONE");
+}
+
+#[test]
+fn a_quality_repair_that_drifts_off_the_task_goes_back_to_the_spec_reviewer() {
+    let s = repo_with_plan(&[("1", "Add greeting", "Create hello.txt saying exactly `hi`.")]);
+    let a = agent(
+        &s,
+        r#"
+if role == 'implementer' and phase == 'implement':
+    write('hello.txt', 'hi\n')
+    out(DONE)
+if role == 'implementer' and phase == 'quality-repair':
+    write('hello.txt', 'hello there\n')
+    out(DONE)
+if role == 'implementer' and phase == 'spec-repair':
+    out({'status': 'DONE', 'summary': 'the quality reviewer wanted it', 'applied_changes': False})
+if role == 'spec-reviewer':
+    ok = open('hello.txt').read() == 'hi\n'
+    out({'status': 'compliant' if ok else 'non_compliant', 'issues': [] if ok else ['hello.txt must say hi']})
+if role == 'quality-reviewer' and n_role == 1:
+    out({'verdict': 'changes_requested', 'issues': [{'severity': 'important', 'text': 'hi is too terse'}]})
+"#,
+    );
+    let r = implement(&s, &a, "true", &[], 1);
+    assert_eq!(r["status"], "BLOCKED", "{r}");
+    assert_eq!(r["kind"], "spec-unresolved", "{r}");
+    assert!(r["reason"].as_str().expect("reason").contains("after quality repair 1"), "{r}");
+    assert_eq!(dispatches(&s), 6, "impl, spec, q, quality repair, spec(non-compliant), spec repair (no-op)");
+}
+
+#[test]
+fn agent_text_with_template_slots_does_not_corrupt_the_artifacts() {
+    let s = repo_with_plan(&[("1", "A", "Create a.txt.")]);
+    let a = agent(
+        &s,
+        r#"
+if role == 'implementer':
+    write('a.txt', 'a')
+    out({'status': 'BLOCKED', 'reason': 'cannot {{STATS}} finish {{DATE}} {{FILES_TOUCHED}} {{TASKS}}'})
+"#,
+    );
+    let r = implement(&s, &a, "true", &[], 1);
+    assert_eq!(r["kind"], "implementer-blocked", "{r}");
+    let stats = s.read_json(".work/iterations/it-1/stats.json");
+    assert!(
+        stats["reason"]
+            .as_str()
+            .expect("reason")
+            .contains("cannot {{STATS}} finish {{DATE}} {{FILES_TOUCHED}} {{TASKS}}")
+    );
+    assert_eq!(stats["files_touched"], 1);
+    let md = s.read(".work/iterations/it-1/BLOCKED.md");
+    assert!(md.contains("cannot {{STATS}} finish {{DATE}} {{FILES_TOUCHED}} {{TASKS}}"), "{md}");
+    assert!(md.contains("- Date: 2026-01-01"), "{md}");
+}
+
+#[test]
+fn an_uncommitted_plan_file_does_not_make_the_tree_dirty() {
+    let s = Scenario::new();
+    s.write("shared.txt", "base\n");
+    s.commit("base");
+    s.write("docs/plan.md", "# Plan\n\n## Task 1: Add greeting\n\nCreate hello.txt.\n");
+    let run = |a: &str, code: i32| {
+        s.run_json(
+            &["implement", "--plan", "docs/plan.md", "--iter-id", "p-1", "--agent", a, "--test-cmd", "true", "--json"],
+            code,
+        )
+    };
+    let a = agent(&s, "");
+    let r = run(&a, 1);
+    assert_eq!(r["kind"], "no-op", "the plan does not count as touched: {r}");
+    assert_eq!(r["preflight"]["excluded_paths"], serde_json::json!(["docs/plan.md"]));
+    assert!(concerns(&r).contains("the plan `docs/plan.md` is uncommitted"), "{r}");
+
+    let a = agent(&s, "if role == 'implementer':\n    write('hello.txt', 'hi\\n')\n    out(DONE)");
+    let r = run(&a, 0);
+    assert_eq!(r["status"], "DONE", "{r}");
+    assert_eq!(r["files"], serde_json::json!(["?? hello.txt"]));
+    // Any other stray path still blocks.
+    std::fs::remove_file(s.path("hello.txt")).expect("rm");
+    s.write("stray.txt", "x");
+    let r = run(&a, 1);
+    assert_eq!(r["kind"], "dirty-tree", "{r}");
+    assert_eq!(r["preflight"]["dirty_paths"], serde_json::json!(["stray.txt"]));
 }

@@ -176,22 +176,31 @@ fn a_worker_claiming_edits_it_never_made_is_caught() {
     assert!(read(&session_dir(&v).join("reports/01.md")).contains("Claimed but not changed"));
 }
 
+/// Runs the `resume` command a result names, word for word.
+fn run_hint(s: &Scenario, hint: &str, expect_code: i32) -> Value {
+    let words: Vec<&str> = hint.split_whitespace().collect();
+    assert_eq!(words.first(), Some(&"work"), "{hint}");
+    let mut args: Vec<&str> = words[1..].to_vec();
+    args.push("--json");
+    s.run_json(&args, expect_code)
+}
+
 #[test]
-fn human_gate_stops_after_each_merge_and_resume_continues() {
+fn human_gate_stops_after_each_merge_and_its_resume_hint_continues() {
     let s = Scenario::new();
     let agent = worker(
         &s,
         r#"
 open('f%d' % n, 'w').write('x')
-print(json.dumps({"status": "done" if n == 2 else "continue", "summary": "step %d" % n, "changes_claimed": ["f%d" % n]}))
+print(json.dumps({"status": "done" if n == 3 else "continue", "summary": "step %d" % n, "changes_claimed": ["f%d" % n]}))
 "#,
     );
     let v = s.run_json(
         &[
             "until",
-            "file f2 exists",
+            "file f3 exists",
             "--goal",
-            "two files",
+            "three files",
             "--mode",
             "human-gate",
             "--slug",
@@ -205,22 +214,165 @@ print(json.dumps({"status": "done" if n == 2 else "continue", "summary": "step %
     assert_eq!(v["status"], "paused");
     assert_eq!(v["iterations"], 1);
     assert_eq!(v["resume"], "work until resume two");
+    let reason = v["stoppedReason"].as_str().expect("reason");
+    assert!(reason.contains("`work until resume two`"), "the pause names the same command: {reason}");
+    let summary = v["summary"].to_string();
+    assert!(summary.contains("continue later: work until resume two"), "{summary}");
 
-    // Resume never starts by itself: without --yes it only recommends.
-    let r = s.run_json(&["until", "resume", "--json"], 3);
-    assert_eq!(r["status"], "needs-confirmation");
-    assert_eq!(r["recommended"]["id"], "two");
-    assert_eq!(r["recommended"]["iteration"], 1);
-    assert_eq!(log(&s).len(), 1, "nothing was dispatched");
-
-    let v = s.run_json(&["until", "resume", "two", "--yes", "--json"], 0);
-    assert_eq!(v["status"], "done");
+    // The command the result names, as it stands, continues: an exact id is a pick.
+    let v = run_hint(&s, v["resume"].as_str().expect("resume"), 3);
+    assert_eq!(v["status"], "paused");
     assert_eq!(v["iterations"], 2);
     assert_eq!(log(&s), vec!["1:1", "2:1"]);
+
+    // So does a bare `work until resume` when this is the only resumable session.
+    let v = s.run_json(&["until", "resume", "--json"], 0);
+    assert_eq!(v["status"], "done");
+    assert_eq!(v["iterations"], 3);
+    assert_eq!(v["resume"], Value::Null);
+    assert_eq!(log(&s), vec!["1:1", "2:1", "3:1"]);
     // A finished session is not resumable.
     let (code, _, err) = s.run(&["until", "resume", "two", "--yes"]);
     assert_eq!(code, 2);
     assert_one_line_error(&err);
+}
+
+#[test]
+fn a_fuzzy_hint_only_recommends_and_needs_yes() {
+    let s = Scenario::new();
+    let agent = worker(
+        &s,
+        r#"
+open('f%d' % n, 'w').write('x')
+print(json.dumps({"status": "continue", "summary": "step %d" % n, "changes_claimed": ["f%d" % n]}))
+"#,
+    );
+    let args = ["until", "`false` exits 0", "--goal", "g", "--slug", "sweep-todos", "--mode", "human-gate"];
+    let mut a = args.to_vec();
+    a.extend(["--agent", &agent, "--json"]);
+    s.run_json(&a, 3);
+    let r = s.run_json(&["until", "resume", "todos", "--json"], 3);
+    assert_eq!(r["status"], "needs-confirmation");
+    assert_eq!(r["recommended"]["id"], "sweep-todos");
+    assert_eq!(r["next"], "work until resume sweep-todos");
+    assert_eq!(log(&s).len(), 1, "nothing was dispatched on a guess");
+    let v = s.run_json(&["until", "resume", "todos", "--yes", "--json"], 3);
+    assert_eq!(v["iterations"], 2);
+}
+
+#[test]
+fn max_reached_names_a_resume_that_raises_the_max() {
+    let s = Scenario::new();
+    let agent = worker(
+        &s,
+        r#"
+open('f%d' % n, 'w').write('x')
+print(json.dumps({"status": "done" if n == 3 else "continue", "summary": "s", "changes_claimed": ["f%d" % n]}))
+"#,
+    );
+    let v = s.run_json(
+        &["until", "file f3 exists", "--goal", "g", "--slug", "m", "--max", "2", "--agent", &agent, "--json"],
+        1,
+    );
+    assert_eq!(v["status"], "max-reached");
+    assert_eq!(v["resume"], "work until resume m --max 12");
+    let v = run_hint(&s, v["resume"].as_str().expect("resume"), 0);
+    assert_eq!((v["status"].clone(), v["iterations"].clone()), ("done".into(), 3.into()));
+}
+
+#[test]
+fn a_minimal_report_and_other_field_shapes_are_accepted_and_claims_still_checked() {
+    let s = Scenario::new();
+    let agent = worker(
+        &s,
+        r#"
+if n == 1:
+    open('a.txt', 'w').write('x')
+    print(json.dumps({"status": "continue"}))
+elif n == 2:
+    open('b.txt', 'w').write('x')
+    print(json.dumps({"status": "continue", "summary": "b", "next_steps": "write READY",
+                      "notes": ["n1", "n2"], "decisions": "keep it small", "evidence": "ls",
+                      "files_changed": ["b.txt", "ghost.rs"], "changes": "phantom.rs"}))
+else:
+    open('READY', 'w').write('x')
+    print(json.dumps({"status": "done", "changed_files": "READY"}))
+"#,
+    );
+    let v = s.run_json(&["until", "file READY exists", "--goal", "g", "--agent", &agent, "--json"], 0);
+    assert_eq!(v["status"], "done", "{v}");
+    assert_eq!(v["iterations"], 3);
+    assert_eq!(log(&s), vec!["1:1", "2:1", "3:1"], "no report was retried");
+    let master = read(&session_dir(&v).join("master.md"));
+    assert!(master.contains("- [iter 2] keep it small"), "{master}");
+    assert!(master.contains("claimed `ghost.rs` but git shows no change to it"), "{master}");
+    assert!(master.contains("claimed `phantom.rs` but git shows no change to it"), "{master}");
+    assert!(!master.contains("claimed `b.txt` but"), "{master}");
+}
+
+#[test]
+fn the_same_blocker_twice_under_the_other_name_is_blocked() {
+    let s = Scenario::new();
+    let agent = worker(
+        &s,
+        r#"
+open('f%d' % n, 'w').write('x')
+print(json.dumps({"status": "continue", "files": "f%d" % n, "blockers": ["The staging DB is down", "no key"]}))
+"#,
+    );
+    let v = s.run_json(&["until", "`false` exits 0", "--goal", "g", "--agent", &agent, "--json"], 1);
+    assert_eq!(v["status"], "blocked", "{v}");
+    assert_eq!(v["iterations"], 2);
+    assert!(v["stoppedReason"].as_str().unwrap_or("").contains("same blocker"), "{v}");
+}
+
+#[test]
+fn an_always_done_worker_that_changes_nothing_is_blocked_not_max_reached() {
+    let s = Scenario::new();
+    let agent =
+        worker(&s, r#"print(json.dumps({"status": "done", "summary": "all good", "changes_claimed": ["src/x.rs"]}))"#);
+    let v = s.run_json(&["until", "`false` exits 0", "--goal", "g", "--max", "6", "--agent", &agent, "--json"], 1);
+    assert_eq!(v["status"], "blocked", "{v}");
+    assert_eq!(v["iterations"], 2);
+    assert!(v["stoppedReason"].as_str().unwrap_or("").contains("changed nothing"), "{v}");
+    assert_eq!(log(&s).len(), 2);
+
+    // Alternating continue and done, with the same blocker: the second one stops it.
+    let s = Scenario::new();
+    let agent = worker(
+        &s,
+        r#"
+open('f%d' % n, 'w').write('x')
+print(json.dumps({"status": "done" if n % 2 == 0 else "continue", "changes_claimed": ["f%d" % n],
+                  "blocker": "the API key is missing"}))
+"#,
+    );
+    let v = s.run_json(&["until", "`false` exits 0", "--goal", "g", "--max", "8", "--agent", &agent, "--json"], 1);
+    assert_eq!(v["status"], "blocked", "{v}");
+    assert_eq!(v["iterations"], 2);
+    assert!(v["stoppedReason"].as_str().unwrap_or("").contains("same blocker"), "{v}");
+}
+
+#[test]
+fn outside_a_git_repository_claims_are_unverifiable_and_not_progress() {
+    let s = Scenario::new();
+    let agent = worker(
+        &s,
+        r#"print(json.dumps({"status": "continue", "summary": "edited", "changes_claimed": ["src/ghost.rs"]}))"#,
+    );
+    let plain = tempfile::tempdir().expect("a directory outside git");
+    let out = s
+        .work()
+        .current_dir(plain.path())
+        .args(["until", "`false` exits 0", "--goal", "g", "--max", "5", "--agent", &agent, "--json"])
+        .output()
+        .expect("run work");
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["status"], "blocked", "{v}");
+    assert_eq!(v["iterations"], 2, "claims that cannot be checked are not progress");
+    let master = read(&session_dir(&v).join("master.md"));
+    assert!(master.contains("claimed `src/ghost.rs`: unverifiable (not a git work tree); not progress"), "{master}");
 }
 
 #[test]

@@ -140,7 +140,7 @@ async fn stall_rules() {
     let (out, _, _) = go(d.path(), meta(Some("false"), 10, Mode::Auto), vec![empty(), empty(), empty()]).await;
     assert_eq!(out.status, SessionStatus::Blocked);
     assert_eq!(out.iterations, 2);
-    assert!(out.stopped_reason.contains("two continue"), "{}", out.stopped_reason);
+    assert!(out.stopped_reason.contains("changed nothing"), "{}", out.stopped_reason);
 
     let d = repo();
     let b = |f: &'static str| -> Step {
@@ -153,6 +153,57 @@ async fn stall_rules() {
     assert_eq!(out.status, SessionStatus::Blocked);
     assert_eq!(out.iterations, 2);
     assert!(out.stopped_reason.contains("same blocker"), "{}", out.stopped_reason);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn done_reports_whose_verify_fails_obey_the_stall_rules() {
+    // Always `done`, never a change, verify failing: two empty reports ⇒ blocked, not max.
+    let d = repo();
+    let done = || say(json!({"status": "done", "summary": "surely done"}));
+    let (out, s, seen) = go(d.path(), meta(Some("false"), 6, Mode::Auto), vec![done(), done(), done()]).await;
+    assert_eq!(out.status, SessionStatus::Blocked, "{}", out.stopped_reason);
+    assert_eq!(out.iterations, 2);
+    assert_eq!(seen, vec![1, 2]);
+    assert!(out.stopped_reason.contains("changed nothing"), "{}", out.stopped_reason);
+    let master = std::fs::read_to_string(s.master_path()).expect("master");
+    assert!(master.contains("- decision: verify-failed (exit code 1); stalled (two empty reports)"), "{master}");
+
+    // continue / done alternating, claiming a file it never touches.
+    let d = repo();
+    let c = || say(json!({"status": "continue", "summary": "x", "changes_claimed": ["src/x.rs"]}));
+    let dn = || say(json!({"status": "done", "summary": "x", "changes_claimed": ["src/x.rs"]}));
+    let (out, _, _) = go(d.path(), meta(Some("false"), 8, Mode::Auto), vec![c(), dn(), c(), dn()]).await;
+    assert_eq!((out.status, out.iterations), (SessionStatus::Blocked, 2));
+
+    // The same blocker twice on `done` reports that change the tree.
+    let d = repo();
+    let b = |f: &'static str| -> Step {
+        Box::new(move |root: &Path, _| {
+            std::fs::write(root.join(f), "y").map_err(|e| e.to_string())?;
+            Ok(json!({"status": "done", "blockers": ["The DB is down"], "changes_claimed": [f]}))
+        })
+    };
+    let (out, _, _) = go(d.path(), meta(Some("false"), 8, Mode::Auto), vec![b("x"), b("y"), b("z")]).await;
+    assert_eq!((out.status, out.iterations), (SessionStatus::Blocked, 2), "{}", out.stopped_reason);
+    assert!(out.stopped_reason.contains("same blocker"), "{}", out.stopped_reason);
+
+    // A done that changes the tree each time is progress: max-reached, not stalled.
+    let d = repo();
+    let (out, _, _) =
+        go(d.path(), meta(Some("false"), 3, Mode::Auto), vec![edit("a", "done"), edit("a", "done"), edit("a", "done")])
+            .await;
+    assert_eq!(out.status, SessionStatus::MaxReached);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn outside_git_claims_are_unverifiable_and_not_progress() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let ghost = || say(json!({"status": "continue", "summary": "x", "changes_claimed": ["src/ghost.rs"]}));
+    let (out, s, _) = go(d.path(), meta(Some("false"), 5, Mode::Auto), vec![ghost(), ghost(), ghost()]).await;
+    assert_eq!((out.status, out.iterations), (SessionStatus::Blocked, 2), "{}", out.stopped_reason);
+    assert!(out.stopped_reason.contains("no verifiable change"), "{}", out.stopped_reason);
+    let master = std::fs::read_to_string(s.master_path()).expect("master");
+    assert!(master.contains("claimed `src/ghost.rs`: unverifiable (not a git work tree); not progress"), "{master}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
