@@ -504,15 +504,24 @@ impl<'a> Engine<'a> {
         if rec.failed_finders > 0 && any_ok {
             suffix.push_str(&format!(" · {} finder(s) failed", rec.failed_finders));
         }
+        self.commit_round(rec, &suffix, stopped)
+    }
+
+    /// Ends a round: records it, prints its one progress line, and stops (K reached, gate 3
+    /// clean) or saves the journal. Returns `stopped`.
+    fn commit_round(&mut self, mut rec: RoundRecord, suffix: &str, stopped: bool) -> Result<bool, ExhaustError> {
         rec.dry_counter_after = self.journal.dry_counter;
-        let new = rec.new_items.len();
-        self.journal.rounds.push(rec);
-        self.run.progress(&format!(
-            "Round {n}: {new} new ({} total) · angle={} · dryCounter {}/{k}{suffix}",
+        let line = format!(
+            "Round {}: {} new ({} total) · angle={} · dryCounter {}/{}{suffix}",
+            rec.n,
+            rec.new_items.len(),
             self.journal.seen.len(),
-            angles.join(","),
-            self.journal.dry_counter
-        ));
+            rec.angles_used.join(","),
+            self.journal.dry_counter,
+            self.params.k
+        );
+        self.journal.rounds.push(rec);
+        self.run.progress(&line);
         if stopped {
             self.stop(stop::K_DRY, "K consecutive qualifying dry rounds, gate 3 clean")?;
         } else {
@@ -588,19 +597,7 @@ impl<'a> Engine<'a> {
             rec.verdict = "gate3-reset".into();
             stopped = false;
         }
-        rec.dry_counter_after = self.journal.dry_counter;
-        self.journal.rounds.push(rec);
-        self.run.progress(&format!(
-            "Round {n}: {} new ({} total) · angle=gate-3 · dryCounter {}/{k}",
-            new3.len(),
-            self.journal.seen.len(),
-            self.journal.dry_counter
-        ));
-        if stopped {
-            self.stop(stop::K_DRY, "K consecutive qualifying dry rounds, gate 3 clean")?;
-        } else {
-            self.save()?;
-        }
-        Ok(stopped)
+        let suffix = if failed { " · gate-3 failed — not counted as dry" } else { "" };
+        self.commit_round(rec, suffix, stopped)
     }
 }
