@@ -7,13 +7,19 @@
 //! - Structured output (`structured_output`): `output_config` (default: native structured
 //!   output, `output_config.format = {"type": "json_schema", "schema": …}`), `output_format`
 //!   (the earlier beta parameter with its `anthropic-beta` header), or `tool` (one tool whose
-//!   `input_schema` is the schema, forced with `tool_choice`). Native structured output needs
-//!   every object to forbid additional properties: objects that say nothing get
-//!   `"additionalProperties": false` (a stricter answer still validates against the original).
+//!   `input_schema` is the schema, forced with `tool_choice`). Native structured output (both
+//!   `output_config` and `output_format`) gets the schema in the form it accepts
+//!   ([`crate::schema::anthropic`]): every object closed, and the keywords it answers with a 400
+//!   (`minLength`, `maxLength`, `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`,
+//!   `multipleOf`, `pattern`, `minItems` above 1, `maxItems`, unsupported `format`s, …) moved
+//!   into descriptions, as Anthropic's SDKs do; the engine still validates the answer against
+//!   the full schema. Forced tool use sends the schema as it is (`input_schema` is not strict).
 //! - Model: the role's pin when concrete, else the spec's model. `max_tokens` is required by the
 //!   API: `[agents.X].max_tokens`, default [`DEFAULT_MAX_TOKENS`].
 //! - Effort: `output_config.effort` only with `send_effort = true` (not every model takes it).
 //! - Classification as for `openai:`; a `refusal` or `max_tokens` stop reason is malformed.
+//! - Cost: priced from `input_usd_per_mtok` / `output_usd_per_mtok`; without both, unknown
+//!   ([`Agent::reports_cost`] is false).
 
 use crate::http::{self, Post};
 use async_trait::async_trait;
@@ -59,21 +65,9 @@ pub struct AnthropicAgent {
     fixed_key: Option<Option<String>>,
 }
 
-/// The schema with `"additionalProperties": false` on every object schema that sets nothing.
+/// The schema sent for native structured output ([`crate::schema::anthropic`]).
 pub fn closed_objects(schema: &Value) -> Value {
-    match schema {
-        Value::Object(m) => {
-            let mut out: serde_json::Map<String, Value> =
-                m.iter().map(|(k, v)| (k.clone(), closed_objects(v))).collect();
-            let is_object = m.get("type") == Some(&json!("object")) || m.contains_key("properties");
-            if is_object && !m.contains_key("additionalProperties") {
-                out.insert("additionalProperties".into(), Value::Bool(false));
-            }
-            Value::Object(out)
-        }
-        Value::Array(a) => Value::Array(a.iter().map(closed_objects).collect()),
-        other => other.clone(),
-    }
+    crate::schema::anthropic(schema)
 }
 
 impl AnthropicAgent {
@@ -98,7 +92,11 @@ impl AnthropicAgent {
             key_var: def.api_key_env.clone().unwrap_or_else(|| DEFAULT_KEY_VAR.into()),
             mode,
             send_effort: def.send_effort.unwrap_or(false),
-            max_tokens: def.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS).max(1),
+            max_tokens: match def.max_tokens {
+                Some(0) => return Err("max_tokens must be at least 1".into()),
+                Some(n) => n,
+                None => DEFAULT_MAX_TOKENS,
+            },
             prices: (def.input_usd_per_mtok, def.output_usd_per_mtok),
             fixed_key: None,
         })
@@ -211,6 +209,10 @@ impl AnthropicAgent {
 impl Agent for AnthropicAgent {
     fn describe(&self) -> String {
         format!("anthropic:{}", self.model)
+    }
+
+    fn reports_cost(&self) -> bool {
+        crate::has_prices(self.prices)
     }
 
     fn preflight(&self) -> Result<(), String> {
@@ -326,6 +328,45 @@ mod tests {
         assert_eq!(format["schema"]["additionalProperties"], false);
         assert_eq!(format["schema"]["properties"]["items"]["items"]["additionalProperties"], false);
         assert!(body["output_config"].get("effort").is_none(), "effort is opt-in");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn keywords_the_api_rejects_are_not_sent() {
+        let answer = json!({"angle": "a", "items": [{"id": "x", "title": "t", "location": "a.rs:1"}]});
+        let server = TestServer::start(vec![Reply::json(
+            200,
+            message(json!([{"type": "text", "text": answer.to_string()}]), "end_turn"),
+        )]);
+        let a = agent(&server, |_| {});
+        let mut req = request("opus", "high");
+        req.schema = Some(crate::schema::tests::implement_like());
+        let _ = invoke(&a, &req).await;
+        let server2 = TestServer::start(vec![Reply::json(
+            200,
+            message(json!([{"type": "text", "text": answer.to_string()}]), "end_turn"),
+        )]);
+        let a2 = agent(&server2, |d| d.structured_output = Some("output_format".into()));
+        let mut req2 = request("opus", "high");
+        req2.schema = Some(crate::schema::tests::finder());
+        let reply = invoke(&a2, &req2).await.expect("ok");
+        assert_eq!(reply.document, answer);
+        let sent = [
+            server.requests()[0].json()["output_config"]["format"]["schema"].clone(),
+            server2.requests()[0].json()["output_format"]["schema"].clone(),
+        ];
+        for schema in sent {
+            let mut keys = Vec::new();
+            crate::schema::tests::keys_anywhere(&schema, &mut keys);
+            for k in ["minLength", "maxLength", "minimum", "pattern", "maxItems", "oneOf"] {
+                assert!(!keys.iter().any(|x| x == k), "{k} was sent: {schema:#}");
+            }
+            assert!(!schema.to_string().contains("\"type\":["), "type lists become anyOf: {schema}");
+            assert_eq!(schema["additionalProperties"], false);
+        }
+        assert!(AnthropicAgent::new("m", &AgentDef { max_tokens: Some(0), ..Default::default() }).is_err());
+        assert!(!a.reports_cost() && !AnthropicAgent::new("m", &AgentDef::default()).expect("ok").reports_cost());
+        let priced = AgentDef { input_usd_per_mtok: Some(3.0), output_usd_per_mtok: Some(15.0), ..Default::default() };
+        assert!(AnthropicAgent::new("m", &priced).expect("ok").reports_cost());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,7 +3,9 @@
 //! The four built-in backends are always listed (`claude`, `codex`, `openai`, `anthropic`);
 //! then every agent the configuration names: `[agents.NAME]` entries, the default `agent`, and
 //! each `[roles.R].agent`. A backend is usable when it can start here: its CLI is on PATH, its
-//! key is set, its settings are valid. Nothing is dispatched; a CLI is asked only `--version`.
+//! key is set, its settings are valid, its model is not banned. Nothing is dispatched; a CLI is
+//! asked only `--version`, from which the report says how role efforts will be sent to it
+//! (`xhigh` and `max` are lowered for older Claude Code and Codex releases).
 
 use crate::{BuildError, build, describe_spec};
 use serde::Serialize;
@@ -35,6 +37,9 @@ pub struct AgentCheck {
     pub version: Option<String>,
     /// The endpoint, for HTTP backends.
     pub endpoint: Option<String>,
+    /// How role efforts are sent, for CLI backends found on PATH (`xhigh sent as high (before
+    /// 2.1.111)`).
+    pub efforts: Option<String>,
 }
 
 /// The whole report.
@@ -108,6 +113,7 @@ pub async fn check_one(name: &str, spec: &AgentSpec, def: &AgentDef, root: &Path
         reason: None,
         version: None,
         endpoint: endpoint(spec, def),
+        efforts: None,
     };
     match build(&role, root) {
         Ok(agent) => match agent.preflight() {
@@ -119,8 +125,16 @@ pub async fn check_one(name: &str, spec: &AgentSpec, def: &AgentDef, root: &Path
     }
     if c.usable {
         match spec {
-            AgentSpec::Claude(_) => c.version = version("claude", root).await,
-            AgentSpec::Codex(_) => c.version = version("codex", root).await,
+            AgentSpec::Claude(_) => {
+                c.version = version("claude", root).await;
+                let v = c.version.as_deref().and_then(crate::parse_version);
+                c.efforts = Some(crate::claude::effort_note(v));
+            }
+            AgentSpec::Codex(_) => {
+                c.version = version("codex", root).await;
+                let v = c.version.as_deref().and_then(crate::parse_version);
+                c.efforts = Some(crate::codex::effort_note(v));
+            }
             _ => {}
         }
     }
@@ -147,7 +161,12 @@ pub async fn check_all(config: &Config, root: &Path) -> Result<Report, work_conf
     names.extend(config.roles.values().filter_map(|r| r.agent.clone()));
     for name in names {
         let (spec, def) = config.resolve_agent(&name)?;
-        agents.push(check_one(&name, &spec, &def, root, true).await);
+        let mut c = check_one(&name, &spec, &def, root, true).await;
+        if let Some(m) = spec.model().or(def.model.as_deref()).filter(|m| config.is_banned(m)) {
+            c.usable = false;
+            c.reason = Some(format!("model `{m}` is banned by banned_models"));
+        }
+        agents.push(c);
     }
     Ok(Report { agents })
 }
@@ -168,16 +187,20 @@ spec = "openai:qwen"
 response_format = "yaml"
 [agents.script]
 spec = "command:definitely-not-a-program-xyz"
+[agents.shady]
+spec = "openai:fable-5"
+base_url = "http://127.0.0.1:9/v1"
 "#;
         let config = Config::from_str_with_overrides(text, "work.toml", &[]).expect("parses");
         let report = check_all(&config, Path::new("/")).await.expect("checks");
         let names: Vec<&str> = report.agents.iter().map(|a| a.name.as_str()).collect();
-        assert_eq!(names, ["claude", "codex", "openai", "anthropic", "broken", "local", "script"]);
+        assert_eq!(names, ["claude", "codex", "openai", "anthropic", "broken", "local", "script", "shady"]);
         let get = |n: &str| report.agents.iter().find(|a| a.name == n).expect("listed");
         assert!(get("local").usable && get("local").configured, "a local endpoint needs no key");
         assert_eq!(get("local").endpoint.as_deref(), Some("http://127.0.0.1:9"));
         assert!(get("broken").reason.as_deref().unwrap_or("").contains("response_format `yaml`"));
         assert!(get("script").reason.as_deref().unwrap_or("").contains("not on PATH"));
+        assert!(!get("shady").usable && get("shady").reason.as_deref().unwrap_or("").contains("banned"));
         assert!(!report.configured_usable());
     }
 }

@@ -10,7 +10,11 @@
 //!
 //! - Model: the role's pin as is (Claude Code takes the tier aliases `opus`, `sonnet`, `haiku`
 //!   as well as full model names).
-//! - Effort: `--effort` with the pin (`low`, `medium`, `high`, `xhigh`, `max`).
+//! - Effort: `--effort` with the pin, lowered to what the installed Claude Code accepts
+//!   ([`effort_for`]): `claude --version` is read once (at preflight, else before the first
+//!   attempt) and cached. `xhigh` needs 2.1.111, `max` 2.1.76, `--effort` itself 2.1.69 (older
+//!   versions get no `--effort`); when the version cannot be read, `xhigh` and `max` are sent
+//!   as `high`.
 //! - Access: `read-only` runs in the `default` permission mode (in `-p` mode anything that would
 //!   ask is denied) with the read tools allowed and the edit tools disallowed; `workspace-write`
 //!   runs in `acceptEdits` with the edit tools and `Bash` allowed.
@@ -26,6 +30,7 @@ use crate::command::on_path;
 use async_trait::async_trait;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 use work_config::AgentDef;
 use work_runtime::budget::Usage;
 use work_runtime::dispatch::{Access, Agent, AgentError, AgentReply, DispatchRequest, InvokeOptions};
@@ -39,6 +44,46 @@ pub const EDIT_TOOLS: &str = "Edit,MultiEdit,Write,NotebookEdit";
 /// Tools a workspace-write dispatch may use without asking.
 pub const WRITE_TOOLS: &str = "Read,Grep,Glob,LS,Edit,MultiEdit,Write,NotebookEdit,Bash";
 
+pub use crate::Version;
+/// The first Claude Code with `--effort` we found evidence of (its `--help` lists
+/// `low, medium, high`).
+pub const EFFORT_FLAG_SINCE: Version = (2, 1, 69);
+/// The first Claude Code whose `--effort` takes `max` (2.1.76 validates `low, medium, high, max`).
+pub const MAX_SINCE: Version = (2, 1, 76);
+/// The first Claude Code whose `--effort` takes `xhigh` (CHANGELOG 2.1.111: "Added `xhigh`
+/// effort level for Opus 4.7 … Available via `/effort`, `--effort`").
+pub const XHIGH_SINCE: Version = (2, 1, 111);
+
+/// The `--effort` value for a role's effort on Claude Code `version` (`None`: unknown), or
+/// `None` when no `--effort` should be sent (an empty pin, or a version without the flag).
+pub fn effort_for(version: Option<Version>, effort: &str) -> Option<String> {
+    let e = effort.trim().to_ascii_lowercase();
+    if e.is_empty() {
+        return None;
+    }
+    let (xhigh, max) = match version {
+        None => (false, false),
+        Some(v) if v < EFFORT_FLAG_SINCE => return None,
+        Some(v) => (v >= XHIGH_SINCE, v >= MAX_SINCE),
+    };
+    Some(match e.as_str() {
+        "xhigh" if !xhigh => "high".into(),
+        "max" if !max => "high".into(),
+        _ => e,
+    })
+}
+
+/// One line on how efforts are sent to Claude Code `version` (for `work agents check`).
+pub fn effort_note(version: Option<Version>) -> String {
+    match version {
+        None => "version unknown: xhigh and max sent as high".into(),
+        Some(v) if v < EFFORT_FLAG_SINCE => "no --effort before 2.1.69: efforts not sent".into(),
+        Some(v) if v < MAX_SINCE => "xhigh and max sent as high (before 2.1.76)".into(),
+        Some(v) if v < XHIGH_SINCE => "xhigh sent as high (before 2.1.111)".into(),
+        Some(_) => "efforts sent as pinned".into(),
+    }
+}
+
 /// The Claude Code backend.
 #[derive(Debug, Clone)]
 pub struct ClaudeAgent {
@@ -48,6 +93,8 @@ pub struct ClaudeAgent {
     extra_args: Vec<String>,
     max_turns: Option<u32>,
     max_budget_usd: Option<f64>,
+    /// `claude --version`, read once: `Some(None)` when it could not be read.
+    version: Arc<OnceLock<Option<Version>>>,
 }
 
 impl ClaudeAgent {
@@ -60,7 +107,19 @@ impl ClaudeAgent {
             extra_args: def.extra_args.clone(),
             max_turns: def.max_turns,
             max_budget_usd: def.max_budget_usd,
+            version: Arc::new(OnceLock::new()),
         }
+    }
+
+    /// Uses `version` instead of asking the CLI (tests).
+    pub fn with_version(self, version: Option<Version>) -> Self {
+        let _ = self.version.set(version);
+        self
+    }
+
+    /// The installed version, once read (`None` before, or when it could not be read).
+    pub fn version(&self) -> Option<Version> {
+        self.version.get().copied().flatten()
     }
 
     /// Runs `program` instead of `claude` from PATH.
@@ -77,8 +136,7 @@ impl ClaudeAgent {
         if let Some(m) = model {
             a.extend(["--model".into(), m]);
         }
-        let effort = request.effort.trim().to_ascii_lowercase();
-        if !effort.is_empty() {
+        if let Some(effort) = effort_for(self.version(), &request.effort) {
             a.extend(["--effort".into(), effort]);
         }
         if let Some(schema) = &request.schema {
@@ -219,10 +277,18 @@ impl Agent for ClaudeAgent {
                 self.program
             ));
         }
+        if self.version.get().is_none() {
+            let v = crate::version_blocking(&self.program, &self.root);
+            let _ = self.version.set(v);
+        }
         Ok(())
     }
 
     async fn invoke(&self, request: &DispatchRequest, options: InvokeOptions) -> Result<AgentReply, AgentError> {
+        if self.version.get().is_none() {
+            let v = crate::version_async(&self.program, &self.root).await;
+            let _ = self.version.set(v);
+        }
         let spec = ProcessSpec::new(self.program.clone(), self.args(request), &self.root)
             .with_stdin(request.prompt.clone().into_bytes())
             .with_timeout(Some(options.timeout));
@@ -304,8 +370,31 @@ mod tests {
     }
 
     #[test]
+    fn efforts_are_lowered_to_what_the_installed_version_takes() {
+        let e = |v: Option<Version>, effort: &str| effort_for(v, effort);
+        let new = Some((2, 1, 240));
+        assert_eq!((e(new, "xhigh"), e(new, "max")), (Some("xhigh".into()), Some("max".into())));
+        let v2_1_104 = Some((2, 1, 104));
+        assert_eq!((e(v2_1_104, "xhigh"), e(v2_1_104, "max")), (Some("high".into()), Some("max".into())));
+        let v2_1_70 = Some((2, 1, 70));
+        assert_eq!((e(v2_1_70, "xhigh"), e(v2_1_70, "max")), (Some("high".into()), Some("high".into())));
+        assert_eq!(e(v2_1_70, "Medium"), Some("medium".into()));
+        assert_eq!(e(Some((2, 0, 30)), "high"), None, "no --effort flag before 2.1.69");
+        assert_eq!(
+            (e(None, "xhigh"), e(None, "max"), e(None, "low")),
+            (Some("high".into()), Some("high".into()), Some("low".into()))
+        );
+        assert_eq!(e(new, " "), None);
+        assert!(effort_note(v2_1_104).contains("xhigh sent as high"));
+        let a = ClaudeAgent::new(None, &AgentDef::default(), Path::new("/")).with_version(v2_1_104);
+        let args = a.args(&crate::test_request(Access::ReadOnly)).join(" ");
+        assert!(args.contains("--model opus --effort high "), "{args}");
+    }
+
+    #[test]
     fn maps_pins_and_access_to_flags() {
-        let a = ClaudeAgent::new(None, &AgentDef { max_turns: Some(30), ..Default::default() }, Path::new("/"));
+        let a = ClaudeAgent::new(None, &AgentDef { max_turns: Some(30), ..Default::default() }, Path::new("/"))
+            .with_version(Some((2, 1, 240)));
         let mut req = crate::test_request(Access::ReadOnly);
         let args = a.args(&req).join(" ");
         assert!(args.starts_with("-p --output-format json --model opus --effort xhigh --json-schema {"), "{args}");

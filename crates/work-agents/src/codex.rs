@@ -9,10 +9,18 @@
 //!
 //! - Model: the role's pin when concrete, else the spec's model, else no `-m` (the CLI's own
 //!   default): the code's tier pins (`opus`, `sonnet`) mean nothing to Codex.
-//! - Effort: `model_reasoning_effort` with the pin (`max` is sent as `xhigh`; Codex maps an
-//!   effort a model lacks to the nearest it has).
+//! - Effort: `model_reasoning_effort` with the pin ([`effort_value`]): `max` is sent as
+//!   `xhigh`, and `xhigh` only to Codex 0.60.0 or later (older releases refuse the whole config
+//!   with ``unknown variant `xhigh` ``); below that, or when `codex --version` cannot be read,
+//!   both are sent as `high`. The version is read once (preflight, else the first attempt).
 //! - Access: `--sandbox read-only` or `--sandbox workspace-write` (exec never asks for approval).
-//! - The schema is written to a temporary file for `--output-schema` and removed afterwards.
+//! - The schema is written to a temporary file for `--output-schema` in OpenAI's strict form
+//!   ([`crate::schema::openai_strict`]: Codex always sends it with `strict: true`), and removed
+//!   afterwards; nulls the model wrote for properties the original schema made optional are
+//!   dropped from the answer ([`crate::schema::drop_optional_nulls`]) before the engine
+//!   validates it against the original schema.
+//! - Cost: Codex reports tokens only; with `input_usd_per_mtok` and `output_usd_per_mtok` set
+//!   the cost is priced, without them it is unknown ([`Agent::reports_cost`] is false).
 //! - stdout is JSONL: the last completed `agent_message` item is the answer (a JSON string when
 //!   a schema is given); `turn.completed` carries usage, summed over turns unless the numbers
 //!   only grow (then they are cumulative and the last one is the total); `turn.failed` and a
@@ -23,6 +31,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use work_config::AgentDef;
 use work_runtime::budget::Usage;
 use work_runtime::dispatch::{Access, Agent, AgentError, AgentReply, DispatchRequest, InvokeOptions};
@@ -39,13 +48,30 @@ pub struct CodexAgent {
     root: PathBuf,
     extra_args: Vec<String>,
     prices: (Option<f64>, Option<f64>),
+    /// `codex --version`, read once: `Some(None)` when it could not be read.
+    version: Arc<OnceLock<Option<crate::claude::Version>>>,
 }
 
-/// The `model_reasoning_effort` value for a role's effort.
-pub fn effort_value(effort: &str) -> String {
+/// The first Codex CLI taking `model_reasoning_effort = "xhigh"` (it arrived with
+/// gpt-5.1-codex-max in November 2025; 0.60 is the first release SDKs required for it).
+pub const XHIGH_SINCE: crate::claude::Version = (0, 60, 0);
+
+/// The `model_reasoning_effort` value for a role's effort on Codex `version` (`None`: unknown).
+pub fn effort_value(effort: &str, version: Option<crate::claude::Version>) -> String {
+    let xhigh = version.is_some_and(|v| v >= XHIGH_SINCE);
     match effort.trim().to_ascii_lowercase().as_str() {
-        "max" => "xhigh".into(),
+        "max" | "xhigh" if xhigh => "xhigh".into(),
+        "max" | "xhigh" => "high".into(),
         other => other.to_string(),
+    }
+}
+
+/// One line on how efforts are sent to Codex `version` (for `work agents check`).
+pub fn effort_note(version: Option<crate::claude::Version>) -> String {
+    match version {
+        None => "version unknown: xhigh and max sent as high".into(),
+        Some(v) if v < XHIGH_SINCE => "xhigh and max sent as high (before 0.60.0)".into(),
+        Some(_) => "max sent as xhigh".into(),
     }
 }
 
@@ -59,7 +85,19 @@ impl CodexAgent {
             root: root.to_path_buf(),
             extra_args: def.extra_args.clone(),
             prices: (def.input_usd_per_mtok, def.output_usd_per_mtok),
+            version: Arc::new(OnceLock::new()),
         }
+    }
+
+    /// Uses `version` instead of asking the CLI (tests).
+    pub fn with_version(self, version: Option<crate::claude::Version>) -> Self {
+        let _ = self.version.set(version);
+        self
+    }
+
+    /// The installed version, once read.
+    pub fn version(&self) -> Option<crate::claude::Version> {
+        self.version.get().copied().flatten()
     }
 
     /// Runs `program` instead of `codex` from PATH.
@@ -87,7 +125,10 @@ impl CodexAgent {
             a.extend(["-m".into(), m]);
         }
         if !request.effort.trim().is_empty() {
-            a.extend(["-c".into(), format!("model_reasoning_effort=\"{}\"", effort_value(&request.effort))]);
+            a.extend([
+                "-c".into(),
+                format!("model_reasoning_effort=\"{}\"", effort_value(&request.effort, self.version())),
+            ]);
         }
         if let Some(f) = schema_file {
             a.extend(["--output-schema".into(), f.display().to_string()]);
@@ -174,6 +215,10 @@ impl Agent for CodexAgent {
         self.spec_model.as_ref().map_or("codex".into(), |m| format!("codex:{m}"))
     }
 
+    fn reports_cost(&self) -> bool {
+        crate::has_prices(self.prices)
+    }
+
     fn preflight(&self) -> Result<(), String> {
         if self.program.contains('/') {
             if !Path::new(&self.program).exists() {
@@ -185,12 +230,23 @@ impl Agent for CodexAgent {
                 self.program
             ));
         }
+        if self.version.get().is_none() {
+            let v = crate::version_blocking(&self.program, &self.root);
+            let _ = self.version.set(v);
+        }
         Ok(())
     }
 
     async fn invoke(&self, request: &DispatchRequest, options: InvokeOptions) -> Result<AgentReply, AgentError> {
+        if self.version.get().is_none() {
+            let v = crate::version_async(&self.program, &self.root).await;
+            let _ = self.version.set(v);
+        }
         let failed = |reason: String| AgentError::Failed { reason, raw: String::new(), usage: Usage::default() };
-        let schema_file = match &request.schema {
+        // Codex sends the schema in strict mode: write the strict form (an object root is
+        // required; any other root goes as it is and the engine judges the answer).
+        let strict = request.schema.as_ref().and_then(crate::schema::openai_strict);
+        let schema_file = match strict.as_ref().or(request.schema.as_ref()) {
             Some(schema) => {
                 let n = SCHEMA_FILES.fetch_add(1, Ordering::SeqCst);
                 let safe: String = request
@@ -219,7 +275,11 @@ impl Agent for CodexAgent {
         }
         let out = out.map_err(|e| failed(e.to_string()))?;
         let end = (!out.success()).then(|| out.describe_end());
-        self.classify(out.stdout_text(), &out.stderr_text(), end)
+        let mut reply = self.classify(out.stdout_text(), &out.stderr_text(), end)?;
+        if let (Some(original), Some(_)) = (&request.schema, &strict) {
+            reply.document = crate::schema::drop_optional_nulls(original, reply.document);
+        }
+        Ok(reply)
     }
 }
 
@@ -229,7 +289,7 @@ mod tests {
     use serde_json::json;
 
     fn agent() -> CodexAgent {
-        CodexAgent::new(None, &AgentDef::default(), Path::new("/repo"))
+        CodexAgent::new(None, &AgentDef::default(), Path::new("/repo")).with_version(Some((0, 98, 0)))
     }
 
     fn stream(lines: &[Value]) -> String {
@@ -260,6 +320,22 @@ mod tests {
         let a = CodexAgent::new(Some("gpt-5".into()), &AgentDef::default(), Path::new("/r"));
         req.model = "sonnet".into();
         assert!(a.args(&req, None).join(" ").contains("-m gpt-5"), "a tier pin falls back to the spec's model");
+    }
+
+    #[test]
+    fn efforts_are_lowered_for_older_codex() {
+        assert_eq!(effort_value("xhigh", Some((0, 98, 0))), "xhigh");
+        assert_eq!(effort_value("max", Some((0, 60, 0))), "xhigh");
+        assert_eq!(effort_value("xhigh", Some((0, 39, 0))), "high", "0.39 refuses xhigh");
+        assert_eq!(effort_value("max", None), "high");
+        assert_eq!(effort_value("Medium", None), "medium");
+        let old = CodexAgent::new(None, &AgentDef::default(), Path::new("/r")).with_version(Some((0, 39, 0)));
+        let args = old.args(&crate::test_request(Access::ReadOnly), None).join(" ");
+        assert!(args.contains("model_reasoning_effort=\"high\""), "{args}");
+        assert!(effort_note(Some((0, 39, 0))).contains("before 0.60.0"));
+        assert!(!old.reports_cost(), "no prices, no cost");
+        let priced = AgentDef { input_usd_per_mtok: Some(1.0), output_usd_per_mtok: Some(4.0), ..Default::default() };
+        assert!(CodexAgent::new(None, &priced, Path::new("/r")).reports_cost());
     }
 
     #[test]
@@ -303,4 +379,79 @@ mod tests {
         assert!(matches!(a.classify(stream(&[json!({"type": "error", "message": "stream disconnected"})]), "", None),
             Err(AgentError::Failed { reason, .. }) if reason.contains("disconnected")));
     }
+    /// A fake `codex` that refuses a schema file outside OpenAI's strict subset (as the real
+    /// API does) and answers with nulls for the optional properties, as strict models do.
+    const FAKE_CODEX: &str = r#"#!/usr/bin/env python3
+import json, sys
+args = sys.argv[1:]
+if args == ["--version"]:
+    print("codex-cli 0.98.0")
+    sys.exit(0)
+STRICT
+schema = json.load(open(args[args.index("--output-schema") + 1]))
+err = check_strict(schema)
+if err:
+    print(json.dumps({"type": "error", "message": "Invalid schema for response_format 'codex_output_schema': " + err}))
+    print(json.dumps({"type": "turn.failed", "error": {"message": "invalid_json_schema"}}))
+    sys.exit(1)
+answer = {"angle": "a", "roundNotes": None, "items": [{"id": "x", "title": "t", "location": "a.rs:1",
+          "description": None, "evidence": None, "severity": None}]}
+print(json.dumps({"type": "item.completed", "item": {"id": "i", "type": "agent_message", "text": json.dumps(answer)}}))
+print(json.dumps({"type": "turn.completed", "usage": {"input_tokens": 5, "output_tokens": 2}}))
+"#;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_schema_file_is_strict_and_optional_nulls_are_dropped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let program = dir.path().join("codex");
+        std::fs::write(&program, FAKE_CODEX.replace("STRICT", STRICT_PY)).expect("write");
+        let mut perm = std::fs::metadata(&program).expect("stat").permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(&program, perm).expect("chmod");
+        let a = CodexAgent::new(None, &AgentDef::default(), dir.path()).with_program(program.display().to_string());
+        assert_eq!(a.preflight(), Ok(()));
+        assert_eq!(a.version(), Some((0, 98, 0)), "read once at preflight");
+        let mut req = crate::test_request(Access::ReadOnly);
+        let original = crate::schema::tests::finder();
+        req.schema = Some(original.clone());
+        let reply =
+            a.invoke(&req, InvokeOptions { timeout: std::time::Duration::from_secs(30) }).await.expect("answers");
+        assert_eq!(reply.document["items"][0], json!({"id": "x", "title": "t", "location": "a.rs:1"}));
+        assert_eq!(work_runtime::dispatch::validate(&original, &reply.document), Ok(()));
+    }
+
+    /// The strict-mode check the fake CLIs in tests run on a schema (Python).
+    const STRICT_PY: &str = r#"BAD = ["minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
+       "exclusiveMaximum", "multipleOf", "minItems", "maxItems", "uniqueItems", "oneOf", "allOf", "not"]
+def strict_error(s, at="$"):
+    if not isinstance(s, dict): return at + ": a schema must be an object"
+    if "$ref" in s: return None
+    for k in BAD:
+        if k in s: return at + ": '" + k + "' is not permitted"
+    t = s.get("type")
+    types = t if isinstance(t, list) else ([t] if t else [])
+    if len([x for x in types if x != "null"]) > 1: return at + ": a type list may hold one type besides null"
+    if not types and "anyOf" not in s: return at + ": schema must have a 'type' key"
+    if "object" in types or "properties" in s:
+        if s.get("additionalProperties") is not False:
+            return at + ": 'additionalProperties' is required to be supplied and to be false"
+        props = s.get("properties")
+        if not isinstance(props, dict): return at + ": an object must have 'properties'"
+        if sorted(props) != sorted(s.get("required", [])):
+            return at + ": 'required' is required to be supplied and to be an array including every key in properties"
+        for k, v in props.items():
+            e = strict_error(v, at + "." + k)
+            if e: return e
+    if "array" in types:
+        if "items" not in s: return at + ": array schema missing items"
+        e = strict_error(s["items"], at + "[]")
+        if e: return e
+    for i, b in enumerate(s.get("anyOf", [])):
+        e = strict_error(b, at + "|" + str(i))
+        if e: return e
+    return None
+def check_strict(s):
+    if s.get("type") != "object": return "the root must be type: object"
+    return strict_error(s)
+"#;
 }

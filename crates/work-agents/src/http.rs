@@ -92,6 +92,8 @@ pub(crate) async fn post(call: Post, timeout: Duration) -> Result<String, HttpFa
 /// The blocking call.
 pub(crate) fn post_blocking(call: &Post, timeout: Duration) -> Result<String, HttpFailure> {
     let secret = call.secret.as_deref();
+    // Capped so that the deadline cannot overflow, whatever the caller passed.
+    let timeout = timeout.min(Duration::from_secs(work_config::MAX_TIMEOUT_SECS));
     let deadline = Instant::now() + timeout;
     let fail = |reason: String, raw: &str| HttpFailure { reason: scrub(&reason, secret), raw: scrub(raw, secret) };
     let mut tries = 0u32;
@@ -199,5 +201,18 @@ mod tests {
         assert_eq!(endpoint_of("https://user:pw@api.x.com/v1/chat?k=1"), "https://api.x.com");
         assert_eq!(join("http://h/v1/", "/chat/completions"), "http://h/v1/chat/completions");
         assert!(check_base_url("ftp://x").is_err() && check_base_url("http://127.0.0.1:9/v1").is_ok());
+    }
+
+    #[test]
+    fn a_huge_timeout_does_not_overflow_the_deadline() {
+        let call = Post {
+            url: "http://127.0.0.1:9/v1/chat/completions".into(),
+            headers: vec![],
+            body: b"{}".to_vec(),
+            secret: None,
+            key_var: None,
+        };
+        let e = post_blocking(&call, Duration::MAX).expect_err("nothing listens on port 9");
+        assert!(!e.reason.contains('\n'), "{}", e.reason);
     }
 }

@@ -25,6 +25,7 @@ pub mod codex;
 pub mod command;
 mod http;
 pub mod openai;
+pub mod schema;
 #[cfg(test)]
 mod testserver;
 
@@ -78,23 +79,69 @@ pub fn describe_spec(spec: &AgentSpec) -> String {
     }
 }
 
-/// The model tiers the code's role pins use (`work_config::default_pin`): aliases that Claude
-/// Code understands, and that every other backend replaces by a concrete model.
-pub const TIERS: [&str; 3] = ["opus", "sonnet", "haiku"];
+pub use work_config::{TIERS, concrete_model, is_tier};
 
-/// True when `model` is a bare tier name (`opus`, `sonnet`, `haiku`), not a concrete model.
-pub fn is_tier(model: &str) -> bool {
-    TIERS.iter().any(|t| t.eq_ignore_ascii_case(model.trim()))
+/// A `MAJOR.MINOR.PATCH` version of a CLI.
+pub type Version = (u64, u64, u64);
+
+/// Parses the first `MAJOR.MINOR.PATCH` in a `--version` line (`2.1.104 (Claude Code)`,
+/// `codex-cli 0.98.0`).
+pub fn parse_version(line: &str) -> Option<Version> {
+    line.split(|c: char| !(c.is_ascii_digit() || c == '.')).find_map(|w| {
+        let mut parts = w.split('.').map(|p| p.parse::<u64>().ok());
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some(Some(a)), Some(Some(b)), Some(Some(c))) => Some((a, b, c)),
+            _ => None,
+        }
+    })
 }
 
-/// The concrete model for a backend that does not understand tier names: the pinned model
-/// when it is concrete, else `fallback` (the spec's own model), else `None` (the tool's default).
-pub fn concrete_model(pinned: &str, fallback: Option<&str>) -> Option<String> {
-    let pinned = pinned.trim();
-    if !pinned.is_empty() && !is_tier(pinned) {
-        return Some(pinned.to_string());
+/// Versions already read in this process, by program: every role building its own backend
+/// asks the CLI once at most.
+static VERSIONS: std::sync::Mutex<std::collections::BTreeMap<String, Option<Version>>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+fn remembered_version(program: &str) -> Option<Option<Version>> {
+    VERSIONS.lock().ok().and_then(|m| m.get(program).copied())
+}
+
+fn remember_version(program: &str, v: Option<Version>) {
+    if let Ok(mut m) = VERSIONS.lock() {
+        m.insert(program.to_string(), v);
     }
-    fallback.map(str::trim).filter(|m| !m.is_empty() && !is_tier(m)).map(str::to_string)
+}
+
+/// The parsed `program --version`, from synchronous code (on a helper thread with its own
+/// runtime, so that it works inside and outside an async context); `None` when it cannot be
+/// read. Remembered for the process.
+pub(crate) fn version_blocking(program: &str, root: &Path) -> Option<Version> {
+    if let Some(v) = remembered_version(program) {
+        return v;
+    }
+    let spec = work_runtime::spawn::ProcessSpec::new(program, vec!["--version".into()], root)
+        .with_timeout(Some(std::time::Duration::from_secs(10)));
+    let out =
+        std::thread::spawn(move || work_runtime::spawn::Spawner.run_blocking(&spec)).join().ok().and_then(Result::ok);
+    let v = out
+        .filter(work_runtime::spawn::ProcessOutput::success)
+        .and_then(|o| o.stdout_text().lines().map(str::trim).find(|l| !l.is_empty()).and_then(parse_version));
+    remember_version(program, v);
+    v
+}
+
+/// [`version_blocking`] from async code.
+pub(crate) async fn version_async(program: &str, root: &Path) -> Option<Version> {
+    if let Some(v) = remembered_version(program) {
+        return v;
+    }
+    let v = check::version(program, root).await.and_then(|l| parse_version(&l));
+    remember_version(program, v);
+    v
+}
+
+/// True when both prices are set, so that cost can be accounted.
+pub(crate) fn has_prices(prices: (Option<f64>, Option<f64>)) -> bool {
+    prices.0.is_some() && prices.1.is_some()
 }
 
 /// Cost of `usage` at the given prices (USD per million tokens); 0 when no price is set.
@@ -166,6 +213,14 @@ mod tests {
         assert_eq!(concrete_model("gpt-5", Some("qwen")), Some("gpt-5".into()));
         assert_eq!(concrete_model("sonnet", None), None);
         assert_eq!(concrete_model("sonnet", Some("opus")), None);
+    }
+
+    #[test]
+    fn versions_are_read_from_version_lines() {
+        assert_eq!(parse_version("2.1.104 (Claude Code)"), Some((2, 1, 104)));
+        assert_eq!(parse_version("codex-cli 0.98.0"), Some((0, 98, 0)));
+        assert_eq!(parse_version("codex-cli 0.60.1-alpha.2"), Some((0, 60, 1)));
+        assert_eq!(parse_version("v1.2"), None);
     }
 
     #[test]

@@ -4,12 +4,17 @@
 //! - Endpoint: `[agents.X].base_url`, else `OPENAI_BASE_URL`, else `https://api.openai.com/v1`;
 //!   `POST {base}/chat/completions`.
 //! - Key: the variable named by `api_key_env` (default `OPENAI_API_KEY`), sent as
-//!   `Authorization: Bearer …`. Required for OpenAI's own endpoint and whenever `api_key_env`
-//!   is set; optional for other endpoints (local servers take none).
+//!   `Authorization: Bearer …` to whatever base URL is configured (as OpenAI's SDKs do).
+//!   Required for OpenAI's own endpoint and whenever `api_key_env` is set; optional for other
+//!   endpoints (local servers take none).
 //! - Structured output: `response_format: {"type": "json_schema", "json_schema": {"name",
-//!   "schema", "strict"}}` (`strict` only when the schema meets OpenAI's strict subset), or,
-//!   with `response_format = "json_object"`, `{"type": "json_object", "schema": …}` for servers
-//!   that reject `json_schema` (llama-cpp-python answers 422).
+//!   "schema", "strict": true}}` with the schema in OpenAI's strict form
+//!   ([`crate::schema::openai_strict`]; nulls for optional properties are dropped from the
+//!   answer); a schema whose root is not an object goes as it is with `strict: false`. With
+//!   `response_format = "json_object"`, `{"type": "json_object", "schema": …}` with the original
+//!   schema, for servers that reject `json_schema` (llama-cpp-python answers 422).
+//! - Cost: priced from `input_usd_per_mtok` / `output_usd_per_mtok`; without both, unknown
+//!   ([`Agent::reports_cost`] is false).
 //! - Model: the role's pin when it is concrete, else the spec's model (tier names such as
 //!   `opus` mean nothing to these servers).
 //! - Effort: `reasoning_effort` (`xhigh`/`max` sent as `high`) only for OpenAI reasoning models
@@ -71,27 +76,10 @@ pub fn effort_value(effort: &str) -> String {
     }
 }
 
-/// True when `schema` fits OpenAI's strict structured-output subset: every object lists all
-/// its properties as required and forbids additional ones.
+/// True when `schema` is already in OpenAI's strict form
+/// ([`crate::schema::openai_strict_violation`] finds nothing).
 pub fn strict_compatible(schema: &Value) -> bool {
-    match schema {
-        Value::Object(m) => {
-            if let Some(Value::Object(props)) = m.get("properties") {
-                let required: Vec<&str> = m
-                    .get("required")
-                    .and_then(Value::as_array)
-                    .map_or(vec![], |r| r.iter().filter_map(Value::as_str).collect());
-                if m.get("additionalProperties") != Some(&Value::Bool(false))
-                    || props.keys().any(|k| !required.contains(&k.as_str()))
-                {
-                    return false;
-                }
-            }
-            m.values().all(strict_compatible)
-        }
-        Value::Array(a) => a.iter().all(strict_compatible),
-        _ => true,
-    }
+    crate::schema::openai_strict_violation(schema).is_none()
 }
 
 /// The instructions sent as the system message.
@@ -166,8 +154,12 @@ impl OpenAiAgent {
             ],
         });
         let format = match (schema, self.format) {
-            (Some(s), ResponseFormat::JsonSchema) => json!({"type": "json_schema", "json_schema": {
-                "name": "work_result", "schema": s, "strict": strict_compatible(s)}}),
+            (Some(s), ResponseFormat::JsonSchema) => match crate::schema::openai_strict(s) {
+                Some(strict) => json!({"type": "json_schema", "json_schema": {
+                    "name": "work_result", "schema": strict, "strict": true}}),
+                None => json!({"type": "json_schema", "json_schema": {
+                    "name": "work_result", "schema": s, "strict": false}}),
+            },
             (Some(s), ResponseFormat::JsonObject) => json!({"type": "json_object", "schema": s}),
             (None, _) => json!({"type": "json_object"}),
         };
@@ -235,6 +227,10 @@ impl Agent for OpenAiAgent {
         format!("openai:{}", self.model)
     }
 
+    fn reports_cost(&self) -> bool {
+        crate::has_prices(self.prices)
+    }
+
     fn preflight(&self) -> Result<(), String> {
         if self.key_required && self.key().is_none() {
             return Err(format!("{} is not set (the key for {})", self.key_var, http::endpoint_of(&self.base_url)));
@@ -262,8 +258,16 @@ impl Agent for OpenAiAgent {
             secret: key,
             key_var: Some(self.key_var.clone()),
         };
+        let strict_sent = self.format == ResponseFormat::JsonSchema
+            && request.schema.as_ref().is_some_and(|s| crate::schema::openai_strict(s).is_some());
         match http::post(post, options.timeout).await {
-            Ok(raw) => self.parse(raw),
+            Ok(raw) => {
+                let mut reply = self.parse(raw)?;
+                if let (true, Some(original)) = (strict_sent, &request.schema) {
+                    reply.document = crate::schema::drop_optional_nulls(original, reply.document);
+                }
+                Ok(reply)
+            }
             Err(f) => Err(AgentError::Failed { reason: f.reason, raw: f.raw, usage: Usage::default() }),
         }
     }
@@ -479,6 +483,32 @@ mod tests {
             "required": ["a"], "additionalProperties": false})));
         assert!(!strict_compatible(&json!({"type": "object", "properties": {"a": {}}, "required": []})));
         assert!(!strict_compatible(&json!({"type": "array", "items": {"type": "object", "properties": {"a": {}}}})));
+        assert!(!strict_compatible(&json!({"type": "object", "required": ["items"]})), "no properties");
         assert!(is_reasoning_model("o3-mini") && is_reasoning_model("gpt-5") && !is_reasoning_model("gpt-4o"));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn workflow_schemas_go_strict_and_optional_nulls_come_back_out() {
+        let answer = json!({"angle": "a", "roundNotes": null, "items": [{"id": "x", "title": "t",
+            "location": "a.rs:1", "description": null, "evidence": null, "severity": null}]});
+        let server = TestServer::start(vec![Reply::json(200, completion(&answer.to_string()))]);
+        let a = agent(&server, |_| {});
+        let mut req = request("opus", "high");
+        req.schema = Some(crate::schema::tests::finder());
+        let reply = invoke(&a, &req, 10).await.expect("ok");
+        assert_eq!(reply.document["items"][0], json!({"id": "x", "title": "t", "location": "a.rs:1"}));
+        assert!(reply.document.get("roundNotes").is_none());
+        let format = &server.requests()[0].json()["response_format"]["json_schema"];
+        assert_eq!(format["strict"], true);
+        assert_eq!(crate::schema::openai_strict_violation(&format["schema"]), None, "{:#}", format["schema"]);
+        // A non-object root cannot be strict: it goes as it is.
+        let a =
+            OpenAiAgent::new("m", &AgentDef { base_url: Some("http://127.0.0.1:9/v1".into()), ..Default::default() })
+                .expect("builds");
+        req.schema = Some(json!({"type": "array"}));
+        let body = a.body(&req);
+        assert_eq!(body["response_format"]["json_schema"]["strict"], false);
+        assert_eq!(body["response_format"]["json_schema"]["schema"], json!({"type": "array"}));
+        assert!(!a.reports_cost(), "no prices, no cost");
     }
 }

@@ -4,7 +4,16 @@
 //! - [`apply_override`] applies one `-c key=value` before parsing;
 //! - [`AgentSpec`] parses the `--agent SPEC` forms of CONTRACTS §2;
 //! - [`Config::resolve_role`] gives every dispatch its agent, **model** and **effort** pin
-//!   (defaults in code per role, overrides in the file), refusing banned models.
+//!   (defaults in code per role, overrides in the file), resolves a tier pin to the model the
+//!   backend will actually send ([`sent_model`]), and refuses a banned model.
+//!
+//! Model precedence for a role, highest first: the model in an `--agent SPEC` given on the
+//! command line (`--agent claude:haiku`), `[roles.R].model`, the model in the SPEC the role's
+//! agent resolves to in `work.toml`, the named agent's `model`, the code's default pin.
+//!
+//! Numbers are checked when the file is loaded (a zero `max_turns`, a non-finite or non-positive
+//! `max_budget_usd`, a negative price, a zero timeout are refused, naming the key) and every
+//! timeout is capped at [`MAX_TIMEOUT_SECS`].
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -56,7 +65,21 @@ pub enum ConfigError {
     /// Named agents refer to each other in a loop.
     #[error("resolve agent `{0}`: named agents refer to each other in a loop")]
     AgentLoop(String),
+    /// A setting has a value outside its range.
+    #[error("parse {path}: `{key}` {reason}")]
+    BadValue {
+        /// The file (or `work.toml with -c overrides`).
+        path: String,
+        /// The dotted key (`agents.local.max_tokens`).
+        key: String,
+        /// What is wrong, with the value.
+        reason: String,
+    },
 }
+
+/// The longest timeout honoured (7 days): larger values are capped, so that no deadline
+/// computation can overflow.
+pub const MAX_TIMEOUT_SECS: u64 = 7 * 24 * 3600;
 
 /// The parsed `work.toml`.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
@@ -262,11 +285,12 @@ pub struct ResolvedRole {
     pub spec: AgentSpec,
     /// The named agent's settings (defaults when the spec was given directly).
     pub def: AgentDef,
-    /// The model pin.
+    /// The model the backend sends ([`sent_model`] of the winning pin): what every dispatch
+    /// record and progress line shows.
     pub model: String,
     /// The effort pin.
     pub effort: String,
-    /// Per-attempt timeout in seconds.
+    /// Per-attempt timeout in seconds (1 to [`MAX_TIMEOUT_SECS`]).
     pub timeout_secs: u64,
 }
 
@@ -291,8 +315,69 @@ impl Config {
             apply_override(&mut table, o)?;
         }
         let src = if overrides.is_empty() { name.to_string() } else { format!("{name} with -c overrides") };
-        Config::deserialize(toml::Value::Table(table))
-            .map_err(|e| ConfigError::Parse { path: src, reason: one_line(&e.to_string()) })
+        let mut config = Config::deserialize(toml::Value::Table(table))
+            .map_err(|e| ConfigError::Parse { path: src.clone(), reason: one_line(&e.to_string()) })?;
+        config.check_values(&src)?;
+        config.cap_timeouts();
+        Ok(config)
+    }
+
+    /// Refuses numbers outside their range, naming the key.
+    fn check_values(&self, path: &str) -> Result<(), ConfigError> {
+        let bad = |key: String, reason: String| Err(ConfigError::BadValue { path: path.to_string(), key, reason });
+        let timeout = |key: String, v: Option<u64>| match v {
+            Some(0) => bad(key, "must be at least 1 second (got 0)".into()),
+            _ => Ok(()),
+        };
+        timeout("timeouts.dispatch_secs".into(), self.timeouts.dispatch_secs)?;
+        timeout("timeouts.oracle_secs".into(), self.timeouts.oracle_secs)?;
+        timeout("timeouts.gate_secs".into(), self.timeouts.gate_secs)?;
+        for (name, d) in &self.agents {
+            let key = |k: &str| format!("agents.{name}.{k}");
+            timeout(key("timeout_secs"), d.timeout_secs)?;
+            if d.max_turns == Some(0) {
+                return bad(key("max_turns"), "must be at least 1 (got 0)".into());
+            }
+            if d.max_tokens == Some(0) {
+                return bad(key("max_tokens"), "must be at least 1 (got 0)".into());
+            }
+            if let Some(x) = d.max_budget_usd
+                && !(x.is_finite() && x > 0.0)
+            {
+                return bad(key("max_budget_usd"), format!("must be a positive number of US dollars (got {x})"));
+            }
+            for (k, price) in
+                [("input_usd_per_mtok", d.input_usd_per_mtok), ("output_usd_per_mtok", d.output_usd_per_mtok)]
+            {
+                if let Some(x) = price
+                    && !(x.is_finite() && x >= 0.0)
+                {
+                    return bad(key(k), format!("must be a price of zero or more US dollars (got {x})"));
+                }
+            }
+        }
+        for (role, r) in &self.roles {
+            timeout(format!("roles.{role}.timeout_secs"), r.timeout_secs)?;
+        }
+        Ok(())
+    }
+
+    /// Caps every timeout at [`MAX_TIMEOUT_SECS`].
+    fn cap_timeouts(&mut self) {
+        let cap = |v: &mut Option<u64>| {
+            if let Some(x) = v {
+                *x = (*x).min(MAX_TIMEOUT_SECS);
+            }
+        };
+        cap(&mut self.timeouts.dispatch_secs);
+        cap(&mut self.timeouts.oracle_secs);
+        cap(&mut self.timeouts.gate_secs);
+        for d in self.agents.values_mut() {
+            cap(&mut d.timeout_secs);
+        }
+        for r in self.roles.values_mut() {
+            cap(&mut r.timeout_secs);
+        }
     }
 
     /// The banned model patterns.
@@ -331,8 +416,10 @@ impl Config {
     }
 
     /// Resolves `role`: the agent (`cli_agent` > `[roles.R].agent` > `agent` > `fallback`),
-    /// then model and effort (`[roles.R]` > the spec's own model > the named agent's > code
-    /// default), refusing a banned model.
+    /// then the model pin (the model in a `cli_agent` SPEC > `[roles.R].model` > the resolved
+    /// spec's own model > the named agent's > code default) and effort (`[roles.R]` > the named
+    /// agent's > code default). The resolved model is the one the backend will send
+    /// ([`sent_model`]); a banned pin or a banned model to send is refused.
     pub fn resolve_role(
         &self,
         role: &str,
@@ -343,19 +430,66 @@ impl Config {
         let chosen = cli_agent.map(str::to_string).or(r.agent.clone()).or(self.agent.clone());
         let chosen = chosen.unwrap_or_else(|| fallback.to_string());
         let (spec, def) = self.resolve_agent(&chosen)?;
+        // A model written in the SPEC on the command line is the most explicit choice there is.
+        let cli_model = match cli_agent.map(AgentSpec::parse) {
+            Some(Ok(s)) if !matches!(s, AgentSpec::Named(_)) => s.model().map(str::to_string),
+            _ => None,
+        };
         let (dm, de) = default_pin(role);
-        let model = r
-            .model
-            .clone()
+        let pinned = cli_model
+            .or(r.model.clone())
             .or_else(|| spec.model().map(str::to_string))
             .or(def.model.clone())
             .unwrap_or_else(|| dm.to_string());
         let effort = r.effort.clone().or(def.effort.clone()).unwrap_or_else(|| de.to_string());
-        if self.is_banned(&model) {
-            return Err(ConfigError::BannedModel { role: role.into(), model });
+        let model = sent_model(&spec, &def, &pinned);
+        for m in [&pinned, &model] {
+            if self.is_banned(m) {
+                return Err(ConfigError::BannedModel { role: role.into(), model: m.clone() });
+            }
         }
-        let timeout_secs = r.timeout_secs.or(def.timeout_secs).or(self.timeouts.dispatch_secs).unwrap_or(600);
+        let timeout_secs = r
+            .timeout_secs
+            .or(def.timeout_secs)
+            .or(self.timeouts.dispatch_secs)
+            .unwrap_or(600)
+            .clamp(1, MAX_TIMEOUT_SECS);
         Ok(ResolvedRole { role: role.into(), spec, def, model, effort, timeout_secs })
+    }
+}
+
+/// The model tiers the code's role pins use ([`default_pin`]): aliases that Claude Code
+/// understands, and that every other backend replaces by a concrete model.
+pub const TIERS: [&str; 3] = ["opus", "sonnet", "haiku"];
+
+/// True when `model` is a bare tier name (`opus`, `sonnet`, `haiku`), not a concrete model.
+pub fn is_tier(model: &str) -> bool {
+    TIERS.iter().any(|t| t.eq_ignore_ascii_case(model.trim()))
+}
+
+/// The concrete model for a backend that does not understand tier names: the pinned model
+/// when it is concrete, else `fallback` (the spec's own model), else `None` (the tool's default).
+pub fn concrete_model(pinned: &str, fallback: Option<&str>) -> Option<String> {
+    let pinned = pinned.trim();
+    if !pinned.is_empty() && !is_tier(pinned) {
+        return Some(pinned.to_string());
+    }
+    fallback.map(str::trim).filter(|m| !m.is_empty() && !is_tier(m)).map(str::to_string)
+}
+
+/// The model a backend actually sends for a role pinned to `pinned`:
+///
+/// - `command:` and `claude`: the pin as it is (Claude Code takes the tier aliases);
+/// - `codex`: a concrete pin, else the spec's or the named agent's concrete model; with
+///   neither, the tier pin stays (and no `-m` is sent: Codex uses its configured default);
+/// - `openai:M` / `anthropic:M`: a concrete pin, else `M`.
+pub fn sent_model(spec: &AgentSpec, def: &AgentDef, pinned: &str) -> String {
+    match spec {
+        AgentSpec::Codex(m) => {
+            concrete_model(pinned, m.as_deref().or(def.model.as_deref())).unwrap_or_else(|| pinned.to_string())
+        }
+        AgentSpec::OpenAi(m) | AgentSpec::Anthropic(m) => concrete_model(pinned, Some(m)).unwrap_or_else(|| m.clone()),
+        AgentSpec::Command(_) | AgentSpec::Claude(_) | AgentSpec::Named(_) => pinned.to_string(),
     }
 }
 
@@ -462,5 +596,67 @@ model = "opus"
         let c = Config::from_str_with_overrides("concurrency = 2", "w", &["concurrency=5".into()]).expect("ok");
         assert_eq!(c.concurrency, Some(5));
         assert!(Config::from_str_with_overrides("", "w", &["novalue".into()]).is_err());
+    }
+
+    #[test]
+    fn a_model_in_the_cli_spec_beats_the_role_pin() {
+        let text = "[roles.finder]\nmodel = \"opus\"\n[agents.fast]\nspec = \"claude:haiku\"\n";
+        let c = Config::from_str_with_overrides(text, "work.toml", &[]).expect("parses");
+        assert_eq!(c.resolve_role("finder", Some("claude:haiku"), "").expect("ok").model, "haiku");
+        assert_eq!(c.resolve_role("finder", Some("claude"), "").expect("ok").model, "opus", "no model in the spec");
+        // A named agent's spec lives in work.toml: the role's own pin still wins there.
+        assert_eq!(c.resolve_role("finder", Some("fast"), "").expect("ok").model, "opus");
+        assert_eq!(c.resolve_role("worker", Some("fast"), "").expect("ok").model, "haiku");
+    }
+
+    #[test]
+    fn the_resolved_model_is_the_one_sent_and_bans_apply_to_it() {
+        let c =
+            Config::from_str_with_overrides("[roles.finder]\nmodel = \"sonnet\"\n", "work.toml", &[]).expect("parses");
+        // A tier pin is replaced by the spec's concrete model: that is what is recorded.
+        assert_eq!(c.resolve_role("finder", Some("openai:qwen"), "").expect("ok").model, "qwen");
+        assert_eq!(c.resolve_role("finder", Some("codex"), "").expect("ok").model, "sonnet", "codex default");
+        assert_eq!(c.resolve_role("finder", Some("codex:gpt-5"), "").expect("ok").model, "gpt-5");
+        let banned = |c: &Config, agent: &str| matches!(c.resolve_role("finder", Some(agent), ""), Err(ConfigError::BannedModel { model, .. }) if model.contains("fable"));
+        assert!(banned(&c, "openai:fable-5"));
+        assert!(banned(&c, "anthropic:claude-fable-5"));
+        let text = "[roles.finder]\nmodel = \"opus\"\n[agents.cx]\nspec = \"codex\"\nmodel = \"fable-5\"\n";
+        let c = Config::from_str_with_overrides(text, "work.toml", &[]).expect("parses");
+        assert!(banned(&c, "cx"), "the named agent's model is what codex is sent");
+        let c = Config::from_str_with_overrides("", "work.toml", &["roles.finder.model=haiku".into()]).expect("ok");
+        assert!(banned(&c, "anthropic:claude-fable-5"));
+    }
+
+    #[test]
+    fn huge_timeouts_are_capped_and_bad_numbers_refused_by_key() {
+        let c =
+            Config::from_str_with_overrides("", "w", &[format!("timeouts.dispatch_secs={}", i64::MAX)]).expect("ok");
+        assert_eq!(c.timeouts.dispatch_secs, Some(MAX_TIMEOUT_SECS));
+        assert_eq!(c.resolve_role("finder", Some("command:x"), "").expect("ok").timeout_secs, MAX_TIMEOUT_SECS);
+        let text = format!("[agents.a]\nspec = \"openai:m\"\ntimeout_secs = {}\n", i64::MAX);
+        let c = Config::from_str_with_overrides(&text, "w", &[]).expect("ok");
+        assert_eq!(c.resolve_role("finder", Some("a"), "").expect("ok").timeout_secs, MAX_TIMEOUT_SECS);
+        let cases = [
+            ("max_turns = 0", "agents.a.max_turns"),
+            ("max_budget_usd = nan", "agents.a.max_budget_usd"),
+            ("max_budget_usd = 0.0", "agents.a.max_budget_usd"),
+            ("max_budget_usd = inf", "agents.a.max_budget_usd"),
+            ("max_tokens = 0", "agents.a.max_tokens"),
+            ("input_usd_per_mtok = -1.0", "agents.a.input_usd_per_mtok"),
+            ("output_usd_per_mtok = nan", "agents.a.output_usd_per_mtok"),
+            ("timeout_secs = 0", "agents.a.timeout_secs"),
+        ];
+        for (line, key) in cases {
+            let text = format!("[agents.a]\nspec = \"claude\"\n{line}\n");
+            let e = Config::from_str_with_overrides(&text, "work.toml", &[]).expect_err(line);
+            assert!(matches!(&e, ConfigError::BadValue { key: k, .. } if k == key), "{line}: {e}");
+            assert!(e.to_string().contains(key), "{e}");
+        }
+        let e = Config::from_str_with_overrides("", "w", &["roles.finder.timeout_secs=0".into()]).expect_err("zero");
+        assert!(e.to_string().contains("roles.finder.timeout_secs"), "{e}");
+        let e = Config::from_str_with_overrides("[timeouts]\ndispatch_secs = 0\n", "w", &[]).expect_err("zero");
+        assert!(e.to_string().contains("timeouts.dispatch_secs"), "{e}");
+        let ok = "[agents.a]\nspec = \"openai:m\"\ninput_usd_per_mtok = 0.0\nmax_budget_usd = 0.5\n";
+        assert!(Config::from_str_with_overrides(ok, "w", &[]).is_ok(), "a free model is allowed");
     }
 }

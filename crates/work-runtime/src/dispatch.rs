@@ -128,6 +128,13 @@ pub trait Agent: Send + Sync {
         Ok(())
     }
 
+    /// True when the backend can price what a dispatch cost (a CLI that reports USD, or an
+    /// HTTP backend with configured prices). A backend that cannot makes `--budget-usd`
+    /// meaningless, and commands refuse that combination rather than never stopping.
+    fn reports_cost(&self) -> bool {
+        true
+    }
+
     /// Runs one attempt.
     async fn invoke(&self, request: &DispatchRequest, options: InvokeOptions) -> Result<AgentReply, AgentError>;
 }

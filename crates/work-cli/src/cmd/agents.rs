@@ -1,7 +1,8 @@
 //! `work agents`: inspect and try agent backends.
 //!
 //! - `work agents check [--json]`: which backends are usable on this machine and, for each that
-//!   is not, why (CLI missing, key absent, bad settings). Exit 0 when every agent the
+//!   is not, why (CLI missing, key absent, bad settings, banned model); for the CLIs, their
+//!   version and how role efforts are sent to it. Exit 0 when every agent the
 //!   configuration names is usable, 1 when one is not, 2 for a bad `work.toml`.
 //! - `work agents try [--agent SPEC] [--role ROLE] [--schema FILE] [--write] [--json] PROMPT`:
 //!   one dispatch through the real engine (schema validation, one retry, event log, dispatch
@@ -83,6 +84,11 @@ fn check(global: &Global, json_out: bool) -> CmdResult {
                 (None, Some(v), _) => v.clone(),
                 (None, None, Some(e)) => e.clone(),
                 _ => String::new(),
+            };
+            let detail = match (&a.reason, &a.efforts) {
+                (None, Some(e)) if detail.is_empty() => e.clone(),
+                (None, Some(e)) => format!("{detail} · {e}"),
+                _ => detail,
             };
             let spec = if a.spec == a.name { String::new() } else { format!(" ({})", a.spec) };
             let line = format!("{:width$}  {state:8}  {detail}{spec}", a.name);

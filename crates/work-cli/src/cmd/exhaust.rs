@@ -179,6 +179,14 @@ pub fn run(global: &Global, a: Args) -> CmdResult {
 
 fn run_in(ctx: &Ctx, a: Args) -> CmdResult {
     let (role, agent) = ctx.resolve_agent("finder", a.agent.as_deref())?;
+    if a.budget_usd.is_some() && !agent.reports_cost() {
+        // A budget that can never be reached would silently do nothing.
+        return Err(CliError::bad(format!(
+            "use --budget-usd with agent `{}`: it reports tokens but no cost; set input_usd_per_mtok and \
+             output_usd_per_mtok on a named agent in work.toml ([agents.NAME]) so that cost is accounted",
+            agent.describe()
+        )));
+    }
     let task = a.task.clone().unwrap_or_else(|| slug(&a.what));
     let journal_path = ctx.state_path(format!("quality-journals/work-exhaust-{task}.json"));
     // The lock comes before the journal is read: a run that read it before another finished

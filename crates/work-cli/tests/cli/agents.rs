@@ -13,8 +13,9 @@ const CANARY: &str = "sk-canary-1234567890";
 const FAKE_CLAUDE: &str = r#"#!/usr/bin/env python3
 import json, os, sys, time
 args = sys.argv[1:]
+VERSION = os.environ.get("FAKE_CLAUDE_VERSION", "2.1.240")
 if args == ["--version"]:
-    print("2.1.240 (Claude Code)")
+    print(VERSION + " (Claude Code)")
     sys.exit(0)
 prompt = sys.stdin.read()
 def flag(name):
@@ -22,6 +23,13 @@ def flag(name):
 def die(msg):
     sys.stderr.write("fake claude: " + msg + "\n")
     sys.exit(3)
+# What real releases accept: max from 2.1.76, xhigh from 2.1.111.
+v = tuple(int(x) for x in VERSION.split("."))
+levels = ["low", "medium", "high"] + (["max"] if v >= (2, 1, 76) else []) + (["xhigh"] if v >= (2, 1, 111) else [])
+if flag("--effort") is not None and flag("--effort") not in levels:
+    sys.stderr.write("error: option '--effort <level>' argument '%s' is invalid. It must be one of: %s\n"
+                     % (flag("--effort"), ", ".join(levels)))
+    sys.exit(1)
 if args[0] != "-p": die("not headless")
 if flag("--output-format") != "json": die("no json output")
 if flag("--model") != os.environ.get("WANT_MODEL", "sonnet"): die("model " + str(flag("--model")))
@@ -57,13 +65,51 @@ elif mode == "hang":
     time.sleep(60)
 "#;
 
-/// A fake `codex`: checks the flags of `codex exec --json`, then streams JSONL per `FAKE_MODE`
-/// (ok, cumulative, failed, prose, hang).
+/// The strict-mode check OpenAI applies to a `codex_output_schema` (Python): every object
+/// closed with every property required, every node typed, no keyword outside the subset.
+const STRICT_PY: &str = r#"BAD = ["minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
+       "exclusiveMaximum", "multipleOf", "minItems", "maxItems", "uniqueItems", "oneOf", "allOf", "not"]
+def strict_error(s, at="$"):
+    if not isinstance(s, dict): return at + ": a schema must be an object"
+    if "$ref" in s: return None
+    for k in BAD:
+        if k in s: return at + ": '" + k + "' is not permitted"
+    t = s.get("type")
+    types = t if isinstance(t, list) else ([t] if t else [])
+    if len([x for x in types if x != "null"]) > 1: return at + ": a type list may hold one type besides null"
+    if not types and "anyOf" not in s: return at + ": schema must have a 'type' key"
+    if "object" in types or "properties" in s:
+        if s.get("additionalProperties") is not False:
+            return at + ": 'additionalProperties' is required to be supplied and to be false"
+        props = s.get("properties")
+        if not isinstance(props, dict): return at + ": an object must have 'properties'"
+        if sorted(props) != sorted(s.get("required", [])):
+            return at + ": 'required' is required to be supplied and to be an array including every key in properties"
+        for k, v in props.items():
+            e = strict_error(v, at + "." + k)
+            if e: return e
+    if "array" in types:
+        if "items" not in s: return at + ": array schema missing items"
+        e = strict_error(s["items"], at + "[]")
+        if e: return e
+    for i, b in enumerate(s.get("anyOf", [])):
+        e = strict_error(b, at + "|" + str(i))
+        if e: return e
+    return None
+def check_strict(s):
+    if s.get("type") != "object": return "the root must be type: object"
+    return strict_error(s)
+"#;
+
+/// A fake `codex`: checks the flags of `codex exec --json` (refusing, like OpenAI, an output
+/// schema outside the strict subset, and, like releases before 0.60, `xhigh`), then streams
+/// JSONL per `FAKE_MODE` (ok, cumulative, failed, prose, hang, finder).
 const FAKE_CODEX: &str = r#"#!/usr/bin/env python3
-import json, os, sys, time
+import json, os, re, sys, time
 args = sys.argv[1:]
+VERSION = os.environ.get("FAKE_CODEX_VERSION", "0.98.0")
 if args == ["--version"]:
-    print("codex-cli 0.98.0")
+    print("codex-cli " + VERSION)
     sys.exit(0)
 prompt = sys.stdin.read()
 def flag(name):
@@ -71,16 +117,25 @@ def flag(name):
 def die(msg):
     sys.stderr.write("fake codex: " + msg + "\n")
     sys.exit(3)
+STRICT
+mode = os.environ.get("FAKE_MODE", "ok")
 if args[:2] != ["exec", "--json"]: die("not exec --json")
 if "--skip-git-repo-check" not in args: die("no --skip-git-repo-check")
 if flag("-C") != os.environ["WANT_CWD"]: die("-C " + str(flag("-C")))
 if flag("--sandbox") != "read-only": die("sandbox " + str(flag("--sandbox")))
 if "-m" in args: die("a tier pin must not become -m")
-if flag("-c") != 'model_reasoning_effort="high"': die("effort " + str(flag("-c")))
+if "xhigh" in (flag("-c") or "") and tuple(int(x) for x in VERSION.split(".")) < (0, 60, 0):
+    sys.stderr.write("Error loading configuration: unknown variant `xhigh`, expected one of `minimal`, `low`, `medium`, `high`\n")
+    sys.exit(1)
+if flag("-c") != 'model_reasoning_effort="%s"' % os.environ.get("WANT_EFFORT", "high"): die("effort " + str(flag("-c")))
 schema = json.load(open(flag("--output-schema")))
+err = check_strict(schema)
+if err:
+    print(json.dumps({"type": "error", "message": "Invalid schema for response_format 'codex_output_schema': " + err}))
+    print(json.dumps({"type": "turn.failed", "error": {"message": "invalid_json_schema: " + err}}))
+    sys.exit(1)
 if "items" not in schema.get("required", []): die("bad schema file")
-if args[-1] != "-" or "brief:" not in prompt: die("no prompt on stdin")
-mode = os.environ.get("FAKE_MODE", "ok")
+if args[-1] != "-" or (mode != "finder" and "brief:" not in prompt): die("no prompt on stdin")
 def emit(**e):
     print(json.dumps(e), flush=True)
 emit(type="thread.started", thread_id="t1")
@@ -105,7 +160,17 @@ elif mode == "prose":
     turn(1, 1)
 elif mode == "hang":
     time.sleep(60)
+elif mode == "finder":
+    # A strict model writes every property, null for the ones it has nothing for.
+    angle = re.search(r"YOUR ANGLE: (.*?) —", prompt).group(1)
+    msg(json.dumps({"angle": angle, "roundNotes": None, "items": [{"id": "job-state", "title": "job state",
+        "location": "src/jobs.rs:1", "description": None, "evidence": None, "severity": None}]}))
+    turn(10, 5)
 "#;
+
+fn fake_codex() -> String {
+    FAKE_CODEX.replace("STRICT\n", &format!("{STRICT_PY}\n"))
+}
 
 struct Fakes {
     bin: PathBuf,
@@ -116,8 +181,8 @@ fn fakes(s: &Scenario) -> Fakes {
     s.agent("placeholder.py", "pass");
     std::fs::create_dir_all(s.path(".agents/tmp")).expect("mkdir tmp");
     let bin = s.path(".agents/bin");
-    for (name, body) in [("claude", FAKE_CLAUDE), ("codex", FAKE_CODEX)] {
-        s.write(&format!(".agents/bin/{name}"), body);
+    for (name, body) in [("claude", FAKE_CLAUDE.to_string()), ("codex", fake_codex())] {
+        s.write(&format!(".agents/bin/{name}"), &body);
         let p = bin.join(name);
         let mut perm = std::fs::metadata(&p).expect("stat").permissions();
         std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
@@ -138,6 +203,18 @@ fn root(s: &Scenario) -> String {
 
 /// Runs `work agents try` with the fakes on PATH; returns (code, stdout JSON, stderr).
 fn try_with(s: &Scenario, f: &Fakes, agent: &str, mode: &str, extra: &[&str]) -> (i32, Value, String) {
+    try_env(s, f, agent, mode, extra, &[])
+}
+
+/// [`try_with`] with extra environment variables.
+fn try_env(
+    s: &Scenario,
+    f: &Fakes,
+    agent: &str,
+    mode: &str,
+    extra: &[&str],
+    envs: &[(&str, &str)],
+) -> (i32, Value, String) {
     s.write(
         ".agents/schema.json",
         r#"{"type": "object", "required": ["items"], "properties": {"items": {"type": "array"}}}"#,
@@ -152,6 +229,7 @@ fn try_with(s: &Scenario, f: &Fakes, agent: &str, mode: &str, extra: &[&str]) ->
         .env("FAKE_STATE", s.path(&format!(".agent-state-{mode}")))
         .env("WANT_CWD", root(s))
         .env("TMPDIR", s.path(".agents/tmp"))
+        .envs(envs.iter().copied())
         .args(&args)
         .output()
         .expect("run work");
@@ -431,4 +509,199 @@ fn openai_json_object_mode_for_servers_without_json_schema() {
     assert_eq!(last["model"], "smollm2", "the tier pin falls back to the spec's model");
     assert_eq!(last["response_format"]["schema"]["required"], json!(["items"]));
     assert!(sent[0]["auth"].is_null(), "no key is sent to a local server when none is set");
+}
+
+/// `work exhaust` with the fake codex on PATH; returns (code, stdout, stderr).
+fn exhaust_with(s: &Scenario, f: &Fakes, mode: &str, args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {
+    let out = s
+        .work()
+        .env("PATH", f.path())
+        .env("FAKE_MODE", mode)
+        .env("WANT_CWD", root(s))
+        .env("TMPDIR", s.path(".agents/tmp"))
+        .envs(envs.iter().copied())
+        .arg("exhaust")
+        .args(args)
+        .output()
+        .expect("run work");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn codex_gets_a_strict_finder_schema_and_its_nulls_pass_the_engine() {
+    // Codex sends --output-schema in strict mode: the fake refuses any other schema, and then
+    // answers like a strict model, with null for every optional property it has nothing for.
+    let s = Scenario::new();
+    let f = fakes(&s);
+    s.write("src/jobs.rs", "fn job_state() {}\n");
+    s.commit("jobs");
+    let (code, out, err) = exhaust_with(
+        &s,
+        &f,
+        "finder",
+        &["job state", "--agent", "codex", "-k", "2", "--max-rounds", "1", "--json"],
+        &[],
+    );
+    assert_eq!(code, 1, "caller-target after one round\n{out}\n{err}");
+    assert!(!err.contains("failed"), "no finder failed: {err}");
+    let v: Value = serde_json::from_str(&out).expect("one JSON document");
+    assert_eq!(v["seen"].as_array().map(Vec::len), Some(1), "the item with null optionals was accepted: {v}\n{err}");
+    assert_eq!(v["rejected"], json!([]), "{v}");
+    let leftovers: Vec<_> = std::fs::read_dir(s.path(".agents/tmp")).expect("tmp").flatten().collect();
+    assert!(leftovers.is_empty(), "schema files are removed");
+}
+
+#[test]
+fn older_clis_get_the_efforts_they_accept() {
+    let s = Scenario::new();
+    let f = fakes(&s);
+    // Claude Code 2.1.104 refuses `--effort xhigh` (the adversarial reviewer's default pin).
+    let claude_env = [("FAKE_CLAUDE_VERSION", "2.1.104"), ("WANT_MODEL", "opus"), ("WANT_EFFORT", "high")];
+    let (code, v, err) = try_env(&s, &f, "claude", "ok", &["--role", "adversarial-reviewer"], &claude_env);
+    assert_eq!((code, v["outcome"].as_str()), (0, Some("ok")), "{v}\n{err}");
+    assert_eq!(v["effort"], "xhigh", "the pin is recorded as pinned");
+    // The current release takes xhigh as it is.
+    let new_env = [("WANT_MODEL", "opus"), ("WANT_EFFORT", "xhigh")];
+    let (code, v, err) = try_env(&s, &f, "claude", "ok", &["--role", "adversarial-reviewer"], &new_env);
+    assert_eq!(code, 0, "{v}\n{err}");
+    // Codex before 0.60 refuses model_reasoning_effort="xhigh" at config load.
+    let (code, v, err) =
+        try_env(&s, &f, "codex", "ok", &["--role", "adversarial-reviewer"], &[("FAKE_CODEX_VERSION", "0.39.0")]);
+    assert_eq!((code, v["outcome"].as_str()), (0, Some("ok")), "{v}\n{err}");
+    let (code, v, err) =
+        try_env(&s, &f, "codex", "ok", &["--role", "adversarial-reviewer"], &[("WANT_EFFORT", "xhigh")]);
+    assert_eq!(code, 0, "{v}\n{err}");
+    // `agents check` says how efforts will be sent.
+    let out = s
+        .work()
+        .env("PATH", f.path())
+        .env("FAKE_CLAUDE_VERSION", "2.1.104")
+        .env("FAKE_CODEX_VERSION", "0.39.0")
+        .args(["agents", "check", "--json"])
+        .output()
+        .expect("runs");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let get = |n: &str| v["agents"].as_array().and_then(|a| a.iter().find(|x| x["name"] == n)).cloned().expect(n);
+    assert!(get("claude")["efforts"].as_str().unwrap_or("").contains("xhigh sent as high"), "{v}");
+    assert!(get("codex")["efforts"].as_str().unwrap_or("").contains("xhigh and max sent as high"), "{v}");
+    let out = s.work().env("PATH", f.path()).args(["agents", "check"]).output().expect("runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().any(|l| l.starts_with("claude") && l.contains("efforts sent as pinned")), "{text}");
+}
+
+#[test]
+fn the_model_actually_sent_is_checked_against_banned_models() {
+    let s = Scenario::new();
+    s.write(
+        "work.toml",
+        "[roles.finder]\nmodel = \"sonnet\"\n[agents.cx]\nspec = \"codex\"\nmodel = \"fable-5\"\n[agents.local]\nspec = \"openai:fable-5\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+    );
+    let cases: [&[&str]; 5] = [
+        &["agents", "try", "--agent", "openai:fable-5", "brief: x"],
+        &["agents", "try", "--agent", "local", "brief: x"],
+        &["agents", "try", "--agent", "cx", "brief: x"],
+        &["-c", "roles.finder.model=haiku", "agents", "try", "--agent", "anthropic:claude-fable-5", "brief: x"],
+        &["exhaust", "job state", "--agent", "local"],
+    ];
+    for args in cases {
+        let out = s.work().env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1").args(args).output().expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_one_line_error(&err);
+        assert!(err.contains("fable-5") && err.contains("banned"), "{args:?}: {err}");
+    }
+    assert!(!s.path(".work/runs").exists(), "nothing was dispatched");
+}
+
+#[test]
+fn a_model_in_the_cli_spec_beats_the_role_pin_in_work_toml() {
+    let s = Scenario::new();
+    let f = fakes(&s);
+    s.write("work.toml", "[roles.finder]\nmodel = \"opus\"\n");
+    let (code, v, err) = try_env(&s, &f, "claude:haiku", "ok", &[], &[("WANT_MODEL", "haiku")]);
+    assert_eq!((code, v["model"].as_str()), (0, Some("haiku")), "{v}\n{err}");
+    // Without a model in the spec, the role's pin applies.
+    let (code, v, err) = try_env(&s, &f, "claude", "ok", &[], &[("WANT_MODEL", "opus")]);
+    assert_eq!((code, v["model"].as_str()), (0, Some("opus")), "{v}\n{err}");
+}
+
+#[test]
+fn a_huge_timeout_does_not_panic() {
+    let s = Scenario::new();
+    let huge = "9223372036854775807";
+    for o in [
+        format!("timeouts.dispatch_secs={huge}"),
+        format!("roles.finder.timeout_secs={huge}"),
+        format!("agents.m.timeout_secs={huge}"),
+    ] {
+        let out = s
+            .work()
+            .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+            .args(["-c", "agents.m.spec=openai:qwen", "-c", &o, "agents", "try", "--agent", "m", "--json", "brief: x"])
+            .output()
+            .expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{o}: {err}");
+        assert_eq!(out.status.code(), Some(1), "{o}: nothing listens on port 9: {err}");
+        let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+        assert_eq!(v["outcome"], "failed", "{v}");
+    }
+}
+
+#[test]
+fn bad_numbers_in_agent_settings_are_refused_by_key() {
+    let s = Scenario::new();
+    let cases = [
+        ("agents.x.max_turns=0", "agents.x.max_turns"),
+        ("agents.x.max_budget_usd=nan", "agents.x.max_budget_usd"),
+        ("agents.x.max_budget_usd=-2.0", "agents.x.max_budget_usd"),
+        ("agents.x.max_tokens=0", "agents.x.max_tokens"),
+        ("agents.x.input_usd_per_mtok=-1.0", "agents.x.input_usd_per_mtok"),
+        ("agents.x.output_usd_per_mtok=nan", "agents.x.output_usd_per_mtok"),
+        ("agents.x.timeout_secs=0", "agents.x.timeout_secs"),
+        ("roles.finder.timeout_secs=0", "roles.finder.timeout_secs"),
+    ];
+    for (o, key) in cases {
+        let (code, _, err) =
+            s.run(&["-c", "agents.x.spec=claude", "-c", o, "agents", "try", "--agent", "x", "brief: x"]);
+        assert_eq!(code, 2, "{o}: {err}");
+        assert_one_line_error(&err);
+        assert!(err.contains(key), "{o}: {err}");
+    }
+}
+
+#[test]
+fn budget_usd_is_refused_for_a_backend_that_reports_no_cost() {
+    let s = Scenario::new();
+    let f = fakes(&s);
+    s.write(
+        "work.toml",
+        "[agents.priced]\nspec = \"openai:qwen\"\nbase_url = \"http://127.0.0.1:9/v1\"\ninput_usd_per_mtok = 0.5\noutput_usd_per_mtok = 1.5\n",
+    );
+    let base = [("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")];
+    for agent in ["openai:qwen", "codex"] {
+        let (code, _, err) =
+            exhaust_with(&s, &f, "finder", &["job state", "--agent", agent, "--budget-usd", "1"], &base);
+        assert_eq!(code, 2, "{agent}: {err}");
+        assert_one_line_error(&err);
+        assert!(err.contains("input_usd_per_mtok") && err.contains("output_usd_per_mtok"), "{agent}: {err}");
+    }
+    assert!(!s.path(".work/quality-journals").exists(), "refused before any state");
+    // With prices the budget can be kept: the run starts (and its finders fail: nothing listens).
+    let (code, _, err) = exhaust_with(
+        &s,
+        &f,
+        "finder",
+        &["job state", "--agent", "priced", "--budget-usd", "1", "--max-rounds", "1"],
+        &base,
+    );
+    assert_ne!(code, 2, "{err}");
+    // Without --budget-usd nothing is refused.
+    let (code, _, err) =
+        exhaust_with(&s, &f, "finder", &["job st", "--agent", "openai:qwen", "--max-rounds", "1"], &base);
+    assert_ne!(code, 2, "{err}");
 }
