@@ -3,39 +3,39 @@
 //! answer as the engine reads it.
 
 use crate::goal::{Criterion, Goal};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
-/// The JSON Schema of the implementer's answer.
+/// The JSON Schema of the implementer's answer. Only `status` is required: a minimal honest
+/// answer (`{"status": "done"}`) is read the first time, never re-dispatched as malformed.
+/// The status word is free (`done`, `partial`, `blocked`, any case): GREEN comes from the
+/// engine's observation, and only `blocked` changes what the engine does.
 pub fn answer_schema() -> Value {
     json!({
         "type": "object",
-        "required": ["status", "summary", "claims", "cleanup"],
+        "required": ["status"],
         "properties": {
-            "status": {"enum": ["done", "partial", "blocked"]},
-            "summary": {"type": "string"},
+            "status": {"type": "string", "minLength": 1},
+            "summary": {"type": ["string", "null"]},
             "claims": {
-                "type": "array",
+                "type": ["array", "null"],
                 "items": {
-                    "type": "object",
-                    "required": ["criterion", "claim"],
+                    "type": ["object", "string"],
                     "properties": {
-                        "criterion": {"type": "string"},
-                        "claim": {"type": "string"},
-                        "evidence": {"type": "string"}
+                        "criterion": {"type": ["string", "null"]},
+                        "claim": {"type": ["string", "null"]},
+                        "evidence": {"type": ["string", "null"]}
                     }
                 }
             },
             "cleanup": {
-                "type": "array",
+                "type": ["array", "null"],
                 "items": {
-                    "type": "object",
-                    "required": ["resource", "action"],
+                    "type": ["object", "string"],
                     "properties": {
-                        "resource": {"type": "string"},
-                        "action": {"type": "string"},
-                        "path": {"type": "string"},
-                        "pid": {"type": "integer"}
+                        "resource": {"type": ["string", "null"]},
+                        "action": {"type": ["string", "null"]},
+                        "path": {"type": ["string", "null"]},
+                        "pid": {"type": ["integer", "string", "null"]}
                     }
                 }
             },
@@ -45,52 +45,101 @@ pub fn answer_schema() -> Value {
 }
 
 /// One claim of the agent (recorded, never trusted).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
-    /// The criterion id.
+    /// The criterion id (empty when the claim named none).
     pub criterion: String,
     /// What it says it did.
     pub claim: String,
     /// What it says proves it.
-    #[serde(default)]
     pub evidence: Option<String>,
 }
 
 /// One torn-down resource the agent reports (a cleanup receipt to verify).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CleanupClaim {
     /// What it was.
     pub resource: String,
     /// What was done.
     pub action: String,
     /// A path (relative to the repository root) that must no longer exist.
-    #[serde(default)]
     pub path: Option<String>,
     /// A process id that must no longer run.
-    #[serde(default)]
     pub pid: Option<i64>,
 }
 
-/// The agent's answer.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// The agent's answer; everything but `status` defaults to empty.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
-    /// `done`, `partial` or `blocked`.
+    /// The status word, trimmed and lower-cased (`done`, `partial`, `blocked`, …).
     pub status: String,
-    /// One line.
+    /// One line (empty when not given).
     pub summary: String,
     /// Per-criterion claims.
     pub claims: Vec<Claim>,
     /// Cleanup receipts.
     pub cleanup: Vec<CleanupClaim>,
     /// Why it cannot progress (with `blocked`).
-    #[serde(default)]
     pub blocker: Option<String>,
 }
 
+fn text(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
 impl Answer {
-    /// Reads a schema-valid document.
+    /// Reads a schema-valid document (tolerantly: missing fields default, a claim or a
+    /// cleanup entry may be a plain string).
     pub fn from_value(v: &Value) -> Result<Answer, String> {
-        serde_json::from_value(v.clone()).map_err(|e| e.to_string())
+        let obj = v.as_object().ok_or("the answer is not a JSON object")?;
+        let status = text(obj.get("status")).map(|s| s.trim().to_ascii_lowercase()).ok_or("`status` is missing")?;
+        let list = |key: &str| obj.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
+        let claims = list("claims")
+            .iter()
+            .map(|c| match c {
+                Value::Object(o) => Claim {
+                    criterion: text(o.get("criterion").or_else(|| o.get("id"))).unwrap_or_default(),
+                    claim: text(o.get("claim").or_else(|| o.get("summary"))).unwrap_or_default(),
+                    evidence: text(o.get("evidence")),
+                },
+                other => {
+                    Claim { criterion: String::new(), claim: text(Some(other)).unwrap_or_default(), evidence: None }
+                }
+            })
+            .collect();
+        let cleanup = list("cleanup")
+            .iter()
+            .map(|c| match c {
+                Value::Object(o) => {
+                    let path = text(o.get("path")).filter(|p| !p.trim().is_empty());
+                    let pid = o
+                        .get("pid")
+                        .and_then(|p| p.as_i64().or_else(|| p.as_str().and_then(|s| s.trim().parse().ok())));
+                    let resource = text(o.get("resource"))
+                        .or_else(|| path.clone())
+                        .or_else(|| pid.map(|p| format!("pid {p}")))
+                        .unwrap_or_default();
+                    CleanupClaim { resource, action: text(o.get("action")).unwrap_or_default(), path, pid }
+                }
+                other => CleanupClaim { resource: text(Some(other)).unwrap_or_default(), ..CleanupClaim::default() },
+            })
+            .collect();
+        Ok(Answer {
+            status,
+            summary: text(obj.get("summary")).unwrap_or_default(),
+            claims,
+            cleanup,
+            blocker: text(obj.get("blocker")),
+        })
+    }
+
+    /// The agent says it cannot progress.
+    pub fn is_blocked(&self) -> bool {
+        self.status == "blocked"
     }
 }
 
@@ -136,7 +185,11 @@ captured before any change) to GREEN. Tests alone never prove done; the scenario
     p.push_str("SCOPE — the criteria to make pass (each scenario runs with `sh -c` in the repository root):\n");
     for t in targets {
         let c = t.criterion;
-        p.push_str(&format!("- `{}`\n  scenario: {}\n  PASS when: {}\n", c.id, c.scenario, c.pass.describe()));
+        p.push_str(&format!("- `{}`\n", c.id));
+        for about in [&c.name, &c.description].into_iter().flatten() {
+            p.push_str(&format!("  about: {about}\n"));
+        }
+        p.push_str(&format!("  scenario: {}\n  PASS when: {}\n", c.scenario, c.pass.describe()));
         p.push_str(&format!(
             "  evidence captured by the engine: {}\n",
             c.evidence.iter().map(|e| e.as_str()).collect::<Vec<_>>().join(", ")
@@ -186,10 +239,10 @@ engine checks that a listed path no longer exists and a listed pid no longer run
     );
     p.push_str(&format!("STOP WHEN: {}\n", goal.stop_line));
     p.push_str(
-        "\nANSWER with exactly one JSON document: {\"status\": \"done\"|\"partial\"|\"blocked\", \"summary\": \
-\"one line\", \"claims\": [{\"criterion\": \"<id>\", \"claim\": \"what you changed\", \"evidence\": \"optional\"}], \
-\"cleanup\": [{\"resource\": \"…\", \"action\": \"…\", \"path\": \"optional\", \"pid\": 0}], \"blocker\": \"why, \
-with status blocked\"}.\n",
+        "\nANSWER with exactly one JSON document: {\"status\": \"done\"|\"partial\"|\"blocked\"} is enough; add \
+\"summary\": \"one line\", \"claims\": [{\"criterion\": \"<id>\", \"claim\": \"what you changed\", \"evidence\": \"optional\"}], \
+\"cleanup\": [{\"resource\": \"…\", \"action\": \"…\", \"path\": \"optional\", \"pid\": 0}] and, with status blocked, \
+\"blocker\": \"why\".\n",
     );
     p
 }
@@ -203,21 +256,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_schema_accepts_a_full_answer_and_refuses_a_bare_claim() {
+    fn the_schema_requires_only_a_status_and_the_answer_defaults_the_rest() {
         let schema = answer_schema();
         let ok = json!({"status": "done", "summary": "s", "claims": [{"criterion": "a", "claim": "c"}],
             "cleanup": [{"resource": "tmp", "action": "rm -rf", "path": "tmp"}]});
         assert!(work_runtime::dispatch::validate(&schema, &ok).is_ok());
         let a = Answer::from_value(&ok).expect("reads");
         assert_eq!(a.cleanup[0].path.as_deref(), Some("tmp"));
-        assert!(work_runtime::dispatch::validate(&schema, &json!({"status": "done"})).is_err());
-        assert!(
-            work_runtime::dispatch::validate(
-                &schema,
-                &json!({"status": "finished", "summary": "", "claims": [], "cleanup": []})
-            )
-            .is_err()
-        );
+
+        let bare = json!({"status": "Done"});
+        assert!(work_runtime::dispatch::validate(&schema, &bare).is_ok());
+        let a = Answer::from_value(&bare).expect("reads");
+        assert_eq!((a.status.as_str(), a.summary.as_str(), a.claims.len(), a.cleanup.len()), ("done", "", 0, 0));
+        assert!(!a.is_blocked());
+
+        let loose = json!({"status": "BLOCKED", "claims": ["made it pass"], "cleanup": [{"pid": "42"}, "rm -rf tmp"], "blocker": null});
+        assert!(work_runtime::dispatch::validate(&schema, &loose).is_ok());
+        let a = Answer::from_value(&loose).expect("reads");
+        assert!(a.is_blocked());
+        assert_eq!(a.claims[0].claim, "made it pass");
+        assert_eq!((a.cleanup[0].pid, a.cleanup[0].resource.as_str()), (Some(42), "pid 42"));
+        assert_eq!(a.cleanup[1].resource, "rm -rf tmp");
+
+        for bad in
+            [json!({}), json!({"summary": "no status"}), json!({"status": ""}), json!({"status": 3}), json!("done")]
+        {
+            assert!(work_runtime::dispatch::validate(&schema, &bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -9,10 +9,13 @@
 //! check: criteria whose RED is older than this run are observed again
 //! loop:
 //!   red = criteria whose latest observation fails
-//!   none red ⇒ final full pass (`green`) ⇒ every PASS and no leftover ⇒ DONE
+//!   none red ⇒ final full pass (`green`) ⇒ every PASS and no failed receipt still holding ⇒ DONE
+//!                                          (else BLOCKED leftover-state)
 //!   targets = LIGHT: every red criterion · HEAVY: the first red criterion (file order)
 //!   a target used max_attempts this run ⇒ BLOCKED attempts-exhausted
-//!   dispatch implementer (workspace-write) ⇒ verify its cleanup claims ⇒ observe every criterion
+//!   keep the notepad + RED evidence ⇒ dispatch implementer (workspace-write)
+//!   records changed ⇒ restore them ⇒ BLOCKED evidence-tampered
+//!   verify its cleanup claims ⇒ observe every criterion (scenario, cleanup, escaped-process sweep)
 //!   a target failing with the same observation as after its previous attempt ⇒ BLOCKED same-failure
 //!   agent answered `blocked` and a target is still red ⇒ BLOCKED agent-blocked
 //!   budget spent ⇒ BLOCKED budget
@@ -79,8 +82,12 @@ pub enum StopReason {
     SameFailureRepeated,
     /// The agent reported it cannot progress and the engine still observes RED.
     AgentBlocked,
-    /// Every criterion passed, but something claimed torn down is still there.
+    /// Every criterion passed, but a cleanup receipt failed: something claimed torn down is
+    /// still there, a `cleanup` command failed, a scenario's process could not be killed.
     LeftoverState,
+    /// The implementer changed the engine's own records (the notepad's earlier bytes, the
+    /// evidence); they were restored where the engine kept a copy.
+    EvidenceTampered,
     /// The run's budget is spent.
     Budget,
 }
@@ -96,6 +103,7 @@ impl StopReason {
             StopReason::SameFailureRepeated => "same-failure-repeated",
             StopReason::AgentBlocked => "agent-blocked",
             StopReason::LeftoverState => "leftover-state",
+            StopReason::EvidenceTampered => "evidence-tampered",
             StopReason::Budget => "budget",
         }
     }
@@ -126,8 +134,8 @@ struct Runner<'a, 'e> {
     state: &'a mut GoalState,
     receipts: &'a mut Receipts,
     notepad: Notepad,
-    /// Whether the latest scenario cleanup of a criterion failed.
-    cleanup_failed: BTreeSet<String>,
+    /// Scenario runs so far in this run (makes each run's process marker unique).
+    scenario_runs: u64,
 }
 
 /// Runs (or resumes) a goal. `state` and `receipts` are the loaded files (fresh ones for a
@@ -139,7 +147,7 @@ pub async fn drive(
     receipts: &mut Receipts,
 ) -> Result<Outcome, UltraError> {
     let notepad = Notepad::new(&env.dir, env.run.redactor.clone());
-    let mut r = Runner { env, goal, state, receipts, notepad, cleanup_failed: BTreeSet::new() };
+    let mut r = Runner { env, goal, state, receipts, notepad, scenario_runs: 0 };
     r.run().await
 }
 
@@ -174,6 +182,7 @@ impl Runner<'_, '_> {
             verified: r.verified,
             check: r.check,
             path: r.path,
+            pids: r.pids,
         });
     }
 
@@ -207,6 +216,9 @@ impl Runner<'_, '_> {
             let now_ids: BTreeSet<&String> = goal.criteria.iter().map(|c| &c.id).collect();
             for gone in known.difference(&now_ids) {
                 e.push_str(&format!("- Criterion `{gone}` is no longer in the goal (its evidence is kept).\n"));
+            }
+            for n in &self.goal.notes {
+                e.push_str(&format!("- Goal file: {n}\n"));
             }
             self.note(&e)?;
         }
@@ -394,6 +406,9 @@ impl Runner<'_, '_> {
                 Tier::Heavy => context["criterion"] = json!(ids[0]),
                 Tier::Light => context["criteria"] = json!(ids),
             }
+            // The engine's records as they are before the agent runs (A5: the agent works in
+            // the repository, and the goal directory is usually inside it).
+            let kept = self.keep_records();
             let outcome = self
                 .env
                 .dispatcher
@@ -412,6 +427,34 @@ impl Runner<'_, '_> {
             attempts_this_run += 1;
             let answer = outcome.output().and_then(|v| Answer::from_value(v).ok());
             let during = format!("attempt-{n}");
+            let tampered = self.check_records(&kept)?;
+            if !tampered.is_empty() {
+                for id in &ids {
+                    self.state.criteria.entry(id.clone()).or_default().attempts += 1;
+                }
+                self.state.attempt_log.push(AttemptRecord {
+                    n,
+                    run_id: run_id.clone(),
+                    targets: ids.clone(),
+                    dispatch_id: outcome.dispatch_id().to_string(),
+                    outcome: "records-tampered".into(),
+                    agent_status: answer.as_ref().map(|a| a.status.clone()),
+                    summary: answer.as_ref().map(|a| one_line(&a.summary, 300)),
+                    green_after: Vec::new(),
+                    observed: "not observed: the engine's records were changed".into(),
+                });
+                self.note(&format!(
+                    "- dispatch {}: the implementer changed the engine's records: {}\n- restored: {}\n",
+                    outcome.dispatch_id(),
+                    tampered.join(", "),
+                    kept.restorable()
+                ))?;
+                let detail = format!(
+                    "the implementer changed the engine's own records ({}) during attempt {n}; the notepad and the RED evidence were restored from the engine's copy. The failing-first proof and the notepad are the engine's, not the agent's: find why the agent wrote there, then run the goal again",
+                    tampered.join(", ")
+                );
+                return self.stop(GoalStatus::Blocked, StopReason::EvidenceTampered, detail, attempts_this_run, true);
+            }
             let mut receipt_lines = Vec::new();
             if let Some(a) = &answer {
                 for claim in &a.cleanup {
@@ -466,7 +509,10 @@ impl Runner<'_, '_> {
             });
             let mut entry = format!("- dispatch {}: {outcome_word}\n", outcome.dispatch_id());
             if let Some(a) = &answer {
-                entry.push_str(&format!("- agent says {}: {}\n", a.status, one_line(&a.summary, 300)));
+                match one_line(&a.summary, 300) {
+                    s if s.is_empty() => entry.push_str(&format!("- agent says {}\n", a.status)),
+                    s => entry.push_str(&format!("- agent says {}: {s}\n", a.status)),
+                }
                 for cl in &a.claims {
                     let seen = self
                         .state
@@ -529,7 +575,7 @@ impl Runner<'_, '_> {
                 );
             }
             if let Some(a) = &answer
-                && a.status == "blocked"
+                && a.is_blocked()
                 && ids.iter().any(|i| !self.is_green(i))
             {
                 let why = a.blocker.as_deref().filter(|b| !b.trim().is_empty()).unwrap_or(a.summary.as_str());
@@ -537,6 +583,63 @@ impl Runner<'_, '_> {
                 return self.stop(GoalStatus::Blocked, StopReason::AgentBlocked, detail, attempts_this_run, true);
             }
         }
+    }
+
+    /// Copies the notepad and every RED evidence file, and fingerprints every evidence file.
+    fn keep_records(&self) -> KeptRecords {
+        let dir = &self.env.dir;
+        let mut kept = KeptRecords {
+            notepad: std::fs::read(self.notepad.path()).ok(),
+            copies: BTreeMap::new(),
+            digests: BTreeMap::new(),
+        };
+        for rel in evidence_files(dir) {
+            if let Ok(bytes) = std::fs::read(dir.join(&rel)) {
+                kept.digests.insert(rel, digest(&bytes));
+            }
+        }
+        for cs in self.state.criteria.values() {
+            let Some(red) = &cs.red else { continue };
+            for rel in [Some(&red.evidence.json), red.evidence.stdout.as_ref(), red.evidence.stderr.as_ref()]
+                .into_iter()
+                .flatten()
+            {
+                if let Ok(bytes) = std::fs::read(dir.join(rel)) {
+                    kept.copies.insert(rel.clone(), bytes);
+                }
+            }
+        }
+        kept
+    }
+
+    /// Compares the records with what [`Self::keep_records`] kept; restores the notepad and the
+    /// RED evidence where they changed; returns what changed (relative to the goal directory).
+    fn check_records(&self, kept: &KeptRecords) -> Result<Vec<String>, UltraError> {
+        let dir = &self.env.dir;
+        let mut changed = Vec::new();
+        let pad = self.notepad.path();
+        if let Some(before) = &kept.notepad
+            && std::fs::read(pad).ok().as_deref() != Some(before.as_slice())
+        {
+            changed.push("notepad.md".to_string());
+            work_runtime::fsx::write_atomic(pad, before).map_err(werr(pad))?;
+        }
+        let now: BTreeMap<String, String> = evidence_files(dir)
+            .into_iter()
+            .filter_map(|rel| std::fs::read(dir.join(&rel)).ok().map(|b| (rel, digest(&b))))
+            .collect();
+        let names: BTreeSet<&String> = kept.digests.keys().chain(now.keys()).collect();
+        for rel in names {
+            if kept.digests.get(rel) == now.get(rel) {
+                continue;
+            }
+            changed.push(rel.clone());
+            if let Some(bytes) = kept.copies.get(rel) {
+                let p = dir.join(rel);
+                work_runtime::fsx::write_atomic(&p, bytes).map_err(werr(&p))?;
+            }
+        }
+        Ok(changed)
     }
 
     fn is_green(&self, id: &str) -> bool {
@@ -581,24 +684,63 @@ impl Runner<'_, '_> {
             .collect()
     }
 
+    /// Failed cleanup receipts that still hold, one line each. A receipt is re-checked where
+    /// it can be (a path still there, a pid still running, a later receipt for the same
+    /// resource); one that cannot be re-checked holds for the run that made it.
     fn leftovers(&self) -> Vec<String> {
+        let all = &self.receipts.receipts;
         let mut out = Vec::new();
-        for id in &self.cleanup_failed {
-            out.push(format!("the cleanup command of `{id}` failed"));
-        }
         let mut seen = BTreeSet::new();
-        for r in &self.receipts.receipts {
-            if r.source != ReceiptSource::Agent || r.verified == Some(true) {
-                continue;
-            }
-            if let Some(p) = &r.path
-                && seen.insert(p.clone())
-                && path_present(&self.env.run.root, p)
+        // Latest first: a resource failed several times is named by its latest receipt.
+        for r in all.iter().rev().filter(|r| r.verified == Some(false)) {
+            let still = recheck(&self.env.run.root, r, all).unwrap_or(r.run_id == self.env.run.run_id);
+            if still
+                && seen.insert((
+                    r.source == ReceiptSource::Agent,
+                    r.criterion.clone(),
+                    r.resource.clone(),
+                    r.path.clone(),
+                    r.pids.clone(),
+                ))
             {
-                out.push(format!("`{p}` still exists"));
+                out.push(leftover_line(&self.env.run.root, r));
             }
         }
+        out.reverse();
         out
+    }
+
+    /// The self-review's receipts line: counts, and every failed receipt by name.
+    fn receipts_review(&self) -> String {
+        let all = &self.receipts.receipts;
+        let ok = all.iter().filter(|r| r.verified == Some(true)).count();
+        let unchecked = all.iter().filter(|r| r.verified.is_none()).count();
+        let failed: Vec<String> = all
+            .iter()
+            .filter(|r| r.verified == Some(false))
+            .map(|r| {
+                let by_later = r.path.is_none() && r.pids.is_empty();
+                let now = match (recheck(&self.env.run.root, r, all), by_later) {
+                    (Some(true), false) => "still there",
+                    (Some(false), false) => "gone since",
+                    (Some(true), true) => "failed again later",
+                    (Some(false), true) => "succeeded later",
+                    (None, _) if r.run_id == self.env.run.run_id => "holds for this run",
+                    (None, _) => "from an earlier run",
+                };
+                format!("#{} {}: {} — {now}", r.seq, r.resource, r.check)
+            })
+            .collect();
+        let named = if failed.is_empty() {
+            String::new()
+        } else {
+            let shown: Vec<&str> = failed.iter().rev().take(6).rev().map(String::as_str).collect();
+            format!(" ({}{})", if failed.len() > shown.len() { "…; " } else { "" }, shown.join("; "))
+        };
+        format!(
+            "- cleanup receipts: {ok} verified, {} failed{named}, {unchecked} recorded as claims (receipts.json)\n",
+            failed.len()
+        )
     }
 
     fn header(&self) -> String {
@@ -632,17 +774,24 @@ impl Runner<'_, '_> {
         s.push_str("\n## Success criteria + QA scenarios\n");
         for c in &g.criteria {
             s.push_str(&format!(
-                "- `{}` ({}): `{}` — PASS when {} — evidence: {} — max attempts {} per run{}\n",
+                "- `{}` ({}): `{}` — PASS when {} — evidence: {}{} — max attempts {} per run{}\n",
                 c.id,
                 c.kind.as_str(),
                 c.scenario,
                 c.pass.describe(),
                 c.evidence.iter().map(|e| e.as_str()).collect::<Vec<_>>().join(", "),
+                c.evidence_note.as_deref().map(|n| format!(" (written: \"{n}\")")).unwrap_or_default(),
                 c.max_attempts,
                 c.cleanup.as_deref().map(|x| format!(" — cleanup: `{x}`")).unwrap_or_default()
             ));
         }
         s.push_str(&format!("\n## Stop line\n{}\n", g.stop_line));
+        if !g.notes.is_empty() {
+            s.push_str("\n## Findings (goal file)\n");
+            for n in &g.notes {
+                s.push_str(&format!("- {n}\n"));
+            }
+        }
         s
     }
 
@@ -655,7 +804,7 @@ impl Runner<'_, '_> {
         dispatched: bool,
     ) -> Result<Outcome, UltraError> {
         let mut e = String::new();
-        if status == GoalStatus::Done {
+        if status == GoalStatus::Done || reason == StopReason::LeftoverState {
             e.push_str(&format!("\n## {} — Self-review\n", self.now()));
             for c in &self.goal.criteria {
                 let st = self.state.criteria.get(&c.id);
@@ -670,12 +819,7 @@ impl Runner<'_, '_> {
                     last.map(|r| r.evidence.json.as_str()).unwrap_or("-"),
                 ));
             }
-            let (ok, unchecked) = self.receipts.receipts.iter().fold((0, 0), |(o, u), r| match r.verified {
-                Some(true) => (o + 1, u),
-                None => (o, u + 1),
-                Some(false) => (o, u),
-            });
-            e.push_str(&format!("- cleanup receipts: {ok} verified, {unchecked} recorded as claims (receipts.json)\n"));
+            e.push_str(&self.receipts_review());
             e.push_str(&format!("- tier held: {} — {}\n", self.goal.tier.as_str(), self.goal.tier_justification));
         }
         e.push_str(&format!("\n## {} — Stop: {} ({})\n{}\n", self.now(), status.as_str(), reason.as_str(), detail));
@@ -693,7 +837,9 @@ impl Runner<'_, '_> {
     async fn observe(&mut self, c: &Criterion, label: &str) -> Result<ObsRecord, UltraError> {
         let run = self.env.run;
         let timeout = Duration::from_secs(c.timeout_secs);
-        let obs = observe::run_shell(&run.spawner, &c.scenario, &run.root, timeout).await;
+        self.scenario_runs += 1;
+        let marker = format!("{}.{}.{}.{}", run.run_id, c.id, label, self.scenario_runs);
+        let obs = observe::run_marked(&run.spawner, &c.scenario, &run.root, timeout, Some(&marker)).await;
         let verdict = observe::evaluate(&c.pass, &obs);
         let rel_dir = format!("evidence/{}", c.id);
         let mut paths = EvidencePaths { json: format!("{rel_dir}/{label}.json"), stdout: None, stderr: None };
@@ -713,13 +859,8 @@ impl Runner<'_, '_> {
         // The paired teardown, run right after the scenario.
         let cleanup = match &c.cleanup {
             Some(cmd) => {
-                let o = observe::run_shell(&run.spawner, cmd, &run.root, timeout).await;
+                let o = observe::run_marked(&run.spawner, cmd, &run.root, timeout, Some(&marker)).await;
                 let ok = o.exit_code == Some(0);
-                if ok {
-                    self.cleanup_failed.remove(&c.id);
-                } else {
-                    self.cleanup_failed.insert(c.id.clone());
-                }
                 self.receipt(
                     ReceiptSource::Engine,
                     label,
@@ -730,22 +871,60 @@ impl Runner<'_, '_> {
                         verified: Some(ok),
                         check: o.describe_end(),
                         path: None,
+                        pids: Vec::new(),
                     },
                 );
                 Some(json!({"command": cmd, "end": o.describe_end(), "exit_code": o.exit_code}))
             }
             None => None,
         };
+        // The spawner killed the scenario's process group; a process that left the group
+        // (`setsid`, a double fork) is found by the marker in its environment, killed, and
+        // checked gone. Only then is the receipt verified.
+        let swept = observe::sweep(&marker).await;
+        let list = |pids: &[i64]| pids.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+        let (action, check) = if swept.escaped.is_empty() {
+            (
+                "process group killed by the spawner when the scenario ended".to_string(),
+                format!("scenario {}; no process of it outlived it", obs.describe_end()),
+            )
+        } else if swept.survivors.is_empty() {
+            (
+                format!(
+                    "process group killed by the spawner; escaped processes killed by the engine ({})",
+                    list(&swept.escaped)
+                ),
+                format!(
+                    "scenario {}; {} escaped process(es) outlived it (pid {}): killed, checked gone",
+                    obs.describe_end(),
+                    swept.escaped.len(),
+                    list(&swept.escaped)
+                ),
+            )
+        } else {
+            (
+                format!(
+                    "process group killed by the spawner; escaped processes sent SIGKILL ({})",
+                    list(&swept.escaped)
+                ),
+                format!(
+                    "scenario {}; escaped process(es) still running after SIGKILL: pid {}",
+                    obs.describe_end(),
+                    list(&swept.survivors)
+                ),
+            )
+        };
         self.receipt(
             ReceiptSource::Engine,
             label,
             Some(&c.id),
             ReceiptParts {
-                resource: format!("process group of scenario `{}`", c.id),
-                action: "killed by the spawner when the scenario ended".into(),
-                verified: Some(true),
-                check: format!("scenario {}", obs.describe_end()),
+                resource: format!("processes of scenario `{}`", c.id),
+                action,
+                verified: Some(swept.survivors.is_empty()),
+                check,
                 path: None,
+                pids: swept.survivors.clone(),
             },
         );
         let fingerprint = obs.fingerprint();
@@ -815,19 +994,45 @@ pub struct ReceiptParts {
     pub check: String,
     /// The claimed path, when there is one.
     pub path: Option<String>,
+    /// Processes that must no longer run (re-checked at the end of the run).
+    pub pids: Vec<i64>,
 }
 
-fn path_present(root: &Path, p: &str) -> bool {
-    let abs = if Path::new(p).is_absolute() {
-        PathBuf::from(p)
+/// Whether a claimed-removed path is still there; `None` when it cannot be checked (a
+/// relative path that escapes the repository root).
+fn path_present(root: &Path, p: &str) -> Option<bool> {
+    let abs = if Path::new(p).is_absolute() { PathBuf::from(p) } else { work_runtime::fsx::confine(root, p).ok()? };
+    Some(std::fs::symlink_metadata(abs).is_ok())
+}
+
+/// Re-checks a failed receipt now: `Some(true)` what it names is still there, `Some(false)`
+/// it is gone, `None` it cannot be re-checked.
+fn recheck(root: &Path, r: &Receipt, all: &[Receipt]) -> Option<bool> {
+    if let Some(p) = &r.path {
+        return path_present(root, p);
+    }
+    if !r.pids.is_empty() {
+        return Some(r.pids.iter().any(|&p| observe::pid_running(p)));
+    }
+    // A later receipt for the same resource (a criterion's cleanup command run again) decides.
+    all.iter()
+        .rfind(|l| l.seq > r.seq && l.source == r.source && l.criterion == r.criterion && l.resource == r.resource)
+        .map(|l| l.verified != Some(true))
+}
+
+fn leftover_line(root: &Path, r: &Receipt) -> String {
+    let what = if let Some(p) = &r.path {
+        if path_present(root, p) == Some(true) { format!("`{p}` still exists") } else { r.check.clone() }
+    } else if !r.pids.is_empty() {
+        let running: Vec<String> =
+            r.pids.iter().filter(|&&p| observe::pid_running(p)).map(|p| format!("pid {p} still runs")).collect();
+        if running.is_empty() { r.check.clone() } else { running.join(", ") }
+    } else if r.resource.starts_with("cleanup of scenario") {
+        format!("the cleanup command failed ({})", r.check)
     } else {
-        match work_runtime::fsx::confine(root, p) {
-            Ok(a) => a,
-            // Not checkable inside the root: treated as still there (never as torn down).
-            Err(_) => return true,
-        }
+        r.check.clone()
     };
-    std::fs::symlink_metadata(abs).is_ok()
+    format!("{what} ({}, receipt #{})", r.resource, r.seq)
 }
 
 /// Checks an agent's cleanup claim: a path must be gone (relative paths are confined to the
@@ -840,6 +1045,7 @@ pub fn verify_cleanup(root: &Path, claim: &CleanupClaim) -> ReceiptParts {
         verified: None,
         check: "no path or pid to check: recorded as a claim".into(),
         path: None,
+        pids: Vec::new(),
     };
     if let Some(p) = claim.path.as_deref().map(str::trim).filter(|p| !p.is_empty()) {
         parts.path = Some(p.to_string());
@@ -850,7 +1056,7 @@ pub fn verify_cleanup(root: &Path, claim: &CleanupClaim) -> ReceiptParts {
             parts.check = format!("path refused: {e}");
             return parts;
         }
-        if path_present(root, p) {
+        if path_present(root, p) != Some(false) {
             parts.verified = Some(false);
             parts.check = format!("`{p}` still exists");
         } else {
@@ -858,12 +1064,12 @@ pub fn verify_cleanup(root: &Path, claim: &CleanupClaim) -> ReceiptParts {
             parts.check = format!("`{p}` is gone");
         }
     } else if let Some(pid) = claim.pid {
+        parts.pids = vec![pid];
         if pid <= 0 || pid > i64::from(i32::MAX) {
             parts.verified = Some(false);
             parts.check = format!("pid {pid} is not a process id");
-        } else if !Path::new("/proc/self").exists() {
-            parts.check = format!("pid {pid}: no /proc here to check: recorded as a claim");
-        } else if Path::new("/proc").join(pid.to_string()).exists() {
+            parts.pids.clear();
+        } else if observe::pid_running(pid) {
             parts.verified = Some(false);
             parts.check = format!("pid {pid} still runs");
         } else {
@@ -872,6 +1078,52 @@ pub fn verify_cleanup(root: &Path, claim: &CleanupClaim) -> ReceiptParts {
         }
     }
     parts
+}
+
+/// The engine's records as they were before a dispatch.
+struct KeptRecords {
+    /// The notepad's bytes.
+    notepad: Option<Vec<u8>>,
+    /// Copies of the RED evidence files (relative path → bytes): restored when changed.
+    copies: BTreeMap<String, Vec<u8>>,
+    /// sha256 of every evidence file (relative path → hex).
+    digests: BTreeMap<String, String>,
+}
+
+impl KeptRecords {
+    fn restorable(&self) -> String {
+        let mut v = Vec::new();
+        if self.notepad.is_some() {
+            v.push("notepad.md".to_string());
+        }
+        v.extend(self.copies.keys().cloned());
+        v.join(", ")
+    }
+}
+
+fn digest(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Every file under `<dir>/evidence/`, relative to `dir` (`evidence/<criterion>/<label>.*`),
+/// sorted. Links are not followed.
+fn evidence_files(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![PathBuf::from("evidence")];
+    while let Some(rel) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(dir.join(&rel)) else { continue };
+        for e in entries.flatten() {
+            let r = rel.join(e.file_name());
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(r),
+                Ok(_) => out.push(r.to_string_lossy().into_owned()),
+                Err(_) => {}
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 fn verdict_word(pass: bool) -> &'static str {

@@ -9,7 +9,9 @@
 //! - dispatches the implementer (workspace-write) with the seed's brief, then re-runs every
 //!   scenario itself: a criterion is green only by the engine's observation, never a claim;
 //! - stops on the seed's rules: all green (after a final full pass), the identical failure
-//!   twice in a row, attempts exhausted, an agent blocker, leftover state;
+//!   twice in a row, attempts exhausted, an agent blocker, leftover state (any failed cleanup
+//!   receipt that still holds, including a scenario process that escaped its group and could
+//!   not be killed), and the agent changing the engine's own records (`evidence-tampered`);
 //! - keeps `state.json`, the append-only `notepad.md`, `receipts.json` (cleanup receipts,
 //!   verified where a path or pid can be checked) and `evidence/<criterion>/<label>.*` under
 //!   `<state>/goals/<goal-id>/` ([`state`]).

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::time::Duration;
-use work_runtime::spawn::Spawner;
+use work_runtime::spawn::{ProcessSpec, Spawner};
 
 /// What one scenario run showed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -120,10 +120,30 @@ fn capped(bytes: &[u8]) -> (String, bool) {
     }
 }
 
+/// The environment variable that marks every process a scenario starts (and every process
+/// those start, unless one clears its environment): [`sweep`] finds them by it, also the ones
+/// that left the scenario's process group (`setsid`, a double fork).
+pub const MARKER_VAR: &str = "WORK_ULTRA_SCENARIO";
+
 /// Runs `sh -c <command>` in `root` through the runtime's spawner (its process group is killed
 /// when it ends or times out) and observes it.
 pub async fn run_shell(spawner: &Spawner, command: &str, root: &Path, timeout: Duration) -> Observation {
-    match spawner.shell(command, root, Some(timeout)).await {
+    run_marked(spawner, command, root, timeout, None).await
+}
+
+/// [`run_shell`], with `marker` in [`MARKER_VAR`] of the process and its descendants.
+pub async fn run_marked(
+    spawner: &Spawner,
+    command: &str,
+    root: &Path,
+    timeout: Duration,
+    marker: Option<&str>,
+) -> Observation {
+    let mut spec = ProcessSpec::shell(command, root).with_timeout(Some(timeout));
+    if let Some(m) = marker {
+        spec = spec.with_env(MARKER_VAR, m);
+    }
+    match spawner.run(&spec).await {
         Ok(out) => {
             let (stdout, t1) = capped(&out.stdout);
             let (stderr, t2) = capped(&out.stderr);
@@ -139,6 +159,87 @@ pub async fn run_shell(spawner: &Spawner, command: &str, root: &Path, timeout: D
         }
         Err(e) => Observation { spawn_error: Some(e.to_string()), ..Observation::default() },
     }
+}
+
+/// Whether a process runs: it exists and is not a zombie (a killed process whose parent has
+/// not reaped it yet is gone for every purpose here).
+pub fn pid_running(pid: i64) -> bool {
+    let Ok(pid) = i32::try_from(pid) else { return false };
+    if pid <= 0 {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state is the first field after the command name, which is in parentheses.
+        Ok(stat) => {
+            !matches!(stat.rsplit(')').next().map(str::trim_start).and_then(|r| r.chars().next()), Some('Z' | 'X'))
+        }
+        Err(_) if Path::new("/proc/self/stat").exists() => false,
+        Err(_) => work_runtime::fsx::process_alive(pid),
+    }
+}
+
+/// The running processes whose environment holds `MARKER_VAR=marker` (never this process).
+pub fn marked_processes(marker: &str) -> Vec<i64> {
+    let needle = format!("{MARKER_VAR}={marker}");
+    let me = i64::from(std::process::id());
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let mut found: Vec<i64> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i64>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|kv| kv == needle.as_bytes()))
+        })
+        .filter(|&pid| pid_running(pid))
+        .collect();
+    found.sort_unstable();
+    found
+}
+
+/// What [`sweep`] found.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Sweep {
+    /// Marked processes still running after the scenario (and its cleanup) ended: they left
+    /// the process group the spawner killed.
+    pub escaped: Vec<i64>,
+    /// Those still running after being killed.
+    pub survivors: Vec<i64>,
+}
+
+/// Finds every process still running with `marker` (see [`MARKER_VAR`]), kills it (SIGKILL)
+/// and checks that it is gone. Bounded: gives up waiting after about two seconds, and what
+/// still runs then is reported in [`Sweep::survivors`].
+pub async fn sweep(marker: &str) -> Sweep {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let mut escaped: Vec<i64> = Vec::new();
+    // A process may start another while it is being killed: a few rounds.
+    for _ in 0..5 {
+        let found = marked_processes(marker);
+        if found.is_empty() {
+            break;
+        }
+        for &pid in &found {
+            if let Ok(p) = i32::try_from(pid) {
+                let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
+            }
+            if !escaped.contains(&pid) {
+                escaped.push(pid);
+            }
+        }
+        for _ in 0..100 {
+            if !found.iter().any(|&p| pid_running(p)) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    escaped.sort_unstable();
+    let mut survivors: Vec<i64> = escaped.iter().copied().filter(|&p| pid_running(p)).collect();
+    survivors.extend(marked_processes(marker).into_iter().filter(|p| !escaped.contains(p)));
+    survivors.sort_unstable();
+    survivors.dedup();
+    Sweep { escaped, survivors }
 }
 
 #[cfg(test)]
@@ -178,6 +279,20 @@ mod tests {
         assert_eq!(obs(1, "a").fingerprint(), obs(1, "a").fingerprint());
         assert_ne!(obs(1, "a").fingerprint(), obs(2, "a").fingerprint());
         assert_ne!(obs(1, "a").fingerprint(), obs(1, "b").fingerprint());
+    }
+
+    #[tokio::test]
+    async fn a_process_that_left_the_scenario_group_is_found_and_killed() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let marker = format!("unit-{}", std::process::id());
+        let script = "python3 -c \"import subprocess; p = subprocess.Popen(['sleep', '60'], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); print(p.pid)\"";
+        let o = run_marked(&Spawner, script, dir.path(), Duration::from_secs(30), Some(&marker)).await;
+        let pid: i64 = o.stdout.trim().parse().expect("the leaked pid");
+        assert!(pid_running(pid), "the fixture leaked a process");
+        let s = sweep(&marker).await;
+        assert_eq!((s.escaped, s.survivors), (vec![pid], vec![]));
+        assert!(!pid_running(pid));
+        assert_eq!(sweep(&marker).await, Sweep::default(), "nothing is left to find");
     }
 
     #[tokio::test]

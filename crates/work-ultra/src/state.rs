@@ -227,6 +227,10 @@ pub struct Receipt {
     /// the end of the run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// Processes that must no longer run: an agent's claimed-killed pid, or a scenario's
+    /// escaped processes that outlived the engine's kill (re-checked at the end of the run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pids: Vec<i64>,
 }
 
 /// `receipts.json`.

@@ -72,25 +72,27 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
         other => other.map(str::to_string),
     };
     let ctx = Ctx::new(global)?;
-    let dir = state::goal_dir(&ctx.state_dir, &goal.id);
-    let existing = GoalState::load(&dir).map_err(CliError::bad)?;
-    let mut receipts = Receipts::load(&dir, &goal.id).map_err(CliError::bad)?;
-    if let Some(st) = &existing {
-        if st.tier == Tier::Heavy && goal.tier == Tier::Light {
-            return Err(CliError::bad(format!(
-                "run goal `{}` as LIGHT: it ran as HEAVY before and a tier only ratchets up (set tier = \"HEAVY\")",
-                goal.id
-            )));
-        }
-        if st.goal_id != goal.id {
-            return Err(CliError::bad(format!(
-                "read goal state `{}`: it belongs to goal `{}`",
-                dir.join("state.json").display(),
-                st.goal_id
-            )));
-        }
-    }
     let (role, agent) = ctx.resolve_agent("implementer", agent_flag.as_deref())?;
+    let dir = state::goal_dir(&ctx.state_dir, &goal.id);
+    // One run per goal at a time (a kernel flock, released when the process dies; the lock
+    // file is never deleted once a run has used it). Taken before the state is read, so a
+    // second run can neither read a state the first is about to change nor write over it.
+    let lock_path = dir.join("lock");
+    let fresh: Vec<PathBuf> =
+        [ctx.state_dir.clone(), ctx.state_dir.join("goals"), dir.clone()].into_iter().filter(|d| !d.exists()).collect();
+    let lock = work_runtime::fsx::LockFile::acquire(&lock_path).map_err(|e| {
+        remove_fresh(&lock_path, &fresh);
+        CliError::bad(format!("lock goal `{}`: {e}", goal.id))
+    })?;
+    let loaded = load_state(&dir, &goal);
+    let (existing, mut receipts) = match loaded {
+        Ok(l) => l,
+        Err(e) => {
+            drop(lock);
+            remove_fresh(&lock_path, &fresh);
+            return Err(e);
+        }
+    };
     let run = ctx.start_run("ultra", Budget::default(), Spent::default())?;
     let mut st = existing
         .unwrap_or_else(|| GoalState::new(&goal.id, &goal.objective, goal.tier, &shown, &run.clock.now_rfc3339()));
@@ -116,10 +118,45 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
     } else {
         print_human(&goal, &st, &outcome, &dir);
     }
+    drop(lock);
     Ok(match outcome.status {
         GoalStatus::Done => ExitStatus::Done,
         _ => ExitStatus::Unsuccessful,
     })
+}
+
+/// Reads the goal's earlier state and receipts and checks them against the goal.
+fn load_state(dir: &Path, goal: &Goal) -> Result<(Option<GoalState>, Receipts), CliError> {
+    let existing = GoalState::load(dir).map_err(CliError::bad)?;
+    let receipts = Receipts::load(dir, &goal.id).map_err(CliError::bad)?;
+    if let Some(st) = &existing {
+        if st.tier == Tier::Heavy && goal.tier == Tier::Light {
+            return Err(CliError::bad(format!(
+                "run goal `{}` as LIGHT: it ran as HEAVY before and a tier only ratchets up (set tier = \"HEAVY\")",
+                goal.id
+            )));
+        }
+        if st.goal_id != goal.id {
+            return Err(CliError::bad(format!(
+                "read goal state `{}`: it belongs to goal `{}`",
+                dir.join("state.json").display(),
+                st.goal_id
+            )));
+        }
+    }
+    Ok((existing, receipts))
+}
+
+/// Bad input after the lock was taken: leave nothing this call created (the lock file and
+/// the directories made for it; a directory is removed only when empty).
+fn remove_fresh(lock_path: &Path, fresh: &[PathBuf]) {
+    if fresh.is_empty() {
+        return;
+    }
+    let _ = std::fs::remove_file(lock_path);
+    for d in fresh.iter().rev() {
+        let _ = std::fs::remove_dir(d);
+    }
 }
 
 fn obs_json(dir: &Path, r: &ObsRecord) -> Value {
@@ -150,6 +187,7 @@ fn render(goal: &Goal, st: &GoalState, receipts: &Receipts, outcome: &Outcome, d
             let green = cs.and_then(|s| s.last.as_ref()).is_some_and(|r| r.pass);
             json!({
                 "id": c.id,
+                "name": c.name,
                 "kind": c.kind.as_str(),
                 "scenario": c.scenario,
                 "pass_when": c.pass.describe(),
@@ -171,6 +209,7 @@ fn render(goal: &Goal, st: &GoalState, receipts: &Receipts, outcome: &Outcome, d
         "tier": st.tier.as_str(),
         "tier_justification": goal.tier_justification,
         "stop_line": goal.stop_line,
+        "notes": goal.notes,
         "run_id": run_id,
         "runs": st.runs.len(),
         "attempts": st.attempts,

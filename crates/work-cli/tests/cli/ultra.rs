@@ -239,7 +239,14 @@ fn bad_goal_files_are_refused_with_one_line_and_nothing_written() {
         ),
         ("empty scenario", LIGHT.replace("scenario = \"sh greet.sh\"", "scenario = \"\""), "`scenario` is empty"),
         ("empty justification", LIGHT.replace("one script following a known pattern", ""), "tier_justification"),
-        ("heavy with one criterion", LIGHT.replace("\"LIGHT\"", "\"HEAVY\""), "HEAVY needs 3+"),
+        (
+            "a pass phrase outside the grammar",
+            LIGHT.replace(
+                "pass = { exit_code = 0, stdout_contains = \"hello, world\" }",
+                "pass = \"prints a greeting\"",
+            ),
+            "criterion `happy`: `pass`",
+        ),
         ("not toml", "objective = \n".to_string(), "parse goal"),
     ];
     for (what, text, needle) in cases {
@@ -387,4 +394,257 @@ print(json.dumps({"status": "blocked", "summary": "cannot", "claims": [], "clean
     assert_eq!(out["stop_reason"], "agent-blocked");
     assert_eq!(calls(&s), before + 1, "a blocked agent stops the run at once");
     assert!(out["stop_detail"].as_str().expect("detail").contains("needs a decision on the locale"));
+}
+
+/// A1: a goal written with the words of CONTRACTS §7 rather than the canonical keys: a `[goal]`
+/// wrapper, `goal_id`, a lower-case tier, `justification`, `stop_when`, `success_criteria`,
+/// `command`/`run`, `expect` as a phrase, `pass` as an exit code, `evidence` as a string or
+/// absent, criteria without ids.
+const TOLERANT: &str = r#"
+[goal]
+goal_id = "greet"
+objective = "greet.sh prints hello, world"
+tier = "light"
+justification = "one script following a known pattern"
+stop_when = "sh greet.sh prints hello, world"
+
+[[goal.success_criteria]]
+name = "happy path"
+command = "sh greet.sh"
+expect = 'exit code 0 and stdout contains "hello, world"'
+evidence = "stdout"
+
+[[goal.success_criteria]]
+run = "sh greet.sh extra"
+pass = 0
+"#;
+
+#[test]
+fn a_goal_in_the_contracts_own_words_runs_to_done() {
+    let s = Scenario::new();
+    s.write("GOAL.toml", TOLERANT);
+    let agent = s.agent("fixer.py", FIXER);
+    let out = s.run_json(&["ultra", "GOAL.toml", "--agent", &agent, "--json"], 0);
+    assert_eq!((out["goal_id"].as_str(), out["status"].as_str()), (Some("greet"), Some("DONE")));
+    assert_eq!(out["tier"], "LIGHT");
+    assert_eq!(out["tier_justification"], "one script following a known pattern");
+    assert_eq!(out["stop_line"], "sh greet.sh prints hello, world");
+    let ids: Vec<&str> =
+        out["criteria"].as_array().expect("criteria").iter().filter_map(|c| c["id"].as_str()).collect();
+    assert_eq!(ids, ["happy-path", "c2"], "ids default to a slug of the name, else c<n>");
+    let happy = criterion(&out, "happy-path");
+    assert_eq!(happy["pass_when"], "exit code = 0 and stdout contains \"hello, world\"");
+    assert_eq!((happy["red"]["verdict"].as_str(), happy["green"]["verdict"].as_str()), (Some("fail"), Some("pass")));
+    assert_eq!(read_path(&happy["green"]["evidence"]["stdout"]), "hello, world\n");
+    let c2 = criterion(&out, "c2");
+    assert_eq!(c2["pass_when"], "exit code = 0");
+    // No `evidence` given: stdout, stderr and the exit code are all captured.
+    assert!(read_path(&c2["red"]["evidence"]["stderr"]).contains("greet.sh"));
+    assert_eq!(read_path(&c2["green"]["evidence"]["stdout"]), "hello, world\n");
+}
+
+#[test]
+fn a_tolerant_goal_still_refuses_unknown_keys_and_phrases_by_name() {
+    let s = Scenario::new();
+    let agent = s.agent("fixer.py", FIXER);
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("unknown key in [goal]", TOLERANT.replace("tier = \"light\"", "tier = \"light\"\ncolour = 1"), "colour"),
+        ("unknown key in a criterion", TOLERANT.replace("run = ", "flavour = 1\nrun = "), "flavour"),
+        (
+            "a phrase outside the grammar",
+            TOLERANT.replace("pass = 0", "pass = \"it greets nicely\""),
+            "criterion `c2`: `pass` = \"it greets nicely\"",
+        ),
+        ("two spellings of one key", TOLERANT.replace("stop_when", "stop = \"x\"\nstop_line"), "duplicate"),
+        ("a tier that is no tier", TOLERANT.replace("\"light\"", "\"medium\""), "medium"),
+    ];
+    for (what, text, needle) in cases {
+        s.write("GOAL.toml", &text);
+        let (code, out, err) = s.run(&["ultra", "GOAL.toml", "--agent", &agent, "--json"]);
+        assert_eq!(code, 2, "{what}: exit code\n{err}");
+        assert_one_line_error(&err);
+        assert!(err.contains(needle), "{what}: {err}");
+        assert!(out.is_empty() && !s.path(".work").exists(), "{what}: something was written");
+    }
+}
+
+/// Whether a process runs (a zombie does not).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            !matches!(stat.rsplit(')').next().map(str::trim_start).and_then(|r| r.chars().next()), Some('Z' | 'X'))
+        }
+        Err(_) => false,
+    }
+}
+
+/// Kills the processes a test started (by pid), whatever the assertions say.
+fn kill(pids: &[i32]) {
+    for pid in pids {
+        #[expect(clippy::disallowed_methods, reason = "the test tears down the processes its fixtures leaked")]
+        let _ = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+}
+
+fn pids_in(s: &Scenario, rel: &str) -> Vec<i32> {
+    std::fs::read_to_string(s.path(rel)).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+#[test]
+fn a_claimed_killed_process_that_still_runs_blocks_done() {
+    let s = Scenario::new();
+    s.write("GOAL.toml", LIGHT);
+    let agent = s.agent(
+        "leaky.py",
+        r#"import subprocess
+bump('calls')
+p = subprocess.Popen(['sleep', '120'], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+open(state_path('pids'), 'a').write('%d\n' % p.pid)
+open('greet.sh', 'w').write('echo "hello, world"\n')
+print(json.dumps({"status": "done", "summary": "fixed", "claims": [], "cleanup": [{"resource": "qa server", "action": "kill", "pid": p.pid}]}))"#,
+    );
+    let (code, out, err) = s.run(&["ultra", "GOAL.toml", "--agent", &agent, "--json"]);
+    let pids = pids_in(&s, ".agent-state/pids");
+    kill(&pids);
+    assert_eq!(pids.len(), 1, "{err}");
+    let out: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(out["stop_reason"], "leftover-state");
+    assert_eq!(criterion(&out, "happy")["status"], "green");
+    let pid = pids[0];
+    assert!(out["stop_detail"].as_str().expect("detail").contains(&format!("pid {pid} still runs")), "{out}");
+    let pad = s.read(".work/goals/greet/notepad.md");
+    let review = pad.lines().find(|l| l.starts_with("- cleanup receipts:")).unwrap_or_else(|| panic!("{pad}"));
+    assert!(review.contains("1 failed") && review.contains(&format!("pid {pid}")), "{review}");
+}
+
+#[test]
+fn a_process_a_scenario_detaches_is_found_and_killed_by_the_engine() {
+    let s = Scenario::new();
+    s.write(
+        ".agents/leak.py",
+        "import os, subprocess\nos.makedirs('.agent-state', exist_ok=True)\n\
+         p = subprocess.Popen(['sleep', '120'], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n\
+         open('.agent-state/leaks', 'a').write('%d\\n' % p.pid)\n",
+    );
+    s.write(
+        "GOAL.toml",
+        &LIGHT.replace("scenario = \"sh greet.sh\"", "scenario = \"python3 .agents/leak.py && sh greet.sh\""),
+    );
+    let agent = s.agent("fixer.py", FIXER);
+    let (code, out, err) = s.run(&["ultra", "GOAL.toml", "--agent", &agent, "--json"]);
+    let leaks = pids_in(&s, ".agent-state/leaks");
+    let survivors: Vec<i32> = leaks.iter().copied().filter(|p| alive(*p)).collect();
+    kill(&survivors);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(leaks.len(), 3, "red, attempt-1 and green each leaked one");
+    assert!(survivors.is_empty(), "the scenario's detached processes {survivors:?} outlived it");
+    let receipts = s.read_json(".work/goals/greet/receipts.json");
+    let killed: Vec<&Value> = receipts["receipts"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter(|r| r["source"] == "engine" && r["check"].as_str().is_some_and(|c| c.contains("escaped")))
+        .collect();
+    assert_eq!(killed.len(), 3, "{receipts}");
+    assert!(killed.iter().all(|r| r["verified"] == true), "{receipts}");
+}
+
+#[test]
+fn a_second_concurrent_run_of_one_goal_is_refused() {
+    let s = Scenario::new();
+    s.write("GOAL.toml", LIGHT);
+    // The first call waits for `go`; any later call (a second run) answers at once.
+    let agent = s.agent(
+        "slow.py",
+        r#"n = bump('calls')
+if n == 1:
+    open(state_path('started'), 'w').write('1')
+    while not os.path.exists(state_path('go')):
+        time.sleep(0.05)
+open('greet.sh', 'w').write('echo "hello, world"\n')
+print(json.dumps({"status": "done", "summary": "wrote greet.sh", "claims": [], "cleanup": []}))"#,
+    );
+    struct Release<'a>(&'a Scenario, std::process::Child);
+    impl Drop for Release<'_> {
+        fn drop(&mut self) {
+            let _ = std::fs::write(self.0.path(".agent-state/go"), "1");
+            let _ = self.1.kill();
+            let _ = self.1.wait();
+        }
+    }
+    #[expect(clippy::disallowed_methods, reason = "the test needs a first run still going while a second starts")]
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
+        .args(["ultra", "GOAL.toml", "--agent", &agent, "--json"])
+        .current_dir(s.root())
+        .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn work");
+    let mut first = Release(&s, child);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !s.path(".agent-state/started").exists() {
+        assert!(std::time::Instant::now() < deadline, "the first run never dispatched");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pad = std::fs::read(s.path(".work/goals/greet/notepad.md")).expect("notepad");
+    let runs = std::fs::read_dir(s.path(".work/runs")).expect("runs").count();
+
+    let (code, out, err) = s.run(&["ultra", "GOAL.toml", "--agent", &agent, "--json"]);
+    assert_eq!(code, 2, "the second run must not run\n{out}\n{err}");
+    assert_one_line_error(&err);
+    assert!(err.contains("held by another run"), "{err}");
+    assert!(out.is_empty());
+    assert_eq!(calls(&s), 1, "the second run dispatched");
+    assert_eq!(std::fs::read(s.path(".work/goals/greet/notepad.md")).expect("notepad"), pad);
+    assert_eq!(std::fs::read_dir(s.path(".work/runs")).expect("runs").count(), runs, "the second run started a run");
+
+    std::fs::write(s.path(".agent-state/go"), "1").expect("go");
+    let status = first.1.wait().expect("wait");
+    assert_eq!(status.code(), Some(0));
+    assert!(s.path(".work/goals/greet/lock").exists(), "the lock file is kept");
+}
+
+#[test]
+fn an_agent_that_rewrites_the_notepad_or_the_red_evidence_is_caught() {
+    let s = Scenario::new();
+    s.write("GOAL.toml", LIGHT);
+    let agent = s.agent(
+        "forger.py",
+        r#"bump('calls')
+open(state_path('pad-before'), 'w').write(open('.work/goals/greet/notepad.md').read())
+open('.work/goals/greet/notepad.md', 'w').write('# rewritten\n')
+open('.work/goals/greet/evidence/happy/red.json', 'w').write('{}')
+open('greet.sh', 'w').write('echo "hello, world"\n')
+print(json.dumps({"status": "done", "summary": "fixed", "claims": [], "cleanup": []}))"#,
+    );
+    let out = s.run_json(&["ultra", "GOAL.toml", "--agent", &agent, "--json"], 1);
+    assert_eq!(out["status"], "BLOCKED");
+    assert_eq!(out["stop_reason"], "evidence-tampered");
+    let detail = out["stop_detail"].as_str().expect("detail");
+    assert!(detail.contains("notepad.md") && detail.contains("evidence/happy/red.json"), "{detail}");
+    // The engine's records are restored: the notepad keeps its earlier bytes, RED its proof.
+    let before = s.read(".agent-state/pad-before");
+    let pad = s.read(".work/goals/greet/notepad.md");
+    assert!(pad.starts_with(&before) && !pad.contains("# rewritten"), "{pad}");
+    assert!(pad.contains("Stop: BLOCKED (evidence-tampered)"), "{pad}");
+    let red = s.read_json(".work/goals/greet/evidence/happy/red.json");
+    assert_eq!(red["verdict"], "fail");
+}
+
+#[test]
+fn a_minimal_answer_is_read_once_not_retried() {
+    let s = Scenario::new();
+    s.write("GOAL.toml", LIGHT);
+    let agent = s.agent(
+        "terse.py",
+        r#"bump('calls')
+open('greet.sh', 'w').write('echo "hello, world"\n')
+print(json.dumps({"status": "done"}))"#,
+    );
+    let out = s.run_json(&["ultra", "GOAL.toml", "--agent", &agent, "--json"], 0);
+    assert_eq!(out["status"], "DONE");
+    assert_eq!(calls(&s), 1, "a valid minimal answer was dispatched again");
+    assert!(s.read(".work/goals/greet/notepad.md").contains("agent says done"));
 }
