@@ -4,7 +4,7 @@
 
 use crate::prompts::{self, ADJUDICATOR, DRAFTER, IMPLEMENTER, QUALITY, REVIEWER};
 use crate::risk::{self, ReviewMode};
-use crate::state::{Fix, ReviewerOutcome, Revision, RunnerState, STATE_FILE, UnitFinding};
+use crate::state::{Fix, InFlight, PendingDecision, ReviewerOutcome, Revision, RunnerState, STATE_FILE, UnitFinding};
 use crate::verdict::{self, Facts, Target, Verdict, VerdictState};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -40,9 +40,12 @@ pub enum HumanInput {
     /// None: stop at a human gate.
     #[default]
     None,
-    /// `--approve`: the merge decision at CODE-HUMAN-GATE (fires `done`).
+    /// `--approve`: the person's approval at the gate the run waits at — the spec or plan gate
+    /// (the status line becomes Approved), the merge gate (fires `done`), or a review stop that
+    /// waits for a decision (the findings in question are accepted as residual risk).
     Approve,
-    /// `--reject TEXT`: spec-rejected / plan-rejected / blocker-applied with what to change.
+    /// `--reject TEXT`: spec-rejected / plan-rejected / blocker-applied with what to change, or
+    /// at a review stop that waits for a decision, the findings in question sustained.
     Reject(String),
 }
 
@@ -57,7 +60,8 @@ pub struct Settings {
     pub review_mode: Option<ReviewMode>,
     /// The gates in order (`lint`, `typecheck`, `test`), name and command.
     pub gates: Vec<(String, String)>,
-    /// Timeout of each gate command.
+    /// Timeout of each gate command ([`gate_timeout`] gives the default); a gate that runs
+    /// past it is red ("timed out after Ns").
     pub gate_timeout: Option<Duration>,
     /// Retry caps for a new cohort.
     pub caps: Caps,
@@ -159,17 +163,21 @@ pub fn preflight(root: &Path, s: &Settings) -> Result<SpecDir, LoopError> {
                     st.mode
                 )));
             }
-            let gate_ok = match &s.human {
-                HumanInput::None => true,
-                HumanInput::Approve => st.state == State::CodeHumanGate.name(),
-                HumanInput::Reject(_) => [State::SpecHumanGate, State::PlanHumanGate, State::CodeHumanGate]
-                    .iter()
-                    .any(|g| g.name() == st.state),
-            };
-            if !gate_ok {
+            // A person decides at a human gate, or at a review stop that waits for a decision
+            // (review stasis, an undecided adjudication).
+            let waits_for_decision = runner.as_ref().is_some_and(|r| {
+                r.run_id == st.run_id
+                    && r.pending_decision.as_ref().is_some_and(|p| {
+                        (p.phase == "code" && st.state == State::CodeReview.name())
+                            || (p.phase == "spec-plan" && st.state == State::SpecPlanReview.name())
+                    })
+            });
+            let at_gate =
+                [State::SpecHumanGate, State::PlanHumanGate, State::CodeHumanGate].iter().any(|g| g.name() == st.state);
+            if s.human != HumanInput::None && !at_gate && !waits_for_decision {
                 let flag = if s.human == HumanInput::Approve { "--approve" } else { "--reject" };
                 return Err(LoopError::bad(format!(
-                    "use {flag}: the run in `{}` is at {}, not at a human gate that takes it",
+                    "use {flag}: the run in `{}` is at {}, not at a human gate or a review stop that waits for a decision",
                     sd.rel(),
                     st.state
                 )));
@@ -273,6 +281,8 @@ pub fn merge_adjudication(report: &Value, answer: &Value) -> Value {
 struct Adjudicated {
     outcome: ReviewerOutcome,
     sustained: Vec<Value>,
+    /// Indeterminate or unadjudicated findings (an undecided adjudication).
+    undecided: Vec<Value>,
     fingerprints: Vec<String>,
 }
 
@@ -288,6 +298,10 @@ impl Round {
         self.results.iter().flat_map(|r| r.sustained.clone()).collect()
     }
 
+    fn undecided(&self) -> Vec<Value> {
+        self.results.iter().flat_map(|r| r.undecided.clone()).collect()
+    }
+
     fn fingerprints(&self) -> Vec<String> {
         let mut f: Vec<String> = self.results.iter().flat_map(|r| r.fingerprints.clone()).collect();
         f.sort();
@@ -301,6 +315,63 @@ impl Round {
 }
 
 type Step = Result<Option<Report>, LoopError>;
+
+/// At most this many bytes of diff travel in a reviewer's context (then cut, with a note).
+pub const MAX_DIFF_BYTES: usize = 200_000;
+
+/// The gate timeout when work.toml sets none (`[timeouts].gate_secs`): a hanging suite is a red
+/// gate, never a driver that waits forever while it holds the spec directory's lock.
+pub const DEFAULT_GATE_SECS: u64 = 1800;
+
+/// The gate timeout for a configured value (`[timeouts].gate_secs`), [`DEFAULT_GATE_SECS`] when
+/// none is set.
+pub fn gate_timeout(configured_secs: Option<u64>) -> Duration {
+    Duration::from_secs(configured_secs.unwrap_or(DEFAULT_GATE_SECS))
+}
+
+/// Why a dispatch gave no usable answer.
+#[derive(Debug, Clone)]
+struct AskError {
+    /// A stop code that overrides the caller's (`state-tampered`, `read-only-violated`), or
+    /// `None` for a failed dispatch the caller names.
+    fatal: Option<&'static str>,
+    /// What happened.
+    message: String,
+}
+
+impl AskError {
+    fn failed(message: String) -> Self {
+        AskError { fatal: None, message }
+    }
+
+    fn fatal(code: &'static str, message: String) -> Self {
+        AskError { fatal: Some(code), message }
+    }
+
+    /// The stop code: the fatal one, else `fallback`.
+    fn code(&self, fallback: &str) -> String {
+        self.fatal.unwrap_or(fallback).to_string()
+    }
+}
+
+impl std::fmt::Display for AskError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Every file under `dir`, recursively (none when it does not exist).
+fn collect_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let p = e.path();
+        match e.file_type() {
+            Ok(t) if t.is_dir() => collect_files(&p, out),
+            Ok(_) => out.push(p),
+            Err(_) => {}
+        }
+    }
+}
 
 /// The loop over one spec directory.
 pub struct Driver {
@@ -483,14 +554,46 @@ impl Driver {
         self.report("paused", reason, message, Some(next))
     }
 
-    /// Hashes of the loop's own state files: no agent may change them.
+    /// Hashes of the loop's own state files and review artifacts: no agent may change them.
     fn state_files_digest(&self) -> Result<String, LoopError> {
         let mut all = String::new();
         for f in ["engine-state.json", "state.json", STATE_FILE] {
             all.push_str(&self.sd.read_optional(f)?.map(|t| sha256_hex(t.as_bytes())).unwrap_or_default());
             all.push('|');
         }
+        let mut files = Vec::new();
+        collect_files(&self.sd.dir().join("reviews"), &mut files);
+        files.sort();
+        for p in files {
+            let h = std::fs::read(&p).map(|b| sha256_hex(&b)).unwrap_or_else(|_| "<unreadable>".into());
+            all.push_str(&format!("{}={h}|", p.display()));
+        }
         Ok(all)
+    }
+
+    /// The state directory, repository-relative with a trailing `/`, when it lies inside the
+    /// repository.
+    fn state_prefix(&self) -> Option<String> {
+        self.run.state_dir.strip_prefix(&self.run.root).ok().map(|p| format!("{}/", p.display())).filter(|p| p != "/")
+    }
+
+    /// The whole working tree as git sees it (HEAD, then every changed or untracked path with
+    /// its content hash), the state directory aside: what a read-only dispatch must not change.
+    fn tree_state(&self) -> Result<BTreeMap<String, String>, LoopError> {
+        let mut m = BTreeMap::new();
+        m.insert("<HEAD>".to_string(), self.git.head_sha().unwrap_or_default());
+        let state_prefix = self.state_prefix();
+        for e in self.git.status().map_err(|e| LoopError::bad(e.to_string()))? {
+            if state_prefix.as_deref().is_some_and(|s| e.path.starts_with(s)) {
+                continue;
+            }
+            let h = match std::fs::read(self.run.root.join(&e.path)) {
+                Ok(b) => sha256_hex(&b),
+                Err(_) => "<absent>".into(),
+            };
+            m.insert(e.path, format!("{} {h}", e.code));
+        }
+        Ok(m)
     }
 
     async fn ask(
@@ -501,11 +604,16 @@ impl Driver {
         schema: Value,
         context: Value,
         label: &str,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, AskError> {
         let Some(rd) = self.roles.get(role) else {
-            return Err(format!("no agent is configured for role {role}"));
+            return Err(AskError::failed(format!("no agent is configured for role {role}")));
         };
-        let before = self.state_files_digest().map_err(|e| e.to_string())?;
+        let before = self.state_files_digest().map_err(|e| AskError::failed(e.to_string()))?;
+        let tree_before = if access == Access::ReadOnly {
+            Some(self.tree_state().map_err(|e| AskError::failed(e.to_string()))?)
+        } else {
+            None
+        };
         let spec = DispatchSpec {
             role: role.into(),
             model: rd.model.clone(),
@@ -517,38 +625,89 @@ impl Driver {
             label: label.into(),
         };
         let outcome = rd.dispatcher.dispatch(spec).await;
-        if self.state_files_digest().map_err(|e| e.to_string())? != before {
-            return Err(format!(
-                "{role} dispatch {} changed the loop's state files (engine-state.json, state.json, {STATE_FILE}); never edit them by hand",
-                outcome.dispatch_id()
-            ));
-        }
+        let id = outcome.dispatch_id().to_string();
+        self.guard(role, &id, &before, tree_before.as_ref())?;
         match outcome {
             DispatchOutcome::Ok { output, .. } => Ok(output),
-            other => Err(format!(
-                "{role} dispatch {} {}",
-                other.dispatch_id(),
+            other => Err(AskError::failed(format!(
+                "{role} dispatch {id} {}",
                 other.failure_reason().unwrap_or_else(|| "gave no answer".into())
-            )),
+            ))),
         }
     }
 
-    /// The working tree outside the spec directory and the state directory: path ⇒ content hash.
-    fn snapshot(&self) -> Result<BTreeMap<String, String>, LoopError> {
-        let paths = self.git.changed_paths().map_err(|e| LoopError::bad(e.to_string()))?;
-        let spec_prefix = format!("{}/", self.sd.rel());
-        let state_prefix = self
-            .run
-            .state_dir
-            .strip_prefix(&self.run.root)
-            .ok()
-            .map(|p| format!("{}/", p.display()))
-            .filter(|p| p != "/");
-        let mut m = BTreeMap::new();
-        for p in paths {
-            if p.starts_with(&spec_prefix) || state_prefix.as_deref().is_some_and(|s| p.starts_with(s)) {
-                continue;
+    /// After a dispatch (or a fan-out of them): the loop's state files and review artifacts
+    /// must be as they were, and a read-only dispatch must have left the tree as it was. Either
+    /// violation is fatal (BLOCKED, whatever the caller would do with a failed dispatch).
+    fn guard(
+        &self,
+        who: &str,
+        dispatch: &str,
+        state_before: &str,
+        tree_before: Option<&BTreeMap<String, String>>,
+    ) -> Result<(), AskError> {
+        if self.state_files_digest().map_err(|e| AskError::failed(e.to_string()))? != state_before {
+            return Err(AskError::fatal(
+                "state-tampered",
+                format!(
+                    "{who} dispatch {dispatch} changed the loop's state files (engine-state.json, state.json, {STATE_FILE} or reviews/ in `{}`); no agent may edit them: inspect and restore them before resuming",
+                    self.sd.rel()
+                ),
+            ));
+        }
+        if let Some(before) = tree_before {
+            let after = self.tree_state().map_err(|e| AskError::failed(e.to_string()))?;
+            if &after != before {
+                let mut changed: Vec<&String> =
+                    after.iter().filter(|(k, v)| before.get(*k) != Some(v)).map(|(k, _)| k).collect();
+                changed.extend(before.keys().filter(|k| !after.contains_key(*k)));
+                changed.sort();
+                changed.dedup();
+                let list = changed.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ");
+                return Err(AskError::fatal(
+                    "read-only-violated",
+                    format!(
+                        "{who} dispatch {dispatch} is read-only but changed the working tree ({list}); its report is not used: inspect the change before resuming"
+                    ),
+                ));
             }
+        }
+        Ok(())
+    }
+
+    /// HEAD as a base reference (`""` on an unborn branch).
+    fn head_ref(&self) -> String {
+        self.git.head_sha().unwrap_or_default()
+    }
+
+    /// The paths that differ from `base` (committed, staged or not) or are untracked, outside
+    /// the spec and state directories.
+    fn paths_since(&self, base: &str) -> Result<Vec<String>, LoopError> {
+        let git_err = |e: work_git::GitError| LoopError::bad(format!("read the working tree's change: {e}"));
+        let listed = if base.is_empty() {
+            self.git.run(&["ls-files", "-z"]).map_err(git_err)?
+        } else {
+            self.git.run(&["diff", base, "--name-only", "--no-renames", "-z"]).map_err(git_err)?
+        };
+        let mut paths: Vec<String> = listed.split('\0').filter(|p| !p.is_empty()).map(str::to_string).collect();
+        for e in self.git.status().map_err(git_err)? {
+            if e.code == "??" {
+                paths.push(e.path);
+            }
+        }
+        let spec_prefix = format!("{}/", self.sd.rel());
+        let state_prefix = self.state_prefix();
+        paths.retain(|p| !p.starts_with(&spec_prefix) && !state_prefix.as_deref().is_some_and(|s| p.starts_with(s)));
+        paths.sort();
+        paths.dedup();
+        Ok(paths)
+    }
+
+    /// The change against `base`, outside the spec and state directories: path ⇒ content hash
+    /// of the working-tree file. Committed work counts: it differs from the base.
+    fn snapshot_since(&self, base: &str) -> Result<BTreeMap<String, String>, LoopError> {
+        let mut m = BTreeMap::new();
+        for p in self.paths_since(base)? {
             let h = match std::fs::read(self.run.root.join(&p)) {
                 Ok(b) => sha256_hex(&b),
                 Err(_) => "<absent>".into(),
@@ -558,10 +717,79 @@ impl Driver {
         Ok(m)
     }
 
+    /// The base code review measures against: HEAD when the code phase began (HEAD now for a
+    /// run started before the base was recorded).
+    fn review_base(&self) -> String {
+        self.rs.code_base.clone().unwrap_or_else(|| self.head_ref())
+    }
+
+    /// The full diff reviewers see: `git diff <base>` (committed work included) plus every
+    /// untracked file as an addition, outside the spec and state directories; at most
+    /// [`MAX_DIFF_BYTES`], then cut with a note.
+    fn diff_text(&self, base: &str) -> String {
+        let mut text = String::new();
+        let spec = format!(":(exclude){}", self.sd.rel());
+        let state = self.state_prefix().map(|s| format!(":(exclude){}", s.trim_end_matches('/')));
+        if !base.is_empty() {
+            let mut args = vec!["diff", base, "--no-color", "--no-renames", "--", ".", spec.as_str()];
+            if let Some(s) = &state {
+                args.push(s.as_str());
+            }
+            match self.git.run(&args) {
+                Ok(d) => text.push_str(&d),
+                Err(e) => text.push_str(&format!("(git diff {base} failed: {e})\n")),
+            }
+        }
+        let untracked: Vec<String> = self
+            .git
+            .status()
+            .map(|st| st.into_iter().filter(|e| e.code == "??").map(|e| e.path).collect())
+            .unwrap_or_default();
+        let added: Vec<String> = match self.paths_since(base) {
+            Ok(all) if base.is_empty() => all,
+            Ok(all) => all.into_iter().filter(|p| untracked.contains(p)).collect(),
+            Err(_) => Vec::new(),
+        };
+        for p in added {
+            let bytes = std::fs::read(self.run.root.join(&p)).unwrap_or_default();
+            text.push_str(&format!("diff --git a/{p} b/{p}\nnew file (untracked)\n--- /dev/null\n+++ b/{p}\n"));
+            match std::str::from_utf8(&bytes) {
+                Ok(t) => {
+                    for line in t.lines() {
+                        text.push('+');
+                        text.push_str(line);
+                        text.push('\n');
+                    }
+                }
+                Err(_) => text.push_str(&format!("Binary file {p} ({} bytes)\n", bytes.len())),
+            }
+            if text.len() > MAX_DIFF_BYTES {
+                break;
+            }
+        }
+        if text.len() > MAX_DIFF_BYTES {
+            let mut cut = MAX_DIFF_BYTES;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+            text.push_str(&format!(
+                "\n… (cut at {MAX_DIFF_BYTES} bytes: run `git diff {base}` and read the untracked files for the rest)\n"
+            ));
+        }
+        text
+    }
+
     fn target(&self) -> Target {
-        let snap = self.snapshot().unwrap_or_default();
+        let base = self.review_base();
+        let snap = self.snapshot_since(&base).unwrap_or_default();
         let fp = serde_json::to_string(&snap).ok().map(|s| sha256_hex(s.as_bytes()));
-        Target { head: self.git.head_sha(), diff_fingerprint: fp, changed_paths: snap.into_keys().collect() }
+        Target {
+            base: Some(base).filter(|b| !b.is_empty()),
+            head: self.git.head_sha(),
+            diff_fingerprint: fp,
+            changed_paths: snap.into_keys().collect(),
+        }
     }
 
     // ----- start and resume -----------------------------------------------------------------
@@ -682,19 +910,33 @@ impl Driver {
                 .await
             {
                 Ok(o) => o,
-                Err(e) => return Ok(Some(self.blocked("drafter-failed", e))),
+                Err(e) => return Ok(Some(self.blocked(&e.code("drafter-failed"), e.message))),
             };
-            if out.get("status").and_then(Value::as_str) == Some("blocked") {
+            if prompts::says_blocked(&out) {
                 let why = out.get("summary").and_then(Value::as_str).unwrap_or("no reason given").to_string();
                 return Ok(Some(self.blocked("drafter-blocked", format!("the drafter is blocked: {why}"))));
             }
+            // Any other status word is a claim: the files decide.
             for f in ["spec.md", "plan.md"] {
                 if self.sd.read_optional(f)?.is_none() {
                     return Ok(Some(self.blocked(
                         "draft-incomplete",
-                        format!("the drafter answered drafted but `{}` does not exist", self.rel(f)),
+                        format!("the drafter answered but `{}` does not exist", self.rel(f)),
                     )));
                 }
+            }
+            if self.rs.revision.is_some()
+                && self.sd.read_optional("spec.md")? == spec
+                && self.sd.read_optional("plan.md")? == plan
+            {
+                return Ok(Some(self.blocked(
+                    "draft-unchanged",
+                    format!(
+                        "the drafter owed a revision but changed neither `{}` nor `{}`",
+                        self.rel("spec.md"),
+                        self.rel("plan.md")
+                    ),
+                )));
             }
             if mode == Mode::Code.name() {
                 let text = self.sd.read_optional("plan.md")?.unwrap_or_default();
@@ -705,7 +947,9 @@ impl Driver {
                 }
             }
             for f in &mut self.rs.unit_findings {
-                f.resolution = "fixed".into();
+                if f.resolution == "open" {
+                    f.resolution = "fixed".into();
+                }
             }
             self.rs.revision = None;
             self.save()?;
@@ -726,16 +970,16 @@ impl Driver {
         let rejections = st.history.iter().filter(|h| h.event == "spec-rejected" || h.event == "plan-rejected").count();
         let unit = format!("spec-{}", rejections + 1);
         self.enter_unit(&unit)?;
+        if let Some(step) = self.pending_decision(&unit, "spec-plan")? {
+            return Ok(step);
+        }
         let round = self.review_round(&unit, "spec-plan", &[REVIEWER]).await?;
         if let Some((code, msg, exit)) = round.stop.clone() {
-            self.write_verdict(Some(msg.clone()), Vec::new())?;
-            return Ok(Some(self.stop_report(&code, msg, exit)));
+            return self.stop_round(&unit, "spec-plan", &round, &code, msg, exit);
         }
         let sustained = round.sustained();
         if sustained.is_empty() {
-            self.write_verdict(None, Vec::new())?;
-            cohort::plan_mark_reviewed(&self.sd, Some(&self.run_id()))?;
-            self.fire("reviewers-clean", TransitionOpts::default())?;
+            self.spec_clean()?;
             return Ok(None);
         }
         let revisions = st
@@ -752,12 +996,161 @@ impl Driver {
             self.write_verdict(Some(msg.clone()), Vec::new())?;
             return Ok(Some(self.blocked("spec-review-cap", msg)));
         }
+        let detail = findings_text(&sustained);
+        self.spec_revise(sustained, detail)?;
+        Ok(None)
+    }
+
+    /// The spec/plan review unit is adjudicated clean (or its open findings were accepted).
+    fn spec_clean(&mut self) -> Result<(), LoopError> {
+        self.write_verdict(None, Vec::new())?;
+        cohort::plan_mark_reviewed(&self.sd, Some(&self.run_id()))?;
+        self.fire("reviewers-clean", TransitionOpts::default())?;
+        Ok(())
+    }
+
+    /// Sustained spec/plan findings go back to the drafter.
+    fn spec_revise(&mut self, findings: Vec<Value>, detail: String) -> Result<(), LoopError> {
         self.fire("findings-remain", TransitionOpts::default())?;
-        self.rs.revision =
-            Some(Revision { kind: "review".into(), detail: findings_text(&sustained), findings: sustained });
+        self.rs.revision = Some(Revision { kind: "review".into(), detail, findings });
         self.save()?;
         self.write_verdict(None, Vec::new())?;
-        Ok(None)
+        Ok(())
+    }
+
+    /// A round that stopped: BLOCKED, or (an undecided adjudication) a pause that waits for a
+    /// person's decision, remembered so that a resume does not pay for another round.
+    fn stop_round(
+        &mut self,
+        unit: &str,
+        phase: &str,
+        round: &Round,
+        code: &str,
+        msg: String,
+        exit: ExitStatus,
+    ) -> Step {
+        self.write_verdict(Some(msg.clone()), Vec::new())?;
+        if exit != ExitStatus::Paused {
+            return Ok(Some(self.blocked(code, msg)));
+        }
+        let p = PendingDecision {
+            unit: unit.into(),
+            phase: phase.into(),
+            reason: code.into(),
+            message: msg,
+            round: self.rs.unit_rounds,
+            undecided: round.undecided(),
+            sustained: round.sustained(),
+        };
+        Ok(Some(self.wait_for_decision(p)?))
+    }
+
+    /// Records a stop that a person decides, and pauses.
+    fn wait_for_decision(&mut self, p: PendingDecision) -> Result<Report, LoopError> {
+        self.rs.pending_decision = Some(p.clone());
+        self.save()?;
+        Ok(self.decision_pause(&p))
+    }
+
+    fn decision_pause(&self, p: &PendingDecision) -> Report {
+        let approve = format!("work loop run {} --resume --approve", self.sd.rel());
+        let reject = format!("work loop run {} --resume --reject \"<what to change>\"", self.sd.rel());
+        let back = if p.phase == "spec-plan" { "the drafter" } else { "implementation" };
+        let msg = format!(
+            "{} — a person decides: `{approve}` accepts the {} finding(s) in question as residual risk; `{reject}` sends them back to {back} as sustained, with what to change (resuming without a decision asks again, with no new review)",
+            p.message,
+            p.undecided.len()
+        );
+        self.paused(
+            &p.reason,
+            msg,
+            json!({
+                "action": "decide",
+                "findings": p.undecided.iter().map(|f| f.get("id").cloned().unwrap_or(Value::Null)).collect::<Vec<_>>(),
+                "approve": approve,
+                "reject": reject,
+            }),
+        )
+    }
+
+    /// A stop of this unit that waits for a person: without a decision it pauses again (no new
+    /// round); `--approve` accepts the findings in question as residual risk; `--reject TEXT`
+    /// sustains them and reopens the work with the person's words. `None` when nothing waits.
+    fn pending_decision(&mut self, unit: &str, phase: &str) -> Result<Option<Option<Report>>, LoopError> {
+        let Some(p) = self.rs.pending_decision.clone() else { return Ok(None) };
+        if p.unit != unit || p.phase != phase {
+            // A stale decision of another unit (the engine moved on by hand): forget it.
+            self.rs.pending_decision = None;
+            self.save()?;
+            return Ok(None);
+        }
+        match std::mem::take(&mut self.human) {
+            HumanInput::None => Ok(Some(Some(self.decision_pause(&p)))),
+            HumanInput::Approve => {
+                self.rs.pending_decision = None;
+                self.settle_undecided(&p, "accepted");
+                self.save()?;
+                self.run.emit("loop.decision", json!({ "unit": unit, "reason": p.reason, "decision": "approve" }));
+                self.run.progress(&format!("loop: a person accepted the findings of {} as residual risk", p.reason));
+                if !p.sustained.is_empty() {
+                    let detail = findings_text(&p.sustained);
+                    return if phase == "spec-plan" {
+                        self.spec_revise(p.sustained.clone(), detail)?;
+                        Ok(Some(None))
+                    } else {
+                        Ok(Some(self.reopen_code(p.sustained.clone(), detail)?))
+                    };
+                }
+                if phase == "spec-plan" {
+                    self.spec_clean()?;
+                } else {
+                    self.ship_code(None, Vec::new())?;
+                }
+                Ok(Some(None))
+            }
+            HumanInput::Reject(text) => {
+                self.rs.pending_decision = None;
+                self.settle_undecided(&p, "open");
+                self.save()?;
+                self.run.emit("loop.decision", json!({ "unit": unit, "reason": p.reason, "decision": "reject" }));
+                let mut all = p.sustained.clone();
+                all.extend(p.undecided.iter().cloned());
+                let detail = format!("A person decided ({}): {text}\n{}", p.reason, findings_text(&all));
+                if phase == "spec-plan" {
+                    self.spec_revise(all, detail)?;
+                    Ok(Some(None))
+                } else {
+                    Ok(Some(self.reopen_code(all, detail)?))
+                }
+            }
+        }
+    }
+
+    /// Sets the resolution of the findings in question (adding those the unit does not hold
+    /// yet, such as undecided ones).
+    fn settle_undecided(&mut self, p: &PendingDecision, resolution: &str) {
+        for f in &p.undecided {
+            let s = |k: &str| f.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+            let (reviewer, id) = (s("reviewer"), s("id"));
+            let mut found = false;
+            for u in &mut self.rs.unit_findings {
+                if u.reviewer == reviewer && u.id == id && u.round == p.round && u.resolution == "open" {
+                    u.resolution = resolution.into();
+                    found = true;
+                }
+            }
+            if !found {
+                self.rs.unit_findings.push(UnitFinding {
+                    reviewer,
+                    round: p.round,
+                    id,
+                    severity: s("severity"),
+                    title: s("title"),
+                    fingerprint: fingerprint_or_compute(f),
+                    resolution: resolution.into(),
+                });
+            }
+        }
     }
 
     fn gate_next(&self, file: &str, status: &str, what: &str) -> Value {
@@ -766,6 +1159,7 @@ impl Driver {
             "file": self.rel(file),
             "edit": format!("set the status line of {} to `**Status:** {status}`", self.rel(file)),
             "then": self.resume_cmd(),
+            "approve": format!("work loop run {} --resume --approve", self.sd.rel()),
             "reject": format!("work loop run {} --resume --reject \"<what to change>\"", self.sd.rel()),
         })
     }
@@ -783,56 +1177,74 @@ impl Driver {
         Ok(None)
     }
 
-    fn spec_gate(&mut self, st: &EngineState) -> Step {
-        if let HumanInput::Reject(text) = std::mem::take(&mut self.human) {
-            return self.reject_to_drafting("spec-rejected", &text);
+    /// A spec or plan human gate. `--reject` sends the spec back to drafting; `--approve` sets
+    /// the file's status line to Approved and fires the gate; an Approved status line fires it
+    /// only after the run has paused at this gate once (the gate is a person's decision, not a
+    /// file state: an approval written before the gate was reached, or before a revision, is
+    /// confirmed by resuming).
+    fn human_gate(&mut self, st: &EngineState, file: &str, what: &str) -> Step {
+        let (approved_event, rejected_event, code) = if what == "spec" {
+            ("spec-approved", "spec-rejected", "spec-human-gate")
+        } else {
+            ("plan-approved", "plan-rejected", "plan-human-gate")
+        };
+        match std::mem::take(&mut self.human) {
+            HumanInput::Reject(text) => return self.reject_to_drafting(rejected_event, &text),
+            HumanInput::Approve => {
+                self.set_status(file, "Approved")?;
+                self.rs.gate_waited = None;
+                self.save()?;
+                self.fire(approved_event, TransitionOpts::default())?;
+                return Ok(None);
+            }
+            HumanInput::None => {}
         }
-        let status = self.status_of("spec.md")?;
+        let status = self.status_of(file)?;
+        let waited_here = self.rs.gate_waited == Some(st.transition_sequence);
         match status.as_deref() {
-            Some("Approved") => {
-                self.fire("spec-approved", TransitionOpts::default())?;
+            Some("Approved") if waited_here => {
+                self.rs.gate_waited = None;
+                self.save()?;
+                self.fire(approved_event, TransitionOpts::default())?;
                 Ok(None)
             }
-            Some("Implementing" | "Shipped" | "Archived") => {
+            Some("Implementing" | "Shipped" | "Archived") if what == "spec" => {
                 let route = engine::resume_route(st, None, status.as_deref(), None, self.sd.rel());
                 Ok(Some(self.paused(&route.action, route.message, json!({ "action": route.action }))))
             }
-            _ => Ok(Some(self.paused(
-                "spec-human-gate",
-                format!(
-                    "the spec awaits approval: set `**Status:** Approved` in {}, then run `{}`",
-                    self.rel("spec.md"),
-                    self.resume_cmd()
-                ),
-                self.gate_next("spec.md", "Approved", "spec"),
-            ))),
-        }
-    }
-
-    fn plan_gate(&mut self, st: &EngineState) -> Step {
-        if let HumanInput::Reject(text) = std::mem::take(&mut self.human) {
-            return self.reject_to_drafting("plan-rejected", &text);
-        }
-        let status = self.status_of("plan.md")?;
-        match status.as_deref() {
-            Some("Approved") => {
-                self.fire("plan-approved", TransitionOpts::default())?;
-                Ok(None)
-            }
-            Some("Executing" | "Done") => {
+            Some("Executing" | "Done") if what == "plan" => {
                 let route = engine::resume_route(st, None, None, status.as_deref(), self.sd.rel());
                 Ok(Some(self.paused(&route.action, route.message, json!({ "action": route.action }))))
             }
-            _ => Ok(Some(self.paused(
-                "plan-human-gate",
-                format!(
-                    "the plan awaits approval: set `**Status:** Approved` in {}, then run `{}`",
-                    self.rel("plan.md"),
-                    self.resume_cmd()
-                ),
-                self.gate_next("plan.md", "Approved", "plan"),
-            ))),
+            other => {
+                self.rs.gate_waited = Some(st.transition_sequence);
+                self.save()?;
+                let msg = if other == Some("Approved") {
+                    format!(
+                        "the {what} awaits a person's approval: {} already says `Approved`, but that predates this gate; confirm it with `{}` (or `{} --approve`), or reject with `--reject \"<what to change>\"`",
+                        self.rel(file),
+                        self.resume_cmd(),
+                        self.resume_cmd()
+                    )
+                } else {
+                    format!(
+                        "the {what} awaits approval: set `**Status:** Approved` in {} and run `{}`, or run `{} --approve`",
+                        self.rel(file),
+                        self.resume_cmd(),
+                        self.resume_cmd()
+                    )
+                };
+                Ok(Some(self.paused(code, msg, self.gate_next(file, "Approved", what))))
+            }
         }
+    }
+
+    fn spec_gate(&mut self, st: &EngineState) -> Step {
+        self.human_gate(st, "spec.md", "spec")
+    }
+
+    fn plan_gate(&mut self, st: &EngineState) -> Step {
+        self.human_gate(st, "plan.md", "plan")
     }
 
     fn seal(&mut self, st: &EngineState) -> Step {
@@ -886,6 +1298,11 @@ impl Driver {
         if matches!(self.status_of("spec.md")?.as_deref(), None | Some("Draft" | "Approved")) {
             self.set_status("spec.md", "Implementing")?;
         }
+        if self.rs.code_base.is_none() {
+            // The base code review measures against: committed work stays in view.
+            self.rs.code_base = Some(self.head_ref());
+            self.save()?;
+        }
         let units = st.history.iter().filter(|h| h.event == "blocker-applied").count();
         self.enter_unit(&format!("code-{}", units + 1))?;
         if let Some(fix) = self.rs.fix.clone() {
@@ -905,9 +1322,12 @@ impl Driver {
                 return Ok(Some(self.blocked(&code, msg)));
             }
             for f in &mut self.rs.unit_findings {
-                f.resolution = "fixed".into();
+                if f.resolution == "open" {
+                    f.resolution = "fixed".into();
+                }
             }
             self.rs.fix = None;
+            self.rs.in_flight = None;
             self.save()?;
         } else {
             let c = self.cohort()?;
@@ -946,6 +1366,7 @@ impl Driver {
                     return Ok(Some(self.blocked(&code, msg)));
                 }
                 self.rs.done_tasks.entry(key.clone()).or_default().push(id);
+                self.rs.in_flight = None;
                 self.save()?;
             }
         }
@@ -955,55 +1376,72 @@ impl Driver {
         Ok(None)
     }
 
-    /// One implementer dispatch (and one more when the first changed nothing). `Ok(Err(..))`
-    /// is a stop with its reason code.
+    /// One implementer dispatch (and one more when the first changed nothing). The base (HEAD)
+    /// and the tree's change against it are taken once, before the first dispatch, and
+    /// persisted (`in_flight` in loop-run.json) before it: committed work counts, and a run
+    /// killed mid-dispatch judges the resumed dispatch against the real before state. The
+    /// caller clears `in_flight` when it records the task or fix as done. `Ok(Err(..))` is a
+    /// stop with its reason code.
     async fn implement(
         &mut self,
         label: &str,
         context: Value,
         brief: impl Fn(Option<&str>) -> String,
     ) -> Result<Result<(), (String, String)>, LoopError> {
-        let mut nudge: Option<String> = None;
-        for attempt in 1..=2u32 {
-            let before = self.snapshot()?;
+        const NUDGE: &str = "Your previous answer said done, but the working tree outside the spec directory did not change (committed work included): the task is not done. Make the change now.";
+        let (mut attempt, base, before) = match self.rs.in_flight.clone() {
+            Some(f) if f.label == label => {
+                self.run.progress(&format!(
+                    "loop: {label}: resuming an interrupted dispatch (attempt {}), judged against the tree before it",
+                    f.attempt
+                ));
+                (f.attempt.clamp(1, 2), f.base, f.before)
+            }
+            _ => {
+                let base = self.head_ref();
+                let before = self.snapshot_since(&base)?;
+                (1, base, before)
+            }
+        };
+        while attempt <= 2 {
+            self.rs.in_flight =
+                Some(InFlight { label: label.into(), attempt, base: base.clone(), before: before.clone() });
+            self.save()?;
             let mut ctx = context.clone();
             if let Value::Object(o) = &mut ctx {
                 o.insert("attempt".into(), json!(attempt));
             }
+            let nudge = (attempt > 1).then_some(NUDGE);
             let out = match self
-                .ask(
-                    IMPLEMENTER,
-                    Access::WorkspaceWrite,
-                    brief(nudge.as_deref()),
-                    prompts::implementer_schema(),
-                    ctx,
-                    label,
-                )
+                .ask(IMPLEMENTER, Access::WorkspaceWrite, brief(nudge), prompts::implementer_schema(), ctx, label)
                 .await
             {
                 Ok(o) => o,
-                Err(e) => return Ok(Err(("implementer-failed".into(), e))),
+                Err(e) => return Ok(Err((e.code("implementer-failed"), e.message))),
             };
-            if out.get("status").and_then(Value::as_str) == Some("blocked") {
+            if prompts::says_blocked(&out) {
                 let why = out.get("summary").and_then(Value::as_str).unwrap_or("no reason given");
                 return Ok(Err(("implementer-blocked".into(), format!("{label}: the implementer is blocked: {why}"))));
             }
-            let after = self.snapshot()?;
+            let after = self.snapshot_since(&base)?;
             if after != before {
                 let changed: Vec<&String> =
                     after.iter().filter(|(k, v)| before.get(*k) != Some(v)).map(|(k, _)| k).collect();
                 let gone: Vec<&String> = before.keys().filter(|k| !after.contains_key(*k)).collect();
-                self.run.emit("loop.task.done", json!({ "label": label, "changed": changed, "reverted": gone }));
+                self.run.emit(
+                    "loop.task.done",
+                    json!({ "label": label, "base": base, "head": self.git.head_sha(), "changed": changed, "reverted": gone }),
+                );
                 return Ok(Ok(()));
             }
             self.run
                 .progress(&format!("loop: {label}: the implementer claimed done but the working tree did not change"));
             self.run.emit("loop.task.unchanged", json!({ "label": label, "attempt": attempt }));
-            nudge = Some(
-                "Your previous answer said done, but the working tree outside the spec directory did not change: the task is not done. Make the change now."
-                    .into(),
-            );
+            attempt += 1;
         }
+        // A later resume starts the task afresh (two more dispatches).
+        self.rs.in_flight = None;
+        self.save()?;
         Ok(Err((
             "task-unchanged".into(),
             format!("{label}: the implementer claimed done twice but changed nothing in the working tree: not done"),
@@ -1075,14 +1513,48 @@ impl Driver {
         let round_no = self.rs.unit_rounds + 1;
         self.rs.unit_rounds = round_no;
         self.save()?;
+        let mut shared = json!({
+            "phase": phase,
+            "spec_dir": self.sd.rel(),
+            "review_unit": unit,
+            "round": round_no,
+        });
         let target = if phase == "spec-plan" {
             format!("the spec `{}` and plan `{}`", self.rel("spec.md"), self.rel("plan.md"))
         } else {
+            // The whole change since the code phase began, committed work included: the full
+            // diff travels in the context, so nothing the implementer touched is hidden.
+            let base = self.review_base();
+            let snap = self.snapshot_since(&base)?;
+            let against = if base.is_empty() {
+                "the empty tree (no commit yet): every file".to_string()
+            } else {
+                format!("base commit {base} (`git diff {base}` plus untracked files, committed work included)")
+            };
+            if let Value::Object(o) = &mut shared {
+                o.insert("base".into(), json!(base));
+                o.insert("head".into(), json!(self.git.head_sha()));
+                o.insert("changed_paths".into(), json!(snap.keys().collect::<Vec<_>>()));
+                o.insert("diff".into(), json!(self.diff_text(&base)));
+            }
             format!(
-                "the working tree's change against HEAD (`git diff HEAD` plus untracked files), outside `{}/`",
+                "the working tree's change against {against}, outside `{}/`; the full diff is in context.diff",
                 self.sd.rel()
             )
         };
+        if let Value::Object(o) = &mut shared {
+            o.insert("target".into(), json!(target));
+        }
+        let with = |extra: Value| {
+            let mut c = shared.clone();
+            if let (Value::Object(o), Value::Object(e)) = (&mut c, extra) {
+                o.extend(e);
+            }
+            c
+        };
+        // The guard around the fan-out: reviewers are read-only and never touch loop state.
+        let state_before = self.state_files_digest()?;
+        let tree_before = self.tree_state()?;
         // Fan-out: every reviewer at once; the join is the barrier.
         let mut set = tokio::task::JoinSet::new();
         for (i, role) in roles.iter().enumerate() {
@@ -1094,13 +1566,7 @@ impl Driver {
                 access: Access::ReadOnly,
                 prompt: prompts::review_brief(role, phase, self.sd.rel(), &target),
                 schema: Some(prompts::report_schema()),
-                context: json!({
-                    "phase": phase,
-                    "spec_dir": self.sd.rel(),
-                    "review_unit": unit,
-                    "round": round_no,
-                    "target": target,
-                }),
+                context: shared.clone(),
                 label: format!("{unit}-r{round_no}"),
             };
             let d = rd.dispatcher.clone();
@@ -1113,10 +1579,16 @@ impl Driver {
             }
         }
         let mut round = Round { results: Vec::new(), stop: None };
+        let who = roles.join(" / ");
+        let ids = outcomes.values().map(|o| o.dispatch_id().to_string()).collect::<Vec<_>>().join(", ");
+        if let Err(e) = self.guard(&who, &ids, &state_before, Some(&tree_before)) {
+            round.stop = Some((e.code("reviewer-violation"), e.message, ExitStatus::Unsuccessful));
+            return Ok(round);
+        }
         for (i, role) in roles.iter().enumerate() {
             let base = format!("reviews/{unit}/r{round_no}-{role}");
             let report = match outcomes.get(&i) {
-                Some(DispatchOutcome::Ok { output, .. }) => output.clone(),
+                Some(DispatchOutcome::Ok { output, .. }) => prompts::normalize_report(output),
                 other => {
                     let why = other.and_then(DispatchOutcome::failure_reason).unwrap_or_else(|| "did not run".into());
                     let msg = format!("the mandatory {role} is missing: its dispatch {why}");
@@ -1143,23 +1615,18 @@ impl Driver {
                     Access::ReadOnly,
                     prompts::adjudicator_brief(role, &report_rel, self.sd.rel(), &target),
                     prompts::adjudication_schema(),
-                    json!({
-                        "phase": phase,
-                        "reviewer": role,
-                        "report_path": report_rel,
-                        "report": report,
-                        "spec_dir": self.sd.rel(),
-                        "review_unit": unit,
-                        "round": round_no,
-                        "target": target,
-                    }),
+                    with(json!({ "reviewer": role, "report_path": report_rel, "report": report })),
                     &format!("{unit}-r{round_no}-{role}"),
                 )
                 .await;
             let answer = match answer {
                 Ok(a) => a,
                 Err(e) => {
-                    let msg = format!("the finding-adjudicator is missing for the {role}'s report: {e}");
+                    let msg = if e.fatal.is_some() {
+                        e.message.clone()
+                    } else {
+                        format!("the finding-adjudicator is missing for the {role}'s report: {e}")
+                    };
                     self.push_outcome(ReviewerOutcome {
                         round: round_no,
                         role: (*role).into(),
@@ -1171,6 +1638,11 @@ impl Driver {
                         indeterminate: 0,
                         note: Some(msg.clone()),
                     })?;
+                    if e.fatal.is_some() {
+                        // A violation ends the round at once: nothing after it is trusted.
+                        round.stop = Some((e.code(""), msg, ExitStatus::Unsuccessful));
+                        return Ok(round);
+                    }
                     round.stop.get_or_insert(("adjudicator-missing".into(), msg, ExitStatus::Unsuccessful));
                     continue;
                 }
@@ -1186,24 +1658,49 @@ impl Driver {
             };
             let fps: BTreeMap<String, String> =
                 class.sustained.iter().map(|s| (s.id.clone(), s.fingerprint.clone())).collect();
-            let sustained: Vec<Value> = artifact["findings"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter(|f| f.get("disposition").and_then(Value::as_str) == Some("sustained"))
-                        .map(|f| {
-                            let mut f = f.clone();
-                            let id = f.get("id").and_then(Value::as_str).unwrap_or("").to_string();
-                            if let Value::Object(o) = &mut f {
-                                o.insert("reviewer".into(), json!(role));
-                                o.insert("adjudication".into(), json!(adj_rel));
-                                o.insert("fingerprint".into(), json!(fps.get(&id)));
-                            }
-                            f
-                        })
-                        .collect()
+            let tag = |f: &Value| {
+                let mut f = f.clone();
+                if let Value::Object(o) = &mut f {
+                    o.insert("reviewer".into(), json!(role));
+                    o.insert("adjudication".into(), json!(adj_rel));
+                }
+                f
+            };
+            let adjudicated = artifact["findings"].as_array().cloned().unwrap_or_default();
+            let sustained: Vec<Value> = adjudicated
+                .iter()
+                .filter(|f| f.get("disposition").and_then(Value::as_str) == Some("sustained"))
+                .map(|f| {
+                    let mut f = tag(f);
+                    let id = f.get("id").and_then(Value::as_str).unwrap_or("").to_string();
+                    if let Value::Object(o) = &mut f {
+                        o.insert("fingerprint".into(), json!(fps.get(&id)));
+                    }
+                    f
                 })
-                .unwrap_or_default();
+                .collect();
+            // What a person decides on when the adjudication is undecided: the findings left
+            // indeterminate, and those of the report the adjudicator did not cover.
+            let mut undecided: Vec<Value> = Vec::new();
+            if class.classification == Class::Indeterminate {
+                undecided.extend(
+                    adjudicated
+                        .iter()
+                        .filter(|f| f.get("disposition").and_then(Value::as_str) == Some("indeterminate"))
+                        .map(tag),
+                );
+                let covered: Vec<&str> =
+                    adjudicated.iter().filter_map(|f| f.get("id").and_then(Value::as_str)).collect();
+                for f in report["findings"].as_array().into_iter().flatten() {
+                    if !f.get("id").and_then(Value::as_str).is_some_and(|id| covered.contains(&id)) {
+                        let mut f = tag(f);
+                        if let Value::Object(o) = &mut f {
+                            o.insert("disposition".into(), json!("unadjudicated"));
+                        }
+                        undecided.push(f);
+                    }
+                }
+            }
             let note = artifact["invalid"]
                 .as_array()
                 .filter(|a| !a.is_empty())
@@ -1221,7 +1718,7 @@ impl Driver {
             })?;
             if class.classification == Class::Indeterminate {
                 let msg = format!(
-                    "the adjudication of the {role}'s report is indeterminate ({}): a person decides; see {adj_rel}",
+                    "the adjudication of the {role}'s report is indeterminate ({}): see {adj_rel}",
                     note.unwrap_or_else(|| format!("{} finding(s) undecided", class.indeterminate))
                 );
                 round.stop.get_or_insert(("adjudication-indeterminate".into(), msg, ExitStatus::Paused));
@@ -1237,7 +1734,7 @@ impl Driver {
                     resolution: "open".into(),
                 });
             }
-            round.results.push(Adjudicated { outcome, sustained, fingerprints: class.fingerprints });
+            round.results.push(Adjudicated { outcome, sustained, undecided, fingerprints: class.fingerprints });
         }
         self.save()?;
         Ok(round)
@@ -1253,8 +1750,18 @@ impl Driver {
         Ok(o)
     }
 
-    fn write_verdict(&mut self, blocking: Option<String>, residual: Vec<String>) -> Result<VerdictState, LoopError> {
+    fn write_verdict(
+        &mut self,
+        blocking: Option<String>,
+        mut residual: Vec<String>,
+    ) -> Result<VerdictState, LoopError> {
         let open = self.rs.unit_findings.iter().filter(|f| f.resolution == "open").count();
+        for f in self.rs.unit_findings.iter().filter(|f| f.resolution == "accepted") {
+            residual.push(format!(
+                "accepted by a person as residual risk: [{}] {} {} ({}, round {})",
+                f.severity, f.id, f.title, f.reviewer, f.round
+            ));
+        }
         let facts = Facts { blocking_reason: blocking.clone(), open_findings: open, residual_risks: residual.clone() };
         let state = verdict::state_of(&facts);
         let v = Verdict {
@@ -1289,19 +1796,14 @@ impl Driver {
         Ok(state)
     }
 
-    fn stop_report(&self, code: &str, msg: String, exit: ExitStatus) -> Report {
-        if exit == ExitStatus::Paused {
-            self.paused(code, msg, json!({ "action": "decide-and-resume", "then": self.resume_cmd() }))
-        } else {
-            self.blocked(code, msg)
-        }
-    }
-
     async fn review(&mut self, st: &EngineState) -> Step {
         let mut mode = self.ensure_review_mode()?;
         let units = st.history.iter().filter(|h| h.event == "blocker-applied").count();
         let unit = format!("code-{}", units + 1);
         self.enter_unit(&unit)?;
+        if let Some(step) = self.pending_decision(&unit, "code")? {
+            return Ok(step);
+        }
         let mut residual = Vec::new();
         let mut round = None;
         let light_next = if mode == ReviewMode::Light { self.rs.light_next.take() } else { None };
@@ -1322,70 +1824,98 @@ impl Driver {
         }
         if let Some(r) = &round {
             if let Some((code, msg, exit)) = r.stop.clone() {
-                self.write_verdict(Some(msg.clone()), Vec::new())?;
-                return Ok(Some(self.stop_report(&code, msg, exit)));
+                return self.stop_round(&unit, "code", r, &code, msg, exit);
             }
             let sustained = r.sustained();
             if !sustained.is_empty() {
-                let has_blocker =
-                    sustained.iter().any(|f| f.get("severity").and_then(Value::as_str) == Some("blocker"));
+                let has_blocker = has_blocker(&sustained);
                 // The escalation round is compared with light rounds: it is not stasis.
                 let mut escalated_now = false;
-                if mode == ReviewMode::Light {
-                    if has_blocker && self.rs.rereview_used {
-                        mode = ReviewMode::Full;
-                        escalated_now = true;
-                        self.rs.review_mode = Some(ReviewMode::Full);
-                        self.rs.escalated = true;
-                        self.rs
-                            .mode_reasons
-                            .push("a Blocker survived the single light-mode re-review: escalated to full".into());
-                        self.run.progress("loop: a Blocker survived the light-mode re-review: escalating to full mode");
-                    } else {
-                        self.rs.light_next = Some(if has_blocker { "rereview" } else { "accept" }.into());
-                    }
+                if mode == ReviewMode::Light && has_blocker && self.rs.rereview_used {
+                    mode = ReviewMode::Full;
+                    escalated_now = true;
+                    self.rs.review_mode = Some(ReviewMode::Full);
+                    self.rs.escalated = true;
+                    self.rs
+                        .mode_reasons
+                        .push("a Blocker survived the single light-mode re-review: escalated to full".into());
+                    self.run.progress("loop: a Blocker survived the light-mode re-review: escalating to full mode");
                 }
                 let fps = r.fingerprints();
                 let c = self.cohort()?;
                 if mode == ReviewMode::Full && !escalated_now && !fps.is_empty() && fps == c.fingerprints {
                     let msg = format!(
-                        "stasis: the same {} finding(s) were sustained two review rounds in a row; replan with a person (do not run another round)",
+                        "stasis: the same {} finding(s) were sustained two review rounds in a row; another round would not help",
                         fps.len()
                     );
                     self.write_verdict(Some(msg.clone()), Vec::new())?;
-                    return Ok(Some(self.paused("review-stasis", msg, json!({ "action": "replan" }))));
+                    let p = PendingDecision {
+                        unit: unit.clone(),
+                        phase: "code".into(),
+                        reason: "review-stasis".into(),
+                        message: msg,
+                        round: self.rs.unit_rounds,
+                        undecided: sustained,
+                        sustained: Vec::new(),
+                    };
+                    return Ok(Some(self.wait_for_decision(p)?));
                 }
-                if c.review_retry_count >= c.review_retry_cap {
-                    let msg = format!(
-                        "{} sustained finding(s) remain and the review retry cap is reached ({}/{})",
-                        sustained.len(),
-                        c.review_retry_count,
-                        c.review_retry_cap
-                    );
-                    self.write_verdict(Some(msg.clone()), Vec::new())?;
-                    return Ok(Some(self.blocked("review-retry-cap", msg)));
-                }
-                // Transition first (it carries the cap guard); record only when it applied.
-                let st = self.fire("findings-remain", TransitionOpts::default())?;
-                cohort::review_record(
-                    &self.run.root,
-                    &self.sd,
-                    &ReviewRecord::Fingerprints(fps),
-                    Some(&self.run_id()),
-                    self.run.clock.as_ref(),
-                )?;
-                self.rs.recorded_seq = Some(st.transition_sequence);
-                self.rs.fix =
-                    Some(Fix { kind: "review".into(), detail: findings_text(&sustained), findings: sustained });
-                self.save()?;
-                self.write_verdict(None, Vec::new())?;
-                return Ok(None);
+                let detail = findings_text(&sustained);
+                return self.reopen_code(sustained, detail);
             }
         }
         // Adjudicated clean (or light mode's accepted fixes): ship the unit to the human gate.
+        self.ship_code(round.as_ref().and_then(Round::first_clean), residual)?;
+        Ok(None)
+    }
+
+    /// Sustained code findings reopen implementation: the review retry cap first (BLOCKED when
+    /// reached), then `findings-remain` (its guard carries the cap too), then the fingerprints
+    /// are recorded and the fix is owed. Light mode remembers what its next review does.
+    fn reopen_code(&mut self, sustained: Vec<Value>, detail: String) -> Step {
+        let c = self.cohort()?;
+        if c.review_retry_count >= c.review_retry_cap {
+            let msg = format!(
+                "{} sustained finding(s) remain and the review retry cap is reached ({}/{})",
+                sustained.len(),
+                c.review_retry_count,
+                c.review_retry_cap
+            );
+            self.write_verdict(Some(msg.clone()), Vec::new())?;
+            return Ok(Some(self.blocked("review-retry-cap", msg)));
+        }
+        if self.rs.review_mode == Some(ReviewMode::Light) {
+            let next = if has_blocker(&sustained) && !self.rs.rereview_used { "rereview" } else { "accept" };
+            self.rs.light_next = Some(next.into());
+        }
+        let mut fps: Vec<String> = sustained.iter().map(fingerprint_or_compute).collect();
+        if fps.is_empty() {
+            fps.push(work_loop::adjudication::fingerprint_of("", &detail));
+        }
+        fps.sort();
+        fps.dedup();
+        // Transition first (it carries the cap guard); record only when it applied.
+        let st = self.fire("findings-remain", TransitionOpts::default())?;
+        cohort::review_record(
+            &self.run.root,
+            &self.sd,
+            &ReviewRecord::Fingerprints(fps),
+            Some(&self.run_id()),
+            self.run.clock.as_ref(),
+        )?;
+        self.rs.recorded_seq = Some(st.transition_sequence);
+        self.rs.fix = Some(Fix { kind: "review".into(), detail, findings: sustained });
+        self.save()?;
+        self.write_verdict(None, Vec::new())?;
+        Ok(None)
+    }
+
+    /// The unit goes to the merge gate: spec.md `Shipped`, `reviewers-clean`, then the clean
+    /// adjudication recorded (when one exists; a person's acceptance has none).
+    fn ship_code(&mut self, clean: Option<String>, residual: Vec<String>) -> Result<(), LoopError> {
         self.set_status("spec.md", "Shipped")?;
         self.fire("reviewers-clean", TransitionOpts::default())?;
-        if let Some(clean) = round.as_ref().and_then(Round::first_clean) {
+        if let Some(clean) = clean {
             cohort::review_record(
                 &self.run.root,
                 &self.sd,
@@ -1395,7 +1925,7 @@ impl Driver {
             )?;
         }
         self.write_verdict(None, residual)?;
-        Ok(None)
+        Ok(())
     }
 
     fn code_gate(&mut self, _st: &EngineState) -> Step {
@@ -1441,6 +1971,22 @@ impl Driver {
         };
         self.run.progress(&format!("loop: DONE: {msg}"));
         self.report("done", "done", msg, None)
+    }
+}
+
+/// True when a sustained finding is a Blocker (severities are folded when reports arrive).
+fn has_blocker(findings: &[Value]) -> bool {
+    findings.iter().any(|f| f.get("severity").and_then(Value::as_str) == Some("blocker"))
+}
+
+/// A finding's fingerprint: the adjudication's, else computed from its file and title.
+fn fingerprint_or_compute(f: &Value) -> String {
+    match f.get("fingerprint").and_then(Value::as_str) {
+        Some(fp) if !fp.trim().is_empty() => fp.trim().to_string(),
+        _ => {
+            let s = |k: &str| f.get(k).and_then(Value::as_str).unwrap_or("");
+            work_loop::adjudication::fingerprint_of(s("file"), s("title"))
+        }
     }
 }
 
@@ -1520,6 +2066,22 @@ mod tests {
         assert_eq!(extra["status"], "ADJUDICATION-INDETERMINATE");
         let clean = merge_adjudication(&json!({"findings": []}), &json!({"findings": []}));
         assert_eq!(adjudication::classify(&clean.to_string(), "x").expect("classify").classification, Class::Clean);
+    }
+
+    #[test]
+    fn gates_time_out_by_default() {
+        assert_eq!(gate_timeout(None), Duration::from_secs(DEFAULT_GATE_SECS));
+        assert_eq!(DEFAULT_GATE_SECS, 1800);
+        assert_eq!(gate_timeout(Some(5)), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn fingerprints_are_kept_or_computed() {
+        assert_eq!(fingerprint_or_compute(&json!({"fingerprint": "fp-x"})), "fp-x");
+        let f = json!({"file": "a.rs", "title": "Leak  in X"});
+        assert_eq!(fingerprint_or_compute(&f), work_loop::adjudication::fingerprint_of("a.rs", "Leak in X"));
+        assert!(has_blocker(&[json!({"severity": "blocker"})]));
+        assert!(!has_blocker(&[json!({"severity": "concern"})]));
     }
 
     #[test]

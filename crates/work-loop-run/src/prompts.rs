@@ -17,32 +17,43 @@ pub const ADJUDICATOR: &str = "finding-adjudicator";
 /// Implements one plan task, or one fix.
 pub const IMPLEMENTER: &str = "implementer";
 
-/// The drafter's answer.
+/// The drafter's answer: any object. Its `status` is read leniently (any case; `blocked`
+/// stops, every other word, `done` / `drafted` / `ok` included, is a claim the engine checks
+/// against the files actually written).
 pub fn drafter_schema() -> Value {
     json!({
         "type": "object",
-        "required": ["status"],
         "properties": {
-            "status": {"enum": ["drafted", "blocked"]},
+            "status": {"type": "string"},
             "summary": {"type": "string"}
         }
     })
 }
 
-/// The implementer's answer. `done` is a claim: the engine checks the tree.
+/// The implementer's answer. `status` is a claim read leniently (any case; `blocked` stops,
+/// any other word is checked against the tree).
 pub fn implementer_schema() -> Value {
     json!({
         "type": "object",
-        "required": ["status"],
         "properties": {
-            "status": {"enum": ["done", "blocked"]},
+            "status": {"type": "string"},
             "summary": {"type": "string"},
             "files_changed": {"type": "array", "items": {"type": "string"}}
         }
     })
 }
 
-/// A reviewer's report.
+/// True when an agent's `status` word says it is blocked (any case, surrounding space and
+/// punctuation ignored).
+pub fn says_blocked(answer: &Value) -> bool {
+    answer
+        .get("status")
+        .and_then(Value::as_str)
+        .is_some_and(|s| s.trim().trim_matches(|c: char| !c.is_alphanumeric()).eq_ignore_ascii_case("blocked"))
+}
+
+/// A reviewer's report. Only `findings` is required; each finding's `severity` is any word
+/// and is folded by [`fold_severity`], a missing `id` becomes `F<n>`.
 pub fn report_schema() -> Value {
     json!({
         "type": "object",
@@ -51,10 +62,9 @@ pub fn report_schema() -> Value {
             "verdict": {"type": "string"},
             "findings": {"type": "array", "items": {
                 "type": "object",
-                "required": ["id", "severity", "title"],
                 "properties": {
-                    "id": {"type": "string", "minLength": 1},
-                    "severity": {"enum": ["blocker", "concern", "nit"]},
+                    "id": {"type": ["string", "integer"]},
+                    "severity": {"type": "string"},
                     "title": {"type": "string"},
                     "file": {"type": "string"},
                     "line": {"type": ["integer", "null"]},
@@ -77,15 +87,83 @@ pub fn adjudication_schema() -> Value {
                 "type": "object",
                 "required": ["id", "disposition"],
                 "properties": {
-                    "id": {"type": "string"},
+                    "id": {"type": ["string", "integer"]},
                     "disposition": {"enum": ["sustained", "refuted", "indeterminate"]},
-                    "severity": {"enum": ["blocker", "concern", "nit"]},
+                    "severity": {"type": "string"},
                     "reason": {"type": "string"},
                     "fix": {"type": "string"}
                 }
             }}
         }
     })
+}
+
+/// The engine's three severities, from a reviewer's word. The vocabulary is the seed's own:
+/// its severity legend (blocker / major / minor / advisory) and the reviewer contract
+/// (Blockers / Concerns / Nits), plus common synonyms, in any case, singular or plural, with or
+/// without the legend's colour marks. The first recognised word wins. An unknown or missing
+/// word fails closed as `concern`, the highest severity short of a blocker: the finding is still
+/// adjudicated and, when sustained, fixed, but it never escalates light mode on a guess.
+pub fn fold_severity(raw: &str) -> &'static str {
+    const BLOCKER: &[&str] = &["blocker", "blocking", "critical", "severe", "high", "p0", "p1", "must", "error"];
+    const CONCERN: &[&str] = &["concern", "major", "medium", "moderate", "important", "p2", "warning", "should"];
+    const NIT: &[&str] = &[
+        "nit",
+        "nitpick",
+        "minor",
+        "advisory",
+        "low",
+        "trivial",
+        "info",
+        "informational",
+        "style",
+        "suggestion",
+        "optional",
+        "cosmetic",
+        "p3",
+        "note",
+    ];
+    for word in raw.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        let w = word.to_lowercase();
+        let singular = w.strip_suffix('s').filter(|s| !s.is_empty()).unwrap_or(&w).to_string();
+        for (set, name) in [(BLOCKER, "blocker"), (CONCERN, "concern"), (NIT, "nit")] {
+            if set.contains(&w.as_str()) || set.contains(&singular.as_str()) {
+                return name;
+            }
+        }
+    }
+    // The legend's colour marks, when no word was given.
+    if raw.contains('🟥') {
+        "blocker"
+    } else if raw.contains('🟨') || raw.contains('⚪') {
+        "nit"
+    } else {
+        "concern"
+    }
+}
+
+/// A reviewer's report with every finding normalised: `severity` folded (the reviewer's own
+/// word kept as `severity_raw` when it differs), `id` a non-empty string (`F<n>` when missing).
+pub fn normalize_report(report: &Value) -> Value {
+    let mut out = report.clone();
+    if let Some(findings) = out.get_mut("findings").and_then(Value::as_array_mut) {
+        for (i, f) in findings.iter_mut().enumerate() {
+            let Value::Object(o) = f else { continue };
+            let raw = o.get("severity").and_then(Value::as_str).unwrap_or("").to_string();
+            let folded = fold_severity(&raw);
+            if raw != folded {
+                o.insert("severity_raw".into(), json!(raw));
+            }
+            o.insert("severity".into(), json!(folded));
+            let id = match o.get("id") {
+                Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
+                Some(Value::Number(n)) => n.to_string(),
+                _ => format!("F{}", i + 1),
+            };
+            o.insert("id".into(), json!(id));
+        }
+    }
+    out
 }
 
 /// The drafter's brief.
@@ -105,7 +183,9 @@ pub fn drafter_brief(spec_dir: &str, mode: &str, missing: &[&str], revision: Opt
     if let Some(r) = revision {
         s.push_str(&format!("Revise from these points only (sustained findings or a person's rejection):\n{r}\n"));
     }
-    s.push_str("Answer {\"status\": \"drafted\", \"summary\": \"…\"}, or \"blocked\" with why.");
+    s.push_str(
+        "Answer {\"status\": \"drafted\", \"summary\": \"…\"}, or \"blocked\" with why. The engine checks the files you wrote.",
+    );
     s
 }
 
@@ -116,7 +196,8 @@ pub fn task_brief(spec_dir: &str, id: &str, title: &str, body: &str, nudge: Opti
          Task {id}: {title}\n\n{body}\n\n\
          Make the smallest coherent change that completes this task, with its tests. Do not edit \
          files under `{spec_dir}/`, and never edit a test or gate to make it pass.\n\
-         The engine checks the working tree: a task that changes nothing is not done.\n"
+         The engine checks the working tree against HEAD at the task's start (committing is fine): \
+         a task that changes nothing is not done.\n"
     );
     if let Some(n) = nudge {
         s.push_str(&format!("{n}\n"));
@@ -136,7 +217,8 @@ pub fn fix_brief(spec_dir: &str, kind: &str, detail: &str, nudge: Option<&str>) 
     };
     let mut s = format!(
         "You fix the implementation of `{spec_dir}` (spec.md and plan.md there).\n{what}\n\n{detail}\n\n\
-         Do not edit files under `{spec_dir}/`. The engine checks the working tree: a fix that changes nothing is not done.\n"
+         Do not edit files under `{spec_dir}/`. The engine checks the working tree against HEAD at the fix's start \
+         (committing is fine): a fix that changes nothing is not done.\n"
     );
     if let Some(n) = nudge {
         s.push_str(&format!("{n}\n"));
@@ -163,8 +245,8 @@ pub fn review_brief(role: &str, phase: &str, spec_dir: &str, target: &str) -> St
     };
     format!(
         "You are the {role} of a work-loop run over `{spec_dir}`.\n{lens}\nTarget: {target}\n\
-         Severity: blocker (must fix before merge), concern, nit. Give each finding a stable id, \
-         a title, the file and line, and a one-sentence fix.\n\
+         Severity: blocker (must fix before merge), concern (major), nit (minor / advisory). Give \
+         each finding a stable id, a title, the file and line, and a one-sentence fix.\n\
          Answer {{\"verdict\": \"clean\"|\"findings\", \"findings\": [{{\"id\": \"F1\", \"severity\": \"blocker\", \"title\": \"…\", \"file\": \"…\", \"line\": 1, \"fix\": \"…\"}}]}}."
     )
 }
@@ -180,4 +262,57 @@ pub fn adjudicator_brief(reviewer: &str, report_path: &str, spec_dir: &str, targ
          Answer {{\"findings\": [{{\"id\": \"<the report's id>\", \"disposition\": \"sustained\"|\"refuted\"|\"indeterminate\", \"reason\": \"…\"}}]}} \
          with exactly one entry per finding of the report (an empty list for a report without findings)."
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn severities_fold_the_seeds_vocabulary_and_fail_closed() {
+        for (raw, folded) in [
+            ("blocker", "blocker"),
+            ("Blocker", "blocker"),
+            ("Blockers", "blocker"),
+            ("🟥 blocker", "blocker"),
+            ("CRITICAL", "blocker"),
+            ("major", "concern"),
+            ("Concerns", "concern"),
+            ("🟧 major", "concern"),
+            ("minor", "nit"),
+            ("Nits", "nit"),
+            ("advisory", "nit"),
+            ("⚪", "nit"),
+            ("spicy", "concern"),
+            ("", "concern"),
+        ] {
+            assert_eq!(fold_severity(raw), folded, "{raw}");
+        }
+    }
+
+    #[test]
+    fn status_words_are_lenient() {
+        assert!(says_blocked(&json!({"status": "Blocked"})));
+        assert!(says_blocked(&json!({"status": " BLOCKED. "})));
+        for s in ["done", "DONE", "drafted", "ok", "partial"] {
+            assert!(!says_blocked(&json!({ "status": s })), "{s}");
+        }
+        assert!(!says_blocked(&json!({})));
+    }
+
+    #[test]
+    fn reports_are_normalized() {
+        let r = normalize_report(&json!({"findings": [
+            {"severity": "Major", "title": "a"},
+            {"id": 7, "severity": "blocker", "title": "b"},
+            {"id": "X", "title": "c"}
+        ]}));
+        let f = &r["findings"];
+        assert_eq!(f[0]["id"], "F1");
+        assert_eq!(f[0]["severity"], "concern");
+        assert_eq!(f[0]["severity_raw"], "Major");
+        assert_eq!(f[1]["id"], "7");
+        assert!(f[1].get("severity_raw").is_none());
+        assert_eq!(f[2]["severity"], "concern");
+    }
 }

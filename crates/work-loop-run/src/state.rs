@@ -3,8 +3,11 @@
 //!
 //! It holds only the driver's own progress: the review mode chosen, the revision the drafter
 //! owes, the tasks of the current wave already done, the fix the implementer owes, the current
-//! review unit's rounds and sustained findings, and the engine transition whose fingerprints
-//! were recorded. Written atomically after every step, so a killed run resumes where it was.
+//! review unit's rounds and sustained findings, the engine transition whose fingerprints were
+//! recorded, the code phase's base commit, the implementer dispatch in flight (its base and
+//! "before" tree, written before the dispatch), a review stop that waits for a person's
+//! decision, and the gate the run last paused at. Written atomically after every step (and
+//! before every implementer dispatch), so a killed run resumes where it was.
 
 use crate::risk::ReviewMode;
 use serde::{Deserialize, Serialize};
@@ -83,6 +86,47 @@ pub struct ReviewerOutcome {
     pub note: Option<String>,
 }
 
+/// An implementer dispatch that was started and whose result is not yet recorded: persisted
+/// before the dispatch, so a run killed mid-dispatch judges the resumed dispatch against the
+/// tree as it was before the first one (not against the killed agent's half-done work).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InFlight {
+    /// The dispatch label (`task-<id>`, `fix-<kind>`).
+    pub label: String,
+    /// The attempt (1, or 2 after a nudge).
+    pub attempt: u32,
+    /// HEAD when the task or fix started (`""` on an unborn branch): changes are measured
+    /// against it, so committed work counts.
+    pub base: String,
+    /// The tree's change against `base` before the first dispatch: path ⇒ content hash.
+    pub before: BTreeMap<String, String>,
+}
+
+/// A review stop that waits for a person's decision (review stasis, an undecided
+/// adjudication). Kept so that a resume without a decision pauses again without a new, paid
+/// review round, and so that `--approve` / `--reject` know what they decide.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingDecision {
+    /// The review unit.
+    pub unit: String,
+    /// `code` or `spec-plan`.
+    pub phase: String,
+    /// The stop's reason code (`review-stasis`, `adjudication-indeterminate`).
+    pub reason: String,
+    /// The stop's message.
+    pub message: String,
+    /// The round that stopped.
+    pub round: u32,
+    /// The findings the person decides on (stasis: the findings sustained again; an undecided
+    /// adjudication: the findings left indeterminate or unadjudicated).
+    #[serde(default)]
+    pub undecided: Vec<Value>,
+    /// Findings of the same round that were sustained and are not in question (they reopen
+    /// work whatever the decision).
+    #[serde(default)]
+    pub sustained: Vec<Value>,
+}
+
 /// The driver's progress (see the module docs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct RunnerState {
@@ -142,6 +186,21 @@ pub struct RunnerState {
     /// Verdict records written (repository-relative paths), in order.
     #[serde(default)]
     pub verdicts: Vec<String>,
+    /// HEAD when the code phase began (`""` on an unborn branch): code review sees the change
+    /// against it (`git diff <base>` plus untracked files), committed work included.
+    #[serde(default)]
+    pub code_base: Option<String>,
+    /// The implementer dispatch in flight (see [`InFlight`]).
+    #[serde(default)]
+    pub in_flight: Option<InFlight>,
+    /// A review stop waiting for a person's decision (see [`PendingDecision`]).
+    #[serde(default)]
+    pub pending_decision: Option<PendingDecision>,
+    /// The engine transition sequence at which the run last paused at a spec or plan human
+    /// gate: an Approved status line fires the gate only after the run has paused there once
+    /// (or with `--approve`), so an approval that predates the gate is never silently taken.
+    #[serde(default)]
+    pub gate_waited: Option<u64>,
 }
 
 impl RunnerState {

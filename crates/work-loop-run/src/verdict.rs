@@ -63,11 +63,16 @@ pub fn state_of(f: &Facts) -> VerdictState {
 /// What was reviewed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Target {
+    /// The base commit the change is measured against (HEAD when the code phase began; `null`
+    /// for a spec-plan unit or an unborn branch).
+    #[serde(default)]
+    pub base: Option<String>,
     /// The HEAD commit.
     pub head: Option<String>,
-    /// sha256 of the working tree's diff against HEAD (untracked files included).
+    /// sha256 of the working tree's change against the base (committed work and untracked
+    /// files included).
     pub diff_fingerprint: Option<String>,
-    /// The paths that differ from HEAD, outside the spec directory.
+    /// The paths that differ from the base, outside the spec and state directories.
     pub changed_paths: Vec<String>,
 }
 

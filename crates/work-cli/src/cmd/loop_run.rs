@@ -7,9 +7,6 @@
 //! (a human gate or a surfaced situation; `next` in the result says what to do, then
 //! `work loop run <spec-dir> --resume`).
 
-// Until `work loop run` is wired into loop_cmd.rs the entry point is unreachable from main;
-// remove this line when wiring it.
-
 use crate::CmdResult;
 use crate::ctx::{self, CliError, Ctx, Global, print_json};
 use std::collections::BTreeMap;
@@ -49,11 +46,14 @@ pub struct RunArgs {
     /// Continue an existing run (refused when the spec directory has no engine-state.json).
     #[arg(long)]
     pub resume: bool,
-    /// The merge decision at CODE-HUMAN-GATE: approved (fires `done`).
+    /// Approve at the gate the run waits at: the spec or plan gate (the status line becomes
+    /// Approved), the merge gate (fires `done`), or a review stop that waits for a decision
+    /// (review stasis, an undecided adjudication: the findings are accepted as residual risk).
     #[arg(long, conflicts_with = "reject")]
     pub approve: bool,
     /// Reject at a human gate: the spec or plan goes back to drafting, or (at the merge gate)
-    /// the change goes back to implementation, with TEXT as what to change.
+    /// the change goes back to implementation, with TEXT as what to change. At a review stop
+    /// that waits for a decision, the findings in question are sustained and sent back.
     #[arg(long, value_name = "TEXT")]
     pub reject: Option<String>,
     /// The test gate (overrides `[gates].test`).
@@ -113,7 +113,7 @@ fn settings(ctx: &Ctx, a: &RunArgs) -> Result<Settings, CliError> {
             None
         },
         gates,
-        gate_timeout: ctx.config.timeouts.gate_secs.map(std::time::Duration::from_secs),
+        gate_timeout: Some(work_loop_run::driver::gate_timeout(ctx.config.timeouts.gate_secs)),
         caps: Caps {
             implementation: a.implementation_retry_cap.unwrap_or(cohort::DEFAULT_IMPLEMENTATION_RETRY_CAP),
             review: a.review_retry_cap.unwrap_or(cohort::DEFAULT_REVIEW_RETRY_CAP),
@@ -142,6 +142,8 @@ pub fn run(global: &Global, a: RunArgs) -> CmdResult {
     };
     let lock_path = ctx.state_path(format!("locks/loop-run-{key}.lock"));
     let lock_existed = lock_path.exists();
+    let state_dir_existed = ctx.state_dir.exists();
+    let locks_existed = ctx.state_path("locks").exists();
     let lock = work_runtime::fsx::LockFile::acquire(&lock_path)
         .map_err(|e| CliError::bad(format!("lock the spec directory `{}`: {e}", settings.spec_dir)))?;
     let prepared = work_loop_run::preflight(&ctx.root, &settings).map_err(loop_err).and_then(|sd| {
@@ -152,9 +154,15 @@ pub fn run(global: &Global, a: RunArgs) -> CmdResult {
         Err(e) => {
             drop(lock);
             if !lock_existed {
-                // Nothing ran: leave nothing behind.
+                // Nothing ran: leave nothing behind (each directory only when this invocation
+                // created it and it is empty).
                 let _ = std::fs::remove_file(&lock_path);
-                let _ = std::fs::remove_dir(ctx.state_path("locks"));
+                if !locks_existed {
+                    let _ = std::fs::remove_dir(ctx.state_path("locks"));
+                }
+                if !state_dir_existed {
+                    let _ = std::fs::remove_dir(&ctx.state_dir);
+                }
             }
             return Err(e);
         }

@@ -16,7 +16,19 @@ const DIR: &str = "docs/specs/hello";
 /// - `adj-skip`: the adjudicator leaves the report's findings out (an invalid adjudication).
 /// - `finding-severity`: the severity of the code reviewer's finding (default blocker);
 /// - `spec-finding`: the spec/plan reviewer reports S1 on its first round (sustained).
+/// - `impl-status`: the implementer's status word (default `done`);
+/// - `impl-commit`: the implementer commits what it wrote;
+/// - `impl-hang`: the first implementer call writes its change, then waits for `release`;
+/// - `impl-logonly`: the implementer only appends to `agent-calls.log` in the repository;
+/// - `drafter-status`: the drafter's status word (default `drafted`);
+/// - `drafter-noop`: the drafter answers without revising anything;
+/// - `reviewer-tamper`: the code reviewer resets the cohort's review retry count;
+/// - `reviewer-edit`: the code reviewer (read-only) appends to hello.txt;
+/// - `adj-tamper`: the adjudicator rewrites the reviewer's persisted report.
+///
+/// Every code reviewer's context is kept in `review-ctx` (the last one).
 const AGENT: &str = r#"
+import subprocess
 def knob(n, default=None):
     p = state_path(n)
     return open(p).read().strip() if os.path.exists(p) else default
@@ -24,29 +36,56 @@ role = req['role']
 phase = ctx.get('phase')
 bump('calls-' + role)
 with open(state_path('log'), 'a') as f:
-    f.write(json.dumps({'role': role, 'phase': phase, 'task_id': ctx.get('task_id'), 'model': req['model'], 'effort': req['effort'], 'access': req['access']}) + '\n')
+    f.write(json.dumps({'role': role, 'phase': phase, 'task_id': ctx.get('task_id'), 'model': req['model'], 'effort': req['effort'], 'access': req['access'], 'detail': ctx.get('detail')}) + '\n')
 def out(d):
     print(json.dumps(d))
     sys.exit(0)
 if role == 'spec-drafter':
     d = ctx['spec_dir']
-    if ctx.get('revision'):
+    if ctx.get('revision') and not knob('drafter-noop'):
         open(d + '/spec.md', 'a').write('\n- [ ] the greeting says hello (revised: %s)\n' % ctx['revision']['kind'])
     if not os.path.exists(d + '/spec.md'):
         open(d + '/spec.md', 'w').write('# Hello\n\n**Status:** Draft\n\nPrint a greeting.\n\n- [ ] hello.txt exists\n')
     if not os.path.exists(d + '/plan.md'):
         open(d + '/plan.md', 'w').write('# Plan\n\n**Status:** Drafting\n\n## Task 1: Write hello\nCreate hello.txt.\n')
-    out({'status': 'drafted', 'summary': 'wrote spec and plan'})
+    out({'status': knob('drafter-status', 'drafted'), 'summary': 'wrote spec and plan'})
 if role == 'implementer':
     n = bump('impl')
+    status = knob('impl-status', 'done')
     if knob('impl-noop'):
-        out({'status': 'done', 'summary': 'all done, trust me'})
+        out({'status': status, 'summary': 'all done, trust me'})
+    if knob('impl-logonly'):
+        open('agent-calls.log', 'a').write('implementer call %d\n' % n)
+        out({'status': status, 'summary': 'did it'})
     if phase == 'fix':
         open('fixed.txt', 'a').write('fix %d %s\n' % (n, ctx.get('fix_kind')))
+        written = 'fixed.txt'
     else:
-        open('hello.txt', 'a').write('hello from task %s\n' % ctx['task_id'])
-    out({'status': 'done', 'summary': 'did it'})
+        line = 'hello from task %s\n' % ctx['task_id']
+        old = open('hello.txt').read() if os.path.exists('hello.txt') else ''
+        if line not in old:
+            open('hello.txt', 'a').write(line)
+        written = 'hello.txt'
+    if knob('impl-commit'):
+        subprocess.run(['git', 'add', written], check=True)
+        subprocess.run(['git', 'commit', '-q', '-m', 'implementer %d' % n], check=True)
+    if knob('impl-hang') and n == 1:
+        open(state_path('impl-wrote'), 'w').write('1')
+        for _ in range(6000):
+            if os.path.exists(state_path('release')):
+                break
+            time.sleep(0.1)
+    out({'status': status, 'summary': 'did it'})
 if role in ('adversarial-reviewer', 'quality-reviewer'):
+    if phase == 'code':
+        open(state_path('review-ctx'), 'w').write(json.dumps(ctx))
+        if knob('reviewer-tamper') and role == 'adversarial-reviewer':
+            p = ctx['spec_dir'] + '/state.json'
+            st = json.load(open(p))
+            st['review_retry_count'] = 0
+            open(p, 'w').write(json.dumps(st))
+        if knob('reviewer-edit') and role == 'adversarial-reviewer':
+            open('hello.txt', 'a').write('the reviewer was here\n')
     if role == 'adversarial-reviewer' and phase == 'code' and knob('review-finding'):
         sev = knob('finding-severity', 'blocker')
         title = 'hello.txt greets nobody' + (' (round %d)' % ctx['round'] if knob('vary-finding') else '')
@@ -56,6 +95,8 @@ if role in ('adversarial-reviewer', 'quality-reviewer'):
     out({'verdict': 'clean', 'findings': []})
 if role == 'finding-adjudicator':
     findings = ctx['report']['findings']
+    if knob('adj-tamper'):
+        open(ctx['report_path'], 'w').write('{"findings": []}')
     if knob('adj-skip'):
         out({'findings': []})
     rounds = int(knob('sustain-rounds', '0'))
@@ -117,6 +158,17 @@ fn run(s: &Scenario, agent: &str, extra: &[&str], code: i32) -> Value {
     let mut args = vec!["loop", "run", DIR, "--agent", agent, "--json"];
     args.extend_from_slice(extra);
     s.run_json(&args, code)
+}
+
+/// A run over approved spec.md / plan.md: the first invocation pauses at the spec gate (an
+/// approval that predates the gate is confirmed by a person), the first resume at the plan
+/// gate, the second resume runs on and ends with `code`.
+fn start(s: &Scenario, agent: &str, extra: &[&str], code: i32) -> Value {
+    let v = run(s, agent, extra, 3);
+    assert_eq!(v["reason"], "spec-human-gate", "{v}");
+    let v = run(s, agent, &["--resume"], 3);
+    assert_eq!(v["reason"], "plan-human-gate", "{v}");
+    run(s, agent, &["--resume"], code)
 }
 
 fn transitions(v: &Value) -> Vec<String> {
@@ -209,7 +261,7 @@ fn full_happy_path_drafts_pauses_at_each_human_gate_and_ends_done() {
 fn red_gates_reopen_implementation_and_count_a_retry() {
     let s = Scenario::new();
     let agent = setup(&s, "test -f fixed.txt", true);
-    let v = run(&s, &agent, &["--light"], 3);
+    let v = start(&s, &agent, &["--light"], 3);
     assert_eq!(v["reason"], "code-human-gate", "{v}");
     assert_eq!(v["review_mode"], "light");
     assert_eq!(v["implementation_retry_count"], 1);
@@ -228,7 +280,7 @@ fn red_gates_reopen_implementation_and_count_a_retry() {
 fn retry_cap_reached_ends_blocked() {
     let s = Scenario::new();
     let agent = setup(&s, "false", true);
-    let v = run(&s, &agent, &["--light", "--implementation-retry-cap", "1"], 1);
+    let v = start(&s, &agent, &["--light", "--implementation-retry-cap", "1"], 1);
     assert_eq!(v["outcome"], "blocked");
     assert_eq!(v["reason"], "implementation-retry-cap");
     assert_eq!(v["state"], "CODE-VERIFICATION");
@@ -244,7 +296,7 @@ fn a_refuted_finding_does_not_reopen_implementation() {
     let s = Scenario::new();
     let agent = setup(&s, "test -f hello.txt", true);
     knob(&s, "review-finding", "1");
-    let v = run(&s, &agent, &["--full"], 3);
+    let v = start(&s, &agent, &["--full"], 3);
     assert_eq!(v["reason"], "code-human-gate", "{v}");
     assert_eq!(calls(&s, "implementer"), 1);
     assert!(!transitions(&v).join("\n").contains("findings-remain"));
@@ -263,7 +315,7 @@ fn a_sustained_finding_reopens_implementation_then_clean_review_is_ready() {
     let agent = setup(&s, "test -f hello.txt", true);
     knob(&s, "review-finding", "1");
     knob(&s, "sustain-rounds", "1");
-    let v = run(&s, &agent, &["--full"], 3);
+    let v = start(&s, &agent, &["--full"], 3);
     assert_eq!(v["reason"], "code-human-gate", "{v}");
     let t = transitions(&v).join("\n");
     assert!(t.contains("CODE-REVIEW -> CODE-IMPLEMENTATION (findings-remain)"), "{t}");
@@ -290,7 +342,7 @@ fn review_retry_cap_ends_blocked_with_a_blocked_verdict() {
     knob(&s, "review-finding", "1");
     knob(&s, "vary-finding", "1");
     knob(&s, "sustain-rounds", "99");
-    let v = run(&s, &agent, &["--full", "--review-retry-cap", "1"], 1);
+    let v = start(&s, &agent, &["--full", "--review-retry-cap", "1"], 1);
     assert_eq!(v["reason"], "review-retry-cap", "{v}");
     assert_eq!(v["state"], "CODE-REVIEW");
     assert_eq!(v["verdict_state"], "BLOCKED");
@@ -306,7 +358,7 @@ fn the_same_sustained_findings_twice_is_stasis_for_a_person() {
     let agent = setup(&s, "test -f hello.txt", true);
     knob(&s, "review-finding", "1");
     knob(&s, "sustain-rounds", "99");
-    let v = run(&s, &agent, &["--full"], 3);
+    let v = start(&s, &agent, &["--full"], 3);
     assert_eq!(v["reason"], "review-stasis", "{v}");
     assert_eq!(v["verdict_state"], "BLOCKED");
     assert_eq!(v["review_retry_count"], 1, "the stasis round is not recorded");
@@ -319,7 +371,7 @@ fn an_implementer_that_changes_nothing_is_not_done() {
     let s = Scenario::new();
     let agent = setup(&s, "true", true);
     knob(&s, "impl-noop", "1");
-    let v = run(&s, &agent, &["--light"], 1);
+    let v = start(&s, &agent, &["--light"], 1);
     assert_eq!(v["outcome"], "blocked");
     assert_eq!(v["reason"], "task-unchanged", "{v}");
     assert_eq!(v["state"], "CODE-IMPLEMENTATION");
@@ -331,7 +383,7 @@ fn an_implementer_that_changes_nothing_is_not_done() {
 fn changes_requested_at_the_merge_gate_open_a_second_review_unit() {
     let s = Scenario::new();
     let agent = setup(&s, "test -f hello.txt", true);
-    run(&s, &agent, &["--light"], 3);
+    start(&s, &agent, &["--light"], 3);
     let v = run(&s, &agent, &["--resume", "--reject", "greet the reader by name"], 3);
     assert_eq!(v["reason"], "code-human-gate", "{v}");
     assert!(transitions(&v).join("\n").contains("(blocker-applied)"));
@@ -348,7 +400,7 @@ fn an_adjudication_that_skips_a_finding_is_a_loud_stop() {
     let agent = setup(&s, "test -f hello.txt", true);
     knob(&s, "review-finding", "1");
     knob(&s, "adj-skip", "1");
-    let v = run(&s, &agent, &["--light"], 3);
+    let v = start(&s, &agent, &["--light"], 3);
     assert_eq!(v["reason"], "adjudication-indeterminate", "{v}");
     assert_eq!(v["state"], "CODE-REVIEW");
     assert_eq!(v["verdict_state"], "BLOCKED");
@@ -400,7 +452,7 @@ fn light_mode_accepts_non_blocker_fixes_without_a_second_pass() {
     knob(&s, "review-finding", "1");
     knob(&s, "finding-severity", "concern");
     knob(&s, "sustain-rounds", "99");
-    let v = run(&s, &agent, &["--light"], 3);
+    let v = start(&s, &agent, &["--light"], 3);
     assert_eq!(v["reason"], "code-human-gate", "{v}");
     assert_eq!(calls(&s, "adversarial-reviewer"), 1, "a single bounded pass");
     assert_eq!(calls(&s, "implementer"), 2);
@@ -415,7 +467,7 @@ fn light_mode_rereviews_a_blocker_once_then_escalates_to_full() {
     let agent = setup(&s, "test -f hello.txt", true);
     knob(&s, "review-finding", "1");
     knob(&s, "sustain-rounds", "2");
-    let v = run(&s, &agent, &["--light"], 3);
+    let v = start(&s, &agent, &["--light"], 3);
     assert_eq!(v["reason"], "code-human-gate", "{v}");
     assert_eq!(v["review_mode"], "full");
     assert!(v["review_mode_reasons"].to_string().contains("escalated"), "{v}");
@@ -425,4 +477,338 @@ fn light_mode_rereviews_a_blocker_once_then_escalates_to_full() {
     assert_eq!(calls(&s, "quality-reviewer"), 1);
     assert_eq!(v["verdict_state"], "READY");
     assert_eq!(v["review_retry_count"], 2);
+}
+
+// ----- hardening from the adversarial review (docs/loop-run.md "Ground truth") ----------------
+
+fn review_ctx(s: &Scenario) -> Value {
+    s.read_json(".agent-state/review-ctx")
+}
+
+#[test]
+fn an_implementer_that_commits_its_work_is_done_and_reviewed_against_the_base() {
+    let s = Scenario::new();
+    let agent = setup(&s, "test -f hello.txt", true);
+    let base = s.git(&["rev-parse", "HEAD"]).trim().to_string();
+    knob(&s, "impl-commit", "1");
+    let v = start(&s, &agent, &["--light"], 3);
+    assert_eq!(v["reason"], "code-human-gate", "{v}");
+    assert_eq!(calls(&s, "implementer"), 1, "a committed change is a change: no nudge");
+    assert_ne!(s.git(&["rev-parse", "HEAD"]).trim(), base, "the implementer committed");
+    assert!(s.git(&["status", "--porcelain", "--", "hello.txt"]).trim().is_empty(), "hello.txt is committed");
+    // The reviewer saw the change against the base, not the (empty) diff against HEAD.
+    let ctx = review_ctx(&s);
+    assert_eq!(ctx["base"], base.as_str(), "{ctx}");
+    assert!(ctx["changed_paths"].to_string().contains("hello.txt"), "{ctx}");
+    assert!(ctx["diff"].as_str().unwrap_or("").contains("+hello from task 1"), "{ctx}");
+    let verdict = s.read_json(&format!("{DIR}/reviews/code-1/review-verdict.json"));
+    assert_eq!(verdict["target"]["base"], base.as_str());
+    assert!(verdict["target"]["changed_paths"].to_string().contains("hello.txt"), "{verdict}");
+}
+
+#[test]
+fn sigkill_during_an_implementer_dispatch_then_resume_judges_against_the_real_before_state() {
+    let s = Scenario::new();
+    let agent = setup(&s, "test -f hello.txt", true);
+    knob(&s, "impl-hang", "1");
+    run(&s, &agent, &["--light"], 3);
+    run(&s, &agent, &["--resume"], 3);
+    #[expect(clippy::disallowed_methods, reason = "the test needs a child it can SIGKILL mid-dispatch")]
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
+        .args(["loop", "run", DIR, "--agent", &agent, "--json", "--resume"])
+        .current_dir(s.root())
+        .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn work");
+    let wrote = s.path(".agent-state/impl-wrote");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !wrote.exists() {
+        assert!(std::time::Instant::now() < deadline, "the implementer never ran");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+    // Let the orphaned agent go; its change (hello.txt) is already in the tree.
+    knob(&s, "release", "1");
+    assert!(s.read("hello.txt").contains("hello from task 1"));
+    // The resumed dispatch finds the work done and, honestly, changes nothing more.
+    let v = run(&s, &agent, &["--resume"], 3);
+    assert_eq!(v["reason"], "code-human-gate", "the honest agent is not called a liar: {v}");
+    assert_eq!(calls(&s, "implementer"), 2, "one dispatch killed, one on resume, no nudge");
+    assert_eq!(s.read("hello.txt").matches("hello from task 1").count(), 1);
+}
+
+#[test]
+fn a_reviewer_that_edits_the_loop_state_is_a_loud_stop() {
+    let s = Scenario::new();
+    let agent = setup(&s, "test -f hello.txt", true);
+    knob(&s, "reviewer-tamper", "1");
+    let v = start(&s, &agent, &["--light"], 1);
+    assert_eq!(v["outcome"], "blocked");
+    assert_eq!(v["reason"], "state-tampered", "{v}");
+    assert!(v["message"].as_str().unwrap_or("").contains("adversarial-reviewer"), "{v}");
+    assert_eq!(calls(&s, "finding-adjudicator"), 0, "nothing is routed after the tamper");
+    assert!(!transitions(&v).join("\n").contains("reviewers-clean"));
+}
+
+#[test]
+fn a_read_only_reviewer_that_changes_the_tree_is_a_loud_stop() {
+    let s = Scenario::new();
+    let agent = setup(&s, "test -f hello.txt", true);
+    knob(&s, "reviewer-edit", "1");
+    let v = start(&s, &agent, &["--light"], 1);
+    assert_eq!(v["reason"], "read-only-violated", "{v}");
+    assert!(v["message"].as_str().unwrap_or("").contains("hello.txt"), "{v}");
+    assert_eq!(v["state"], "CODE-REVIEW");
+}
+
+#[test]
+fn an_adjudicator_that_rewrites_a_persisted_report_is_a_loud_stop() {
+    let s = Scenario::new();
+    let agent = setup(&s, "test -f hello.txt", true);
+    knob(&s, "review-finding", "1");
+    knob(&s, "adj-tamper", "1");
+    let v = start(&s, &agent, &["--light"], 1);
+    assert_eq!(v["reason"], "state-tampered", "{v}");
+    assert!(v["message"].as_str().unwrap_or("").contains("finding-adjudicator"), "{v}");
+    assert_eq!(v["state"], "CODE-REVIEW");
+}
+
+#[test]
+fn a_tampering_reviewer_cannot_reset_the_review_retry_cap() {
+    let s = Scenario::new();
+    let agent = setup(&s, "test -f hello.txt", true);
+    knob(&s, "review-finding", "1");
+    knob(&s, "vary-finding", "1");
+    knob(&s, "sustain-rounds", "99");
+    knob(&s, "reviewer-tamper", "1");
+    let v = start(&s, &agent, &["--full", "--review-retry-cap", "1"], 1);
+    assert_eq!(v["reason"], "state-tampered", "{v}");
+    assert!(calls(&s, "adversarial-reviewer") <= 2, "the cap (1) bounds the rounds");
+    assert!(!transitions(&v).join("\n").contains("findings-remain"), "{v}");
+}
+
+#[test]
+fn lenient_answers_are_folded_and_checked_against_ground_truth() {
+    // The drafter's status word: any case of done / ok, verified by the files written.
+    for word in ["Done", "ok", "DRAFTED"] {
+        let s = Scenario::new();
+        let agent = setup(&s, "test -f hello.txt", false);
+        knob(&s, "drafter-status", word);
+        let v = run(&s, &agent, &["--light"], 3);
+        assert_eq!(v["reason"], "spec-human-gate", "drafter status {word}: {v}");
+        assert_eq!(calls(&s, "spec-drafter"), 1, "no malformed retry for {word}");
+    }
+    // The implementer's status word.
+    for word in ["DONE", "completed"] {
+        let s = Scenario::new();
+        let agent = setup(&s, "test -f hello.txt", true);
+        knob(&s, "impl-status", word);
+        let v = start(&s, &agent, &["--light"], 3);
+        assert_eq!(v["reason"], "code-human-gate", "implementer status {word}: {v}");
+        assert_eq!(calls(&s, "implementer"), 1);
+    }
+    // Reviewer severities in the seed's own vocabulary; an unknown word is a concern.
+    for (word, folded) in [("Major", "concern"), ("Blocker", "blocker"), ("minor", "nit"), ("spicy", "concern")] {
+        let s = Scenario::new();
+        let agent = setup(&s, "test -f hello.txt", true);
+        knob(&s, "review-finding", "1");
+        knob(&s, "finding-severity", word);
+        knob(&s, "sustain-rounds", "1");
+        let v = start(&s, &agent, &["--light"], 3);
+        assert_eq!(v["reason"], "code-human-gate", "severity {word}: {v}");
+        assert_eq!(calls(&s, "adversarial-reviewer"), if folded == "blocker" { 2 } else { 1 }, "{word}");
+        let verdict = s.read_json(&format!("{DIR}/reviews/code-1/review-verdict.json"));
+        assert_eq!(verdict["sustained_findings"][0]["severity"], folded, "{word}: {verdict}");
+    }
+}
+
+#[test]
+fn stasis_waits_for_a_decision_and_approve_accepts_the_findings_as_residual_risk() {
+    let s = Scenario::new();
+    let agent = setup(&s, "test -f hello.txt", true);
+    knob(&s, "review-finding", "1");
+    knob(&s, "sustain-rounds", "99");
+    let v = start(&s, &agent, &["--full"], 3);
+    assert_eq!(v["reason"], "review-stasis", "{v}");
+    assert!(v["next"]["approve"].as_str().unwrap_or("").contains("--approve"), "{v}");
+    assert!(v["next"]["reject"].as_str().unwrap_or("").contains("--reject"), "{v}");
+    let reviews = calls(&s, "adversarial-reviewer");
+    let adjudications = calls(&s, "finding-adjudicator");
+    // Resuming without a decision pauses again, with no new paid review.
+    let v = run(&s, &agent, &["--resume"], 3);
+    assert_eq!(v["reason"], "review-stasis", "{v}");
+    assert_eq!(calls(&s, "adversarial-reviewer"), reviews);
+    assert_eq!(calls(&s, "finding-adjudicator"), adjudications);
+    // The person accepts the findings as residual risk: the unit goes to the merge gate.
+    let v = run(&s, &agent, &["--resume", "--approve"], 3);
+    assert_eq!(v["reason"], "code-human-gate", "{v}");
+    assert_eq!(v["verdict_state"], "READY_WITH_RESIDUAL_RISK");
+    assert_eq!(calls(&s, "adversarial-reviewer"), reviews);
+    let verdict = s.read_json(&format!("{DIR}/reviews/code-1/review-verdict.json"));
+    assert!(verdict["residual_risks"].to_string().contains("F1"), "{verdict}");
+    assert_eq!(v["review_retry_count"], 1, "accepting is not a retry");
+}
+
+#[test]
+fn stasis_reject_sends_the_findings_back_to_implementation() {
+    let s = Scenario::new();
+    let agent = setup(&s, "test -f hello.txt", true);
+    knob(&s, "review-finding", "1");
+    knob(&s, "sustain-rounds", "2");
+    let v = start(&s, &agent, &["--full"], 3);
+    assert_eq!(v["reason"], "review-stasis", "{v}");
+    let before = calls(&s, "implementer");
+    let v = run(&s, &agent, &["--resume", "--reject", "greet the reader by name"], 3);
+    assert_eq!(v["reason"], "code-human-gate", "{v}");
+    assert!(transitions(&v).join("\n").contains("CODE-REVIEW -> CODE-IMPLEMENTATION (findings-remain)"), "{v}");
+    assert_eq!(calls(&s, "implementer"), before + 1);
+    let fix = log(&s).into_iter().rev().find(|l| l["phase"] == "fix").expect("a fix dispatch");
+    let detail = fix["detail"].as_str().unwrap_or("");
+    assert!(detail.contains("greet the reader by name") && detail.contains("F1"), "{detail}");
+    assert_eq!(v["verdict_state"], "READY");
+}
+
+#[test]
+fn an_undecided_adjudication_waits_for_a_decision_and_reject_sustains_it() {
+    let s = Scenario::new();
+    let agent = setup(&s, "test -f hello.txt", true);
+    knob(&s, "review-finding", "1");
+    knob(&s, "adj-skip", "1");
+    let v = start(&s, &agent, &["--light"], 3);
+    assert_eq!(v["reason"], "adjudication-indeterminate", "{v}");
+    let reviews = calls(&s, "adversarial-reviewer");
+    let adjudications = calls(&s, "finding-adjudicator");
+    let v = run(&s, &agent, &["--resume"], 3);
+    assert_eq!(v["reason"], "adjudication-indeterminate", "{v}");
+    assert_eq!(calls(&s, "adversarial-reviewer"), reviews, "no new paid review");
+    assert_eq!(calls(&s, "finding-adjudicator"), adjudications);
+    std::fs::remove_file(s.path(".agent-state/adj-skip")).expect("rm knob");
+    let v = run(&s, &agent, &["--resume", "--reject", "F1 is real"], 3);
+    assert_eq!(v["reason"], "code-human-gate", "{v}");
+    assert!(transitions(&v).join("\n").contains("(findings-remain)"), "{v}");
+    assert_eq!(calls(&s, "implementer"), 2);
+    assert_eq!(v["review_retry_count"], 1);
+}
+
+#[test]
+fn an_undecided_adjudication_can_be_accepted_as_residual_risk() {
+    let s = Scenario::new();
+    let agent = setup(&s, "test -f hello.txt", true);
+    knob(&s, "review-finding", "1");
+    knob(&s, "adj-skip", "1");
+    start(&s, &agent, &["--full"], 3);
+    let v = run(&s, &agent, &["--resume", "--approve"], 3);
+    assert_eq!(v["reason"], "code-human-gate", "{v}");
+    assert_eq!(v["verdict_state"], "READY_WITH_RESIDUAL_RISK");
+    let verdict = s.read_json(&format!("{DIR}/reviews/code-1/review-verdict.json"));
+    assert!(verdict["residual_risks"].to_string().contains("F1"), "{verdict}");
+    assert_eq!(calls(&s, "implementer"), 1);
+}
+
+#[test]
+fn reviewers_see_the_full_diff_so_a_log_only_change_is_reviewed() {
+    let s = Scenario::new();
+    let agent = setup(&s, "true", true);
+    knob(&s, "impl-logonly", "1");
+    let v = start(&s, &agent, &["--light"], 3);
+    // A change anywhere outside the spec and state directories is a change (the engine cannot
+    // know which files a task owns); the reviewer judges it from the full diff.
+    assert_eq!(v["reason"], "code-human-gate", "{v}");
+    let ctx = review_ctx(&s);
+    assert!(ctx["diff"].as_str().unwrap_or("").contains("+implementer call 1"), "{ctx}");
+    assert!(ctx["changed_paths"].to_string().contains("agent-calls.log"), "{ctx}");
+}
+
+#[test]
+fn a_hanging_gate_is_red_with_the_timeout_as_its_reason() {
+    let s = Scenario::new();
+    let agent = setup(&s, "sleep 30", true);
+    s.write("work.toml", "[gates]\ntest = \"sleep 30\"\n\n[timeouts]\ngate_secs = 1\n");
+    s.commit("gate timeout");
+    let v = start(&s, &agent, &["--light", "--implementation-retry-cap", "1"], 1);
+    assert_eq!(v["reason"], "implementation-retry-cap", "{v}");
+    assert!(v["message"].as_str().unwrap_or("").contains("timed out after 1s"), "{v}");
+}
+
+#[test]
+fn a_drafter_that_owes_a_revision_and_changes_nothing_is_not_done() {
+    let s = Scenario::new();
+    let agent = setup(&s, "test -f hello.txt", false);
+    knob(&s, "spec-finding", "1");
+    knob(&s, "drafter-noop", "1");
+    let v = run(&s, &agent, &["--full"], 1);
+    assert_eq!(v["reason"], "draft-unchanged", "{v}");
+    assert_eq!(v["state"], "SPEC-PLAN-DRAFTING");
+    assert_eq!(calls(&s, "spec-drafter"), 2);
+}
+
+#[test]
+fn an_approval_that_predates_the_gate_still_pauses_once() {
+    let s = Scenario::new();
+    let agent = setup(&s, "test -f hello.txt", true);
+    let v = run(&s, &agent, &["--light"], 3);
+    assert_eq!(v["reason"], "spec-human-gate", "{v}");
+    assert_eq!(v["state"], "SPEC-HUMAN-GATE");
+    assert!(v["message"].as_str().unwrap_or("").contains("predates"), "{v}");
+    assert_eq!(calls(&s, "implementer"), 0);
+    // Resuming confirms the approval; the plan gate pauses once in turn.
+    let v = run(&s, &agent, &["--resume"], 3);
+    assert_eq!(v["reason"], "plan-human-gate", "{v}");
+    let v = run(&s, &agent, &["--resume"], 3);
+    assert_eq!(v["reason"], "code-human-gate", "{v}");
+    assert_eq!(calls(&s, "implementer"), 1);
+}
+
+#[test]
+fn approve_at_the_spec_and_plan_gates_sets_the_status_and_continues() {
+    let s = Scenario::new();
+    let agent = setup(&s, "test -f hello.txt", false);
+    let v = run(&s, &agent, &["--light"], 3);
+    assert_eq!(v["reason"], "spec-human-gate", "{v}");
+    assert!(v["next"]["approve"].as_str().unwrap_or("").contains("--approve"), "{v}");
+    let v = run(&s, &agent, &["--resume", "--approve"], 3);
+    assert_eq!(v["reason"], "plan-human-gate", "{v}");
+    assert!(s.read(&format!("{DIR}/spec.md")).contains("**Status:** Approved"));
+    let v = run(&s, &agent, &["--resume", "--approve"], 3);
+    assert_eq!(v["reason"], "code-human-gate", "{v}");
+    assert!(transitions(&v).join("\n").contains("(plan-approved)"), "{v}");
+    let v = run(&s, &agent, &["--resume", "--approve"], 0);
+    assert_eq!(v["outcome"], "done");
+}
+
+#[test]
+fn bad_input_leaves_no_state_directory_behind() {
+    let s = Scenario::new();
+    let agent = setup(&s, "true", true);
+    assert!(!s.path(".work").exists());
+    let (code, _, err) = s.run(&["loop", "run", "docs/specs/nope", "--agent", &agent]);
+    assert_eq!(code, 2, "{err}");
+    assert_one_line_error(&err);
+    assert!(!s.path(".work").exists(), "an exit 2 leaves no .work/ directory");
+    // A pre-existing state directory is kept.
+    std::fs::create_dir_all(s.path(".work/keep")).expect("mkdir");
+    let (code, _, _) = s.run(&["loop", "run", "docs/specs/nope", "--agent", &agent]);
+    assert_eq!(code, 2);
+    assert!(s.path(".work/keep").is_dir());
+    assert!(!s.path(".work/locks").exists());
+}
+
+#[test]
+fn an_undecided_spec_review_waits_for_a_decision_too() {
+    let s = Scenario::new();
+    let agent = setup(&s, "test -f hello.txt", false);
+    knob(&s, "spec-finding", "1");
+    knob(&s, "adj-skip", "1");
+    let v = run(&s, &agent, &["--full"], 3);
+    assert_eq!(v["reason"], "adjudication-indeterminate", "{v}");
+    assert_eq!(v["state"], "SPEC-PLAN-REVIEW");
+    let v = run(&s, &agent, &["--resume", "--approve"], 3);
+    assert_eq!(v["reason"], "spec-human-gate", "{v}");
+    let verdict = s.read_json(&format!("{DIR}/reviews/spec-1/review-verdict.json"));
+    assert_eq!(verdict["state"], "READY_WITH_RESIDUAL_RISK", "{verdict}");
+    assert!(verdict["residual_risks"].to_string().contains("S1"), "{verdict}");
+    assert_eq!(calls(&s, "spec-drafter"), 1, "accepting sends nothing back to the drafter");
 }
