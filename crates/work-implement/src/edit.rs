@@ -187,6 +187,12 @@ pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
     let suite = env.gate("suite", &env.settings.test_cmd).await;
     report.suite_green = Some(suite.green);
     report.suite = Some(suite.clone());
+    if !suite.green && env.no_suite() {
+        report.status = crate::report::Status::Blocked;
+        report.kind = Some("no-suite".into());
+        report.reason = suite.end.clone();
+        return end(env, report, task, detail);
+    }
     if !suite.green {
         bounce(
             &mut report,

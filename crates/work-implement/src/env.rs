@@ -67,6 +67,9 @@ pub struct Counter {
     pub tokens: u64,
 }
 
+/// Why a gate with no command is not green.
+pub const NO_SUITE: &str = "no test command configured or detected (set `[gates].test` in work.toml or pass --test-cmd): DONE needs the engine's own suite run";
+
 /// One run of a gate command.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GateRun {
@@ -176,6 +179,10 @@ impl Env {
 
     /// Runs a gate command (`sh -c`) in the root: the engine's own observation.
     pub async fn gate(&self, what: &str, cmd: &str) -> GateRun {
+        if cmd.trim().is_empty() {
+            // No command configured or detected: never green, and said so.
+            return GateRun { command: String::new(), green: false, end: NO_SUITE.into(), tail: String::new() };
+        }
         self.run.emit("gate.start", serde_json::json!({"gate": what, "command": cmd}));
         let run = match self.run.spawner.shell(cmd, &self.run.root, self.settings.gate_timeout).await {
             Ok(out) => {
@@ -189,6 +196,11 @@ impl Env {
         };
         self.run.emit("gate.end", serde_json::json!({"gate": what, "green": run.green, "end": run.end}));
         run
+    }
+
+    /// True when no suite command is configured (DONE is then impossible: BLOCKED `no-suite`).
+    pub fn no_suite(&self) -> bool {
+        self.settings.test_cmd.trim().is_empty()
     }
 
     /// The command that runs one test by name (mini mode).

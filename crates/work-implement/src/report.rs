@@ -163,7 +163,7 @@ pub struct EndReport {
     pub iter_id: Option<String>,
     /// Why it ended so.
     pub reason: String,
-    /// The BLOCKED kind (`bad-carrier`, `missing-field`, `dirty-tree`, `no-op`, `suite-red`,
+    /// The BLOCKED kind (`bad-carrier`, `missing-field`, `dirty-tree`, `no-op`, `no-suite`, `suite-red`,
     /// `snapshot-loss`, `spec-ambiguous`, `cardinality`, `no-op-edit`, `hole`, `regression`, …).
     pub kind: Option<String>,
     /// Where a BLOCKED run goes next (`debug`, `specify`, `tdd`), when the pipeline knows.

@@ -240,6 +240,12 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
     report.suite_green = Some(suite.green);
     let green = suite.green;
     report.suite = Some(suite.clone());
+    if !green && env.no_suite() {
+        report.kind = Some("no-suite".into());
+        report.reason = suite.end.clone();
+        report.blocked_detail = Some(json!({"suite": suite}));
+        return end(env, report, extraction);
+    }
     if !green {
         report.kind = Some("suite-red".into());
         report.route = Some("debug".into());

@@ -189,13 +189,35 @@ fn dirty_report(mode: Mode, iter: Option<String>, pf: Preflight) -> EndReport {
     r
 }
 
-fn test_command(ctx: &Ctx, flag: &Option<String>) -> Result<String, CliError> {
+/// The suite command: `--test-cmd`, else `[gates].test`, else one detected from the
+/// repository's own build files; empty when there is none (the run then ends BLOCKED
+/// `no-suite` rather than DONE, since DONE needs the engine's own suite run).
+fn test_command(ctx: &Ctx, flag: &Option<String>) -> String {
     match flag.clone().or(ctx.config.gates.test.clone()) {
-        Some(t) if !t.trim().is_empty() => Ok(t),
-        _ => Err(CliError::bad(
-            "run the suite: no test command (set `[gates].test` in work.toml or pass --test-cmd); DONE needs the engine's own suite run",
-        )),
+        Some(t) if !t.trim().is_empty() => t,
+        _ => detect_test_command(&ctx.root).unwrap_or_default(),
     }
+}
+
+/// A test command from the repository's build files: Cargo (`cargo test`), npm with a `test`
+/// script (`npm test`), Go (`go test ./...`), a Makefile `test:` target (`make test`).
+fn detect_test_command(root: &Path) -> Option<String> {
+    let read = |f: &str| std::fs::read_to_string(root.join(f)).ok();
+    if root.join("Cargo.toml").is_file() {
+        return Some("cargo test".into());
+    }
+    if let Some(pkg) = read("package.json")
+        && serde_json::from_str::<serde_json::Value>(&pkg).ok().is_some_and(|v| v["scripts"]["test"].is_string())
+    {
+        return Some("npm test".into());
+    }
+    if root.join("go.mod").is_file() {
+        return Some("go test ./...".into());
+    }
+    if read("Makefile").is_some_and(|m| m.lines().any(|l| l.starts_with("test:"))) {
+        return Some("make test".into());
+    }
+    None
 }
 
 /// A role's resolved pins and its backend.
@@ -292,7 +314,12 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
         return early_exit(&ctx, "implement", a.json, dirty_report(c.mode, c.iter_id.clone(), pf));
     }
     let iter_id = c.iter_id.clone().unwrap_or_default();
-    let test_cmd = test_command(&ctx, &a.test_cmd)?;
+    let test_cmd = test_command(&ctx, &a.test_cmd);
+    if c.mode == Mode::Mini && test_cmd.trim().is_empty() {
+        return Err(CliError::bad(
+            "run the RED test: no test command (set `[gates].test` in work.toml or pass --test-cmd); mini mode re-runs the RED test and the suite",
+        ));
+    }
     let mut set = settings(&ctx, test_cmd, a.max_repairs);
     set.red_test_cmd = a.red_test_cmd.clone();
     set.exclude = pf.excluded_paths.clone();
@@ -364,7 +391,7 @@ pub fn run_edit(global: &Global, a: EditArgs) -> CmdResult {
     if !pf.clean {
         return early_exit(&ctx, "edit", a.json, dirty_report(Mode::Edit, Some(iter_id), pf));
     }
-    let test_cmd = test_command(&ctx, &a.test_cmd)?;
+    let test_cmd = test_command(&ctx, &a.test_cmd);
     let mut set = settings(&ctx, test_cmd, a.max_repairs);
     set.build_cmd = a.build_cmd.clone().or(ctx.config.gates.typecheck.clone()).filter(|s| !s.trim().is_empty());
     let resolved = resolve_all(&ctx, &["editor"], a.agent.as_deref())?;

@@ -542,7 +542,6 @@ fn malformed_flags_and_missing_files_are_bad_input() {
     for args in [
         vec!["implement", "--plan", "PLAN.md", "--iter-id", "i", "--range", "x-y", "--agent", &a, "--test-cmd", "true"],
         vec!["implement", "--plan", "MISSING.md", "--iter-id", "i", "--agent", &a, "--test-cmd", "true"],
-        vec!["implement", "--plan", "PLAN.md", "--iter-id", "i", "--agent", &a],
         vec!["implement", "--plan", "PLAN.md", "--iter-id", "i", "--test-cmd", "true"],
         vec!["implement", "--carrier-file", "nope.json", "--agent", &a, "--test-cmd", "true"],
         vec!["implement", "--max-repairs", "lots"],
@@ -1104,4 +1103,28 @@ fn an_uncommitted_plan_file_does_not_make_the_tree_dirty() {
     let r = run(&a, 1);
     assert_eq!(r["kind"], "dirty-tree", "{r}");
     assert_eq!(r["preflight"]["dirty_paths"], serde_json::json!(["stray.txt"]));
+}
+
+#[test]
+fn without_any_test_command_the_run_proceeds_but_can_never_be_done() {
+    // A do-nothing implementer is still caught (no-op) with no suite configured.
+    let s = repo_with_plan(&[("1", "A", "Create a.txt.")]);
+    let a = agent(&s, "");
+    let r = s.run_json(&["implement", "--plan", "PLAN.md", "--iter-id", "i", "--agent", &a, "--json"], 1);
+    assert_eq!(r["status"], "BLOCKED", "{r}");
+    assert_eq!(r["kind"], "no-op", "{r}");
+    // Real work with no suite to run: BLOCKED no-suite, never DONE on the agent's word.
+    let s = repo_with_plan(&[("1", "A", "Create a.txt.")]);
+    let a = agent(&s, "if role == 'implementer':\n    write('a.txt', 'a\\n')\n    out(DONE)");
+    let r = s.run_json(&["implement", "--plan", "PLAN.md", "--iter-id", "i", "--agent", &a, "--json"], 1);
+    assert_eq!(r["status"], "BLOCKED", "{r}");
+    assert_eq!(r["kind"], "no-suite", "{r}");
+    assert!(r["reason"].as_str().is_some_and(|x| x.contains("[gates].test")), "{r}");
+    // A repository's own build file names its suite.
+    let s = repo_with_plan(&[("1", "A", "Create a.txt.")]);
+    s.write("Makefile", "test:\n\ttest -f a.txt\n");
+    s.commit("make");
+    let a = agent(&s, "if role == 'implementer':\n    write('a.txt', 'a\\n')\n    out(DONE)");
+    let r = s.run_json(&["implement", "--plan", "PLAN.md", "--iter-id", "i", "--agent", &a, "--json"], 0);
+    assert_eq!(r["status"], "DONE", "{r}");
 }
