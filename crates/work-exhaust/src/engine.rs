@@ -119,6 +119,7 @@ impl<'a> Engine<'a> {
             // A budget or caller-target stop is resumable: the reasons are recomputed.
             journal.stopped_reason = None;
             journal.dropped_due_to_budget.clear();
+            journal.budget_notes.clear();
         }
         journal.k = params.k;
         let dedup = journal.dedup_set();
@@ -204,13 +205,19 @@ impl<'a> Engine<'a> {
         out
     }
 
+    /// Names an angle the budget kept from running: its name in `droppedDueToBudget` (once),
+    /// and why in `budgetNotes` (no silent caps).
+    fn drop_for_budget(&mut self, angle: &str, why: &str) {
+        if !self.journal.dropped_due_to_budget.iter().any(|a| a == angle) {
+            self.journal.dropped_due_to_budget.push(angle.to_string());
+            self.journal.budget_notes.push(format!("angle {angle}: {why}"));
+        }
+    }
+
     fn stop(&mut self, reason: &str, detail: &str) -> Result<(), ExhaustError> {
         if reason == stop::BUDGET || reason == stop::CALLER_TARGET {
             for a in self.remaining_angles() {
-                let prefix = format!("angle {a}: ");
-                if !self.journal.dropped_due_to_budget.iter().any(|l| l.starts_with(&prefix)) {
-                    self.journal.dropped_due_to_budget.push(format!("{prefix}not run ({detail})"));
-                }
+                self.drop_for_budget(&a, &format!("not run ({detail})"));
             }
         }
         self.journal.stopped_reason = Some(reason.into());
@@ -373,7 +380,7 @@ impl<'a> Engine<'a> {
                 }
             }
             for (a, _, _) in &cut {
-                self.journal.dropped_due_to_budget.push(format!("angle {a}: cut from round {n} (dispatches budget)"));
+                self.drop_for_budget(a, &format!("cut from round {n} (dispatches budget)"));
                 if !self.journal.retry_queue.contains(a) {
                     self.journal.retry_queue.push(a.clone());
                 }
@@ -432,9 +439,7 @@ impl<'a> Engine<'a> {
                 }
                 None => {
                     if let DispatchOutcome::OverBudget { .. } = outcome {
-                        self.journal
-                            .dropped_due_to_budget
-                            .push(format!("angle {angle}: not run in round {n} (budget)"));
+                        self.drop_for_budget(angle, &format!("not run in round {n} (budget)"));
                         if !self.journal.retry_queue.contains(angle) {
                             self.journal.retry_queue.push(angle.clone());
                         }

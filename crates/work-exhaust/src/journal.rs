@@ -80,6 +80,8 @@ pub struct Journal {
     pub stopped_reason: Option<String>,
     /// What was not run because of a budget or a caller target (no silent caps).
     pub dropped_due_to_budget: Vec<String>,
+    /// Why each angle in `droppedDueToBudget` was not run.
+    pub budget_notes: Vec<String>,
     /// Scope misses and given-up angles, stated.
     pub completeness_gaps: Vec<String>,
     /// Angles whose finder returned valid output at least once.
@@ -127,6 +129,7 @@ impl Journal {
             rejected: Vec::new(),
             stopped_reason: None,
             dropped_due_to_budget: Vec::new(),
+            budget_notes: Vec::new(),
             completeness_gaps: Vec::new(),
             angles_used: Vec::new(),
             dry_counter: 0,

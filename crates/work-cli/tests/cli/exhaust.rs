@@ -350,8 +350,9 @@ fn each_budget_stops_explicitly() {
             s.run_json(&["exhaust", "things", "--angles", "a,b,c,d", flag, value, "--agent", &agent, "--json"], 1);
         assert_eq!(master["stoppedReason"], "budget", "{flag}");
         assert_eq!(rounds(&master).len(), 2, "{flag}");
-        let dropped = master["droppedDueToBudget"].to_string();
-        assert!(dropped.contains("angle c") && dropped.contains("angle d"), "{flag}: {dropped}");
+        assert_eq!(master["droppedDueToBudget"], serde_json::json!(["c", "d"]), "{flag}");
+        let notes = master["budgetNotes"].to_string();
+        assert!(notes.contains("angle c: not run") && notes.contains("budget spent"), "{flag}: {notes}");
         assert_eq!(master["spent"]["dispatches"], 2, "{flag}");
     }
 }
