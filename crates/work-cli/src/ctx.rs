@@ -137,6 +137,17 @@ impl Ctx {
         budget: work_runtime::budget::Budget,
         already_spent: work_runtime::budget::Spent,
     ) -> Result<work_runtime::run::RunContext, CliError> {
+        self.start_resumed_run(workflow, budget, already_spent, Default::default())
+    }
+
+    /// Starts a run that continues earlier spending (a resumed journal), in total and per role.
+    pub fn start_resumed_run(
+        &self,
+        workflow: &str,
+        budget: work_runtime::budget::Budget,
+        already_spent: work_runtime::budget::Spent,
+        already_by_role: std::collections::BTreeMap<String, work_runtime::budget::Spent>,
+    ) -> Result<work_runtime::run::RunContext, CliError> {
         work_runtime::run::RunContext::start(
             work_runtime::run::RunOptions {
                 root: self.root.clone(),
@@ -145,6 +156,7 @@ impl Ctx {
                 redactor: self.redactor.clone(),
                 budget,
                 already_spent,
+                already_by_role,
                 progress: work_runtime::run::ProgressSink::Stderr,
             },
             workflow,

@@ -131,6 +131,11 @@ impl<'a> Engine<'a> {
         // Sums of floats depend on the order dispatches finished: round to stay repeatable.
         spent.usage.cost_usd = (spent.usage.cost_usd * 1e9).round() / 1e9;
         self.journal.spent = spent;
+        let mut by_role = self.run.budget.spent_by_role();
+        for s in by_role.values_mut() {
+            s.usage.cost_usd = (s.usage.cost_usd * 1e9).round() / 1e9;
+        }
+        self.journal.spent_by_role = by_role;
         self.run
             .write_state(&self.params.journal_path, &self.journal)
             .map_err(|source| ExhaustError::Journal { path: self.params.journal_path.display().to_string(), source })?;

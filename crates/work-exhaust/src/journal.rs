@@ -107,6 +107,8 @@ pub struct Journal {
     pub final_oracles_run: Vec<String>,
     /// Dispatches, tokens and USD spent over every run of this journal.
     pub spent: Spent,
+    /// The same, per role.
+    pub spent_by_role: BTreeMap<String, Spent>,
 }
 
 impl Default for Journal {
@@ -142,6 +144,7 @@ impl Journal {
             seeded: Vec::new(),
             final_oracles_run: Vec::new(),
             spent: Spent::default(),
+            spent_by_role: BTreeMap::new(),
         }
     }
 

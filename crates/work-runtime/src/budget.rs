@@ -71,17 +71,39 @@ pub struct Spent {
     pub usage: Usage,
 }
 
-/// Tracks spending against a [`Budget`]; shared by all dispatches of a run.
+/// Tracks spending against a [`Budget`]; shared by all dispatches of a run. Spending is also
+/// kept per role (`finder`, `implementer`, …) for the run's result and event log.
 #[derive(Debug, Default)]
 pub struct BudgetTracker {
     budget: Budget,
     spent: Mutex<Spent>,
+    by_role: Mutex<std::collections::BTreeMap<String, Spent>>,
 }
 
 impl BudgetTracker {
     /// A tracker starting from `already` spent (a resumed run carries its spending over).
     pub fn new(budget: Budget, already: Spent) -> Self {
-        Self { budget, spent: Mutex::new(already) }
+        Self { budget, spent: Mutex::new(already), by_role: Mutex::default() }
+    }
+
+    /// A tracker starting from `already` spent in total and `by_role` per role.
+    pub fn with_roles(budget: Budget, already: Spent, by_role: std::collections::BTreeMap<String, Spent>) -> Self {
+        Self { budget, spent: Mutex::new(already), by_role: Mutex::new(by_role) }
+    }
+
+    /// Charges one finished attempt of `role`: a dispatch and its usage, to the role's account
+    /// (the run's total is charged by [`Self::try_reserve_dispatch`] and [`Self::record`]).
+    pub fn record_role(&self, role: &str, usage: &Usage) {
+        if let Ok(mut m) = self.by_role.lock() {
+            let e = m.entry(role.to_string()).or_default();
+            e.dispatches += 1;
+            e.usage.add(usage);
+        }
+    }
+
+    /// What each role has spent, by role name.
+    pub fn spent_by_role(&self) -> std::collections::BTreeMap<String, Spent> {
+        self.by_role.lock().map(|m| m.clone()).unwrap_or_default()
     }
 
     /// The limits.
@@ -143,6 +165,18 @@ fn exhausted_kind(b: &Budget, s: &Spent) -> Option<BudgetKind> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spending_is_kept_per_role() {
+        let t = BudgetTracker::new(Budget::default(), Spent::default());
+        t.record_role("finder", &Usage { input_tokens: 5, output_tokens: 1, cost_usd: 0.5 });
+        t.record_role("finder", &Usage { input_tokens: 5, output_tokens: 1, cost_usd: 0.5 });
+        t.record_role("worker", &Usage::default());
+        let m = t.spent_by_role();
+        assert_eq!(m["finder"].dispatches, 2);
+        assert_eq!(m["finder"].usage.total_tokens(), 12);
+        assert_eq!(m["worker"].dispatches, 1);
+    }
 
     #[test]
     fn each_limit_stops() {

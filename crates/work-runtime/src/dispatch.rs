@@ -344,6 +344,7 @@ impl Dispatcher {
             };
             usage.add(&attempt_usage);
             self.budget.record(&attempt_usage);
+            self.budget.record_role(&spec.role, &attempt_usage);
             let (outcome, reason) = match &verdict {
                 Ok(_) => ("ok", None),
                 Err((k, r)) => (*k, Some(r.clone())),

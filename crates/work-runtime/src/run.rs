@@ -35,6 +35,8 @@ pub struct RunOptions {
     pub budget: Budget,
     /// What earlier runs of the same journal already spent.
     pub already_spent: Spent,
+    /// The same, per role.
+    pub already_by_role: std::collections::BTreeMap<String, Spent>,
     /// Where progress lines go.
     pub progress: ProgressSink,
 }
@@ -78,7 +80,7 @@ pub fn new_run_id(clock: &dyn Clock, workflow: &str) -> String {
 impl RunContext {
     /// Starts a run: creates `<state_dir>/runs/<run-id>/` and its event log, emits `run.start`.
     pub fn start(opts: RunOptions, workflow: &str) -> io::Result<Self> {
-        let RunOptions { root, state_dir, clock, redactor, budget, already_spent, progress } = opts;
+        let RunOptions { root, state_dir, clock, redactor, budget, already_spent, already_by_role, progress } = opts;
         let (root, state_dir) = (root.as_path(), state_dir.as_path());
         let run_id = new_run_id(clock.as_ref(), workflow);
         let dir = state_dir.join("runs").join(&run_id);
@@ -91,7 +93,7 @@ impl RunContext {
             state_dir: state_dir.to_path_buf(),
             clock,
             events,
-            budget: Arc::new(BudgetTracker::new(budget, already_spent)),
+            budget: Arc::new(BudgetTracker::with_roles(budget, already_spent, already_by_role)),
             spawner: Spawner,
             redactor,
             progress,
@@ -131,6 +133,8 @@ impl RunContext {
     /// Emits `run.end` with the outcome.
     pub fn finish(&self, outcome: &str, detail: Value) {
         let spent = self.budget.spent();
-        self.events.emit("run.end", json!({"outcome": outcome, "detail": detail, "spent": spent}));
+        let by_role = self.budget.spent_by_role();
+        self.events
+            .emit("run.end", json!({"outcome": outcome, "detail": detail, "spent": spent, "spent_by_role": by_role}));
     }
 }

@@ -274,7 +274,7 @@ fn run_locked(
     if !journal.is_final() {
         preflight_final_oracles(ctx, &params.final_oracles, oracle_timeout)?;
     }
-    let run = ctx.start_run("exhaust", budget, journal.spent)?;
+    let run = ctx.start_resumed_run("exhaust", budget, journal.spent, journal.spent_by_role.clone())?;
     let d = ctx::dispatcher(&run, &role, agent);
     run.emit(
         "exhaust.start",

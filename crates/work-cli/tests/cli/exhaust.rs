@@ -354,6 +354,8 @@ fn each_budget_stops_explicitly() {
         let notes = master["budgetNotes"].to_string();
         assert!(notes.contains("angle c: not run") && notes.contains("budget spent"), "{flag}: {notes}");
         assert_eq!(master["spent"]["dispatches"], 2, "{flag}");
+        assert_eq!(master["spentByRole"]["finder"]["dispatches"], 2, "{flag}: spending per role");
+        assert_eq!(master["spentByRole"]["finder"]["usage"]["input_tokens"], 120, "{flag}");
     }
 }
 
