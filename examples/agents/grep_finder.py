@@ -15,6 +15,10 @@ import re
 import subprocess
 import sys
 
+# A finder answers with everything its angle sees (a real model would cap itself; the engine
+# would then need more rounds, which the journal's seen set makes cheap).
+MAX_ITEMS = 5000
+
 STOPWORDS = {
     "all", "and", "any", "are", "code", "every", "find", "for", "from", "in", "into", "list",
     "marker", "markers", "of", "or", "places", "that", "the", "their", "this", "where", "which",
@@ -98,9 +102,9 @@ def main():
                 "evidence": line.strip()[:200],
                 "severity": "low",
             })
-            if len(items) >= 25:
+            if len(items) >= MAX_ITEMS:
                 break
-        if len(items) >= 25:
+        if len(items) >= MAX_ITEMS:
             break
     notes = f"searched {', '.join(terms)} through angle {angle}; {len(items)} hit(s)"
     print(json.dumps({"angle": angle, "items": items, "roundNotes": notes}))

@@ -754,7 +754,8 @@ pub fn reset(sd: &SpecDir) -> LoopResult {
     let _lock = Lock::acquire(&sd.file(&format!("{STATE_FILE}.lock"))?)?;
     let existed = p.exists();
     if existed {
-        std::fs::remove_file(&p).map_err(|e| LoopError::bad(format!("remove `{}/{STATE_FILE}`: {e}", sd.rel())))?;
+        work_runtime::fsx::remove_state(&p)
+            .map_err(|e| LoopError::bad(format!("remove `{}/{STATE_FILE}`: {e}", sd.rel())))?;
     }
     Ok(Outcome::ok(
         json!({ "ok": true, "removed": existed }),

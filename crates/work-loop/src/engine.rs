@@ -482,7 +482,8 @@ pub fn reset(sd: &SpecDir) -> LoopResult {
     let _lock = lock(sd)?;
     let existed = p.exists();
     if existed {
-        std::fs::remove_file(&p).map_err(|e| LoopError::bad(format!("remove `{}/{STATE_FILE}`: {e}", sd.rel())))?;
+        work_runtime::fsx::remove_state(&p)
+            .map_err(|e| LoopError::bad(format!("remove `{}/{STATE_FILE}`: {e}", sd.rel())))?;
     }
     Ok(Outcome::ok(
         json!({ "ok": true, "removed": existed }),

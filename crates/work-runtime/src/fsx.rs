@@ -156,6 +156,17 @@ pub fn write_json_unsynced<T: serde::Serialize>(path: &Path, value: &T) -> io::R
     })
 }
 
+/// Removes a state file and fsyncs its directory, so that the removal is durable like a write.
+pub fn remove_state(path: &Path) -> io::Result<()> {
+    fs::remove_file(path)?;
+    if let Some(dir) = path.parent()
+        && let Ok(d) = File::open(dir)
+    {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
 /// Reads a file to a string; `Ok(None)` when it does not exist.
 pub fn read_optional(path: &Path) -> io::Result<Option<String>> {
     match fs::read_to_string(path) {

@@ -343,6 +343,88 @@ async fn read_capped<R: AsyncRead + Unpin>(mut r: R, cap: usize) -> (Vec<u8>, bo
     (kept, truncated)
 }
 
+/// Whether a process runs: it exists and is not a zombie (a killed process whose parent has
+/// not reaped it yet is gone for every purpose here).
+pub fn pid_running(pid: i64) -> bool {
+    let Ok(pid) = i32::try_from(pid) else { return false };
+    if pid <= 0 {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state is the first field after the command name, which is in parentheses.
+        Ok(stat) => {
+            !matches!(stat.rsplit(')').next().map(str::trim_start).and_then(|r| r.chars().next()), Some('Z' | 'X'))
+        }
+        Err(_) if std::path::Path::new("/proc/self/stat").exists() => false,
+        Err(_) => crate::fsx::process_alive(pid),
+    }
+}
+
+/// The running processes whose environment holds `var=marker` (never this process): how a
+/// caller finds descendants that left the process group the spawner kills (Linux `/proc`).
+pub fn marked_processes(var: &str, marker: &str) -> Vec<i64> {
+    let needle = format!("{var}={marker}");
+    let me = i64::from(std::process::id());
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let mut found: Vec<i64> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i64>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|kv| kv == needle.as_bytes()))
+        })
+        .filter(|&pid| pid_running(pid))
+        .collect();
+    found.sort_unstable();
+    found
+}
+
+/// What [`sweep`] found.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Sweep {
+    /// Marked processes still running after the scenario (and its cleanup) ended: they left
+    /// the process group the spawner killed.
+    pub escaped: Vec<i64>,
+    /// Those still running after being killed.
+    pub survivors: Vec<i64>,
+}
+
+/// Finds every process still running with `var=marker` in its environment, kills it (SIGKILL)
+/// and checks that it is gone. Bounded: gives up waiting after about two seconds, and what
+/// still runs then is reported in [`Sweep::survivors`].
+pub async fn sweep_marked(var: &str, marker: &str) -> Sweep {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let mut escaped: Vec<i64> = Vec::new();
+    // A process may start another while it is being killed: a few rounds.
+    for _ in 0..5 {
+        let found = marked_processes(var, marker);
+        if found.is_empty() {
+            break;
+        }
+        for &pid in &found {
+            if let Ok(p) = i32::try_from(pid) {
+                let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
+            }
+            if !escaped.contains(&pid) {
+                escaped.push(pid);
+            }
+        }
+        for _ in 0..100 {
+            if !found.iter().any(|&p| pid_running(p)) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+    escaped.sort_unstable();
+    let mut survivors: Vec<i64> = escaped.iter().copied().filter(|&p| pid_running(p)).collect();
+    survivors.extend(marked_processes(var, marker).into_iter().filter(|p| !escaped.contains(p)));
+    survivors.sort_unstable();
+    survivors.dedup();
+    Sweep { escaped, survivors }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -152,7 +152,8 @@ pub fn run(global: &Global, a: RunArgs) -> CmdResult {
     let (sd, resolved) = match prepared {
         Ok(p) => p,
         Err(e) => {
-            drop(lock);
+            // Removed while still held (never after releasing it: another run could then be
+            // holding the same file).
             if !lock_existed {
                 // Nothing ran: leave nothing behind (each directory only when this invocation
                 // created it and it is empty).
@@ -164,6 +165,7 @@ pub fn run(global: &Global, a: RunArgs) -> CmdResult {
                     let _ = std::fs::remove_dir(&ctx.state_dir);
                 }
             }
+            drop(lock);
             return Err(e);
         }
     };

@@ -80,16 +80,16 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
     let lock_path = dir.join("lock");
     let fresh: Vec<PathBuf> =
         [ctx.state_dir.clone(), ctx.state_dir.join("goals"), dir.clone()].into_iter().filter(|d| !d.exists()).collect();
-    let lock = work_runtime::fsx::LockFile::acquire(&lock_path).map_err(|e| {
-        remove_fresh(&lock_path, &fresh);
-        CliError::bad(format!("lock goal `{}`: {e}", goal.id))
-    })?;
+    // A run that loses the lock touches nothing: the lock file is the holder's.
+    let lock = work_runtime::fsx::LockFile::acquire(&lock_path)
+        .map_err(|e| CliError::bad(format!("lock goal `{}`: {e}", goal.id)))?;
     let loaded = load_state(&dir, &goal);
     let (existing, mut receipts) = match loaded {
         Ok(l) => l,
         Err(e) => {
-            drop(lock);
+            // Removed while still held, so no other run can be holding this file.
             remove_fresh(&lock_path, &fresh);
+            drop(lock);
             return Err(e);
         }
     };
