@@ -26,7 +26,6 @@
 //!   `error_max_structured_output_retries`, a null `structured_output` or stdout without a
 //!   result object is malformed.
 
-use crate::command::on_path;
 use async_trait::async_trait;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -267,21 +266,12 @@ impl Agent for ClaudeAgent {
     }
 
     fn preflight(&self) -> Result<(), String> {
-        if self.program.contains('/') {
-            if !Path::new(&self.program).exists() {
-                return Err(format!("`{}` does not exist", self.program));
-            }
-        } else if !on_path(&self.program) {
-            return Err(format!(
-                "the `{}` CLI is not on PATH (install Claude Code: npm install -g @anthropic-ai/claude-code)",
-                self.program
-            ));
-        }
-        if self.version.get().is_none() {
-            let v = crate::version_blocking(&self.program, &self.root);
-            let _ = self.version.set(v);
-        }
-        Ok(())
+        crate::preflight_cli(
+            &self.program,
+            &self.root,
+            "Claude Code: npm install -g @anthropic-ai/claude-code",
+            &self.version,
+        )
     }
 
     async fn invoke(&self, request: &DispatchRequest, options: InvokeOptions) -> Result<AgentReply, AgentError> {

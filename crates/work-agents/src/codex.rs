@@ -26,7 +26,6 @@
 //!   only grow (then they are cumulative and the last one is the total); `turn.failed` and a
 //!   non-zero exit fail the attempt; no agent message, or one that is not JSON, is malformed.
 
-use crate::command::on_path;
 use async_trait::async_trait;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -220,21 +219,7 @@ impl Agent for CodexAgent {
     }
 
     fn preflight(&self) -> Result<(), String> {
-        if self.program.contains('/') {
-            if !Path::new(&self.program).exists() {
-                return Err(format!("`{}` does not exist", self.program));
-            }
-        } else if !on_path(&self.program) {
-            return Err(format!(
-                "the `{}` CLI is not on PATH (install Codex: npm install -g @openai/codex)",
-                self.program
-            ));
-        }
-        if self.version.get().is_none() {
-            let v = crate::version_blocking(&self.program, &self.root);
-            let _ = self.version.set(v);
-        }
-        Ok(())
+        crate::preflight_cli(&self.program, &self.root, "Codex: npm install -g @openai/codex", &self.version)
     }
 
     async fn invoke(&self, request: &DispatchRequest, options: InvokeOptions) -> Result<AgentReply, AgentError> {

@@ -74,21 +74,7 @@ impl Agent for CommandAgent {
 
     fn preflight(&self) -> Result<(), String> {
         let program = self.argv.first().ok_or("empty command")?;
-        if program.contains('/') {
-            use std::os::unix::fs::PermissionsExt;
-            let p = if Path::new(program).is_absolute() { PathBuf::from(program) } else { self.root.join(program) };
-            match std::fs::metadata(&p) {
-                Err(_) => return Err(format!("program `{program}` does not exist")),
-                Ok(m) if !m.is_file() => return Err(format!("program `{program}` is not a file")),
-                Ok(m) if m.permissions().mode() & 0o111 == 0 => {
-                    return Err(format!("program `{program}` is not executable"));
-                }
-                Ok(_) => {}
-            }
-        } else if !on_path(program) {
-            return Err(format!("program `{program}` is not on PATH"));
-        }
-        Ok(())
+        crate::check_program(program, &self.root, None)
     }
 
     async fn invoke(&self, request: &DispatchRequest, options: InvokeOptions) -> Result<AgentReply, AgentError> {

@@ -129,6 +129,42 @@ pub(crate) fn version_blocking(program: &str, root: &Path) -> Option<Version> {
     v
 }
 
+/// Checks that `program` can be started: a path must name an executable file (relative to
+/// `root`), a bare name must be an executable on PATH. `install` is a hint for a missing CLI.
+pub(crate) fn check_program(program: &str, root: &Path, install: Option<&str>) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    if program.contains('/') {
+        let p = if Path::new(program).is_absolute() { std::path::PathBuf::from(program) } else { root.join(program) };
+        return match std::fs::metadata(&p) {
+            Err(_) => Err(format!("program `{program}` does not exist")),
+            Ok(m) if !m.is_file() => Err(format!("program `{program}` is not a file")),
+            Ok(m) if m.permissions().mode() & 0o111 == 0 => Err(format!("program `{program}` is not executable")),
+            Ok(_) => Ok(()),
+        };
+    }
+    if command::on_path(program) {
+        return Ok(());
+    }
+    Err(match install {
+        Some(hint) => format!("the `{program}` CLI is not on PATH (install {hint})"),
+        None => format!("program `{program}` is not on PATH"),
+    })
+}
+
+/// Preflight of a CLI backend: the program can start, and its version is read once.
+pub(crate) fn preflight_cli(
+    program: &str,
+    root: &Path,
+    install: &str,
+    version: &std::sync::OnceLock<Option<Version>>,
+) -> Result<(), String> {
+    check_program(program, root, Some(install))?;
+    if version.get().is_none() {
+        let _ = version.set(version_blocking(program, root));
+    }
+    Ok(())
+}
+
 /// [`version_blocking`] from async code.
 pub(crate) async fn version_async(program: &str, root: &Path) -> Option<Version> {
     if let Some(v) = remembered_version(program) {
