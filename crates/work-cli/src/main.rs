@@ -5,6 +5,7 @@
 //! under [`cmd`], and turns its result into an exit code (CONTRACTS §1). Errors are printed
 //! as one line, `error: failed to …`.
 
+mod budget_args;
 mod cmd;
 mod ctx;
 

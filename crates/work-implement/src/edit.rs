@@ -110,7 +110,7 @@ pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
     let mut doc = match first.map(|d| answers::editor(&d)) {
         Ok(d) => d,
         Err(reason) => {
-            bounce(&mut report, "dispatch-failed", "specify", reason);
+            bounce(&mut report, env.failed_kind(), "specify", reason);
             return end(env, report, task, detail);
         }
     };
@@ -174,7 +174,7 @@ pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
             doc = match r.map(|d| answers::editor(&d)) {
                 Ok(d) => d,
                 Err(reason) => {
-                    bounce(&mut report, "dispatch-failed", "specify", reason);
+                    bounce(&mut report, env.failed_kind(), "specify", reason);
                     return end(env, report, task, detail);
                 }
             };
@@ -231,17 +231,26 @@ pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
 }
 
 fn end(env: &Env, mut report: EndReport, mut task: TaskOutcome, detail: Value) -> EndReport {
+    let budget = env.budget_refused();
+    if budget.is_some() {
+        task.status = TaskStatus::Blocked;
+        task.kind = Some("budget".into());
+        task.reason = Some("not finished: the budget is spent".into());
+    }
     if task.status == TaskStatus::NotAttempted {
         task.status = TaskStatus::Blocked;
         task.kind = report.kind.clone();
         task.reason = Some(report.reason.clone());
     }
     report.tasks.push(task);
+    if let Some(refused) = &budget {
+        report.stop_for_budget(refused, &env.run.budget.stop_line());
+    }
     if let Ok(lines) = env.tree.porcelain() {
         report.files_touched = Some(lines.len());
         report.files = lines;
     }
-    if report.status != Status::Done {
+    if report.status != Status::Done && budget.is_none() {
         report.blocked_detail = Some(detail.clone());
     }
     report.detail = Some(detail);

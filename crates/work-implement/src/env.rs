@@ -96,6 +96,21 @@ pub struct Env {
     /// HEAD when the run started (the preflight's HEAD): the pipeline never commits, so any
     /// other HEAD later means an agent moved it (see [`Env::head_moved`]).
     pub base_head: Option<String>,
+    /// The first dispatch the run's budget refused, described ("spec-reviewer dispatch for
+    /// task 1 (spec-review)"); once set, the run ends BLOCKED `budget` (see
+    /// [`crate::report::EndReport::stop_for_budget`]).
+    budget_refused: std::sync::Mutex<Option<String>>,
+}
+
+/// "spec-reviewer dispatch for task 1 (spec-review)" from a dispatch's role and context.
+pub fn describe_dispatch(role: &str, context: &Value) -> String {
+    let task = match context["task_id"].as_str() {
+        Some(t) if matches!(t, "index" | "all" | "mini" | "edit") => format!(" ({t})"),
+        Some(t) => format!(" for task {t}"),
+        None => String::new(),
+    };
+    let phase = context["phase"].as_str().map(|p| format!(" ({p})")).unwrap_or_default();
+    format!("{role} dispatch{task}{phase}")
 }
 
 fn tail(text: &str, lines: usize) -> String {
@@ -109,7 +124,7 @@ impl Env {
     pub fn new(run: RunContext, roles: BTreeMap<String, RoleDispatch>, settings: Settings) -> Self {
         let tree = Tree::new(&run.root, &run.state_dir).excluding(&settings.exclude);
         let base_head = tree.git().head_sha();
-        Self { run, roles, settings, tree, base_head }
+        Self { run, roles, settings, tree, base_head, budget_refused: std::sync::Mutex::new(None) }
     }
 
     /// Whether HEAD moved since the run started (an agent committed, reset or switched
@@ -136,12 +151,19 @@ impl Env {
         let Some(rd) = self.roles.get(role) else {
             return Err(format!("no agent configured for role {role}"));
         };
-        counter.dispatches += 1;
+        let what = describe_dispatch(role, &context);
         let outcome = rd.dispatcher.dispatch(self.spec(role, access, prompt, schema, context, label)).await;
+        if !matches!(outcome, DispatchOutcome::OverBudget { .. }) {
+            counter.dispatches += 1;
+        }
         match outcome {
             DispatchOutcome::Ok { output, usage, .. } => {
                 counter.tokens += usage.total_tokens();
                 Ok(output)
+            }
+            DispatchOutcome::OverBudget { dispatch_id } => {
+                self.note_budget_refused(&what);
+                Err(format!("{what} ({dispatch_id}) was not run: the budget is spent"))
             }
             other => Err(format!(
                 "{role} dispatch {} {}",
@@ -149,6 +171,27 @@ impl Env {
                 other.failure_reason().unwrap_or_else(|| "gave no answer".into())
             )),
         }
+    }
+
+    /// Records that the budget refused a dispatch (the first one is kept).
+    pub fn note_budget_refused(&self, what: &str) {
+        if let Ok(mut r) = self.budget_refused.lock()
+            && r.is_none()
+        {
+            self.run.emit("budget.stop", serde_json::json!({"refused": what, "spent": self.run.budget.spent()}));
+            *r = Some(what.to_string());
+        }
+    }
+
+    /// The first dispatch the budget refused, if any.
+    pub fn budget_refused(&self) -> Option<String> {
+        self.budget_refused.lock().ok().and_then(|r| r.clone())
+    }
+
+    /// The BLOCKED kind of a dispatch that gave no answer: `budget` once the budget refused
+    /// one (not the agent's failure), else `dispatch-failed`.
+    pub fn failed_kind(&self) -> &'static str {
+        if self.budget_refused().is_some() { "budget" } else { "dispatch-failed" }
     }
 
     /// The dispatch spec for `role` with its pins.

@@ -93,7 +93,7 @@ pub async fn select_free_form(
     plan: &str,
     range: Option<(u64, u64)>,
 ) -> Result<Vec<TaskSpec>, SelectBlocked> {
-    let failed = |r: String| SelectBlocked { kind: "dispatch-failed", reason: r, detail: Value::Null };
+    let failed = |r: String| SelectBlocked { kind: env.failed_kind(), reason: r, detail: Value::Null };
     env.run.progress("plan: free-form, indexing through plan-index");
     let index = env
         .ask(
@@ -188,8 +188,17 @@ pub async fn select_free_form(
         let Some(rd) = env.roles.get("plan-extract") else {
             return Err(failed("no agent configured for role plan-extract".into()));
         };
-        counter.dispatches += specs.len() as u64;
         let outcomes = rd.dispatcher.dispatch_waves(specs, env.settings.concurrency).await;
+        // A refused dispatch was not made: it is neither counted nor the agent's failure.
+        counter.dispatches += outcomes
+            .iter()
+            .filter(|o| !matches!(o, work_runtime::dispatch::DispatchOutcome::OverBudget { .. }))
+            .count() as u64;
+        for (id, o) in expected.iter().zip(&outcomes) {
+            if matches!(o, work_runtime::dispatch::DispatchOutcome::OverBudget { .. }) {
+                env.note_budget_refused(&format!("plan-extract dispatch for task {id}"));
+            }
+        }
         // Association by the id bound to each request (outcomes come back in request order).
         for (id, o) in expected.iter().zip(outcomes) {
             if let work_runtime::dispatch::DispatchOutcome::Ok { output, usage, .. } = o {

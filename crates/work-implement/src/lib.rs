@@ -28,6 +28,12 @@
 //!   concern), are outside every tree measurement; in mini mode so is whatever the engine's
 //!   own RED run left in the tree.
 //!
+//! - **A budget stops explicitly.** A dispatch the run's budget (`--budget-dispatches`,
+//!   `--budget-tokens`, `--budget-usd`) refuses is neither counted nor the agent's failure: the
+//!   run ends BLOCKED with kind `budget`, `blocked_detail.refused` naming the refused dispatch
+//!   and the reason (and `blocked_detail.not_done`) naming what was not done — the tasks not
+//!   DONE and the end-verify suite run when it did not run.
+//!
 //! Workflows reach the outside world only through [`work_runtime`] and [`work_git`].
 //!
 //! # Roles and answers

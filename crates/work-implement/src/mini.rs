@@ -97,9 +97,9 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> EndReport {
     let doc = match r.map(|d| answers::implementer(&d)) {
         Ok(d) => d,
         Err(reason) => {
-            task = task.blocked("dispatch-failed", reason.clone());
+            task = task.blocked(env.failed_kind(), reason.clone());
             report.tasks.push(task);
-            blocked(&mut report, "dispatch-failed", reason);
+            blocked(&mut report, env.failed_kind(), reason);
             report.detail = Some(detail);
             return end(env, report);
         }
@@ -172,6 +172,9 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> EndReport {
 }
 
 fn end(env: &Env, mut report: EndReport) -> EndReport {
+    if let Some(refused) = env.budget_refused() {
+        report.stop_for_budget(&refused, &env.run.budget.stop_line());
+    }
     if report.files_touched.is_none()
         && let Ok(lines) = env.tree.porcelain()
     {

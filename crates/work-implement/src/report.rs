@@ -232,6 +232,48 @@ impl EndReport {
         r
     }
 
+    /// Ends the run BLOCKED `budget`: the budget refused `refused` (a dispatch, described), and
+    /// the reason names what was not done (every task not DONE, the E2E tester or the suite run
+    /// when they did not run). Nothing the budget refused counts as the agent's failure.
+    pub fn stop_for_budget(&mut self, refused: &str, spent: &str) {
+        let mut not_done: Vec<String> = self
+            .tasks
+            .iter()
+            .filter(|t| t.status != TaskStatus::Done)
+            .map(|t| {
+                let status = match t.status {
+                    TaskStatus::NotAttempted => "not attempted",
+                    TaskStatus::NeedsContext => "needs context",
+                    _ => "not finished",
+                };
+                format!("task {} ({status})", t.id)
+            })
+            .collect();
+        if self.tasks.is_empty() && self.mode == Mode::Standard {
+            not_done.push("every task of the plan (none was selected)".into());
+        }
+        if self.suite.is_none() {
+            not_done.push("the end-verify suite run".into());
+        }
+        for t in self.tasks.iter_mut().filter(|t| t.kind.as_deref() == Some("budget")) {
+            t.status = TaskStatus::Blocked;
+        }
+        self.status = Status::Blocked;
+        self.kind = Some("budget".into());
+        self.route = None;
+        self.reason = format!(
+            "budget: {spent}; the {refused} was not run; not done: {}; run again with a bigger budget",
+            if not_done.is_empty() { "nothing else".to_string() } else { not_done.join(", ") }
+        );
+        self.blocked_detail = Some(serde_json::json!({
+            "kind": "budget",
+            "refused": refused,
+            "spent": spent,
+            "not_done": not_done,
+            "tasks_done": self.tasks.iter().filter(|t| t.status == TaskStatus::Done).count(),
+        }));
+    }
+
     /// The report as JSON.
     pub fn to_json(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)

@@ -293,6 +293,9 @@ the next; recover from snapshot {sha} (`{}`); adjudicate against the snapshot",
 }
 
 fn end(env: &Env, mut report: EndReport, extraction: Counter) -> EndReport {
+    if let Some(refused) = env.budget_refused() {
+        report.stop_for_budget(&refused, &env.run.budget.stop_line());
+    }
     if report.files_touched.is_none()
         && let Ok(lines) = env.tree.porcelain()
     {

@@ -219,7 +219,7 @@ async fn implementer_turn(
             &task.id,
         )
         .await
-        .map_err(|r| blocked("dispatch-failed", format!("task {}: {r}", task.id)))?;
+        .map_err(|r| blocked(env.failed_kind(), format!("task {}: {r}", task.id)))?;
     let doc = answers::implementer(&doc);
     head_guard(env, &task.id, &format!("the implementer's {phase} dispatch"))?;
     absorb(out, &doc, phase)?;
@@ -261,7 +261,7 @@ async fn spec_gate(
                 &task.id,
             )
             .await
-            .map_err(|r| blocked("dispatch-failed", format!("task {}: {r}", task.id)))?;
+            .map_err(|r| blocked(env.failed_kind(), format!("task {}: {r}", task.id)))?;
         let r = answers::spec(&r);
         let issues = strings(&r["issues"]);
         match r["status"].as_str() {
@@ -362,7 +362,7 @@ async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome) ->
                 &task.id,
             )
             .await
-            .map_err(|r| blocked("dispatch-failed", format!("task {}: {r}", task.id)))?;
+            .map_err(|r| blocked(env.failed_kind(), format!("task {}: {r}", task.id)))?;
         let r = answers::quality(&r);
         let issues: Vec<Value> = r["issues"].as_array().cloned().unwrap_or_default();
         if r["verdict"].as_str() == Some("approved") {

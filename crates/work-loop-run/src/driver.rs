@@ -629,11 +629,34 @@ impl Driver {
         self.guard(role, &id, &before, tree_before.as_ref())?;
         match outcome {
             DispatchOutcome::Ok { output, .. } => Ok(output),
+            // Not the agent's failure: the run stops with reason `budget`, and a resume with a
+            // bigger budget redoes this dispatch.
+            DispatchOutcome::OverBudget { .. } => Err(AskError::fatal("budget", self.budget_message(role, &id))),
             other => Err(AskError::failed(format!(
                 "{role} dispatch {id} {}",
                 other.failure_reason().unwrap_or_else(|| "gave no answer".into())
             ))),
         }
+    }
+
+    /// Why the run stops at a dispatch the budget refused, and how to go on.
+    fn budget_message(&self, who: &str, dispatch: &str) -> String {
+        format!(
+            "{}; the {who} dispatch {dispatch} was not run and nothing was counted: resume with a bigger budget (`{} --budget-dispatches N` / `--budget-tokens N` / `--budget-usd X`; the budget is per invocation)",
+            self.run.budget.stop_line(),
+            self.resume_cmd()
+        )
+    }
+
+    /// A review round the budget cut short: it is taken back (round number, reviewer outcomes
+    /// and findings of this round), so a resume with a bigger budget runs it again as the same
+    /// round, and the run stops with reason `budget`.
+    fn budget_round(&mut self, round_no: u32, msg: String) -> Result<Round, LoopError> {
+        self.rs.unit_rounds = round_no.saturating_sub(1);
+        self.rs.unit_reviews.retain(|o| o.round != round_no);
+        self.rs.unit_findings.retain(|f| f.round != round_no);
+        self.save()?;
+        Ok(Round { results: Vec::new(), stop: Some(("budget".into(), msg, ExitStatus::Unsuccessful)) })
     }
 
     /// After a dispatch (or a fan-out of them): the loop's state files and review artifacts
@@ -1029,6 +1052,10 @@ impl Driver {
         msg: String,
         exit: ExitStatus,
     ) -> Step {
+        if code == "budget" {
+            // No review result: the round was taken back, and no verdict is written for it.
+            return Ok(Some(self.blocked(code, msg)));
+        }
         self.write_verdict(Some(msg.clone()), Vec::new())?;
         if exit != ExitStatus::Paused {
             return Ok(Some(self.blocked(code, msg)));
@@ -1585,6 +1612,10 @@ impl Driver {
             round.stop = Some((e.code("reviewer-violation"), e.message, ExitStatus::Unsuccessful));
             return Ok(round);
         }
+        if let Some(o) = outcomes.values().find(|o| matches!(o, DispatchOutcome::OverBudget { .. })) {
+            let msg = self.budget_message(&who, o.dispatch_id());
+            return self.budget_round(round_no, msg);
+        }
         for (i, role) in roles.iter().enumerate() {
             let base = format!("reviews/{unit}/r{round_no}-{role}");
             let report = match outcomes.get(&i) {
@@ -1638,6 +1669,9 @@ impl Driver {
                         indeterminate: 0,
                         note: Some(msg.clone()),
                     })?;
+                    if e.fatal == Some("budget") {
+                        return self.budget_round(round_no, e.message);
+                    }
                     if e.fatal.is_some() {
                         // A violation ends the round at once: nothing after it is trusted.
                         round.stop = Some((e.code(""), msg, ExitStatus::Unsuccessful));
@@ -1816,10 +1850,19 @@ impl Driver {
             }
             _ => {
                 let roles: &[&str] = if mode == ReviewMode::Full { &[REVIEWER, QUALITY] } else { &[REVIEWER] };
+                let rereview_was = self.rs.rereview_used;
                 if light_next.as_deref() == Some("rereview") {
                     self.rs.rereview_used = true;
                 }
-                round = Some(self.review_round(&unit, "code", roles).await?);
+                let r = self.review_round(&unit, "code", roles).await?;
+                if r.stop.as_ref().is_some_and(|(code, _, _)| code == "budget") {
+                    // The round did not happen: the single light-mode re-review is not used up,
+                    // and the resumed run takes the same route.
+                    self.rs.rereview_used = rereview_was;
+                    self.rs.light_next = light_next.clone();
+                    self.save()?;
+                }
+                round = Some(r);
             }
         }
         if let Some(r) = &round {

@@ -147,6 +147,27 @@ impl BudgetTracker {
     pub fn exhausted(&self) -> Option<BudgetKind> {
         exhausted_kind(&self.budget, &self.spent())
     }
+
+    /// One phrase naming the limit reached and what was spent, for a workflow's budget stop:
+    /// "the dispatches budget (2) is spent (2 dispatch(es), 200 token(s), $0.50 spent)".
+    pub fn stop_line(&self) -> String {
+        let b = self.budget;
+        let s = self.spent();
+        let limit = match self.exhausted() {
+            Some(BudgetKind::Dispatches) => {
+                format!("the dispatches budget ({}) is spent", b.max_dispatches.unwrap_or(0))
+            }
+            Some(BudgetKind::Tokens) => format!("the tokens budget ({}) is spent", b.max_tokens.unwrap_or(0)),
+            Some(BudgetKind::Usd) => format!("the USD budget ({}) is spent", b.max_usd.unwrap_or(0.0)),
+            None => "the budget is spent".to_string(),
+        };
+        format!(
+            "{limit} ({} dispatch(es), {} token(s), ${:.2} spent)",
+            s.dispatches,
+            s.usage.total_tokens(),
+            s.usage.cost_usd
+        )
+    }
 }
 
 fn exhausted_kind(b: &Budget, s: &Spent) -> Option<BudgetKind> {
@@ -185,6 +206,7 @@ mod tests {
         assert!(t.try_reserve_dispatch());
         assert!(!t.try_reserve_dispatch());
         assert_eq!(t.exhausted(), Some(BudgetKind::Dispatches));
+        assert!(t.stop_line().starts_with("the dispatches budget (2) is spent (2 dispatch(es)"), "{}", t.stop_line());
 
         let t = BudgetTracker::new(Budget { max_tokens: Some(100), ..Default::default() }, Spent::default());
         t.record(&Usage { input_tokens: 60, output_tokens: 40, cost_usd: 0.0 });

@@ -423,8 +423,14 @@ impl Runner<'_, '_> {
                     label: format!("{}-a{n}", self.goal.id),
                 })
                 .await;
-            self.state.attempts = n;
-            attempts_this_run += 1;
+            // A dispatch the budget refused is no attempt: nothing is counted and nothing is
+            // observed (the records are still checked: a malformed first attempt may have run
+            // before the retry was refused).
+            let over_budget = matches!(outcome, DispatchOutcome::OverBudget { .. });
+            if !over_budget {
+                self.state.attempts = n;
+                attempts_this_run += 1;
+            }
             let answer = outcome.output().and_then(|v| Answer::from_value(v).ok());
             let during = format!("attempt-{n}");
             let tampered = self.check_records(&kept)?;
@@ -454,6 +460,24 @@ impl Runner<'_, '_> {
                     tampered.join(", ")
                 );
                 return self.stop(GoalStatus::Blocked, StopReason::EvidenceTampered, detail, attempts_this_run, true);
+            }
+            if over_budget {
+                self.note(&format!(
+                    "- dispatch {}: not run: the budget is spent; attempt {n} is not counted\n",
+                    outcome.dispatch_id()
+                ))?;
+                let detail = format!(
+                    "{}; attempt {n} ({}) was not run and is not counted: run the goal again with a bigger budget (--budget-dispatches / --budget-tokens / --budget-usd)",
+                    self.env.run.budget.stop_line(),
+                    ticks(&ids)
+                );
+                return self.stop(
+                    GoalStatus::Blocked,
+                    StopReason::Budget,
+                    detail,
+                    attempts_this_run,
+                    attempts_this_run > 0,
+                );
             }
             let mut receipt_lines = Vec::new();
             if let Some(a) = &answer {
@@ -543,10 +567,6 @@ impl Runner<'_, '_> {
             self.env.run.progress(&format!("attempt {n}: {}", observed.join(" · ")));
 
             // Stop rules.
-            if matches!(outcome, DispatchOutcome::OverBudget { .. }) {
-                let detail = "the run's budget is spent; run the goal again with more budget".to_string();
-                return self.stop(GoalStatus::Blocked, StopReason::Budget, detail, attempts_this_run, true);
-            }
             let mut repeated = Vec::new();
             for id in &ids {
                 if self.is_green(id) {

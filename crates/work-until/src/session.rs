@@ -78,8 +78,11 @@ pub enum SessionStatus {
     MaxReached,
     /// The worker's report was malformed twice.
     InvalidReport,
-    /// A dispatch failed (crash, timeout) or the budget ran out.
+    /// A dispatch failed (crash, timeout).
     Failed,
+    /// The run's budget (`--budget-dispatches`, `--budget-tokens`, `--budget-usd`) is spent;
+    /// the iteration it refused is not counted. Resume with a bigger budget.
+    Budget,
 }
 
 impl SessionStatus {
@@ -94,6 +97,7 @@ impl SessionStatus {
             SessionStatus::MaxReached => "max-reached",
             SessionStatus::InvalidReport => "invalid-report",
             SessionStatus::Failed => "failed",
+            SessionStatus::Budget => "budget",
         }
     }
 
@@ -151,6 +155,50 @@ pub struct Meta {
     pub updated: String,
     /// Runs (run ids) that worked on this session, oldest first.
     pub runs: Vec<String>,
+    /// The budget limits in force (the last ones given; a resume without budget flags keeps
+    /// them).
+    #[serde(default)]
+    pub budget: BudgetLimits,
+    /// What every run of the session has spent so far: a resumed run starts from it, so a
+    /// budget is cumulative over the session.
+    #[serde(default)]
+    pub spent: work_runtime::budget::Spent,
+}
+
+/// A session's budget limits (`None` is unlimited).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct BudgetLimits {
+    /// `--budget-dispatches`.
+    pub dispatches: Option<u64>,
+    /// `--budget-tokens`.
+    pub tokens: Option<u64>,
+    /// `--budget-usd`.
+    pub usd: Option<f64>,
+}
+
+impl BudgetLimits {
+    /// The runtime budget.
+    pub fn budget(&self) -> work_runtime::budget::Budget {
+        work_runtime::budget::Budget { max_dispatches: self.dispatches, max_tokens: self.tokens, max_usd: self.usd }
+    }
+
+    /// The flags that raise the spent limits to twice what has been spent (at least one more
+    /// dispatch / token / cent), for the resume command of a budget stop.
+    pub fn raised_flags(&self, spent: &work_runtime::budget::Spent) -> String {
+        let mut out = Vec::new();
+        if let Some(d) = self.dispatches {
+            out.push(format!("--budget-dispatches {}", (spent.dispatches.max(d) * 2).max(d + 1)));
+        }
+        if let Some(t) = self.tokens {
+            let used = spent.usage.total_tokens().max(t);
+            out.push(format!("--budget-tokens {}", (used * 2).max(t + 1)));
+        }
+        if let Some(u) = self.usd {
+            let used = spent.usage.cost_usd.max(u);
+            out.push(format!("--budget-usd {:.2}", (used * 2.0).max(u + 0.01)));
+        }
+        out.join(" ")
+    }
 }
 
 /// A session: its directory and meta.
@@ -189,6 +237,15 @@ impl Meta {
             ("iteration_count", self.iteration_count.to_string()),
             ("in_progress", self.in_progress.map(|n| n.to_string()).unwrap_or_else(|| "-".into())),
             ("stopped_reason", self.stopped_reason.clone().unwrap_or_else(|| "-".into())),
+            (
+                "spent",
+                format!(
+                    "{} dispatch(es), {} token(s), ${:.2}",
+                    self.spent.dispatches,
+                    self.spent.usage.total_tokens(),
+                    self.spent.usage.cost_usd
+                ),
+            ),
             ("created", self.created.clone()),
             ("updated", self.updated.clone()),
         ];
@@ -400,6 +457,9 @@ pub fn resume_command(meta: &Meta) -> Option<String> {
         SessionStatus::MaxReached => {
             Some(format!("work until resume {} --max {}", meta.id, meta.iteration_count.max(meta.max) + 10))
         }
+        SessionStatus::Budget => Some(
+            format!("work until resume {} {}", meta.id, meta.budget.raised_flags(&meta.spent)).trim_end().to_string(),
+        ),
         _ => Some(format!("work until resume {}", meta.id)),
     }
 }
@@ -471,6 +531,8 @@ pub(crate) mod tests_support {
             created: "t0".into(),
             updated: "t0".into(),
             runs: vec![],
+            budget: BudgetLimits::default(),
+            spent: Default::default(),
         }
     }
 }

@@ -10,7 +10,9 @@
 //! 4. the dispatcher validated the answer against [`crate::report::report_schema`] (malformed ⇒
 //!    one retry ⇒ dropped); the engine parses it ([`crate::report::validate_report`]);
 //! 5. decide: `done` ⇒ verify ⇒ done, or next; `blocked` ⇒ stop; `continue` ⇒ stall check
-//!    (the same blocker twice, or two reports in a row that changed nothing). A `done` whose
+//!    (the same blocker twice, or two reports in a row that changed nothing); a dispatch the
+//!    budget refused ⇒ status `budget` (the iteration is not counted, and not a failure of the
+//!    worker; a resume with a bigger budget redoes it). A `done` whose
 //!    verify fails is a `continue` for the stall check: an always-`done` worker that changes
 //!    nothing stalls like an empty `continue`. Outside a git work tree no change can be
 //!    verified, so no report counts as progress there (claims are recorded as unverifiable);
@@ -167,7 +169,26 @@ impl Ctx<'_, '_> {
     fn save_meta(&self, s: &mut Session) -> Result<(), SessionError> {
         let now = self.now();
         let run = self.env.run;
+        // Every save records the session's spending (the run started from what earlier runs
+        // spent), so the budget of a resumed session is cumulative.
+        s.meta.spent = run.budget.spent();
         s.save_meta(now, &|p, t| run.write_text(p, t))
+    }
+
+    /// The stop for a dispatch the budget refused: status `budget`, nothing counted.
+    fn budget_stop(&self, s: &Session, what: &str) -> (SessionStatus, String) {
+        let tracker = &self.env.run.budget;
+        let mut meta = s.meta.clone();
+        meta.spent = tracker.spent();
+        meta.status = SessionStatus::Budget;
+        let next = crate::session::resume_command(&meta).unwrap_or_default();
+        (
+            SessionStatus::Budget,
+            format!(
+                "budget: {} over the session; {what} was not run and is not counted; continue with a bigger budget: `{next}`",
+                tracker.stop_line()
+            ),
+        )
     }
 
     fn save_ledger(&self, s: &Session, ledger: &mut Ledger) -> Result<(), SessionError> {
@@ -295,6 +316,13 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
             .await;
         let (dispatch_id, doc) = match outcome {
             DispatchOutcome::Ok { dispatch_id, output, .. } => (dispatch_id, output),
+            DispatchOutcome::OverBudget { dispatch_id } => {
+                // Not the worker's failure and not progress: the iteration is redone, with the
+                // same number, by a resume with a bigger budget.
+                let (status, reason) = cx.budget_stop(session, &format!("iteration {n:02}"));
+                ledger.incident(&format!("iteration {n:02} not run: the budget is spent ({dispatch_id})"));
+                return Ok(finish(&cx, session, &ledger, status, reason));
+            }
             other => {
                 let (status, what) = match &other {
                     DispatchOutcome::Dropped { .. } => (SessionStatus::InvalidReport, "invalid-report"),
@@ -522,6 +550,10 @@ async fn recon(
         .await;
     let (dispatch_id, doc) = match outcome {
         DispatchOutcome::Ok { dispatch_id, output, .. } => (dispatch_id, output),
+        DispatchOutcome::OverBudget { dispatch_id } => {
+            ledger.incident(&format!("recon not run: the budget is spent ({dispatch_id})"));
+            return Ok(Some(cx.budget_stop(session, "the recon (iteration 00)")));
+        }
         other => {
             let status = if matches!(other, DispatchOutcome::Dropped { .. }) {
                 SessionStatus::InvalidReport

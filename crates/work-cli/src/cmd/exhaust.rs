@@ -2,12 +2,12 @@
 //! runs, loads or starts the journal, and drives [`work_exhaust::Engine`].
 
 use crate::CmdResult;
+use crate::budget_args::BudgetArgs;
 use crate::ctx::{self, CliError, Ctx, Global};
 use std::time::Duration;
 use work_exhaust::engine::stop;
 use work_exhaust::{Engine, ExhaustError, Journal, Params};
 use work_runtime::ExitStatus;
-use work_runtime::budget::Budget;
 
 /// Discovery until dry: rounds of parallel finders until K consecutive qualifying rounds find
 /// nothing new.
@@ -40,15 +40,9 @@ pub struct Args {
     /// Stop after N rounds (stoppedReason caller-target).
     #[arg(long, value_name = "N")]
     pub max_rounds: Option<u32>,
-    /// Stop when N dispatches have been made.
-    #[arg(long, value_name = "N")]
-    pub budget_dispatches: Option<u64>,
-    /// Stop when N tokens have been used.
-    #[arg(long, value_name = "N")]
-    pub budget_tokens: Option<u64>,
-    /// Stop when X US dollars have been spent.
-    #[arg(long, value_name = "X")]
-    pub budget_usd: Option<f64>,
+    /// `--budget-dispatches`, `--budget-tokens`, `--budget-usd`.
+    #[command(flatten)]
+    pub budget: BudgetArgs,
     /// Wave cap (default min(16, cores − 2), at least 1).
     #[arg(long, value_name = "N")]
     pub concurrency: Option<usize>,
@@ -114,14 +108,7 @@ fn validate(a: &Args) -> Result<(), CliError> {
     if a.max_rounds == Some(0) {
         return Err(CliError::bad("start exhaust: --max-rounds must be at least 1"));
     }
-    if let Some(x) = a.budget_usd
-        && !(x.is_finite() && x > 0.0)
-    {
-        return Err(CliError::bad(format!("start exhaust: --budget-usd must be a positive number (got {x})")));
-    }
-    if a.budget_dispatches == Some(0) || a.budget_tokens == Some(0) {
-        return Err(CliError::bad("start exhaust: a budget must be at least 1"));
-    }
+    a.budget.validate("start exhaust")?;
     if let Some(angles) = &a.angles
         && (angles.is_empty() || angles.iter().any(|x| x.trim().is_empty()))
     {
@@ -179,14 +166,8 @@ pub fn run(global: &Global, a: Args) -> CmdResult {
 
 fn run_in(ctx: &Ctx, a: Args) -> CmdResult {
     let (role, agent) = ctx.resolve_agent("finder", a.agent.as_deref())?;
-    if a.budget_usd.is_some() && !agent.reports_cost() {
-        // A budget that can never be reached would silently do nothing.
-        return Err(CliError::bad(format!(
-            "use --budget-usd with agent `{}`: it reports tokens but no cost; set input_usd_per_mtok and \
-             output_usd_per_mtok on a named agent in work.toml ([agents.NAME]) so that cost is accounted",
-            agent.describe()
-        )));
-    }
+    // A budget that can never be reached would silently do nothing.
+    a.budget.check_agent(agent.as_ref())?;
     let task = a.task.clone().unwrap_or_else(|| slug(&a.what));
     let journal_path = ctx.state_path(format!("quality-journals/work-exhaust-{task}.json"));
     // The lock comes before the journal is read: a run that read it before another finished
@@ -255,7 +236,7 @@ fn run_locked(
         None => Journal::new(&task, &a.what, a.k, pool),
     };
     let concurrency = a.concurrency.or(ctx.config.concurrency).unwrap_or_else(default_concurrency).max(1);
-    let budget = Budget { max_dispatches: a.budget_dispatches, max_tokens: a.budget_tokens, max_usd: a.budget_usd };
+    let budget = a.budget.budget();
     let params = Params {
         what: a.what.clone(),
         context: a.context.clone(),

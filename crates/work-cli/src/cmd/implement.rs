@@ -5,8 +5,13 @@
 //! preflight (a dirty tree is BLOCKED before the plan is read; the plan file itself, when it
 //! is uncommitted inside the repository, is left out of the check and of every later tree
 //! measurement, and the report says so) → plan, suite command and agents (exit 2) → the run.
+//!
+//! A budget (`--budget-dispatches`, `--budget-tokens`, `--budget-usd`) that refuses a dispatch
+//! ends the run BLOCKED with kind `budget`; the reason names the refused dispatch and what was
+//! not done.
 
 use crate::CmdResult;
+use crate::budget_args::BudgetArgs;
 use crate::ctx::{self, CliError, Ctx, Global};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -58,6 +63,9 @@ pub struct ImplementArgs {
     /// The backend of every role (SPEC or a name from work.toml); `[roles.R]` may pin others.
     #[arg(long, value_name = "SPEC")]
     pub agent: Option<String>,
+    /// `--budget-dispatches`, `--budget-tokens`, `--budget-usd`.
+    #[command(flatten)]
+    pub budget: BudgetArgs,
     /// Print the end-report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -93,6 +101,9 @@ pub struct EditArgs {
     /// The edit agent's backend (SPEC or a name from work.toml).
     #[arg(long, value_name = "SPEC")]
     pub agent: Option<String>,
+    /// `--budget-dispatches`, `--budget-tokens`, `--budget-usd`.
+    #[command(flatten)]
+    pub budget: BudgetArgs,
     /// Print the end-report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -233,8 +244,12 @@ fn roles(run: &work_runtime::run::RunContext, resolved: Vec<Resolved>) -> BTreeM
         .collect()
 }
 
-fn resolve_all(ctx: &Ctx, names: &[&str], agent: Option<&str>) -> Result<Vec<Resolved>, CliError> {
-    names.iter().map(|n| ctx.resolve_agent(n, agent)).collect()
+fn resolve_all(ctx: &Ctx, names: &[&str], agent: Option<&str>, budget: &BudgetArgs) -> Result<Vec<Resolved>, CliError> {
+    let resolved: Vec<Resolved> = names.iter().map(|n| ctx.resolve_agent(n, agent)).collect::<Result<_, _>>()?;
+    for (_, a) in &resolved {
+        budget.check_agent(a.as_ref())?;
+    }
+    Ok(resolved)
 }
 
 fn settings(ctx: &Ctx, test_cmd: String, max_repairs: u32) -> Settings {
@@ -270,6 +285,7 @@ fn repo_relative(root: &Path, path: &Path) -> Option<String> {
 
 /// Runs `work implement`.
 pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
+    a.budget.validate("start implement")?;
     if let Some(r) = &a.range {
         carrier::parse_range(r).map_err(|e| CliError::bad(format!("parse --range: {e}")))?;
     }
@@ -325,8 +341,8 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
     set.exclude = pf.excluded_paths.clone();
     match c.mode {
         Mode::Mini => {
-            let resolved = resolve_all(&ctx, &["implementer"], a.agent.as_deref())?;
-            let run = ctx.start_run("implement", Budget::default(), Spent::default())?;
+            let resolved = resolve_all(&ctx, &["implementer"], a.agent.as_deref(), &a.budget)?;
+            let run = ctx.start_run("implement", a.budget.budget(), Spent::default())?;
             let env = Env::new(run.clone(), roles(&run, resolved), set);
             let input = work_implement::mini::MiniInput {
                 iter_id,
@@ -353,8 +369,8 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
                     &["implementer", "spec-reviewer", "quality-reviewer", "tester", "plan-index", "plan-extract"]
                 }
             };
-            let resolved = resolve_all(&ctx, names, a.agent.as_deref())?;
-            let run = ctx.start_run("implement", Budget::default(), Spent::default())?;
+            let resolved = resolve_all(&ctx, names, a.agent.as_deref(), &a.budget)?;
+            let run = ctx.start_run("implement", a.budget.budget(), Spent::default())?;
             let env = Env::new(run.clone(), roles(&run, resolved), set);
             let input = work_implement::standard::StandardInput {
                 iter_id,
@@ -373,6 +389,7 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
 
 /// Runs `work edit`.
 pub fn run_edit(global: &Global, a: EditArgs) -> CmdResult {
+    a.budget.validate("start edit")?;
     let ctx = Ctx::new(global)?;
     let base = base_dir(global);
     let value = read_carrier(&a.carrier, &a.carrier_file, &base)?;
@@ -394,8 +411,8 @@ pub fn run_edit(global: &Global, a: EditArgs) -> CmdResult {
     let test_cmd = test_command(&ctx, &a.test_cmd);
     let mut set = settings(&ctx, test_cmd, a.max_repairs);
     set.build_cmd = a.build_cmd.clone().or(ctx.config.gates.typecheck.clone()).filter(|s| !s.trim().is_empty());
-    let resolved = resolve_all(&ctx, &["editor"], a.agent.as_deref())?;
-    let run = ctx.start_run("edit", Budget::default(), Spent::default())?;
+    let resolved = resolve_all(&ctx, &["editor"], a.agent.as_deref(), &a.budget)?;
+    let run = ctx.start_run("edit", a.budget.budget(), Spent::default())?;
     let env = Env::new(run.clone(), roles(&run, resolved), set);
     let input = work_implement::edit::EditInput {
         iter_id,

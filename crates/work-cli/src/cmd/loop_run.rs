@@ -3,18 +3,23 @@
 //! directory before anything is dispatched or changed (exit 2), resolves one agent per role,
 //! takes the spec directory's run lock, and drives [`work_loop_run::Driver`].
 //!
+//! A budget (`--budget-dispatches`, `--budget-tokens`, `--budget-usd`, per invocation) that is
+//! spent stops the run BLOCKED with reason `budget`; `--resume` with a bigger budget redoes the
+//! refused dispatch.
+//!
 //! Exit codes: 0 DONE, 1 BLOCKED (the reason in the result), 2 bad input, 3 paused for a person
 //! (a human gate or a surfaced situation; `next` in the result says what to do, then
 //! `work loop run <spec-dir> --resume`).
 
 use crate::CmdResult;
+use crate::budget_args::BudgetArgs;
 use crate::ctx::{self, CliError, Ctx, Global, print_json};
 use std::collections::BTreeMap;
 use work_loop::cohort::{self, Caps};
 use work_loop::table::Mode;
 use work_loop_run::prompts::ROLES;
 use work_loop_run::{Driver, HumanInput, Report, ReviewMode, RoleDispatch, Settings};
-use work_runtime::budget::{Budget, Spent};
+use work_runtime::budget::Spent;
 
 /// `--mode` of `work loop run`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -68,6 +73,9 @@ pub struct RunArgs {
     /// Spec/plan review revisions before the run is blocked.
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub max_spec_rounds: u32,
+    /// `--budget-dispatches`, `--budget-tokens`, `--budget-usd` (per invocation).
+    #[command(flatten)]
+    pub budget: BudgetArgs,
     /// Print the result as one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
@@ -85,6 +93,7 @@ fn settings(ctx: &Ctx, a: &RunArgs) -> Result<Settings, CliError> {
         (false, Some(t)) => HumanInput::Reject(t.trim().to_string()),
         (false, None) => HumanInput::None,
     };
+    a.budget.validate("run the loop")?;
     if a.max_spec_rounds == 0 {
         return Err(CliError::bad("use --max-spec-rounds: it must be at least 1"));
     }
@@ -147,7 +156,11 @@ pub fn run(global: &Global, a: RunArgs) -> CmdResult {
     let lock = work_runtime::fsx::LockFile::acquire(&lock_path)
         .map_err(|e| CliError::bad(format!("lock the spec directory `{}`: {e}", settings.spec_dir)))?;
     let prepared = work_loop_run::preflight(&ctx.root, &settings).map_err(loop_err).and_then(|sd| {
-        ROLES.iter().map(|r| ctx.resolve_agent(r, a.agent.as_deref())).collect::<Result<Vec<_>, _>>().map(|r| (sd, r))
+        let resolved = ROLES.iter().map(|r| ctx.resolve_agent(r, a.agent.as_deref())).collect::<Result<Vec<_>, _>>()?;
+        for (_, agent) in &resolved {
+            a.budget.check_agent(agent.as_ref())?;
+        }
+        Ok((sd, resolved))
     });
     let (sd, resolved) = match prepared {
         Ok(p) => p,
@@ -169,7 +182,7 @@ pub fn run(global: &Global, a: RunArgs) -> CmdResult {
             return Err(e);
         }
     };
-    let run = ctx.start_run("loop", Budget::default(), Spent::default())?;
+    let run = ctx.start_run("loop", a.budget.budget(), Spent::default())?;
     let roles: BTreeMap<String, RoleDispatch> = resolved
         .into_iter()
         .map(|(role, agent)| {

@@ -1,21 +1,24 @@
 //! `work ultra <GOAL.toml>`: the evidence-driven goal runner (CONTRACTS §7, seed: ultrawork.md).
 //!
 //! ```text
-//! work ultra <GOAL.toml> [--agent SPEC] [--max-attempts N] [--json]
+//! work ultra <GOAL.toml> [--agent SPEC] [--max-attempts N]
+//!            [--budget-dispatches N] [--budget-tokens N] [--budget-usd X] [--json]
 //! ```
 //!
 //! The goal file is read and checked (`work_ultra::goal`), the goal's earlier state is read
 //! (`<state>/goals/<goal-id>/`), the tier may only ratchet up, and the implementer's agent is
 //! resolved, all before anything is written: bad input is exit 2 with one line. Running the
 //! same goal again resumes it (kept REDs, continued attempt numbers, the notepad appended to).
-//! Exit 0 when every criterion went RED → GREEN, 1 when the goal stopped BLOCKED.
+//! Exit 0 when every criterion went RED → GREEN, 1 when the goal stopped BLOCKED (a spent
+//! budget is stop reason `budget`; the budget is per run).
 
 use crate::CmdResult;
+use crate::budget_args::BudgetArgs;
 use crate::ctx::{CliError, Ctx, Global, print_json};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use work_runtime::ExitStatus;
-use work_runtime::budget::{Budget, Spent};
+use work_runtime::budget::Spent;
 use work_ultra::engine::{self, Env, Outcome};
 use work_ultra::goal::{self, Goal, Tier};
 use work_ultra::state::{self, GoalState, GoalStatus, ObsRecord, ReceiptSource, Receipts};
@@ -32,6 +35,9 @@ pub struct Args {
     /// Attempts per criterion for this run (overrides the goal's `max_attempts`).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=goal::MAX_MAX_ATTEMPTS as i64))]
     pub max_attempts: Option<u32>,
+    /// `--budget-dispatches`, `--budget-tokens`, `--budget-usd` (per run).
+    #[command(flatten)]
+    pub budget: BudgetArgs,
     /// Print the result as one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
@@ -52,6 +58,7 @@ fn goal_path(global: &Global, file: &Path) -> Result<PathBuf, CliError> {
 
 /// Runs `work ultra`.
 pub fn run(global: &Global, args: Args) -> CmdResult {
+    args.budget.validate("run the goal")?;
     let shown = args.goal.display().to_string();
     let path = goal_path(global, &args.goal)?;
     let text = match std::fs::read_to_string(&path) {
@@ -73,6 +80,7 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
     };
     let ctx = Ctx::new(global)?;
     let (role, agent) = ctx.resolve_agent("implementer", agent_flag.as_deref())?;
+    args.budget.check_agent(agent.as_ref())?;
     let dir = state::goal_dir(&ctx.state_dir, &goal.id);
     // One run per goal at a time (a kernel flock, released when the process dies; the lock
     // file is never deleted once a run has used it). Taken before the state is read, so a
@@ -93,7 +101,7 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
             return Err(e);
         }
     };
-    let run = ctx.start_run("ultra", Budget::default(), Spent::default())?;
+    let run = ctx.start_run("ultra", args.budget.budget(), Spent::default())?;
     let mut st = existing
         .unwrap_or_else(|| GoalState::new(&goal.id, &goal.objective, goal.tier, &shown, &run.clock.now_rfc3339()));
     let dispatcher = crate::ctx::dispatcher(&run, &role, agent);

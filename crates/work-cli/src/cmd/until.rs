@@ -2,8 +2,8 @@
 //!
 //! ```text
 //! work until <UNTIL> --goal <GOAL> [--instructions TEXT] [--max N] [--mode auto|human-gate]
-//!            [--recon] [--verify CMD] [--slug NAME] [--agent SPEC] [--json]
-//! work until resume [HINT] [--yes] [--json]
+//!            [--recon] [--verify CMD] [--slug NAME] [--agent SPEC] [--budget-* …] [--json]
+//! work until resume [HINT] [--yes] [--budget-* …] [--json]
 //! work until list [--json]
 //! ```
 //!
@@ -12,18 +12,25 @@
 //! With several sessions, or a fuzzy hint, it recommends one (exit 3 `needs-confirmation`)
 //! and continues only with `--yes`.
 //!
+//! Budgets (`--budget-dispatches`, `--budget-tokens`, `--budget-usd`) are cumulative over the
+//! session: `meta.md` records what every run spent and the limits in force; a resume starts
+//! from that spending, with the limits given on its command line (else the recorded ones). A
+//! dispatch the budget refuses ends the run with status `budget` (exit 1), and the iteration
+//! is redone by `work until resume <id>` with a bigger budget.
+//!
 //! `resume` and `list` are recognised as the first word (an until-clause of exactly `resume`
 //! or `list` would not be checkable anyway). Every bad-input check (vague until, missing goal,
 //! bad flags, unknown agent) happens before a run directory or a session file is written.
 
 use crate::CmdResult;
+use crate::budget_args::BudgetArgs;
 use crate::ctx::{CliError, Ctx, Global, print_json};
 use serde_json::{Value, json};
 use std::time::Duration;
 use work_runtime::ExitStatus;
-use work_runtime::budget::{Budget, Spent};
+use work_runtime::budget::Spent;
 use work_until::intent::{self, Checkability, GateCommands};
-use work_until::session::{self, Meta, Mode, Resolution, Session, SessionStatus};
+use work_until::session::{self, BudgetLimits, Meta, Mode, Resolution, Session, SessionStatus};
 use work_until::workflow::{self, LoopEnv, LoopOutcome};
 
 /// `--mode`.
@@ -75,9 +82,16 @@ pub struct Args {
     /// recommendation among several sessions or a fuzzy hint; an exact id continues without it).
     #[arg(long)]
     pub yes: bool,
+    /// `--budget-dispatches`, `--budget-tokens`, `--budget-usd` (cumulative over the session).
+    #[command(flatten)]
+    pub budget: BudgetArgs,
     /// Print the result as one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+fn limits(b: &BudgetArgs) -> BudgetLimits {
+    BudgetLimits { dispatches: b.budget_dispatches, tokens: b.budget_tokens, usd: b.budget_usd }
 }
 
 /// Runs `work until`.
@@ -109,6 +123,7 @@ fn run_new(global: &Global, args: Args, until: String) -> CmdResult {
             "start a session: unexpected argument `{extra}` (quote the until-clause as one argument)"
         )));
     }
+    args.budget.validate("start a session")?;
     let goal = nonblank(&args.goal, "--goal")?
         .ok_or_else(|| CliError::bad("start a session: --goal GOAL is required (what the worker should achieve)"))?;
     let instructions = nonblank(&args.instructions, "--instructions")?.unwrap_or_else(|| goal.clone());
@@ -150,7 +165,8 @@ fn run_new(global: &Global, args: Args, until: String) -> CmdResult {
         None => session::free_id(&ctx.state_dir, &session::slugify(&goal)),
     };
     let (role, agent) = ctx.resolve_agent("worker", agent_flag.as_deref())?;
-    let run = ctx.start_run("until", Budget::default(), Spent::default())?;
+    args.budget.check_agent(agent.as_ref())?;
+    let run = ctx.start_run("until", args.budget.budget(), Spent::default())?;
     let now = run.clock.now_rfc3339();
     let meta = Meta {
         id,
@@ -176,6 +192,8 @@ fn run_new(global: &Global, args: Args, until: String) -> CmdResult {
         created: now.clone(),
         updated: now,
         runs: Vec::new(),
+        budget: limits(&args.budget),
+        spent: Spent::default(),
     };
     let mut s = session::init_session(&ctx.state_dir, meta, &|p, t| run.write_text(p, t))
         .map_err(|e| CliError::Runtime(e.to_string()))?;
@@ -207,6 +225,7 @@ fn run_resume(global: &Global, args: Args) -> CmdResult {
             )));
         }
     }
+    args.budget.validate("resume a session")?;
     let instructions = nonblank(&args.instructions, "--instructions")?;
     let verify_flag = nonblank(&args.verify, "--verify")?;
     let agent_flag = nonblank(&args.agent, "--agent")?;
@@ -225,7 +244,12 @@ fn run_resume(global: &Global, args: Args) -> CmdResult {
     };
     let agent_spec = agent_flag.clone().or_else(|| s.meta.agent.clone());
     let (role, agent) = ctx.resolve_agent("worker", agent_spec.as_deref())?;
-    let run = ctx.start_run("until", Budget::default(), Spent::default())?;
+    // Limits given now replace the recorded ones; without flags the recorded ones stay.
+    let budget = if args.budget.is_set() { limits(&args.budget) } else { s.meta.budget };
+    crate::budget_args::check_usd(budget.usd.is_some(), agent.as_ref())?;
+    // The session's earlier spending counts: the budget is cumulative over the session.
+    let run = ctx.start_run("until", budget.budget(), s.meta.spent)?;
+    s.meta.budget = budget;
     let was = s.meta.status;
     if let Some(max) = args.max {
         s.meta.max = max;
@@ -344,6 +368,8 @@ fn render(s: &Session, outcome: &LoopOutcome, run_id: &str, as_json: bool) -> Ex
             "stoppedReason": outcome.stopped_reason,
             "summary": outcome.summary,
             "run_id": run_id,
+            "budget": {"dispatches": s.meta.budget.dispatches, "tokens": s.meta.budget.tokens, "usd": s.meta.budget.usd},
+            "spent": s.meta.spent,
             "resume": session::resume_command(&s.meta),
             "files": {
                 "meta": files("meta.md"), "master": files("master.md"), "handoff": files("handoff.md"),

@@ -1128,3 +1128,64 @@ fn without_any_test_command_the_run_proceeds_but_can_never_be_done() {
     let r = s.run_json(&["implement", "--plan", "PLAN.md", "--iter-id", "i", "--agent", &a, "--json"], 0);
     assert_eq!(r["status"], "DONE", "{r}");
 }
+
+#[test]
+fn a_dispatch_budget_stops_implement_blocked_budget_naming_what_was_not_done() {
+    let s = repo_with_plan(&[("1", "First", "Do one."), ("2", "Second", "Do two.")]);
+    let a = agent(&s, "if role == 'implementer':\n    write('t%s.txt' % tid, 'x\\n')\n    out(DONE)");
+    let r = implement(&s, &a, "true", &["--budget-dispatches", "3"], 1);
+    assert_eq!(r["status"], "BLOCKED", "{r}");
+    assert_eq!(r["kind"], "budget", "{r}");
+    // Task 1: implementer, spec review, quality review; task 2's implementer was refused.
+    assert_eq!(dispatches(&s), 3, "exactly the allowed dispatches");
+    assert_eq!(r["stats"]["dispatches"], 3);
+    assert_eq!(r["tasks"][0]["status"], "DONE");
+    assert_eq!(r["tasks"][1]["kind"], "budget", "not the agent's failure: {r}");
+    assert_eq!(r["tasks"][1]["spent"]["dispatches"], 0, "a refused dispatch is not counted");
+    let reason = r["reason"].as_str().expect("reason");
+    assert!(reason.contains("the dispatches budget (3) is spent"), "{reason}");
+    assert!(reason.contains("implementer dispatch for task 2"), "{reason}");
+    assert!(reason.contains("task 2") && reason.contains("the end-verify suite run"), "{reason}");
+    assert_eq!(r["blocked_detail"]["kind"], "budget");
+    assert!(r["suite"].is_null(), "no suite run after a budget stop");
+}
+
+#[test]
+fn a_token_budget_stops_edit_blocked_budget() {
+    let s = edit_repo();
+    let a = agent(
+        &s,
+        "if role == 'editor':\n    write('src/lib.txt', 'struct Bar\\n')\n    out({'status': 'DONE', 'applied_changes': True, 'sites': 1, 'hole': None})",
+    );
+    // Each dispatch reports 110 tokens: the first edit spends the budget, the propagation
+    // round the red build asks for is refused.
+    let r = edit(&s, &a, &["--test-cmd", "true", "--build-cmd", "false", "--budget-tokens", "50"], 1);
+    assert_eq!(r["status"], "BLOCKED", "{r}");
+    assert_eq!(r["kind"], "budget", "{r}");
+    assert_eq!(dispatches(&s), 1);
+    let reason = r["reason"].as_str().expect("reason");
+    assert!(reason.contains("the tokens budget (50) is spent") && reason.contains("editor dispatch"), "{reason}");
+    assert_eq!(r["tasks"][0]["kind"], "budget");
+}
+
+#[test]
+fn budget_flags_are_checked_before_anything_runs() {
+    let s = repo_with_plan(&[("1", "First", "Do one.")]);
+    let a = agent(&s, "");
+    for (cmd, flag, value) in [
+        ("implement", "--budget-dispatches", "0"),
+        ("implement", "--budget-usd", "-1"),
+        ("edit", "--budget-tokens", "0"),
+    ] {
+        let mut args = vec![cmd, "--iter-id", "b-1", "--agent", &a, flag, value];
+        if cmd == "implement" {
+            args.extend_from_slice(&["--plan", "PLAN.md"]);
+        } else {
+            args.extend_from_slice(&["--description", "x", "--def-site", "PLAN.md:1"]);
+        }
+        let (code, _, err) = s.run(&args);
+        assert_eq!(code, 2, "{cmd} {flag} {value}: {err}");
+        assert_one_line_error(&err);
+        assert_eq!(dispatches(&s), 0);
+    }
+}

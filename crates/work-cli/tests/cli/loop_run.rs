@@ -812,3 +812,31 @@ fn an_undecided_spec_review_waits_for_a_decision_too() {
     assert!(verdict["residual_risks"].to_string().contains("S1"), "{verdict}");
     assert_eq!(calls(&s, "spec-drafter"), 1, "accepting sends nothing back to the drafter");
 }
+
+#[test]
+fn a_budget_stops_blocked_budget_and_the_cut_round_is_taken_back() {
+    let s = Scenario::new();
+    let agent = setup(&s, "test -f hello.txt", false);
+    // The drafter spends the one dispatch; the spec/plan reviewer is refused.
+    let v = run(&s, &agent, &["--full", "--budget-dispatches", "1"], 1);
+    assert_eq!((v["outcome"].as_str(), v["reason"].as_str()), (Some("blocked"), Some("budget")), "{v}");
+    assert!(v["message"].as_str().unwrap_or("").contains("the dispatches budget (1) is spent"), "{v}");
+    assert_eq!((calls(&s, "spec-drafter"), calls(&s, "adversarial-reviewer")), (1, 0));
+
+    // One more dispatch: the reviewer runs, its adjudicator is refused; the round is taken back.
+    let v = run(&s, &agent, &["--resume", "--budget-dispatches", "1"], 1);
+    assert_eq!(v["reason"], "budget", "{v}");
+    assert_eq!((calls(&s, "adversarial-reviewer"), calls(&s, "finding-adjudicator")), (1, 0));
+    assert!(!s.path(&format!("{DIR}/reviews/spec-1/review-verdict.json")).exists(), "no verdict for a cut round");
+
+    // A bigger budget: the same round (r1) runs again and the run reaches the spec gate.
+    let v = run(&s, &agent, &["--resume", "--budget-dispatches", "10"], 3);
+    assert_eq!(v["reason"], "spec-human-gate", "{v}");
+    assert_eq!(calls(&s, "spec-drafter"), 1, "the drafter's work was not redone");
+    assert!(s.path(&format!("{DIR}/reviews/spec-1/r1-adversarial-reviewer.report.json")).exists());
+    assert!(!s.path(&format!("{DIR}/reviews/spec-1/r2-adversarial-reviewer.report.json")).exists());
+
+    let (code, _, err) = s.run(&["loop", "run", DIR, "--agent", &agent, "--resume", "--budget-usd", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert_one_line_error(&err);
+}

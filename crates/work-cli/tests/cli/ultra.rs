@@ -648,3 +648,33 @@ print(json.dumps({"status": "done"}))"#,
     assert_eq!(calls(&s), 1, "a valid minimal answer was dispatched again");
     assert!(s.read(".work/goals/greet/notepad.md").contains("agent says done"));
 }
+
+#[test]
+fn a_dispatch_budget_stops_with_reason_budget_and_the_refused_attempt_is_not_counted() {
+    let s = Scenario::new();
+    s.write("GOAL.toml", LIGHT);
+    let agent = s.agent("liar.py", LIAR);
+    let out = s.run_json(
+        &["ultra", "GOAL.toml", "--agent", &agent, "--max-attempts", "5", "--budget-dispatches", "1", "--json"],
+        1,
+    );
+    assert_eq!(out["status"], "BLOCKED");
+    assert_eq!(out["stop_reason"], "budget", "{out}");
+    assert_eq!(calls(&s), 1, "exactly the allowed dispatch");
+    assert_eq!(out["attempts"], 1, "the refused attempt is not counted: {out}");
+    assert_eq!(criterion(&out, "happy")["attempts"], 1);
+    let detail = out["stop_detail"].as_str().expect("detail");
+    assert!(detail.contains("the dispatches budget (1) is spent") && detail.contains("not counted"), "{detail}");
+
+    // The budget is per run: running the goal again with a budget continues.
+    let out = s.run_json(
+        &["ultra", "GOAL.toml", "--agent", &agent, "--max-attempts", "5", "--budget-dispatches", "1", "--json"],
+        1,
+    );
+    assert_eq!(out["stop_reason"], "budget", "{out}");
+    assert_eq!((calls(&s), out["attempts"].as_u64()), (2, Some(2)));
+
+    let (code, _, err) = s.run(&["ultra", "GOAL.toml", "--agent", &agent, "--budget-tokens", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert_one_line_error(&err);
+}

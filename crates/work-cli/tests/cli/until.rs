@@ -494,3 +494,89 @@ fn a_vague_until_is_refused_with_nothing_written() {
     // With --verify, the same words are accepted.
     s.run_json(&["until", "the code feels nicer", "--verify", "true", "--goal", "g", "--agent", &agent, "--json"], 0);
 }
+
+/// A worker that changes the tree every iteration, says `continue` until `READY` exists
+/// (written on iteration 4), and reports 10 tokens per dispatch.
+fn spending_worker(s: &Scenario) -> String {
+    worker(
+        s,
+        r#"
+open('work.txt', 'a').write('step %d\n' % n)
+changes = ['work.txt']
+if n >= 4:
+    open('READY', 'w').write('ok')
+    changes.append('READY')
+print(json.dumps({"work_result": {"status": "done" if n >= 4 else "continue", "summary": "step %d" % n,
+                  "changes_claimed": changes}, "usage": {"input_tokens": 6, "output_tokens": 4, "cost_usd": 0.01}}))
+"#,
+    )
+}
+
+#[test]
+fn a_budget_stops_with_status_budget_and_resume_with_a_bigger_budget_is_cumulative() {
+    let s = Scenario::new();
+    let agent = spending_worker(&s);
+    let v = s.run_json(
+        &[
+            "until",
+            "file READY exists",
+            "--goal",
+            "write the work file",
+            "--budget-dispatches",
+            "1",
+            "--agent",
+            &agent,
+            "--json",
+        ],
+        1,
+    );
+    assert_eq!(v["status"], "budget", "{v}");
+    assert_eq!(v["iterations"], 1, "the refused iteration is not counted");
+    assert_eq!(log(&s), vec!["1:1"], "exactly the allowed dispatch");
+    let reason = v["stoppedReason"].as_str().expect("reason");
+    assert!(
+        reason.starts_with("budget: the dispatches budget (1) is spent") && reason.contains("iteration 02"),
+        "{reason}"
+    );
+    assert_eq!(v["spent"]["dispatches"], 1);
+    let id = v["session_id"].as_str().expect("id").to_string();
+    assert_eq!(v["resume"], format!("work until resume {id} --budget-dispatches 2"));
+    let meta = read(&session_dir(&v).join("meta.md"));
+    assert!(meta.contains("| status | budget |") && meta.contains("| spent | 1 dispatch(es), 10 token(s)"), "{meta}");
+
+    // Resume with 3 dispatches in all: the session already spent 1, so 2 more run.
+    let v = s.run_json(&["until", "resume", &id, "--budget-dispatches", "3", "--json"], 1);
+    assert_eq!(v["status"], "budget", "{v}");
+    assert_eq!(v["iterations"], 3);
+    assert_eq!(log(&s), vec!["1:1", "2:1", "3:1"], "the budget is cumulative over the session");
+    assert_eq!(v["spent"]["dispatches"], 3);
+
+    // A token budget: 30 spent, 45 allowed ⇒ two more dispatches at most; iteration 4 is done.
+    let v = s.run_json(&["until", "resume", &id, "--budget-tokens", "45", "--json"], 0);
+    assert_eq!(v["status"], "done", "{v}");
+    assert_eq!(v["iterations"], 4);
+    assert_eq!(v["spent"]["usage"]["input_tokens"], 24);
+}
+
+#[test]
+fn a_token_budget_stops_a_new_session_and_bad_budgets_are_refused() {
+    let s = Scenario::new();
+    let agent = spending_worker(&s);
+    let v = s.run_json(
+        &["until", "file READY exists", "--goal", "g", "--budget-tokens", "15", "--agent", &agent, "--json"],
+        1,
+    );
+    assert_eq!(v["status"], "budget", "{v}");
+    assert_eq!(log(&s).len(), 2, "10 then 20 tokens: the third dispatch is refused");
+    assert!(v["stoppedReason"].as_str().unwrap_or("").contains("the tokens budget (15) is spent"), "{v}");
+
+    for args in [
+        vec!["until", "file READY exists", "--goal", "g", "--budget-dispatches", "0", "--agent", &agent],
+        vec!["until", "resume", "--budget-usd", "nan", "--agent", &agent],
+    ] {
+        let (code, _, err) = s.run(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_one_line_error(&err);
+    }
+    assert_eq!(log(&s).len(), 2, "nothing dispatched");
+}
