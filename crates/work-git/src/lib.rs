@@ -3,6 +3,8 @@
 //! Every call runs `git` through the runtime's spawner (blocking; callable from async code
 //! running on a multi-threaded runtime, and from plain synchronous code).
 
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use work_runtime::spawn::{ProcessSpec, Spawner};
 
@@ -29,6 +31,81 @@ pub struct StatusEntry {
     pub code: String,
     /// The path (the destination for renames).
     pub path: String,
+}
+
+/// What [`Git::tree_state`] measures the working tree against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Base<'a> {
+    /// HEAD and the index, as `git status` sees them: every staged, unstaged or untracked
+    /// path, each with its status code.
+    Status,
+    /// A commit: the paths `git diff <commit>` names (the working tree against it, committed
+    /// work included) plus untracked files.
+    Commit(&'a str),
+    /// No commit (an unborn base): every tracked file (`git ls-files`) plus untracked files.
+    Empty,
+}
+
+/// One path of a [`TreeState`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathState {
+    /// The two `git status` letters (`??` untracked, ` M`, `A `, …); empty for a tracked path
+    /// listed against a [`Base::Commit`] or [`Base::Empty`].
+    pub code: String,
+    /// sha256 hex of the working-tree file; `None` when it cannot be read (deleted).
+    pub hash: Option<String>,
+}
+
+/// How [`TreeState::changed_since`] compares a path's two states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compare {
+    /// Status code and content: staging a change is a change.
+    StatusAndContent,
+    /// Content only (a path that cannot be read, by its status code): staging is not a change.
+    Content,
+}
+
+/// The working tree's change at one instant (see [`Git::tree_state`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeState {
+    /// HEAD when measured (`None` on an unborn branch).
+    pub head: Option<String>,
+    /// Every changed or untracked path, outside the exclusions.
+    pub paths: BTreeMap<String, PathState>,
+}
+
+impl TreeState {
+    /// The paths whose state differs between `before` and `self`: changed, appeared or gone
+    /// (back to the base), sorted. HEAD is not compared: look at [`TreeState::head`].
+    pub fn changed_since(&self, before: &TreeState, compare: Compare) -> Vec<String> {
+        let same = |a: &PathState, b: &PathState| match compare {
+            Compare::StatusAndContent => a == b,
+            Compare::Content => match (&a.hash, &b.hash) {
+                (Some(x), Some(y)) => x == y,
+                (None, None) => a.code == b.code,
+                _ => false,
+            },
+        };
+        let mut out: Vec<String> = self
+            .paths
+            .iter()
+            .filter(|(p, s)| before.paths.get(*p).is_none_or(|b| !same(b, s)))
+            .map(|(p, _)| p.clone())
+            .collect();
+        out.extend(before.paths.keys().filter(|p| !self.paths.contains_key(*p)).cloned());
+        out.sort();
+        out
+    }
+
+    /// The untracked paths.
+    pub fn untracked(&self) -> impl Iterator<Item = &str> {
+        self.paths.iter().filter(|(_, s)| s.code == "??").map(|(p, _)| p.as_str())
+    }
+
+    /// Path ⇒ content hash, `absent` standing for a file that cannot be read.
+    pub fn content_map(&self, absent: &str) -> BTreeMap<String, String> {
+        self.paths.iter().map(|(p, s)| (p.clone(), s.hash.clone().unwrap_or_else(|| absent.to_string()))).collect()
+    }
 }
 
 /// A git repository at a root.
@@ -85,16 +162,6 @@ impl Git {
         Ok(entries)
     }
 
-    /// The paths that differ from HEAD or are untracked.
-    pub fn dirty_paths(&self) -> Result<Vec<String>, GitError> {
-        Ok(self.status()?.into_iter().map(|e| e.path).collect())
-    }
-
-    /// True when nothing differs from HEAD and nothing is untracked.
-    pub fn is_clean(&self) -> Result<bool, GitError> {
-        Ok(self.status()?.is_empty())
-    }
-
     /// The HEAD commit sha, or `None` on an unborn branch.
     pub fn head_sha(&self) -> Option<String> {
         self.run(&["rev-parse", "--verify", "-q", "HEAD"]).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
@@ -108,45 +175,53 @@ impl Git {
             .filter(|s| !s.is_empty())
     }
 
-    /// `git diff HEAD` including untracked files' content (as additions), as text.
-    pub fn diff_with_untracked(&self) -> Result<String, GitError> {
-        let mut text =
-            if self.head_sha().is_some() { self.run(&["diff", "HEAD", "--no-color"])? } else { String::new() };
-        for e in self.status()? {
-            if e.code == "??" {
-                let p = self.root.join(&e.path);
-                let content = std::fs::read(&p).unwrap_or_default();
-                text.push_str(&format!("untracked {}\n", e.path));
-                text.push_str(&String::from_utf8_lossy(&content));
-                text.push('\n');
-            }
+    /// `git diff --name-only --no-renames -z <revs>`: the paths that differ between two
+    /// commits (`[a, b]`), or between a commit and the working tree (`[a]`, committed, staged
+    /// and unstaged work; untracked files are not in it).
+    pub fn diff_names(&self, revs: &[&str]) -> Result<Vec<String>, GitError> {
+        let mut args = vec!["diff", "--name-only", "--no-renames", "-z"];
+        args.extend_from_slice(revs);
+        Ok(split_z(&self.run(&args)?))
+    }
+
+    /// `git diff <base> <flags>` as text, leaving out `exclude` (repository-relative files or
+    /// directories, matched literally, see [`is_excluded`]). Untracked files are not in it:
+    /// render them from [`Git::tree_state`] in the caller's format.
+    pub fn diff_text<S: AsRef<str>>(&self, base: &str, flags: &[&str], exclude: &[S]) -> Result<String, GitError> {
+        let mut args: Vec<String> = vec!["diff".into(), base.into()];
+        args.extend(flags.iter().map(|f| f.to_string()));
+        let excludes: Vec<&str> = exclude_dirs(exclude).collect();
+        if !excludes.is_empty() {
+            args.extend(["--".to_string(), ".".to_string()]);
+            args.extend(excludes.iter().map(|e| format!(":(exclude,literal){e}")));
         }
-        Ok(text)
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.run(&refs)
     }
 
-    /// A fingerprint (sha256 hex) of the whole working-tree state relative to HEAD,
-    /// untracked files included. Equal fingerprints mean equal diffs.
-    pub fn diff_fingerprint(&self) -> Result<String, GitError> {
-        use sha2::{Digest, Sha256};
-        let diff = self.diff_with_untracked()?;
-        Ok(hex::encode(Sha256::digest(diff.as_bytes())))
-    }
-
-    /// `git diff HEAD --name-only --no-renames` plus untracked paths.
-    pub fn changed_paths(&self) -> Result<Vec<String>, GitError> {
-        let mut paths: Vec<String> = if self.head_sha().is_some() {
-            self.run(&["diff", "HEAD", "--name-only", "--no-renames"])?.lines().map(str::to_string).collect()
-        } else {
-            Vec::new()
+    /// The working tree's change against `base`, outside `exclude` (repository-relative files
+    /// or directories, see [`is_excluded`]): every changed or untracked path with its status
+    /// code and a sha256 of its content, and HEAD at the time. Compare two of these
+    /// ([`TreeState::changed_since`]) to see what changed in between, whatever was dirty
+    /// already.
+    pub fn tree_state<S: AsRef<str>>(&self, base: Base<'_>, exclude: &[S]) -> Result<TreeState, GitError> {
+        let mut listed: Vec<(String, String)> = match base {
+            Base::Status => self.status()?.into_iter().map(|e| (e.path, e.code)).collect(),
+            Base::Commit(c) => self.diff_names(&[c])?.into_iter().map(|p| (p, String::new())).collect(),
+            Base::Empty => split_z(&self.run(&["ls-files", "-z"])?).into_iter().map(|p| (p, String::new())).collect(),
         };
-        for e in self.status()? {
-            if e.code == "??" && !paths.contains(&e.path) {
-                paths.push(e.path);
-            }
+        if !matches!(base, Base::Status) {
+            listed.extend(self.status()?.into_iter().filter(|e| e.code == "??").map(|e| (e.path, e.code)));
         }
-        paths.sort();
-        paths.dedup();
-        Ok(paths)
+        let mut paths = BTreeMap::new();
+        for (path, code) in listed {
+            if path.is_empty() || is_excluded(&path, exclude) {
+                continue;
+            }
+            let hash = std::fs::read(self.root.join(&path)).ok().map(|b| hex::encode(Sha256::digest(&b)));
+            paths.insert(path, PathState { code, hash });
+        }
+        Ok(TreeState { head: self.head_sha(), paths })
     }
 
     /// `git stash create` (a snapshot commit of the dirty tree, without touching it); `None`
@@ -170,6 +245,22 @@ fn run_in(dir: &Path, args: &[&str]) -> Result<String, GitError> {
     }
 }
 
+fn split_z(out: &str) -> Vec<String> {
+    out.split('\0').filter(|p| !p.is_empty()).map(str::to_string).collect()
+}
+
+/// The non-empty entries of an exclusion list, without trailing slashes.
+fn exclude_dirs<S: AsRef<str>>(exclude: &[S]) -> impl Iterator<Item = &str> {
+    exclude.iter().map(|e| e.as_ref().trim_end_matches('/')).filter(|e| !e.is_empty())
+}
+
+/// Whether the repository-relative `path` is one of `exclude` or lies under one of them
+/// (entries are files or directories; a trailing `/` is ignored; empty entries match
+/// nothing). The rule every measurement of this crate leaves paths out by.
+pub fn is_excluded<S: AsRef<str>>(path: &str, exclude: &[S]) -> bool {
+    exclude_dirs(exclude).any(|e| path == e || path.strip_prefix(e).is_some_and(|rest| rest.starts_with('/')))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,18 +274,116 @@ mod tests {
         d
     }
 
+    fn commit(g: &Git, msg: &str) -> String {
+        g.run(&["add", "-A"]).expect("add");
+        g.run(&["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-m", msg]).expect("commit");
+        g.head_sha().expect("head")
+    }
+
+    fn keys(t: &TreeState) -> Vec<&str> {
+        t.paths.keys().map(String::as_str).collect()
+    }
+
     #[test]
-    fn status_and_fingerprint_follow_the_tree() {
+    fn status_lists_untracked_files() {
         let d = repo();
         let g = Git::new(d.path());
-        assert!(g.is_clean().expect("status"));
-        let clean = g.diff_fingerprint().expect("fp");
+        assert!(g.status().expect("status").is_empty());
         std::fs::write(d.path().join("new file.txt"), "hello").expect("write");
-        assert_eq!(g.dirty_paths().expect("status"), vec!["new file.txt".to_string()]);
-        let dirty = g.diff_fingerprint().expect("fp");
-        assert_ne!(clean, dirty);
-        assert_eq!(g.changed_paths().expect("paths"), vec!["new file.txt".to_string()]);
+        let st = g.status().expect("status");
+        assert_eq!(st, vec![StatusEntry { code: "??".into(), path: "new file.txt".into() }]);
         assert!(g.head_sha().is_some());
         assert!(Git::toplevel(d.path()).is_some());
+    }
+
+    #[test]
+    fn exclusions_match_whole_path_components() {
+        let ex = [".work/", "docs/specs/a", ""];
+        assert!(is_excluded(".work", &ex));
+        assert!(is_excluded(".work/runs/e.jsonl", &ex));
+        assert!(is_excluded("docs/specs/a/spec.md", &ex));
+        assert!(!is_excluded(".workshop/x", &ex), "a prefix that is not a component is kept");
+        assert!(!is_excluded("docs/specs/ab", &ex));
+        assert!(!is_excluded("src/a.rs", &ex), "an empty entry matches nothing");
+        assert!(!is_excluded::<&str>("x", &[]));
+    }
+
+    #[test]
+    fn tree_state_hashes_untracked_and_deleted_files_outside_exclusions() {
+        let d = repo();
+        let g = Git::new(d.path());
+        std::fs::write(d.path().join("a.txt"), "a\n").expect("write");
+        std::fs::write(d.path().join("b.txt"), "b\n").expect("write");
+        commit(&g, "ab");
+        let clean = g.tree_state(Base::Status, &[".work"]).expect("state");
+        assert!(clean.paths.is_empty());
+        assert_eq!(clean.head, g.head_sha());
+
+        std::fs::create_dir_all(d.path().join(".work/runs")).expect("mkdir");
+        std::fs::write(d.path().join(".work/runs/e.jsonl"), "x").expect("write");
+        std::fs::write(d.path().join("a.txt"), "changed\n").expect("write");
+        std::fs::remove_file(d.path().join("b.txt")).expect("rm");
+        std::fs::write(d.path().join("new.txt"), "n\n").expect("write");
+        let s1 = g.tree_state(Base::Status, &[".work/"]).expect("state");
+        assert_eq!(keys(&s1), vec!["a.txt", "b.txt", "new.txt"], "the state dir is left out");
+        assert_eq!(s1.paths["a.txt"].code, " M");
+        assert!(s1.paths["a.txt"].hash.is_some());
+        assert_eq!(s1.paths["b.txt"], PathState { code: " D".into(), hash: None });
+        assert_eq!(s1.untracked().collect::<Vec<_>>(), vec!["new.txt"]);
+        assert_eq!(s1.changed_since(&clean, Compare::StatusAndContent), vec!["a.txt", "b.txt", "new.txt"]);
+        assert_eq!(s1.content_map("<absent>")["b.txt"], "<absent>");
+
+        // Writes to the excluded directory change nothing; A-B-A is no change.
+        std::fs::write(d.path().join(".work/runs/e.jsonl"), "xy").expect("write");
+        std::fs::write(d.path().join("a.txt"), "other\n").expect("write");
+        std::fs::write(d.path().join("a.txt"), "changed\n").expect("write");
+        let s2 = g.tree_state(Base::Status, &[".work"]).expect("state");
+        assert_eq!(s2, s1);
+        assert!(s2.changed_since(&s1, Compare::StatusAndContent).is_empty());
+
+        // Staging is a change of status, not of content; a path back at HEAD is a change.
+        g.run(&["add", "a.txt"]).expect("add");
+        std::fs::write(d.path().join("b.txt"), "b\n").expect("write");
+        let s3 = g.tree_state(Base::Status, &[".work"]).expect("state");
+        assert_eq!(s3.paths["a.txt"].code, "M ");
+        assert_eq!(s3.changed_since(&s2, Compare::StatusAndContent), vec!["a.txt", "b.txt"]);
+        assert_eq!(s3.changed_since(&s2, Compare::Content), vec!["b.txt"]);
+    }
+
+    #[test]
+    fn tree_state_against_a_commit_includes_committed_work() {
+        let d = repo();
+        let g = Git::new(d.path());
+        let base = g.head_sha().expect("head");
+        std::fs::write(d.path().join("a.txt"), "a\n").expect("write");
+        std::fs::create_dir_all(d.path().join("spec")).expect("mkdir");
+        std::fs::write(d.path().join("spec/plan.md"), "p\n").expect("write");
+        commit(&g, "work");
+        std::fs::write(d.path().join("u.txt"), "u\n").expect("write");
+        let since = g.tree_state(Base::Commit(&base), &["spec"]).expect("state");
+        assert_eq!(keys(&since), vec!["a.txt", "u.txt"]);
+        assert_eq!(since.paths["a.txt"].code, "", "a tracked path listed by the diff has no status code");
+        assert_eq!(since.untracked().collect::<Vec<_>>(), vec!["u.txt"]);
+        let status = g.tree_state(Base::Status, &["spec"]).expect("state");
+        assert_eq!(keys(&status), vec!["u.txt"], "against HEAD the committed work is not a change");
+        let empty = g.tree_state(Base::Empty, &["spec"]).expect("state");
+        assert_eq!(keys(&empty), vec!["a.txt", "u.txt"], "against nothing every tracked file counts");
+        assert_eq!(g.diff_names(&[&base, "HEAD"]).expect("names"), vec!["a.txt", "spec/plan.md"]);
+    }
+
+    #[test]
+    fn diff_text_leaves_exclusions_out() {
+        let d = repo();
+        let g = Git::new(d.path());
+        std::fs::create_dir_all(d.path().join("spec")).expect("mkdir");
+        std::fs::write(d.path().join("spec/plan.md"), "p\n").expect("write");
+        std::fs::write(d.path().join("a.txt"), "a\n").expect("write");
+        commit(&g, "files");
+        std::fs::write(d.path().join("spec/plan.md"), "q\n").expect("write");
+        std::fs::write(d.path().join("a.txt"), "b\n").expect("write");
+        let all = g.diff_text::<&str>("HEAD", &["--no-color"], &[]).expect("diff");
+        assert!(all.contains("spec/plan.md") && all.contains("a.txt"));
+        let some = g.diff_text("HEAD", &["--no-color"], &["spec/"]).expect("diff");
+        assert!(!some.contains("spec/plan.md") && some.contains("+b"));
     }
 }

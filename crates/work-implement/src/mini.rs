@@ -65,8 +65,8 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> EndReport {
             return end(env, report);
         }
     };
-    if !baseline.is_empty() {
-        detail["red_run_left"] = json!(baseline.keys().collect::<Vec<_>>());
+    if !baseline.paths.is_empty() {
+        detail["red_run_left"] = json!(baseline.paths.keys().collect::<Vec<_>>());
     }
     let fp0 = env.tree.fingerprint().ok();
     let r = env

@@ -3,9 +3,9 @@
 //! during the run) is never part of any of them.
 
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
-use work_git::{Git, GitError};
+use work_git::{Base, Compare, Git, GitError, TreeState, is_excluded};
 
 /// The folded preflight verdict (seed #29): run first, before the plan is read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -107,7 +107,7 @@ impl Tree {
     }
 
     fn keep(&self, path: &str) -> bool {
-        !self.exclude.iter().any(|ex| path == ex || path.starts_with(&format!("{ex}/")))
+        !is_excluded(path, &self.exclude)
     }
 
     /// Whether HEAD is no longer `base` (the preflight's HEAD), and how it moved.
@@ -130,33 +130,24 @@ impl Tree {
 
     /// Every dirty path with its status code and a content hash (a file that cannot be read
     /// hashes as absent): compare two of these to see what changed in between.
-    pub fn dirty_state(&self) -> Result<BTreeMap<String, String>, GitError> {
-        use sha2::{Digest, Sha256};
-        let mut out = BTreeMap::new();
-        for e in self.git.status()? {
-            if !self.keep(&e.path) {
-                continue;
-            }
-            let hash = match std::fs::read(self.git.root().join(&e.path)) {
-                Ok(bytes) => hex::encode(Sha256::digest(&bytes)),
-                Err(_) => "absent".into(),
-            };
-            out.insert(e.path.clone(), format!("{}\t{hash}", e.code));
-        }
-        Ok(out)
+    pub fn dirty_state(&self) -> Result<TreeState, GitError> {
+        self.git.tree_state(Base::Status, &self.exclude)
     }
 
     /// `git status --porcelain` lines of the paths whose state differs from `before` (a
     /// [`Tree::dirty_state`]): what changed since then, whatever was dirty already.
-    pub fn porcelain_since(&self, before: &BTreeMap<String, String>) -> Result<Vec<String>, GitError> {
+    pub fn porcelain_since(&self, before: &TreeState) -> Result<Vec<String>, GitError> {
         let now = self.dirty_state()?;
-        let mut lines: Vec<String> = now
-            .iter()
-            .filter(|(p, st)| before.get(*p) != Some(*st))
-            .map(|(p, st)| format!("{} {p}", st.split('\t').next().unwrap_or("??")))
-            .collect();
-        // A path dirty before and clean now was changed back to HEAD: that is a change too.
-        lines.extend(before.keys().filter(|p| !now.contains_key(*p)).map(|p| format!("   {p}")));
+        let mut lines = Vec::new();
+        let mut reverted = Vec::new();
+        for p in now.changed_since(before, Compare::StatusAndContent) {
+            match now.paths.get(&p) {
+                Some(st) => lines.push(format!("{} {p}", st.code)),
+                // A path dirty before and clean now was changed back to HEAD: a change too.
+                None => reverted.push(format!("   {p}")),
+            }
+        }
+        lines.extend(reverted);
         Ok(lines)
     }
 
@@ -194,23 +185,11 @@ impl Tree {
         })
     }
 
-    fn pathspec(&self) -> Vec<String> {
-        if self.exclude.is_empty() {
-            return Vec::new();
-        }
-        let mut v: Vec<String> = vec!["--".into(), ".".into()];
-        v.extend(self.exclude.iter().map(|ex| format!(":(exclude,literal){ex}")));
-        v
-    }
-
     /// The diff against HEAD with untracked files' contents, as text (what reviewers read).
     pub fn diff_text(&self) -> Result<String, GitError> {
         let mut text = String::new();
         if self.git.head_sha().is_some() {
-            let mut args: Vec<String> = vec!["diff".into(), "HEAD".into(), "--no-color".into(), "--binary".into()];
-            args.extend(self.pathspec());
-            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-            text = self.git.run(&refs)?;
+            text = self.git.diff_text("HEAD", &["--no-color", "--binary"], &self.exclude)?;
         }
         for e in self.git.status()? {
             if e.code == "??" && self.keep(&e.path) {
@@ -235,13 +214,7 @@ impl Tree {
         if self.git.head_sha().is_none() {
             return Ok(BTreeSet::new());
         }
-        Ok(self
-            .git
-            .run(&["diff", "HEAD", "--name-only", "--no-renames"])?
-            .lines()
-            .filter(|l| !l.is_empty() && self.keep(l))
-            .map(str::to_string)
-            .collect())
+        Ok(self.git.diff_names(&["HEAD"])?.into_iter().filter(|p| self.keep(p)).collect())
     }
 
     /// Records a task boundary: `git stash create` plus the HEAD-modified path set.

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
-use work_git::Git;
+use work_git::{Base, Compare, Git, TreeState};
 use work_loop::adjudication::{self, Class};
 use work_loop::cohort::{self, Caps, CohortState, ReviewRecord};
 use work_loop::common::{read_status, sha256_hex};
@@ -578,22 +578,11 @@ impl Driver {
     }
 
     /// The whole working tree as git sees it (HEAD, then every changed or untracked path with
-    /// its content hash), the state directory aside: what a read-only dispatch must not change.
-    fn tree_state(&self) -> Result<BTreeMap<String, String>, LoopError> {
-        let mut m = BTreeMap::new();
-        m.insert("<HEAD>".to_string(), self.git.head_sha().unwrap_or_default());
-        let state_prefix = self.state_prefix();
-        for e in self.git.status().map_err(|e| LoopError::bad(e.to_string()))? {
-            if state_prefix.as_deref().is_some_and(|s| e.path.starts_with(s)) {
-                continue;
-            }
-            let h = match std::fs::read(self.run.root.join(&e.path)) {
-                Ok(b) => sha256_hex(&b),
-                Err(_) => "<absent>".into(),
-            };
-            m.insert(e.path, format!("{} {h}", e.code));
-        }
-        Ok(m)
+    /// its status and content hash), the state directory aside: what a read-only dispatch
+    /// must not change.
+    fn tree_state(&self) -> Result<TreeState, LoopError> {
+        let exclude: Vec<String> = self.state_prefix().into_iter().collect();
+        self.git.tree_state(Base::Status, &exclude).map_err(|e| LoopError::bad(e.to_string()))
     }
 
     async fn ask(
@@ -667,7 +656,7 @@ impl Driver {
         who: &str,
         dispatch: &str,
         state_before: &str,
-        tree_before: Option<&BTreeMap<String, String>>,
+        tree_before: Option<&TreeState>,
     ) -> Result<(), AskError> {
         if self.state_files_digest().map_err(|e| AskError::failed(e.to_string()))? != state_before {
             return Err(AskError::fatal(
@@ -681,12 +670,13 @@ impl Driver {
         if let Some(before) = tree_before {
             let after = self.tree_state().map_err(|e| AskError::failed(e.to_string()))?;
             if &after != before {
-                let mut changed: Vec<&String> =
-                    after.iter().filter(|(k, v)| before.get(*k) != Some(v)).map(|(k, _)| k).collect();
-                changed.extend(before.keys().filter(|k| !after.contains_key(*k)));
+                let mut changed = after.changed_since(before, Compare::StatusAndContent);
+                if after.head != before.head {
+                    changed.push("<HEAD>".into());
+                }
                 changed.sort();
                 changed.dedup();
-                let list = changed.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ");
+                let list = changed.join(", ");
                 return Err(AskError::fatal(
                     "read-only-violated",
                     format!(
@@ -703,41 +693,26 @@ impl Driver {
         self.git.head_sha().unwrap_or_default()
     }
 
-    /// The paths that differ from `base` (committed, staged or not) or are untracked, outside
-    /// the spec and state directories.
-    fn paths_since(&self, base: &str) -> Result<Vec<String>, LoopError> {
-        let git_err = |e: work_git::GitError| LoopError::bad(format!("read the working tree's change: {e}"));
-        let listed = if base.is_empty() {
-            self.git.run(&["ls-files", "-z"]).map_err(git_err)?
-        } else {
-            self.git.run(&["diff", base, "--name-only", "--no-renames", "-z"]).map_err(git_err)?
-        };
-        let mut paths: Vec<String> = listed.split('\0').filter(|p| !p.is_empty()).map(str::to_string).collect();
-        for e in self.git.status().map_err(git_err)? {
-            if e.code == "??" {
-                paths.push(e.path);
-            }
-        }
-        let spec_prefix = format!("{}/", self.sd.rel());
-        let state_prefix = self.state_prefix();
-        paths.retain(|p| !p.starts_with(&spec_prefix) && !state_prefix.as_deref().is_some_and(|s| p.starts_with(s)));
-        paths.sort();
-        paths.dedup();
-        Ok(paths)
+    /// The change against `base` (`""`: no commit), outside the spec and state directories:
+    /// every path that differs from it (committed, staged or not) or is untracked.
+    fn tree_since(&self, base: &str) -> Result<TreeState, LoopError> {
+        let against = if base.is_empty() { Base::Empty } else { Base::Commit(base) };
+        self.git
+            .tree_state(against, &self.review_excludes())
+            .map_err(|e| LoopError::bad(format!("read the working tree's change: {e}")))
+    }
+
+    /// What code review leaves out: the spec directory and the state directory.
+    fn review_excludes(&self) -> Vec<String> {
+        let mut v = vec![self.sd.rel().to_string()];
+        v.extend(self.state_prefix());
+        v
     }
 
     /// The change against `base`, outside the spec and state directories: path ⇒ content hash
     /// of the working-tree file. Committed work counts: it differs from the base.
     fn snapshot_since(&self, base: &str) -> Result<BTreeMap<String, String>, LoopError> {
-        let mut m = BTreeMap::new();
-        for p in self.paths_since(base)? {
-            let h = match std::fs::read(self.run.root.join(&p)) {
-                Ok(b) => sha256_hex(&b),
-                Err(_) => "<absent>".into(),
-            };
-            m.insert(p, h);
-        }
-        Ok(m)
+        Ok(self.tree_since(base)?.content_map("<absent>"))
     }
 
     /// The base code review measures against: HEAD when the code phase began (HEAD now for a
@@ -751,26 +726,16 @@ impl Driver {
     /// [`MAX_DIFF_BYTES`], then cut with a note.
     fn diff_text(&self, base: &str) -> String {
         let mut text = String::new();
-        let spec = format!(":(exclude){}", self.sd.rel());
-        let state = self.state_prefix().map(|s| format!(":(exclude){}", s.trim_end_matches('/')));
         if !base.is_empty() {
-            let mut args = vec!["diff", base, "--no-color", "--no-renames", "--", ".", spec.as_str()];
-            if let Some(s) = &state {
-                args.push(s.as_str());
-            }
-            match self.git.run(&args) {
+            match self.git.diff_text(base, &["--no-color", "--no-renames"], &self.review_excludes()) {
                 Ok(d) => text.push_str(&d),
                 Err(e) => text.push_str(&format!("(git diff {base} failed: {e})\n")),
             }
         }
-        let untracked: Vec<String> = self
-            .git
-            .status()
-            .map(|st| st.into_iter().filter(|e| e.code == "??").map(|e| e.path).collect())
-            .unwrap_or_default();
-        let added: Vec<String> = match self.paths_since(base) {
-            Ok(all) if base.is_empty() => all,
-            Ok(all) => all.into_iter().filter(|p| untracked.contains(p)).collect(),
+        // Without a base there is no `git diff`: every file is an addition.
+        let added: Vec<String> = match self.tree_since(base) {
+            Ok(st) if base.is_empty() => st.paths.into_keys().collect(),
+            Ok(st) => st.untracked().map(str::to_string).collect(),
             Err(_) => Vec::new(),
         };
         for p in added {

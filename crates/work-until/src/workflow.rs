@@ -34,10 +34,9 @@ use crate::report::{ReportStatus, WorkerReport, recon_schema, report_schema, val
 use crate::session::{Mode, Session, SessionError, SessionStatus};
 use crate::templates;
 use serde_json::json;
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
-use work_git::Git;
+use work_git::{Base, Compare, Git, TreeState, is_excluded};
 use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
 use work_runtime::run::RunContext;
 
@@ -76,41 +75,20 @@ pub enum UntilError {
     Session(#[from] SessionError),
 }
 
-/// The tree at one instant: HEAD and the content hash of every dirty path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Snapshot {
-    head: Option<String>,
-    files: BTreeMap<String, String>,
+/// The tree at one instant: HEAD and the content of every dirty path.
+fn snapshot(git: &Git, exclude: &[String]) -> Option<TreeState> {
+    git.tree_state(Base::Status, exclude).ok()
 }
 
-fn excluded(path: &str, exclude: &[String]) -> bool {
-    exclude.iter().any(|e| path == e.trim_end_matches('/') || path.starts_with(e.as_str()))
-}
-
-fn snapshot(git: &Git, exclude: &[String]) -> Option<Snapshot> {
-    use sha2::{Digest, Sha256};
-    let status = git.status().ok()?;
-    let mut files = BTreeMap::new();
-    for e in status {
-        if excluded(&e.path, exclude) {
-            continue;
-        }
-        let hash = match std::fs::read(git.root().join(&e.path)) {
-            Ok(bytes) => hex::encode(Sha256::digest(&bytes)),
-            Err(_) => format!("absent:{}", e.code),
-        };
-        files.insert(e.path, hash);
-    }
-    Some(Snapshot { head: git.head_sha(), files })
-}
-
-fn changed_between(git: &Git, a: &Snapshot, b: &Snapshot, exclude: &[String]) -> Vec<String> {
+/// What changed from `a` to `b`: the paths of the commits in between, and every dirty path
+/// whose content changed (staging alone is not a change).
+fn changed_between(git: &Git, a: &TreeState, b: &TreeState, exclude: &[String]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     if a.head != b.head {
         match (&a.head, &b.head) {
             (Some(x), Some(y)) => {
-                if let Ok(s) = git.run(&["diff", "--name-only", "--no-renames", x, y]) {
-                    out.extend(s.lines().map(str::to_string));
+                if let Ok(paths) = git.diff_names(&[x, y]) {
+                    out.extend(paths);
                 }
             }
             (None, Some(y)) => {
@@ -121,17 +99,8 @@ fn changed_between(git: &Git, a: &Snapshot, b: &Snapshot, exclude: &[String]) ->
             _ => {}
         }
     }
-    for (p, h) in &a.files {
-        if b.files.get(p) != Some(h) {
-            out.push(p.clone());
-        }
-    }
-    for (p, h) in &b.files {
-        if a.files.get(p) != Some(h) {
-            out.push(p.clone());
-        }
-    }
-    out.retain(|p| !p.is_empty() && !excluded(p, exclude));
+    out.extend(b.changed_since(a, Compare::Content));
+    out.retain(|p| !p.is_empty() && !is_excluded(p, exclude));
     out.sort();
     out.dedup();
     out
