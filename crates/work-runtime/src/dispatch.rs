@@ -227,7 +227,7 @@ impl DispatchOutcome {
 
 /// Validates `doc` against `schema`; the error lists the first few violations on one line.
 pub fn validate(schema: &Value, doc: &Value) -> Result<(), String> {
-    let validator = jsonschema::validator_for(schema).map_err(|e| format!("invalid schema: {e}"))?;
+    let validator = compiled(schema)?;
     let errors: Vec<String> = validator
         .iter_errors(doc)
         .take(5)
@@ -237,6 +237,26 @@ pub fn validate(schema: &Value, doc: &Value) -> Result<(), String> {
         })
         .collect();
     if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
+}
+
+/// Compiled validators by schema text: a workflow sends the same few schemas thousands of
+/// times, and compiling one costs more than validating an answer.
+fn compiled(schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<jsonschema::Validator>>>> = OnceLock::new();
+    let key = schema.to_string();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(v) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+        return Ok(v);
+    }
+    let v = Arc::new(jsonschema::validator_for(schema).map_err(|e| format!("invalid schema: {e}"))?);
+    if let Ok(mut c) = cache.lock()
+        && c.len() < 256
+    {
+        c.insert(key, v.clone());
+    }
+    Ok(v)
 }
 
 /// Dispatches to one backend on behalf of one run. Cheap to clone.

@@ -141,10 +141,10 @@ pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> io::Res
     write_atomic(path, &bytes)
 }
 
-/// Writes pretty JSON whole (temporary file + rename, so a reader never sees half of it) but
+/// Writes compact JSON whole (temporary file + rename, so a reader never sees half of it) but
 /// without fsync: for audit records whose loss in a crash costs nothing.
 pub fn write_json_unsynced<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()> {
-    let mut bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+    let mut bytes = serde_json::to_vec(value).map_err(io::Error::other)?;
     bytes.push(b'\n');
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir)?;
