@@ -293,18 +293,7 @@ impl Runner<'_, '_> {
         let check_label = format!("check-{run_no}");
         let stale: Vec<&Criterion> = goal.criteria.iter().filter(|c| !fresh_red.contains(&c.id)).collect();
         if !stale.is_empty() {
-            let mut lines = Vec::new();
-            for c in stale {
-                let rec = self.observe(c, &check_label).await?;
-                lines.push(format!(
-                    "- `{}`: {} ({}) — {}",
-                    c.id,
-                    verdict_word(rec.pass),
-                    describe_rec(&rec),
-                    rec.evidence.json
-                ));
-                self.state.criteria.entry(c.id.clone()).or_default().last = Some(rec);
-            }
+            let (_, lines) = self.observe_all(&stale, &check_label).await?;
             self.note(&format!("\n## {} — Check (RED kept from earlier runs)\n{}\n", self.now(), lines.join("\n")))?;
             self.save()?;
         }
@@ -317,18 +306,8 @@ impl Runner<'_, '_> {
             let red: Vec<&Criterion> = goal.criteria.iter().filter(|c| !self.is_green(&c.id)).collect();
             if red.is_empty() {
                 // The full set once more, right before the final word.
-                let mut lines = Vec::new();
-                for c in &goal.criteria {
-                    let rec = self.observe(c, "green").await?;
-                    lines.push(format!(
-                        "- `{}`: {} ({}) — {}",
-                        c.id,
-                        verdict_word(rec.pass),
-                        describe_rec(&rec),
-                        rec.evidence.json
-                    ));
-                    self.state.criteria.entry(c.id.clone()).or_default().last = Some(rec);
-                }
+                let all: Vec<&Criterion> = goal.criteria.iter().collect();
+                let (_, lines) = self.observe_all(&all, "green").await?;
                 self.note(&format!("\n## {} — GREEN: final full pass\n{}\n", self.now(), lines.join("\n")))?;
                 self.save()?;
                 if goal.criteria.iter().any(|c| !self.is_green(&c.id)) {
@@ -497,20 +476,8 @@ impl Runner<'_, '_> {
             }
 
             // GREEN: the engine's own observation of every criterion.
-            let mut observed = Vec::new();
-            let mut lines = Vec::new();
-            for c in &goal.criteria {
-                let rec = self.observe(c, &during).await?;
-                observed.push(format!("{} {}", c.id, verdict_word(rec.pass)));
-                lines.push(format!(
-                    "- `{}`: {} ({}) — {}",
-                    c.id,
-                    verdict_word(rec.pass),
-                    describe_rec(&rec),
-                    rec.evidence.json
-                ));
-                self.state.criteria.entry(c.id.clone()).or_default().last = Some(rec);
-            }
+            let all: Vec<&Criterion> = goal.criteria.iter().collect();
+            let (observed, lines) = self.observe_all(&all, &during).await?;
             for id in &ids {
                 self.state.criteria.entry(id.clone()).or_default().attempts += 1;
                 *attempts_run.entry(id.clone()).or_default() += 1;
@@ -854,6 +821,29 @@ impl Runner<'_, '_> {
 
     /// Runs a criterion's scenario (and its paired cleanup), writes its evidence under
     /// `evidence/<criterion>/<label>.*` and returns the record.
+    /// Observes each criterion, records it as its latest observation, and returns a short
+    /// `id VERDICT` per criterion and a notepad line per criterion.
+    async fn observe_all(
+        &mut self,
+        criteria: &[&Criterion],
+        label: &str,
+    ) -> Result<(Vec<String>, Vec<String>), UltraError> {
+        let (mut short, mut lines) = (Vec::new(), Vec::new());
+        for c in criteria {
+            let rec = self.observe(c, label).await?;
+            short.push(format!("{} {}", c.id, verdict_word(rec.pass)));
+            lines.push(format!(
+                "- `{}`: {} ({}) — {}",
+                c.id,
+                verdict_word(rec.pass),
+                describe_rec(&rec),
+                rec.evidence.json
+            ));
+            self.state.criteria.entry(c.id.clone()).or_default().last = Some(rec);
+        }
+        Ok((short, lines))
+    }
+
     async fn observe(&mut self, c: &Criterion, label: &str) -> Result<ObsRecord, UltraError> {
         let run = self.env.run;
         let timeout = Duration::from_secs(c.timeout_secs);
