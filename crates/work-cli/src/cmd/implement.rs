@@ -44,6 +44,21 @@ pub struct ImplementArgs {
     /// Mini mode: the cause the debugger found.
     #[arg(long, value_name = "TEXT")]
     pub cause: Option<String>,
+    /// Mini mode: how to run one test; `{test}` is replaced by the quoted name (default: the
+    /// suite command followed by the name).
+    #[arg(long, value_name = "CMD")]
+    pub red_test_cmd: Option<String>,
+    /// Repair dispatches allowed per review loop.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub max_repairs: u32,
+    /// The carrier, test command, agent, budget and output flags both commands share.
+    #[command(flatten)]
+    pub run: RunFlags,
+}
+
+/// The flags `work implement` and `work edit` share.
+#[derive(Debug, clap::Args)]
+pub struct RunFlags {
     /// The whole request as a JSON carrier (flags given beside it win).
     #[arg(long, value_name = "JSON", conflicts_with = "carrier_file")]
     pub carrier: Option<String>,
@@ -53,13 +68,6 @@ pub struct ImplementArgs {
     /// The suite command (overrides `[gates].test`).
     #[arg(long, value_name = "CMD")]
     pub test_cmd: Option<String>,
-    /// Mini mode: how to run one test; `{test}` is replaced by the quoted name (default: the
-    /// suite command followed by the name).
-    #[arg(long, value_name = "CMD")]
-    pub red_test_cmd: Option<String>,
-    /// Repair dispatches allowed per review loop.
-    #[arg(long, value_name = "N", default_value_t = 2)]
-    pub max_repairs: u32,
     /// The backend of every role (SPEC or a name from work.toml); `[roles.R]` may pin others.
     #[arg(long, value_name = "SPEC")]
     pub agent: Option<String>,
@@ -83,30 +91,15 @@ pub struct EditArgs {
     /// Where the definition is (`PATH:LINE`).
     #[arg(long, value_name = "PATH:LINE")]
     pub def_site: Option<String>,
-    /// The whole request as a JSON carrier (flags given beside it win).
-    #[arg(long, value_name = "JSON", conflicts_with = "carrier_file")]
-    pub carrier: Option<String>,
-    /// The carrier, read from a file.
-    #[arg(long, value_name = "PATH")]
-    pub carrier_file: Option<PathBuf>,
-    /// The suite command (overrides `[gates].test`).
-    #[arg(long, value_name = "CMD")]
-    pub test_cmd: Option<String>,
     /// The build command (overrides `[gates].typecheck`; none ⇒ the suite is the build check).
     #[arg(long, value_name = "CMD")]
     pub build_cmd: Option<String>,
     /// Propagation rounds allowed while the build is red.
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub max_repairs: u32,
-    /// The edit agent's backend (SPEC or a name from work.toml).
-    #[arg(long, value_name = "SPEC")]
-    pub agent: Option<String>,
-    /// `--budget-dispatches`, `--budget-tokens`, `--budget-usd`.
+    /// The carrier, test command, agent, budget and output flags both commands share.
     #[command(flatten)]
-    pub budget: BudgetArgs,
-    /// Print the end-report as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
+    pub run: RunFlags,
 }
 
 fn base_dir(global: &Global) -> PathBuf {
@@ -285,13 +278,13 @@ fn repo_relative(root: &Path, path: &Path) -> Option<String> {
 
 /// Runs `work implement`.
 pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
-    a.budget.validate("start implement")?;
+    a.run.budget.validate("start implement")?;
     if let Some(r) = &a.range {
         carrier::parse_range(r).map_err(|e| CliError::bad(format!("parse --range: {e}")))?;
     }
     let ctx = Ctx::new(global)?;
     let base = base_dir(global);
-    let value = read_carrier(&a.carrier, &a.carrier_file, &base)?;
+    let value = read_carrier(&a.run.carrier, &a.run.carrier_file, &base)?;
     let overlay = [
         ("iter_id", a.iter_id.clone()),
         ("plan_path", a.plan.clone()),
@@ -306,13 +299,13 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
         Err(e) => {
             let mut r = EndReport::infra(default_mode, loose_iter_id(&a.iter_id, &value), e.kind(), e.to_string());
             r.detail = e.field().map(|f| serde_json::json!({"field": f}));
-            return early_exit(&ctx, "implement", a.json, r);
+            return early_exit(&ctx, "implement", a.run.json, r);
         }
     };
     let range = match c.range.as_deref().map(carrier::parse_range) {
         Some(Err(e)) => {
             let r = EndReport::infra(c.mode, c.iter_id.clone(), "bad-range", format!("carrier {e}"));
-            return early_exit(&ctx, "implement", a.json, r);
+            return early_exit(&ctx, "implement", a.run.json, r);
         }
         Some(Ok(r)) => Some(r),
         None => None,
@@ -327,10 +320,10 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
         pf.exclude(&rel);
     }
     if !pf.clean {
-        return early_exit(&ctx, "implement", a.json, dirty_report(c.mode, c.iter_id.clone(), pf));
+        return early_exit(&ctx, "implement", a.run.json, dirty_report(c.mode, c.iter_id.clone(), pf));
     }
     let iter_id = c.iter_id.clone().unwrap_or_default();
-    let test_cmd = test_command(&ctx, &a.test_cmd);
+    let test_cmd = test_command(&ctx, &a.run.test_cmd);
     if c.mode == Mode::Mini && test_cmd.trim().is_empty() {
         return Err(CliError::bad(
             "run the RED test: no test command (set `[gates].test` in work.toml or pass --test-cmd); mini mode re-runs the RED test and the suite",
@@ -341,8 +334,8 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
     set.exclude = pf.excluded_paths.clone();
     match c.mode {
         Mode::Mini => {
-            let resolved = resolve_all(&ctx, &["implementer"], a.agent.as_deref(), &a.budget)?;
-            let run = ctx.start_run("implement", a.budget.budget(), Spent::default())?;
+            let resolved = resolve_all(&ctx, &["implementer"], a.run.agent.as_deref(), &a.run.budget)?;
+            let run = ctx.start_run("implement", a.run.budget.budget(), Spent::default())?;
             let env = Env::new(run.clone(), roles(&run, resolved), set);
             let input = work_implement::mini::MiniInput {
                 iter_id,
@@ -352,7 +345,7 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
             };
             let report = ctx::runtime()?.block_on(work_implement::mini::run_mini(&env, input));
             run.finish(report.status.as_str(), serde_json::json!({"kind": report.kind}));
-            emit(a.json, &report)
+            emit(a.run.json, &report)
         }
         _ => {
             let plan_arg = c.plan_path.clone().unwrap_or_default();
@@ -369,8 +362,8 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
                     &["implementer", "spec-reviewer", "quality-reviewer", "tester", "plan-index", "plan-extract"]
                 }
             };
-            let resolved = resolve_all(&ctx, names, a.agent.as_deref(), &a.budget)?;
-            let run = ctx.start_run("implement", a.budget.budget(), Spent::default())?;
+            let resolved = resolve_all(&ctx, names, a.run.agent.as_deref(), &a.run.budget)?;
+            let run = ctx.start_run("implement", a.run.budget.budget(), Spent::default())?;
             let env = Env::new(run.clone(), roles(&run, resolved), set);
             let input = work_implement::standard::StandardInput {
                 iter_id,
@@ -382,17 +375,17 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
             };
             let report = ctx::runtime()?.block_on(work_implement::standard::run_standard(&env, input));
             run.finish(report.status.as_str(), serde_json::json!({"kind": report.kind}));
-            emit(a.json, &report)
+            emit(a.run.json, &report)
         }
     }
 }
 
 /// Runs `work edit`.
 pub fn run_edit(global: &Global, a: EditArgs) -> CmdResult {
-    a.budget.validate("start edit")?;
+    a.run.budget.validate("start edit")?;
     let ctx = Ctx::new(global)?;
     let base = base_dir(global);
-    let value = read_carrier(&a.carrier, &a.carrier_file, &base)?;
+    let value = read_carrier(&a.run.carrier, &a.run.carrier_file, &base)?;
     let overlay =
         [("iter_id", a.iter_id.clone()), ("edit_description", a.description.clone()), ("def_site", a.def_site.clone())];
     let c = match carrier::parse(value.clone(), &[Mode::Edit], Mode::Edit, &overlay) {
@@ -400,19 +393,19 @@ pub fn run_edit(global: &Global, a: EditArgs) -> CmdResult {
         Err(e) => {
             let mut r = EndReport::infra(Mode::Edit, loose_iter_id(&a.iter_id, &value), e.kind(), e.to_string());
             r.detail = e.field().map(|f| serde_json::json!({"field": f}));
-            return early_exit(&ctx, "edit", a.json, r);
+            return early_exit(&ctx, "edit", a.run.json, r);
         }
     };
     let iter_id = c.iter_id.clone().unwrap_or_else(|| format!("edit-{}", ctx.clock.now().format("%Y%m%dT%H%M%SZ")));
     let pf = preflight(&ctx)?;
     if !pf.clean {
-        return early_exit(&ctx, "edit", a.json, dirty_report(Mode::Edit, Some(iter_id), pf));
+        return early_exit(&ctx, "edit", a.run.json, dirty_report(Mode::Edit, Some(iter_id), pf));
     }
-    let test_cmd = test_command(&ctx, &a.test_cmd);
+    let test_cmd = test_command(&ctx, &a.run.test_cmd);
     let mut set = settings(&ctx, test_cmd, a.max_repairs);
     set.build_cmd = a.build_cmd.clone().or(ctx.config.gates.typecheck.clone()).filter(|s| !s.trim().is_empty());
-    let resolved = resolve_all(&ctx, &["editor"], a.agent.as_deref(), &a.budget)?;
-    let run = ctx.start_run("edit", a.budget.budget(), Spent::default())?;
+    let resolved = resolve_all(&ctx, &["editor"], a.run.agent.as_deref(), &a.run.budget)?;
+    let run = ctx.start_run("edit", a.run.budget.budget(), Spent::default())?;
     let env = Env::new(run.clone(), roles(&run, resolved), set);
     let input = work_implement::edit::EditInput {
         iter_id,
@@ -422,5 +415,5 @@ pub fn run_edit(global: &Global, a: EditArgs) -> CmdResult {
     };
     let report = ctx::runtime()?.block_on(work_implement::edit::run_edit(&env, input));
     run.finish(report.status.as_str(), serde_json::json!({"kind": report.kind}));
-    emit(a.json, &report)
+    emit(a.run.json, &report)
 }
