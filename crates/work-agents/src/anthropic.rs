@@ -257,27 +257,19 @@ mod tests {
     use super::*;
     use crate::testserver::{Reply, TestServer};
     use std::time::Duration;
-    use work_runtime::dispatch::{Access, PROTOCOL};
+    use work_runtime::dispatch::Access;
 
     const CANARY: &str = "sk-ant-canary-1234567890";
 
     fn request(model: &str, effort: &str) -> DispatchRequest {
-        DispatchRequest {
-            protocol: PROTOCOL.into(),
-            run_id: "r".into(),
-            dispatch_id: "d1".into(),
-            attempt: 1,
-            workflow: "exhaust".into(),
-            role: "finder".into(),
-            model: model.into(),
-            effort: effort.into(),
-            access: Access::ReadOnly,
-            cwd: "/".into(),
-            prompt: "find things".into(),
-            schema: Some(json!({"type": "object", "properties": {"items": {"type": "array",
-                "items": {"type": "object", "properties": {"t": {"type": "string"}}}}}, "required": ["items"]})),
-            context: json!({}),
-        }
+        let mut r = crate::test_request(Access::ReadOnly);
+        r.dispatch_id = "d1".into();
+        r.model = model.into();
+        r.effort = effort.into();
+        r.schema = Some(json!({"type": "object", "properties": {"items": {"type": "array",
+                "items": {"type": "object", "properties": {"t": {"type": "string"}}}}}, "required": ["items"]}));
+        r.context = json!({});
+        r
     }
 
     fn message(blocks: Value, stop: &str) -> Value {
