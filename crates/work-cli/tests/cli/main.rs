@@ -8,6 +8,6 @@ mod exhaust;
 mod implement;
 mod loop_cmd;
 mod loop_run;
-mod real_model;
+mod ext_real_model;
 mod ultra;
 mod until;

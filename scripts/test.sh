@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine (Rust with cargo-nextest, Python 3, git, gcc,
+# node/npm): installs and starts the real parts the end-to-end tests use, then runs every test,
+# the `ext_*` ones included (see .config/nextest.toml).
+#
+# Each scripts/test-tools/*.sh (called with `start`) installs (idempotently, pinned, into ~/.cache) or starts one real
+# tool and prints `export WORK_TEST_…=…` lines. A tool whose setup fails is reported loudly here
+# and the tests that need it FAIL: nothing is skipped silently.
+#
+# Extra arguments go to `cargo nextest run` (e.g. `scripts/test.sh -E 'test(/exhaust/)'`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+command -v python3 >/dev/null || { echo "error: python3 is required" >&2; exit 1; }
+command -v git >/dev/null || { echo "error: git is required" >&2; exit 1; }
+cargo nextest --version >/dev/null 2>&1 || cargo install cargo-nextest --locked
+# The tests make commits in scratch repositories.
+git config --global user.email >/dev/null 2>&1 || git config --global user.email "test@example.com"
+git config --global user.name >/dev/null 2>&1 || git config --global user.name "work tests"
+
+# Tools that start servers (marked `# test-tool: server`) are stopped on exit.
+stop_servers() {
+    for t in scripts/test-tools/*.sh; do
+        grep -q '^# test-tool: server' "$t" && bash "$t" stop >/dev/null 2>&1 || true
+    done
+}
+trap stop_servers EXIT
+
+failed_tools=()
+for tool in scripts/test-tools/*.sh; do
+    [ -e "$tool" ] || continue
+    log=$(mktemp)
+    if exports=$(bash "$tool" start 2>"$log"); then
+        eval "$exports"
+        echo "test tool ready: $tool" >&2
+    else
+        cat "$log" >&2
+        echo "WARNING: $tool failed: $(grep -v '^ *$' "$log" | tail -n 1); the tests that need it will fail" >&2
+        failed_tools+=("$tool")
+    fi
+    rm -f "$log"
+done
+
+status=0
+cargo nextest run --workspace --profile full "$@" || status=$?
+if [ "${#failed_tools[@]}" -gt 0 ]; then
+    echo "WARNING: these test tools could not be set up: ${failed_tools[*]}" >&2
+fi
+exit "$status"
