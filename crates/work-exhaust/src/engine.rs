@@ -2,7 +2,10 @@
 //! dry-counter update with the False-DRY guard → gate 3 before the K-th qualifying dry round
 //! commits → journal → next round.
 
-use crate::items::{Gate2, Rejected, accepted_item, dedup_keys, gate2, normalize_id};
+use crate::items::{
+    Gate2, Gate2Rules, Location, Rejected, accepted_item, canonical_location, classify_location, concept_key,
+    dedup_keys, gate2_with, normalize_id,
+};
 use crate::journal::{Gate3Record, Journal, RoundRecord};
 use crate::oracle::{OracleError, run_oracle};
 use serde_json::{Map, Value, json};
@@ -51,6 +54,9 @@ pub struct Params {
     pub oracle_timeout: Duration,
     /// Where the journal lives.
     pub journal_path: PathBuf,
+    /// `--scope`: normalised relative paths every `PATH:LINE` must lie at or under (empty: the
+    /// whole repository).
+    pub scope: Vec<String>,
 }
 
 /// Why a run could not go on.
@@ -86,7 +92,10 @@ pub fn finder_schema() -> Value {
                         "title": {"type": "string"},
                         "description": {"type": "string"},
                         "location": {"type": "string", "minLength": 1},
-                        "evidence": {"type": "string"},
+                        "evidence": {
+                            "type": "string",
+                            "description": "What you saw. Quote source text in backticks: gate 2 compares every quoted span with the lines around the location."
+                        },
                         "severity": {"enum": ["critical", "high", "medium", "low"]}
                     }
                 }
@@ -110,6 +119,11 @@ pub struct Engine<'a> {
     params: &'a Params,
     journal: Journal,
     dedup: HashSet<String>,
+    rules: Gate2Rules,
+    /// Paths written during any finder wave of this run: never citable.
+    written: HashSet<String>,
+    /// The paths git tracks, read once.
+    tracked: Option<HashSet<String>>,
 }
 
 impl<'a> Engine<'a> {
@@ -123,7 +137,9 @@ impl<'a> Engine<'a> {
         }
         journal.k = params.k;
         let dedup = journal.dedup_set();
-        Self { run, dispatcher, params, journal, dedup }
+        let forbidden = std::fs::canonicalize(&run.state_dir).into_iter().collect();
+        let rules = Gate2Rules { forbidden, scope: params.scope.clone() };
+        Self { run, dispatcher, params, journal, dedup, rules, written: HashSet::new(), tracked: None }
     }
 
     fn save(&mut self) -> Result<(), ExhaustError> {
@@ -149,19 +165,32 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// The barrier's per-item step: dedup against everything ever seen, then gate 2.
+    /// The barrier's per-item step: dedup against everything ever seen (by normalised id, by
+    /// the location's one spelling, by a concept's normalised title), then gate 2.
     fn admit(&mut self, raw: &Map<String, Value>, source: &str, round: u32) -> Admission {
         let id = raw.get("id").and_then(Value::as_str).unwrap_or("").to_string();
         let location = raw.get("location").and_then(Value::as_str).unwrap_or("").to_string();
-        let keys = dedup_keys(&id, &location);
+        let canonical = canonical_location(&self.run.root, &location);
+        let mut keys = dedup_keys(&id, &canonical);
+        if classify_location(&location) == Location::Concept
+            && let Some(k) = raw.get("title").and_then(Value::as_str).and_then(concept_key)
+        {
+            keys.push(k);
+        }
         if keys.iter().any(|k| self.dedup.contains(k)) {
             return Admission::Duplicate;
         }
         self.dedup.extend(keys);
+        let evidence = raw.get("evidence").and_then(Value::as_str);
+        let cited_path = canonical.rsplit_once(':').map(|(p, _)| p.to_string()).unwrap_or_default();
         let verdict = if normalize_id(&id).is_empty() {
             Gate2::Refused("the id is empty".into())
+        } else if !cited_path.is_empty() && self.written.contains(&cited_path) {
+            Gate2::Refused(format!(
+                "location `{location}` was written during the finders' round: a read-only finder cannot cite what it wrote"
+            ))
         } else {
-            gate2(&self.run.root, &location)
+            gate2_with(&self.run.root, &location, evidence, &self.rules)
         };
         if let Gate2::Refused(reason) = &verdict {
             self.run
@@ -172,6 +201,7 @@ impl<'a> Engine<'a> {
                 reason: reason.clone(),
                 source: source.into(),
                 round,
+                canonical_location: Some(canonical),
             });
             return Admission::Rejected(id);
         }
@@ -226,6 +256,15 @@ impl<'a> Engine<'a> {
             }
         }
         self.journal.stopped_reason = Some(reason.into());
+        if reason == stop::K_DRY {
+            let confirmed = !self.params.final_oracles.is_empty();
+            self.journal.completeness = Some(if confirmed { "confirmed" } else { "unconfirmed" }.into());
+            if !confirmed {
+                self.run.progress(
+                    "Dry, UNCONFIRMED: no completeness oracle (--final-oracle) ran; the result rests on the finders alone",
+                );
+            }
+        }
         self.run.emit("exhaust.stop", json!({"stoppedReason": reason, "detail": detail}));
         self.save()
     }
@@ -398,12 +437,86 @@ impl<'a> Engine<'a> {
         Ok(self.journal)
     }
 
+    /// Runs read-only finders and enforces read-only. The tree (tracked, untracked, ignored, the
+    /// state directory, git's refs, config, hooks and info) is compared before and after:
+    /// - a change to a tracked file, to work's state or to git's own files is a violation:
+    ///   every answer of the wave is dropped as a failed dispatch (which finder wrote cannot be
+    ///   told apart while they run at once) and the run says what changed;
+    /// - any other path written during the wave (a scratch file, a cache) may not be cited:
+    ///   gate 2 refuses a location in it.
+    async fn read_only_waves(&mut self, n: u32, specs: Vec<DispatchSpec>) -> Vec<DispatchOutcome> {
+        use work_runtime::tree_guard::{TreeSnapshot, describe_changes};
+        let exclude = [self.run.run_dir()];
+        let before = TreeSnapshot::take(&self.run.root, &exclude);
+        let outcomes = self.dispatcher.dispatch_waves(specs, self.params.concurrency).await;
+        let (Ok(before), Ok(after)) = (before, TreeSnapshot::take(&self.run.root, &exclude)) else {
+            return outcomes;
+        };
+        let changes = before.changes(&after);
+        if changes.is_empty() {
+            return outcomes;
+        }
+        self.load_tracked();
+        let tracked = self.tracked.as_ref();
+        let state_rel = self
+            .run
+            .state_dir
+            .strip_prefix(&self.run.root)
+            .ok()
+            .map(|p| p.to_string_lossy().into_owned())
+            .filter(|p| !p.is_empty());
+        let protected: Vec<String> = changes
+            .iter()
+            .filter(|c| {
+                let p = &c[1..];
+                tracked.is_some_and(|t| t.contains(p))
+                    || p == ".git"
+                    || p.starts_with(".git/")
+                    || state_rel.as_deref().is_some_and(|s| p == s || p.starts_with(&format!("{s}/")))
+            })
+            .cloned()
+            .collect();
+        // Cumulative over the run: a file written in one round cannot be cited in a later one.
+        self.written.extend(changes.iter().map(|c| c[1..].to_string()));
+        self.run.emit("readonly.writes", json!({"round": n, "changes": changes, "violations": protected}));
+        if protected.is_empty() {
+            return outcomes;
+        }
+        let what = describe_changes(&protected);
+        self.run.progress(&format!("Round {n}: a read-only finder changed the tree ({what}); its answers are dropped"));
+        self.gap(format!(
+            "round {n}: a read-only finder changed the tree ({what}); the answers of its wave were dropped"
+        ));
+        outcomes
+            .into_iter()
+            .map(|o| match o {
+                DispatchOutcome::Ok { dispatch_id, .. } => DispatchOutcome::Failed {
+                    dispatch_id,
+                    reason: format!("wrote to the tree in a read-only dispatch: {what}"),
+                },
+                other => other,
+            })
+            .collect()
+    }
+
+    /// Reads the paths git tracks, once a run (none outside a git checkout).
+    fn load_tracked(&mut self) {
+        if self.tracked.is_none() {
+            let git = work_git::Git::new(&self.run.root);
+            let set = git
+                .run(&["ls-files", "-z"])
+                .map(|out| out.split('\0').filter(|p| !p.is_empty()).map(str::to_string).collect())
+                .unwrap_or_default();
+            self.tracked = Some(set);
+        }
+    }
+
     /// A round of finders. Returns true when the loop stopped.
     async fn finder_round(&mut self, n: u32, k: u32, angles: &[String]) -> Result<bool, ExhaustError> {
         let used_before: HashSet<String> = self.journal.angles_used.iter().cloned().collect();
         let specs: Vec<DispatchSpec> = angles.iter().map(|a| self.finder_spec(a, n)).collect();
         self.run.emit("round.start", json!({"round": n, "angles": angles, "cap": self.params.concurrency}));
-        let outcomes = self.dispatcher.dispatch_waves(specs, self.params.concurrency).await;
+        let outcomes = self.read_only_waves(n, specs).await;
         let mut rec = RoundRecord {
             n,
             angles_used: angles.to_vec(),

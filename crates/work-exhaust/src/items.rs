@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// How much of a file gate 2 reads (16 MiB).
 const READ_CAP: u64 = 16 * 1024 * 1024;
@@ -88,7 +88,8 @@ fn looks_like_path(s: &str) -> bool {
 /// is a [`Location::Concept`]. A Windows drive path (`C:\x:3`) parses with `C:\x` as its path,
 /// so that gate 2 refuses it as absolute.
 pub fn classify_location(location: &str) -> Location {
-    let s = location.trim();
+    let rewritten = crate::locate::prose_to_file_line(location);
+    let s = rewritten.as_deref().unwrap_or(location).trim();
     let b = s.as_bytes();
     let (prefix, rest) = if b.len() > 2 && b[0].is_ascii_alphabetic() && b[1] == b':' && (b[2] == b'\\' || b[2] == b'/')
     {
@@ -129,8 +130,12 @@ pub fn classify_location(location: &str) -> Location {
             return Location::Malformed(format!("`{digits}{tail}` after `{path}:` is not a line number"));
         };
         let mut p = format!("{prefix}{path}");
-        while let Some(stripped) = p.strip_prefix("./") {
-            p = stripped.to_string();
+        if prefix.is_empty() && !p.starts_with('/') {
+            // One spelling per path: `./a`, `a//b`, `a/`, `x/../a` all read as `a`. A path that
+            // climbs out of the root keeps its spelling so that gate 2 refuses it as such.
+            if let Some(n) = crate::locate::normalize_rel(&p) {
+                p = n;
+            }
         }
         return Location::FileLine(FileLine { path: p, line, end, text });
     }
@@ -171,6 +176,9 @@ pub struct Rejected {
     pub source: String,
     /// The round (0 for gate 1).
     pub round: u32,
+    /// The location's one spelling, as dedup compared it.
+    #[serde(default, rename = "canonicalLocation", skip_serializing_if = "Option::is_none")]
+    pub canonical_location: Option<String>,
 }
 
 /// What gate 2 concluded.
@@ -189,25 +197,112 @@ pub enum Gate2 {
     Refused(String),
 }
 
-/// Gate 2: re-reads `location` inside `root`. Refuses absolute paths, `..`, symlink escapes,
-/// missing files, directories and lines out of range.
+/// What gate 2 holds a location to beyond existing: the places that are never evidence, and
+/// the scope a discovery is bounded to.
+#[derive(Debug, Clone, Default)]
+pub struct Gate2Rules {
+    /// Canonical directories no location may point into (the state directory; `.git` is
+    /// always refused).
+    pub forbidden: Vec<PathBuf>,
+    /// When not empty, a location must lie at or under one of these normalised relative paths.
+    pub scope: Vec<String>,
+}
+
+/// A `PATH:LINE` location resolved inside the root: its real path and its one spelling
+/// relative to the root (symlinks followed to their in-repo target).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The real path.
+    pub real: PathBuf,
+    /// The canonical relative path.
+    pub rel: String,
+}
+
+/// Resolves `fl`'s path inside `root`; `Err` says why it cannot be (absolute, `..`, an escape).
+pub fn resolve(root: &Path, fl: &FileLine) -> Result<Resolved, String> {
+    let real = work_runtime::fsx::confine(root, &fl.path).map_err(|e| format!("location refused: {e}"))?;
+    let root_real = std::fs::canonicalize(root).map_err(|e| format!("cannot resolve the root: {e}"))?;
+    let rel = real
+        .strip_prefix(&root_real)
+        .map_err(|_| format!("location refused: `{}` is outside the repository", fl.path))?
+        .to_string_lossy()
+        .into_owned();
+    Ok(Resolved { real, rel })
+}
+
+/// The one spelling of a location for dedup: `PATH:LINE` with its path resolved inside the
+/// root when it can be, else the location as classified (or as given).
+pub fn canonical_location(root: &Path, location: &str) -> String {
+    match classify_location(location) {
+        Location::FileLine(fl) => match resolve(root, &fl) {
+            Ok(r) if !r.rel.is_empty() => format!("{}:{}", r.rel, fl.line),
+            _ => fl.key(),
+        },
+        _ => location.trim().to_string(),
+    }
+}
+
+/// The dedup key of a concept: its normalised title (`None` when the title is empty).
+pub fn concept_key(title: &str) -> Option<String> {
+    let n = normalize_id(title);
+    (!n.is_empty()).then(|| format!("concept:{n}"))
+}
+
+/// The first word of a concept location that names an existing file in the repository.
+fn names_a_file(root: &Path, location: &str) -> Option<String> {
+    location
+        .split(|c: char| c.is_whitespace() || ",;()[]`\"'".contains(c))
+        .map(|w| w.trim_end_matches([':', '.', '!', '?']))
+        .filter(|w| !w.is_empty())
+        .find(|w| work_runtime::fsx::confine(root, w).is_ok_and(|p| p.is_file()))
+        .map(str::to_string)
+}
+
+/// Gate 2 with the default rules and no evidence to compare (see [`gate2_with`]).
 pub fn gate2(root: &Path, location: &str) -> Gate2 {
+    gate2_with(root, location, None, &Gate2Rules::default())
+}
+
+/// Gate 2: re-reads `location` inside `root` the way a reviewer would. Refuses absolute paths,
+/// `..`, symlink escapes, `.git/` and the forbidden directories, locations outside the scope,
+/// missing files, directories, lines out of range, a concept that names a file, and quoted
+/// `evidence` that is not in the lines around the location.
+pub fn gate2_with(root: &Path, location: &str, evidence: Option<&str>, rules: &Gate2Rules) -> Gate2 {
     let fl = match classify_location(location) {
         Location::FileLine(fl) => fl,
-        Location::Concept => return Gate2::Concept,
+        Location::Concept => {
+            if let Some(file) = names_a_file(root, location) {
+                return Gate2::Refused(format!(
+                    "location `{location}` names the file `{file}`: a file location needs PATH:LINE"
+                ));
+            }
+            return Gate2::Concept;
+        }
         Location::Malformed(reason) => return Gate2::Refused(format!("location `{location}` refused: {reason}")),
     };
-    let path = match work_runtime::fsx::confine(root, &fl.path) {
-        Ok(p) => p,
-        Err(e) => return Gate2::Refused(format!("location refused: {e}")),
+    let r = match resolve(root, &fl) {
+        Ok(r) => r,
+        Err(e) => return Gate2::Refused(e),
     };
-    if !path.is_file() {
-        return Gate2::Refused(format!("no file `{}` in the repository", fl.path));
+    if r.rel.split('/').any(|c| c == ".git") {
+        return Gate2::Refused(format!("location `{location}` is inside .git: git's own files are not evidence"));
+    }
+    if let Some(dir) = rules.forbidden.iter().find(|d| r.real.starts_with(d)) {
+        return Gate2::Refused(format!(
+            "location `{location}` is inside {}: work's own state is not evidence",
+            dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+        ));
+    }
+    if !rules.scope.is_empty() && !rules.scope.iter().any(|sc| r.rel == *sc || r.rel.starts_with(&format!("{sc}/"))) {
+        return Gate2::Refused(format!("location `{location}` is outside the scope ({})", rules.scope.join(", ")));
     }
     if fl.line == 0 {
         return Gate2::Refused("line 0 does not exist (lines start at 1)".into());
     }
-    let text = match work_runtime::fsx::read_text_capped(&path, READ_CAP) {
+    if !r.real.is_file() {
+        return Gate2::Refused(format!("no file `{}` in the repository", fl.path));
+    }
+    let text = match work_runtime::fsx::read_text_capped(&r.real, READ_CAP) {
         Ok((t, _)) => t,
         Err(e) => return Gate2::Refused(format!("cannot read `{}`: {e}", fl.path)),
     };
@@ -221,8 +316,13 @@ pub fn gate2(root: &Path, location: &str) -> Gate2 {
             if lines.len() == 1 { "" } else { "s" }
         ));
     }
+    if let Some(ev) = evidence
+        && let Err(why) = crate::locate::check_evidence(&lines, fl.line as usize, last as usize, ev)
+    {
+        return Gate2::Refused(format!("location `{location}`: {why}"));
+    }
     let line_text: String = lines[fl.line as usize - 1].trim().chars().take(300).collect();
-    Gate2::Read { source: fl.key(), text: line_text }
+    Gate2::Read { source: format!("{}:{}", r.rel, fl.line), text: line_text }
 }
 
 /// Builds the accepted item object: the finder's fields, with the engine's own `reReadSources`,
@@ -277,7 +377,6 @@ mod tests {
             "/etc/passwd:18446744073709551616",
             "../../etc/passwd:1-",
             "/etc/passwd:1,2",
-            "/etc/passwd:L1",
             "src/a.rs:3-5:foo",
             "src/a.rs",
             "/etc/passwd",

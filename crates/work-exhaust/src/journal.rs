@@ -1,7 +1,7 @@
 //! The journal: `.work/quality-journals/work-exhaust-<task>.json`, rewritten atomically after
 //! every round. It is both the resume source and (its public fields) the master object.
 
-use crate::items::{Rejected, dedup_keys};
+use crate::items::{Rejected, concept_key, dedup_keys};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};
@@ -84,6 +84,10 @@ pub struct Journal {
     pub budget_notes: Vec<String>,
     /// Scope misses and given-up angles, stated.
     pub completeness_gaps: Vec<String>,
+    /// On a `k-consecutive-dry` stop: `confirmed` when a final oracle (gate 3) ran clean before
+    /// the stop, `unconfirmed` when none was configured — dry then rests on the finders alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completeness: Option<String>,
     /// Angles whose finder returned valid output at least once.
     pub angles_used: Vec<String>,
     /// The qualifying dry counter.
@@ -133,6 +137,7 @@ impl Journal {
             dropped_due_to_budget: Vec::new(),
             budget_notes: Vec::new(),
             completeness_gaps: Vec::new(),
+            completeness: None,
             angles_used: Vec::new(),
             dry_counter: 0,
             pool,
@@ -170,9 +175,21 @@ impl Journal {
             let id = it.get("id").and_then(Value::as_str).unwrap_or("");
             let loc = it.get("location").and_then(Value::as_str).unwrap_or("");
             set.extend(dedup_keys(id, loc));
+            // The engine's own re-read names the location's one spelling.
+            if let Some(src) = it.pointer("/reRead/source").and_then(Value::as_str) {
+                set.extend(dedup_keys("", src));
+            }
+            if it.get("gate2").and_then(Value::as_str) == Some("concept")
+                && let Some(k) = it.get("title").and_then(Value::as_str).and_then(concept_key)
+            {
+                set.insert(k);
+            }
         }
         for r in &self.rejected {
             set.extend(dedup_keys(&r.id, &r.location));
+            if let Some(c) = &r.canonical_location {
+                set.extend(dedup_keys("", c));
+            }
         }
         set
     }

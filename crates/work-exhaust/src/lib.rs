@@ -17,6 +17,7 @@ pub mod angles;
 pub mod engine;
 pub mod items;
 pub mod journal;
+pub mod locate;
 pub mod oracle;
 
 pub use engine::{Engine, ExhaustError, Params, finder_schema};

@@ -37,6 +37,9 @@ pub struct Args {
     /// Gate 3: an oracle command run before the K-th qualifying dry round commits (repeatable).
     #[arg(long, value_name = "CMD")]
     pub final_oracle: Vec<String>,
+    /// Bound the discovery: every `PATH:LINE` must lie at or under PATH (repeatable).
+    #[arg(long, value_name = "PATH")]
+    pub scope: Vec<String>,
     /// Stop after N rounds (stoppedReason caller-target).
     #[arg(long, value_name = "N")]
     pub max_rounds: Option<u32>,
@@ -129,6 +132,25 @@ fn validate(a: &Args) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+/// `--scope` paths, each spelled as gate 2 spells a location (relative to the root, symlinks
+/// resolved); a path that is not inside the repository or does not exist is bad input.
+fn resolve_scope(ctx: &Ctx, scope: &[String]) -> Result<Vec<String>, CliError> {
+    scope
+        .iter()
+        .map(|sc| {
+            let bad = |why: &str| CliError::bad(format!("start exhaust: --scope `{sc}` {why}"));
+            let rel =
+                work_exhaust::locate::normalize_rel(sc).ok_or_else(|| bad("is not a path inside the repository"))?;
+            let fl = work_exhaust::items::FileLine { path: rel, line: 1, end: None, text: None };
+            let r = work_exhaust::items::resolve(&ctx.root, &fl).map_err(|e| bad(&format!("is refused ({e})")))?;
+            if !r.real.exists() {
+                return Err(bad("does not exist"));
+            }
+            Ok(r.rel)
+        })
+        .collect()
 }
 
 /// Runs each final oracle once before anything is dispatched, so that a broken gate 3 is bad
@@ -250,6 +272,7 @@ fn run_locked(
         effort: role.effort.clone(),
         oracle_timeout: Duration::from_secs(ctx.config.timeouts.oracle_secs.unwrap_or(300).max(1)),
         journal_path: journal_path.clone(),
+        scope: resolve_scope(ctx, &a.scope)?,
     };
     let oracle_timeout = params.oracle_timeout;
     if !journal.is_final() {

@@ -5,9 +5,10 @@ mod support;
 
 mod agents;
 mod exhaust;
+mod exhaust_truth;
+mod ext_real_model;
 mod implement;
 mod loop_cmd;
 mod loop_run;
-mod ext_real_model;
 mod ultra;
 mod until;
