@@ -3,6 +3,8 @@
 //! Every call runs `git` through the runtime's spawner (blocking; callable from async code
 //! running on a multi-threaded runtime, and from plain synchronous code).
 
+pub mod surface;
+
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -90,6 +90,9 @@ pub enum StopReason {
     EvidenceTampered,
     /// The run's budget is spent.
     Budget,
+    /// The implementer changed what judges it: a scenario's script, the project's or a test
+    /// runner's configuration, or an existing test.
+    CheckTampered,
 }
 
 impl StopReason {
@@ -105,6 +108,7 @@ impl StopReason {
             StopReason::LeftoverState => "leftover-state",
             StopReason::EvidenceTampered => "evidence-tampered",
             StopReason::Budget => "budget",
+            StopReason::CheckTampered => "check-tampered",
         }
     }
 }
@@ -233,8 +237,19 @@ impl Runner<'_, '_> {
 
         // RED: before any implementation dispatch.
         let mut fresh_red: BTreeSet<String> = BTreeSet::new();
+        let root = self.env.run.root.clone();
         for c in &goal.criteria {
-            let def = c.definition_fingerprint();
+            // A criterion is its definition and the content of the scripts its scenario runs:
+            // a rewritten script is a different check, and its RED is captured again.
+            let def = format!(
+                "{}-{}",
+                c.definition_fingerprint(),
+                work_git::surface::commands_digest(
+                    &root,
+                    std::slice::from_ref(&c.scenario),
+                    work_git::surface::Named::CheckLike
+                )
+            );
             let kept = self.state.criteria.get(&c.id).is_some_and(|s| s.definition == def && s.red.is_some());
             if kept {
                 continue;
@@ -298,6 +313,10 @@ impl Runner<'_, '_> {
             self.save()?;
         }
 
+        // The check surface is frozen before the first implementation dispatch.
+        let mut checks: Vec<String> = goal.criteria.iter().map(|c| c.scenario.clone()).collect();
+        checks.extend(goal.criteria.iter().filter_map(|c| c.cleanup.clone()));
+        let surface = work_git::surface::CheckSurface::freeze(&root, &checks, work_git::surface::Named::CheckLike);
         let mut attempts_run: BTreeMap<String, u32> = BTreeMap::new();
         let mut last_fail: BTreeMap<String, String> = BTreeMap::new();
         let mut attempts_this_run = 0u32;
@@ -439,6 +458,18 @@ impl Runner<'_, '_> {
                     tampered.join(", ")
                 );
                 return self.stop(GoalStatus::Blocked, StopReason::EvidenceTampered, detail, attempts_this_run, true);
+            }
+            let touched = surface.changes(&root, work_git::surface::TestEdits::Add);
+            if !touched.is_empty() {
+                let what = work_git::surface::describe(&touched);
+                self.note(&format!(
+                    "- dispatch {}: the implementer changed what judges it: {what}\n",
+                    outcome.dispatch_id()
+                ))?;
+                let detail = format!(
+                    "the implementer changed what judges it during attempt {n}: {what}. A criterion is only as honest as the scripts and tests it runs: restore them (git diff shows the change), then run the goal again"
+                );
+                return self.stop(GoalStatus::Blocked, StopReason::CheckTampered, detail, attempts_this_run, true);
             }
             if over_budget {
                 self.note(&format!(

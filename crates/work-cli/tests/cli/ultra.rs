@@ -678,3 +678,74 @@ fn a_dispatch_budget_stops_with_reason_budget_and_the_refused_attempt_is_not_cou
     assert_eq!(code, 2, "{err}");
     assert_one_line_error(&err);
 }
+
+/// A goal judged by a committed check script, and a test the implementer may add to.
+const CHECKED: &str = r#"
+id = "checked"
+objective = "greet.sh prints hello, world"
+tier = "LIGHT"
+tier_justification = "one script"
+stop_line = "I'll stop right away when sh check.sh passes"
+
+[[criteria]]
+id = "happy"
+scenario = "sh check.sh"
+evidence = ["stdout", "exit_code"]
+pass = { exit_code = 0 }
+"#;
+
+fn checked_repo() -> Scenario {
+    let s = Scenario::new();
+    s.write("GOAL.toml", CHECKED);
+    s.write("check.sh", "test \"$(sh greet.sh 2>/dev/null)\" = 'hello, world'\n");
+    s.write("tests/test_greet.sh", "test -f greet.sh\n");
+    s.commit("goal and its check");
+    s
+}
+
+#[test]
+fn an_implementer_that_rewrites_the_check_script_is_blocked_and_its_honest_twin_is_not() {
+    let s = checked_repo();
+    let liar = s.agent(
+        "liar.py",
+        r#"bump('calls')
+open('check.sh', 'w').write('exit 0\n')
+print(json.dumps({"status": "done", "summary": "fixed", "claims": [], "cleanup": []}))"#,
+    );
+    let out = s.run_json(&["ultra", "GOAL.toml", "--agent", &liar, "--json"], 1);
+    assert_eq!(out["status"], "BLOCKED", "{out}");
+    assert_eq!(out["stop_reason"], "check-tampered");
+    assert!(out["stop_detail"].as_str().is_some_and(|d| d.contains("check.sh")), "{out}");
+
+    // Running the goal again with the rewritten script in place re-captures RED against it —
+    // and a criterion that passes before any work is no failing-first proof.
+    let out = s.run_json(&["ultra", "GOAL.toml", "--agent", &liar, "--json"], 1);
+    assert_eq!(out["stop_reason"], "already-green", "{out}");
+
+    // The honest twin writes the code and adds a test; the existing test and the check stay.
+    let s = checked_repo();
+    let honest = s.agent(
+        "honest.py",
+        r#"bump('calls')
+open('greet.sh', 'w').write('echo "hello, world"\n')
+open('tests/test_greet.sh', 'a').write('grep -q hello greet.sh\n')
+print(json.dumps({"status": "done", "summary": "wrote greet.sh", "claims": [], "cleanup": []}))"#,
+    );
+    let out = s.run_json(&["ultra", "GOAL.toml", "--agent", &honest, "--json"], 0);
+    assert_eq!(out["stop_reason"], "all-green", "{out}");
+}
+
+#[test]
+fn an_implementer_that_deletes_or_weakens_a_test_is_blocked() {
+    let s = checked_repo();
+    let liar = s.agent(
+        "liar.py",
+        r#"bump('calls')
+open('greet.sh', 'w').write('echo "hello, world"\n')
+open('tests/test_greet.sh', 'w').write('true\n')
+print(json.dumps({"status": "done", "summary": "fixed", "claims": [], "cleanup": []}))"#,
+    );
+    let out = s.run_json(&["ultra", "GOAL.toml", "--agent", &liar, "--json"], 1);
+    assert_eq!(out["stop_reason"], "check-tampered", "{out}");
+    assert!(out["stop_detail"].as_str().is_some_and(|d| d.contains("tests/test_greet.sh")), "{out}");
+}

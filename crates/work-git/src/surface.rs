@@ -1,0 +1,435 @@
+//! The check surface: everything a verdict depends on, frozen before the first dispatch.
+//!
+//! A verify, test, gate or scenario command is only as honest as the files it runs. Before any
+//! agent is dispatched, [`CheckSurface::freeze`] records the content (sha256) of:
+//!
+//! - **pinned files** — every file a check command names on its command line (`sh check.sh`,
+//!   `./scripts/verify`, `python3 tests/run.py`, a path inside a quoted `sh -c` script), the
+//!   project's configuration (`work.toml`) and the test runners' configuration (`pytest.ini`,
+//!   `pyproject.toml`, `setup.cfg`, `tox.ini`, `conftest.py`, `Cargo.toml`, `.config/nextest.toml`,
+//!   `package.json`, `jest.config.*`, `vitest.config.*`, `go.mod`, `Makefile`, …);
+//! - **test files** — the test tree of every ecosystem found (`tests/`, `test/`, `spec/`,
+//!   `__tests__/` directories, `test_*.py`, `*_test.py`, `*_test.go`, `*.test.*`, `*.spec.*`).
+//!
+//! [`CheckSurface::changes`] then names every pinned file that changed or disappeared and every
+//! test file that disappeared or changed; a workflow that lets its agent add tests passes
+//! [`TestEdits::Add`], under which a changed test file is allowed only when no line was removed
+//! from it (appending tests is adding; editing or deleting one is not) — new test files are
+//! always allowed. Nothing is followed out of the root: symlinks are recorded by their target
+//! text, never read through.
+
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+/// The most a single surface file may hold for its content to be compared (larger files are
+/// compared by size and a hash of their first bytes).
+const READ_CAP: u64 = 16 * 1024 * 1024;
+
+/// The most files a test-tree walk records.
+const MAX_FILES: usize = 20_000;
+
+/// Configuration files every check depends on, when present at the root.
+const CONFIG_FILES: &[&str] = &[
+    "work.toml",
+    "pytest.ini",
+    "pyproject.toml",
+    "setup.cfg",
+    "tox.ini",
+    "conftest.py",
+    "noxfile.py",
+    "Cargo.toml",
+    ".config/nextest.toml",
+    ".cargo/config.toml",
+    "rust-toolchain.toml",
+    "package.json",
+    "jest.config.js",
+    "jest.config.ts",
+    "jest.config.cjs",
+    "jest.config.mjs",
+    "vitest.config.js",
+    "vitest.config.ts",
+    "vitest.config.mjs",
+    ".mocharc.json",
+    ".mocharc.yml",
+    "go.mod",
+    "Makefile",
+    "makefile",
+    "GNUmakefile",
+    "justfile",
+];
+
+/// Directories never walked for test files.
+const SKIP_DIRS: &[&str] =
+    &[".git", ".work", "target", "node_modules", ".venv", "venv", "__pycache__", "dist", "build"];
+
+/// Which files named on a command line are frozen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Named {
+    /// Every named file: the command is a check (a verify command, a gate, a test command).
+    All,
+    /// Only files that read as checks — under a test directory, or named like one (`check`,
+    /// `verify`, `test`, `spec`, `scenario`, `assert`, `e2e`, `smoke`, `validate`): the command
+    /// may run the very code the agent is asked to change (`sh greet.sh`).
+    CheckLike,
+}
+
+/// True when a relative path reads as a check rather than as the code under test.
+pub fn is_check_like(rel: &str) -> bool {
+    let lower = rel.to_ascii_lowercase();
+    let mut parts = lower.split('/').collect::<Vec<_>>();
+    let name = parts.pop().unwrap_or_default();
+    if parts.iter().any(|d| is_test_dir(d)) || is_test_name(name) {
+        return true;
+    }
+    const WORDS: &[&str] = &["check", "verify", "test", "spec", "scenario", "assert", "e2e", "smoke", "validate"];
+    name.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| WORDS.iter().any(|k| w.starts_with(k)))
+}
+
+/// What a workflow's agent may do to test files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestEdits {
+    /// No test file may change.
+    None,
+    /// New test files and appended tests are allowed; removing or editing lines is not.
+    Add,
+}
+
+/// Why a surface file is frozen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Role {
+    /// Named by a check command or a runner's configuration: may never change.
+    Pinned,
+    /// Part of the test tree.
+    Test,
+}
+
+/// One frozen file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Frozen {
+    role: Role,
+    /// sha256 of the content (`link:<target>` for a symlink).
+    digest: String,
+    /// The lines, kept for test files so that an append can be told from an edit.
+    lines: Option<Vec<String>>,
+}
+
+/// A named change to the check surface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SurfaceChange {
+    /// The path, relative to the root.
+    pub path: String,
+    /// Why it is frozen.
+    pub role: Role,
+    /// What happened: `changed`, `deleted`, `edited` (a test file lost or changed lines).
+    pub what: &'static str,
+}
+
+impl std::fmt::Display for SurfaceChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let role = match self.role {
+            Role::Pinned => "check file",
+            Role::Test => "test file",
+        };
+        write!(f, "{role} `{}` {}", self.path, self.what)
+    }
+}
+
+/// The frozen check surface of one run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckSurface {
+    files: BTreeMap<String, Frozen>,
+}
+
+/// Reads a file's digest and (for test files) its lines, without following a symlink.
+fn read(root: &Path, rel: &str, keep_lines: bool) -> Option<(String, Option<Vec<String>>)> {
+    let path = root.join(rel);
+    let meta = fs::symlink_metadata(&path).ok()?;
+    if meta.file_type().is_symlink() {
+        let target = fs::read_link(&path).ok()?;
+        return Some((format!("link:{}", target.display()), None));
+    }
+    if !meta.is_file() {
+        return None;
+    }
+    let (text, _) = work_runtime::fsx::read_text_capped(&path, READ_CAP).ok()?;
+    let digest = hex::encode(Sha256::digest(text.as_bytes()));
+    let lines = keep_lines.then(|| text.lines().map(|l| l.trim_end().to_string()).collect());
+    Some((digest, lines))
+}
+
+/// True when `name` is a test file by the usual conventions.
+fn is_test_name(name: &str) -> bool {
+    (name.starts_with("test_") && name.ends_with(".py"))
+        || name.ends_with("_test.py")
+        || name.ends_with("_test.go")
+        || name.ends_with("_test.rs")
+        || name.contains(".test.")
+        || name.contains(".spec.")
+        || name.ends_with("_spec.rb")
+}
+
+/// True when a directory name holds tests.
+fn is_test_dir(name: &str) -> bool {
+    matches!(name, "tests" | "test" | "spec" | "__tests__" | "testdata")
+}
+
+/// The words of a command line that may name files: shell words, and the words of a quoted
+/// `sh -c` / `bash -c` script.
+fn command_words(cmd: &str) -> Vec<String> {
+    let words = shell_words::split(cmd).unwrap_or_else(|_| cmd.split_whitespace().map(str::to_string).collect());
+    let mut out = Vec::new();
+    for w in words {
+        if w.contains(char::is_whitespace) {
+            out.extend(command_words(&w));
+        } else {
+            for part in w.split(['=', ';', '&', '|', '(', ')', '<', '>']) {
+                if !part.is_empty() {
+                    out.push(part.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A relative path named by `word`, when it names a file or directory inside the root.
+fn named_path(root: &Path, word: &str) -> Option<String> {
+    let w = word.trim_start_matches("./");
+    if w.is_empty() || w == "." || w.starts_with('/') || w.starts_with('-') || w.split('/').any(|s| s == "..") {
+        return None;
+    }
+    let p = root.join(w);
+    fs::symlink_metadata(&p).ok().map(|_| w.trim_end_matches('/').to_string())
+}
+
+/// A digest of the files `commands` name on their command lines (path and content), for a
+/// definition fingerprint: a check whose script changed is a different check.
+pub fn commands_digest<S: AsRef<str>>(root: &Path, commands: &[S], which: Named) -> String {
+    let mut named: BTreeMap<String, String> = BTreeMap::new();
+    for cmd in commands {
+        for w in command_words(cmd.as_ref()) {
+            if let Some(rel) = named_path(root, &w)
+                && (which == Named::All || is_check_like(&rel))
+                && let Some((digest, _)) = read(root, &rel, false)
+            {
+                named.insert(rel, digest);
+            }
+        }
+    }
+    let mut h = Sha256::new();
+    for (p, d) in &named {
+        h.update(p.as_bytes());
+        h.update([0]);
+        h.update(d.as_bytes());
+        h.update([0]);
+    }
+    hex::encode(h.finalize())[..16].to_string()
+}
+
+impl CheckSurface {
+    /// Freezes the surface of `commands` (the verify/test/gate/scenario command lines) in `root`;
+    /// `which` says which of the files they name are checks.
+    pub fn freeze<S: AsRef<str>>(root: &Path, commands: &[S], which: Named) -> CheckSurface {
+        let mut s = CheckSurface::default();
+        for cfg in CONFIG_FILES {
+            s.add(root, cfg, Role::Pinned);
+        }
+        for cmd in commands {
+            for w in command_words(cmd.as_ref()) {
+                if let Some(rel) = named_path(root, &w) {
+                    if which == Named::CheckLike && !is_check_like(&rel) {
+                        continue;
+                    }
+                    if root.join(&rel).is_dir() {
+                        s.walk(root, &rel, true);
+                    } else {
+                        s.add(root, &rel, Role::Pinned);
+                    }
+                }
+            }
+        }
+        s.walk(root, "", false);
+        s
+    }
+
+    fn add(&mut self, root: &Path, rel: &str, role: Role) {
+        if self.files.len() >= MAX_FILES {
+            return;
+        }
+        if let Some(existing) = self.files.get_mut(rel) {
+            existing.role = existing.role.min(role);
+            return;
+        }
+        if let Some((digest, lines)) = read(root, rel, role == Role::Test) {
+            self.files.insert(rel.to_string(), Frozen { role, digest, lines });
+        }
+    }
+
+    /// Records the test files under `rel` (every file when `all`, else by name or directory).
+    fn walk(&mut self, root: &Path, rel: &str, all: bool) {
+        let mut stack = vec![(rel.to_string(), all)];
+        while let Some((dir, in_tests)) = stack.pop() {
+            let Ok(rd) = fs::read_dir(root.join(&dir)) else { continue };
+            let mut entries: Vec<_> = rd.flatten().collect();
+            entries.sort_by_key(|e| e.file_name());
+            for e in entries {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let child = if dir.is_empty() { name.clone() } else { format!("{dir}/{name}") };
+                let Ok(ft) = e.file_type() else { continue };
+                if ft.is_dir() {
+                    if !SKIP_DIRS.contains(&name.as_str()) {
+                        stack.push((child, in_tests || is_test_dir(&name)));
+                    }
+                } else if in_tests || is_test_name(&name) {
+                    self.add(root, &child, Role::Test);
+                }
+            }
+        }
+    }
+
+    /// The frozen paths, sorted.
+    pub fn paths(&self) -> Vec<&str> {
+        self.files.keys().map(String::as_str).collect()
+    }
+
+    /// The frozen pinned paths (check scripts and configuration), sorted.
+    pub fn pinned(&self) -> Vec<&str> {
+        self.files.iter().filter(|(_, f)| f.role == Role::Pinned).map(|(p, _)| p.as_str()).collect()
+    }
+
+    /// What changed in `root` since the freeze, under `edits`, sorted by path.
+    pub fn changes(&self, root: &Path, edits: TestEdits) -> Vec<SurfaceChange> {
+        let mut out = Vec::new();
+        for (path, frozen) in &self.files {
+            let now = read(root, path, frozen.lines.is_some());
+            let what = match (&now, frozen.role) {
+                (None, _) => Some("deleted"),
+                (Some((d, _)), _) if *d == frozen.digest => None,
+                (Some(_), Role::Pinned) => Some("changed"),
+                (Some((_, lines)), Role::Test) => match (edits, &frozen.lines, lines) {
+                    (TestEdits::Add, Some(old), Some(new)) if only_appended(old, new) => None,
+                    _ => Some("edited"),
+                },
+            };
+            if let Some(what) = what {
+                out.push(SurfaceChange { path: path.clone(), role: frozen.role, what });
+            }
+        }
+        out
+    }
+}
+
+/// True when every line of `old` is still in `new`, in order (lines were only added).
+fn only_appended(old: &[String], new: &[String]) -> bool {
+    let mut it = new.iter();
+    old.iter().all(|line| it.any(|n| n == line))
+}
+
+/// One line naming the changes (at most eight paths).
+pub fn describe(changes: &[SurfaceChange]) -> String {
+    let shown: Vec<String> = changes.iter().take(8).map(ToString::to_string).collect();
+    let more = changes.len().saturating_sub(8);
+    if more > 0 { format!("{} (and {more} more)", shown.join("; ")) } else { shown.join("; ") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(root: &Path, rel: &str, text: &str) {
+        let p = root.join(rel);
+        if let Some(d) = p.parent() {
+            fs::create_dir_all(d).expect("mkdir");
+        }
+        fs::write(p, text).expect("write");
+    }
+
+    #[test]
+    fn pins_the_scripts_a_command_runs_and_the_runner_config() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        write(root, "check.sh", "test -f done\n");
+        write(root, "scripts/verify", "exit 1\n");
+        write(root, "work.toml", "[gates]\n");
+        write(root, "src/lib.rs", "fn a() {}\n");
+        let s = CheckSurface::freeze(
+            root,
+            &["sh check.sh && ./scripts/verify", "bash -c 'python3 -m pytest -q'"],
+            Named::All,
+        );
+        assert_eq!(s.pinned(), vec!["check.sh", "scripts/verify", "work.toml"]);
+        assert!(s.changes(root, TestEdits::None).is_empty());
+        // Editing source is not a surface change; rewriting the check is.
+        write(root, "src/lib.rs", "fn b() {}\n");
+        write(root, "check.sh", "exit 0\n");
+        fs::remove_file(root.join("scripts/verify")).expect("rm");
+        let ch = s.changes(root, TestEdits::Add);
+        assert_eq!(describe(&ch), "check file `check.sh` changed; check file `scripts/verify` deleted");
+    }
+
+    #[test]
+    fn tests_may_be_added_but_never_edited_or_removed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        write(root, "tests/test_a.py", "def test_one():\n    assert f() == 1\n");
+        write(root, "pkg/b_test.go", "func TestB(t *testing.T) {}\n");
+        write(root, "target/debug/x_test.rs", "ignored\n");
+        let s = CheckSurface::freeze(root, &["python3 -m pytest"], Named::All);
+        assert_eq!(s.paths(), vec!["pkg/b_test.go", "tests/test_a.py"]);
+        // Appending a test and adding a file: allowed under Add, not under None.
+        write(
+            root,
+            "tests/test_a.py",
+            "def test_one():\n    assert f() == 1\n\ndef test_two():\n    assert f() == 1\n",
+        );
+        write(root, "tests/test_new.py", "def test_new(): pass\n");
+        assert!(s.changes(root, TestEdits::Add).is_empty());
+        assert_eq!(s.changes(root, TestEdits::None).len(), 1);
+        // Weakening an assertion, skipping, or deleting: never allowed.
+        write(root, "tests/test_a.py", "import pytest\n@pytest.mark.skip\ndef test_one():\n    assert True\n");
+        fs::remove_file(root.join("pkg/b_test.go")).expect("rm");
+        let ch = s.changes(root, TestEdits::Add);
+        assert_eq!(describe(&ch), "test file `pkg/b_test.go` deleted; test file `tests/test_a.py` edited");
+    }
+
+    #[test]
+    fn a_command_digest_follows_its_scripts() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        write(root, "check.sh", "exit 1\n");
+        write(root, "greet.sh", "echo hi\n");
+        let before = commands_digest(root, &["sh check.sh && sh greet.sh"], Named::CheckLike);
+        assert_eq!(before, commands_digest(root, &["sh ./check.sh && sh greet.sh"], Named::CheckLike));
+        // The code under test may change; the check may not.
+        write(root, "greet.sh", "echo hello\n");
+        assert_eq!(before, commands_digest(root, &["sh check.sh && sh greet.sh"], Named::CheckLike));
+        write(root, "check.sh", "exit 0\n");
+        assert_ne!(before, commands_digest(root, &["sh check.sh && sh greet.sh"], Named::CheckLike));
+        for (p, want) in [
+            ("check.sh", true),
+            ("scripts/verify-all", true),
+            ("tests/run", true),
+            ("greet.sh", false),
+            ("src/app.py", false),
+        ] {
+            assert_eq!(is_check_like(p), want, "{p}");
+        }
+    }
+
+    #[test]
+    fn symlinks_are_recorded_not_followed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        fs::write(outside.path().join("secret"), "s").expect("write");
+        let root = dir.path();
+        std::os::unix::fs::symlink(outside.path().join("secret"), root.join("check.sh")).expect("symlink");
+        let s = CheckSurface::freeze(root, &["sh check.sh"], Named::All);
+        fs::write(outside.path().join("secret"), "changed outside").expect("write");
+        assert!(s.changes(root, TestEdits::None).is_empty(), "the link itself did not change");
+        fs::remove_file(root.join("check.sh")).expect("rm");
+        fs::write(root.join("check.sh"), "exit 0").expect("write");
+        assert_eq!(s.changes(root, TestEdits::None).len(), 1);
+    }
+}
