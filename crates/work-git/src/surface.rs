@@ -97,7 +97,8 @@ pub enum TestEdits {
 }
 
 /// Why a surface file is frozen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Role {
     /// Named by a check command or a runner's configuration: may never change.
     Pinned,
@@ -106,12 +107,14 @@ pub enum Role {
 }
 
 /// One frozen file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct Frozen {
     role: Role,
     /// sha256 of the content (`link:<target>` for a symlink).
     digest: String,
-    /// The lines, kept for test files so that an append can be told from an edit.
+    /// A short digest of each line, kept for test files so that an append can be told from
+    /// an edit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     lines: Option<Vec<String>>,
 }
 
@@ -136,8 +139,9 @@ impl std::fmt::Display for SurfaceChange {
     }
 }
 
-/// The frozen check surface of one run.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The frozen check surface of one run (serialisable, so that a run resumed later compares
+/// with what was frozen when it started).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CheckSurface {
     files: BTreeMap<String, Frozen>,
 }
@@ -155,7 +159,8 @@ fn read(root: &Path, rel: &str, keep_lines: bool) -> Option<(String, Option<Vec<
     }
     let (text, _) = work_runtime::fsx::read_text_capped(&path, READ_CAP).ok()?;
     let digest = hex::encode(Sha256::digest(text.as_bytes()));
-    let lines = keep_lines.then(|| text.lines().map(|l| l.trim_end().to_string()).collect());
+    let lines =
+        keep_lines.then(|| text.lines().map(|l| hex::encode(&Sha256::digest(l.trim_end().as_bytes())[..6])).collect());
     Some((digest, lines))
 }
 

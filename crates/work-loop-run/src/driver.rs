@@ -423,6 +423,13 @@ impl Driver {
                 let route = engine::resume_route(&st, None, None, None, self.sd.rel());
                 return Ok(self.paused("legacy-state", route.message.clone(), json!({ "action": route.action })));
             };
+            if matches!(
+                state,
+                State::CodeImplementation | State::CodeVerification | State::CodeReview | State::CodeHumanGate
+            ) && let Some(m) = self.approved_drift()?
+            {
+                return Ok(self.blocked("approved-artifacts-changed", m));
+            }
             let step = match state {
                 State::SpecPlanDrafting => self.drafting(&st).await?,
                 State::SpecPlanReview => self.spec_review(&st).await?,
@@ -834,12 +841,89 @@ impl Driver {
                 self.run.progress(&format!("loop: resuming run {} at {}", st.run_id, st.state));
             }
         }
+        self.pin_gates();
         if self.s.review_mode == Some(ReviewMode::Full) && self.rs.review_mode == Some(ReviewMode::Light) {
             self.rs.review_mode = Some(ReviewMode::Full);
             self.rs.mode_reasons.push("--full on resume: escalated from light".into());
         }
         self.save()?;
         Ok(None)
+    }
+
+    /// The gates are pinned when the run starts: a later invocation runs the same commands,
+    /// whatever `work.toml` (which an implementer can edit) or `--test-cmd` says by then.
+    fn pin_gates(&mut self) {
+        match &self.rs.pinned_gates {
+            None => self.rs.pinned_gates = Some(self.s.gates.clone()),
+            Some(pinned) if *pinned != self.s.gates => {
+                let now: Vec<String> = self.s.gates.iter().map(|(n, c)| format!("{n}=`{c}`")).collect();
+                let was: Vec<String> = pinned.iter().map(|(n, c)| format!("{n}=`{c}`")).collect();
+                self.run.emit("gates.pinned", json!({ "pinned": pinned, "configured": self.s.gates }));
+                self.run.progress(&format!(
+                    "loop: the gates changed since this run started ({}); running the pinned ones ({}) — start a new run to change them",
+                    now.join(", "),
+                    was.join(", ")
+                ));
+            }
+            Some(_) => {}
+        }
+        self.s.gates = self.rs.pinned_gates.clone().unwrap_or_default();
+    }
+
+    /// Freezes what judges the code phase (see `work_git::surface`), once.
+    fn freeze_check_surface(&mut self) {
+        if self.rs.check_surface.is_none() {
+            let cmds: Vec<&str> = self.s.gates.iter().map(|(_, c)| c.as_str()).collect();
+            self.rs.check_surface =
+                Some(work_git::surface::CheckSurface::freeze(&self.run.root, &cmds, work_git::surface::Named::All));
+        }
+    }
+
+    /// A stop when the implementer changed what judges it: a gate's script, the configuration,
+    /// or an existing test (adding tests is allowed).
+    fn check_surface_stop(&self) -> Option<Report> {
+        let surface = self.rs.check_surface.as_ref()?;
+        let changes = surface.changes(&self.run.root, work_git::surface::TestEdits::Add);
+        if changes.is_empty() {
+            return None;
+        }
+        let what = work_git::surface::describe(&changes);
+        self.run.emit("check-surface.changed", json!({ "changes": what }));
+        Some(self.blocked(
+            "check-tampered",
+            format!(
+                "the implementation changed what judges it: {what}. Gates are only as honest as the scripts and tests they run: restore them (git diff shows the change), then resume"
+            ),
+        ))
+    }
+
+    /// Records spec.md and plan.md as approved (status lines left out).
+    fn record_approved(&mut self) -> Result<(), LoopError> {
+        for file in ["spec.md", "plan.md"] {
+            let text = self.sd.read_optional(file)?.unwrap_or_default();
+            self.rs.approved_digests.insert(file.into(), crate::status::approved_digest(&text));
+        }
+        self.save()
+    }
+
+    /// Why the code phase must stop when spec.md or plan.md changed after plan-locked (status
+    /// lines aside).
+    fn approved_drift(&self) -> Result<Option<String>, LoopError> {
+        let mut changed = Vec::new();
+        for (file, digest) in &self.rs.approved_digests {
+            let text = self.sd.read_optional(file)?.unwrap_or_default();
+            if crate::status::approved_digest(&text) != *digest {
+                changed.push(self.rel(file));
+            }
+        }
+        if changed.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(format!(
+            "{} changed after the plan was locked: the code phase answers to what a person approved. Restore the approved text, or re-approve it (`work loop cohort approve-plan {} --rebaseline`) and start a new run",
+            changed.join(" and "),
+            self.sd.rel()
+        )))
     }
 
     fn ensure_review_mode(&mut self) -> Result<ReviewMode, LoopError> {
@@ -1246,6 +1330,7 @@ impl Driver {
             cohort::schedule(&self.sd, Some(&run))?;
         }
         self.fire("plan-locked", TransitionOpts::default())?;
+        self.record_approved()?;
         Ok(None)
     }
 
@@ -1293,6 +1378,10 @@ impl Driver {
         if self.rs.code_base.is_none() {
             // The base code review measures against: committed work stays in view.
             self.rs.code_base = Some(self.head_ref());
+            self.save()?;
+        }
+        if self.rs.check_surface.is_none() {
+            self.freeze_check_surface();
             self.save()?;
         }
         let units = st.history.iter().filter(|h| h.event == "blocker-applied").count();
@@ -1415,6 +1504,9 @@ impl Driver {
                 let why = out.get("summary").and_then(Value::as_str).unwrap_or("no reason given");
                 return Ok(Err(("implementer-blocked".into(), format!("{label}: the implementer is blocked: {why}"))));
             }
+            if let Some(m) = self.approved_drift()? {
+                return Ok(Err(("approved-artifacts-changed".into(), m)));
+            }
             let after = self.snapshot_since(&base)?;
             if after != before {
                 let changed: Vec<&String> =
@@ -1443,6 +1535,9 @@ impl Driver {
     // ----- GATES --------------------------------------------------------------------------
 
     async fn verify(&mut self) -> Step {
+        if let Some(r) = self.check_surface_stop() {
+            return Ok(Some(r));
+        }
         let mut runs = Vec::new();
         let mut red = false;
         for (name, cmd) in self.s.gates.clone() {

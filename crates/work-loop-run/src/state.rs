@@ -183,6 +183,17 @@ pub struct RunnerState {
     /// The last gate runs.
     #[serde(default)]
     pub last_gates: Vec<Value>,
+    /// The gates (name, command) as they were when the run started: every later invocation
+    /// runs these, whatever `work.toml` says by then.
+    #[serde(default)]
+    pub pinned_gates: Option<Vec<(String, String)>>,
+    /// What judges the code phase (the gate scripts, the configuration, the test tree), frozen
+    /// when the code phase began.
+    #[serde(default)]
+    pub check_surface: Option<work_git::surface::CheckSurface>,
+    /// spec.md and plan.md (their status lines left out) as approved at plan-locked.
+    #[serde(default)]
+    pub approved_digests: BTreeMap<String, String>,
     /// Verdict records written (repository-relative paths), in order.
     #[serde(default)]
     pub verdicts: Vec<String>,

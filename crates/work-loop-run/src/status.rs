@@ -37,9 +37,28 @@ pub fn set_status(text: &str, value: &str) -> String {
     out
 }
 
+/// A digest of `text` with every status line left out (the loop rewrites those itself): what a
+/// person approved, compared at every later step.
+pub fn approved_digest(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for line in text.lines().filter(|l| read_status(l).is_none()) {
+        h.update(line.trim_end().as_bytes());
+        h.update(b"\n");
+    }
+    hex::encode(h.finalize())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_approved_digest_ignores_status_lines_only() {
+        let a = "# Spec\n**Status:** Approved\nDo X.\n";
+        assert_eq!(approved_digest(a), approved_digest(&set_status(a, "Shipped")));
+        assert_ne!(approved_digest(a), approved_digest("# Spec\n**Status:** Approved\nDo Y.\n"));
+    }
 
     #[test]
     fn rewrites_the_first_status_line_only() {

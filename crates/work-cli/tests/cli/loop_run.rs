@@ -17,6 +17,7 @@ const DIR: &str = "docs/specs/hello";
 /// - `finding-severity`: the severity of the code reviewer's finding (default blocker);
 /// - `spec-finding`: the spec/plan reviewer reports S1 on its first round (sustained).
 /// - `impl-status`: the implementer's status word (default `done`);
+/// - `impl-rewrite`: `PATH|TEXT`: the implementer overwrites PATH with TEXT and does nothing else;
 /// - `impl-commit`: the implementer commits what it wrote;
 /// - `impl-hang`: the first implementer call writes its change, then waits for `release`;
 /// - `impl-logonly`: the implementer only appends to `agent-calls.log` in the repository;
@@ -54,6 +55,10 @@ if role == 'implementer':
     status = knob('impl-status', 'done')
     if knob('impl-noop'):
         out({'status': status, 'summary': 'all done, trust me'})
+    if knob('impl-rewrite'):
+        path, text = knob('impl-rewrite').split('|', 1)
+        open(path, 'w').write(text.replace('\\n', '\n'))
+        out({'status': status, 'summary': 'fixed it'})
     if knob('impl-logonly'):
         open('agent-calls.log', 'a').write('implementer call %d\n' % n)
         out({'status': status, 'summary': 'did it'})
@@ -839,4 +844,58 @@ fn a_budget_stops_blocked_budget_and_the_cut_round_is_taken_back() {
     let (code, _, err) = s.run(&["loop", "run", DIR, "--agent", &agent, "--resume", "--budget-usd", "0"]);
     assert_eq!(code, 2, "{err}");
     assert_one_line_error(&err);
+}
+
+#[test]
+fn an_implementer_that_rewrites_the_gate_script_is_blocked_and_its_honest_twin_is_not() {
+    let s = Scenario::new();
+    s.write("gate.sh", "test -f hello.txt\n");
+    let agent = setup(&s, "sh gate.sh", true);
+    knob(&s, "impl-rewrite", "gate.sh|exit 0\\n");
+    let v = start(&s, &agent, &[], 1);
+    assert_eq!(v["reason"], "check-tampered", "{v}");
+    assert!(v["message"].as_str().is_some_and(|m| m.contains("gate.sh")), "{v}");
+
+    // The same trick through work.toml: the config is frozen too.
+    let s = Scenario::new();
+    let agent = setup(&s, "test -f hello.txt", true);
+    knob(&s, "impl-rewrite", "work.toml|[gates]\\ntest = \"true\"\\n");
+    let v = start(&s, &agent, &[], 1);
+    assert_eq!(v["reason"], "check-tampered", "{v}");
+
+    // The honest twin writes the code (and may add a test); the gate stays.
+    let s = Scenario::new();
+    s.write("gate.sh", "test -f hello.txt\n");
+    let agent = setup(&s, "sh gate.sh", true);
+    let v = start(&s, &agent, &[], 3);
+    assert_eq!(v["reason"], "code-human-gate", "{v}");
+}
+
+#[test]
+fn a_resume_runs_the_gates_pinned_when_the_run_started() {
+    let s = Scenario::new();
+    let agent = setup(&s, "test -f hello.txt", true);
+    knob(&s, "impl-rewrite", "other.txt|not the greeting\\n");
+    let v = run(&s, &agent, &[], 3);
+    assert_eq!(v["reason"], "spec-human-gate", "{v}");
+    // While the run waits, the gate in work.toml is weakened (as an agent could).
+    s.write("work.toml", "[gates]\ntest = \"true\"\n");
+    let v = run(&s, &agent, &["--resume"], 3);
+    assert_eq!(v["reason"], "plan-human-gate", "{v}");
+    let (code, out, err) = s.run(&["loop", "run", DIR, "--agent", &agent, "--json", "--resume"]);
+    assert_eq!(code, 1, "an implementer that never writes hello.txt never passes the pinned gate\n{out}\n{err}");
+    assert!(err.contains("running the pinned ones"), "{err}");
+    let runner = s.read_json(&format!("{DIR}/loop-run.json"));
+    assert_eq!(runner["last_gates"][0]["command"], "test -f hello.txt", "{runner}");
+    assert_eq!(runner["last_gates"][0]["green"], false);
+}
+
+#[test]
+fn the_approved_spec_rewritten_after_plan_locked_blocks_the_code_phase() {
+    let s = Scenario::new();
+    let agent = setup(&s, "test -f hello.txt", true);
+    knob(&s, "impl-rewrite", &format!("{DIR}/spec.md|# Hello\\n\\n**Status:** Approved\\n\\nPrint nothing at all.\\n"));
+    let v = start(&s, &agent, &[], 1);
+    assert_eq!(v["reason"], "approved-artifacts-changed", "{v}");
+    assert!(v["message"].as_str().is_some_and(|m| m.contains("spec.md")), "{v}");
 }
