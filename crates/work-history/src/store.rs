@@ -146,6 +146,13 @@ impl Store {
             .ok_or_else(|| HistoryError::NotFound(needle.to_string()))
     }
 
+    /// The workflow's detail of `run` (its log read again, then its state files).
+    pub fn detail(&self, run: &RunSummary) -> Result<crate::detail::Detail, HistoryError> {
+        let read = read_log(&run.events_path)
+            .map_err(|source| HistoryError::Read { path: run.events_path.display().to_string(), source })?;
+        Ok(crate::detail::load(&self.state_dir, run, &read.events))
+    }
+
     /// Removes the run directories that started more than `older_than_secs` before `now`,
     /// except running ones. A run whose start cannot be read is judged by its id's time.
     pub fn gc(&self, older_than_secs: i64, now: DateTime<Utc>) -> Result<GcReport, HistoryError> {

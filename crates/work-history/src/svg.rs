@@ -25,7 +25,7 @@ pub struct Marker {
 
 fn open(name: &str, title: &str, points: usize, esc: &dyn Fn(&str) -> String) -> String {
     format!(
-        "<svg class=\"chart\" data-chart=\"{name}\" data-points=\"{points}\" viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" role=\"img\" xmlns=\"http://www.w3.org/2000/svg\"><title>{t}</title>\
+        "<svg class=\"chart\" data-chart=\"{name}\" data-points=\"{points}\" viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" role=\"img\"><title>{t}</title>\
          <text x=\"{L}\" y=\"16\" class=\"ct\">{t}</text>",
         t = esc(title)
     )
@@ -65,8 +65,19 @@ pub fn fmt_num(v: f64) -> String {
     }
 }
 
-fn nice_max(v: f64) -> f64 {
-    if v <= 0.0 { 1.0 } else { v * 1.1 }
+/// The top of the y axis: a multiple of 4 for whole numbers (so the 4 ticks are whole), else
+/// 10% above the largest value.
+fn nice_max(v: f64, whole: bool) -> f64 {
+    match (v <= 0.0, whole) {
+        (true, true) => 4.0,
+        (true, false) => 1.0,
+        (false, true) => (v / 4.0).ceil() * 4.0,
+        (false, false) => v * 1.1,
+    }
+}
+
+fn whole(values: impl Iterator<Item = f64>) -> bool {
+    values.into_iter().all(|v| (v - v.round()).abs() < 1e-9)
 }
 
 /// Bars (one per label) with an optional line on the same scale and markers above bars.
@@ -79,8 +90,8 @@ pub fn bars(
     markers: &[Marker],
     esc: &dyn Fn(&str) -> String,
 ) -> String {
-    let max =
-        nice_max(bars.iter().map(|b| b.1).chain(line.iter().flat_map(|l| l.1.iter().copied())).fold(0.0, f64::max));
+    let all = || bars.iter().map(|b| b.1).chain(line.iter().flat_map(|l| l.1.iter().copied()));
+    let max = nice_max(all().fold(0.0, f64::max), whole(all()));
     let mut s = open(name, title, bars.len(), esc);
     s.push_str(&axes(max, y_label, esc));
     let n = bars.len().max(1) as f64;
@@ -138,8 +149,8 @@ pub fn bars(
 }
 
 fn legend_item(i: usize, text: &str, colour: &str) -> String {
-    let x = W - R - 170.0;
-    let y = 14.0 + 14.0 * i as f64;
+    let x = W - R - 255.0 + 85.0 * (i % 3) as f64;
+    let y = H - 20.0 + 12.0 * (i / 3) as f64;
     format!(
         "<rect x=\"{x}\" y=\"{:.1}\" width=\"10\" height=\"10\" fill=\"{colour}\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"tick\">{text}</text>",
         y - 9.0,
@@ -157,7 +168,8 @@ pub fn lines(
     esc: &dyn Fn(&str) -> String,
 ) -> String {
     let points: usize = series.iter().map(|s| s.1.len()).sum();
-    let max_y = nice_max(series.iter().flat_map(|s| s.1.iter().map(|p| p.1)).fold(0.0, f64::max));
+    let ys = || series.iter().flat_map(|s| s.1.iter().map(|p| p.1));
+    let max_y = nice_max(ys().fold(0.0, f64::max), whole(ys()));
     let max_x = series.iter().flat_map(|s| s.1.iter().map(|p| p.0)).fold(0.0, f64::max).max(1.0);
     let mut s = open(name, title, points, esc);
     s.push_str(&axes(max_y, y_label, esc));
@@ -182,7 +194,7 @@ pub fn lines(
     }
     s.push_str(&format!(
         "<text x=\"{:.1}\" y=\"{:.1}\" class=\"tick\" text-anchor=\"middle\">seconds since the run started (0 … {})</text>",
-        (W + L) / 2.0,
+        L + 150.0,
         H - 8.0,
         fmt_num(max_x.round())
     ));

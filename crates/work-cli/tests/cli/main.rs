@@ -5,6 +5,8 @@ mod support;
 
 mod agents;
 mod exhaust;
+mod ext_chromium;
+mod history;
 mod implement;
 mod loop_cmd;
 mod loop_run;
