@@ -280,9 +280,11 @@ fn spend(h: &mut Html, run: &RunSummary) {
     };
     let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     let start = run.started.clone().unwrap_or_default();
+    // Seconds on the time axis, or milliseconds for a run shorter than ten seconds.
+    let (x_unit, per) = if run.duration_ms.unwrap_or(0) < 10_000 { ("milliseconds", 1.0) } else { ("seconds", 1000.0) };
     for a in &run.attempts {
         let Some(end) = &a.ended else { continue };
-        let x = ms_between(&start, end).unwrap_or(0).max(0) as f64 / 1000.0;
+        let x = ms_between(&start, end).unwrap_or(0).max(0) as f64 / per;
         let pts = series.entry(a.role.clone()).or_default();
         let prev = pts.last().map_or(0.0, |p| p.1);
         let add = if by_cost {
@@ -296,7 +298,7 @@ fn spend(h: &mut Html, run: &RunSummary) {
     }
     let series: Vec<(String, Vec<(f64, f64)>)> = series.into_iter().collect();
     let esc = |s: &str| h.esc(s);
-    let chart = svg::lines("spend", &format!("Cumulative spend per role ({unit})"), unit, &series, &esc);
+    let chart = svg::lines("spend", &format!("Cumulative spend per role ({unit})"), unit, x_unit, &series, &esc);
     h.raw(&chart);
     let rows: Vec<Vec<String>> = run
         .spent_by_role

@@ -159,11 +159,13 @@ fn legend_item(i: usize, text: &str, colour: &str) -> String {
     )
 }
 
-/// Cumulative lines over time: each series is `(name, [(seconds since start, value)])`.
+/// Cumulative lines over time: each series is `(name, [(time since start, value)])`, the time
+/// in the unit `x_unit` names (`seconds`, `milliseconds`).
 pub fn lines(
     name: &str,
     title: &str,
     y_label: &str,
+    x_unit: &str,
     series: &[(String, Vec<(f64, f64)>)],
     esc: &dyn Fn(&str) -> String,
 ) -> String {
@@ -193,9 +195,10 @@ pub fn lines(
         s.push_str(&legend_item(i, &esc(label), colour));
     }
     s.push_str(&format!(
-        "<text x=\"{:.1}\" y=\"{:.1}\" class=\"tick\" text-anchor=\"middle\">seconds since the run started (0 … {})</text>",
+        "<text x=\"{:.1}\" y=\"{:.1}\" class=\"tick\" text-anchor=\"middle\">{} since the run started (0 … {})</text>",
         L + 150.0,
         H - 8.0,
+        esc(x_unit),
         fmt_num(max_x.round())
     ));
     s.push_str("</svg>");
@@ -221,7 +224,7 @@ mod tests {
         assert!(svg.contains("data-points=\"2\"") && svg.contains("data-value=\"2\""));
         assert!(svg.contains("&lt;b&gt;") && !svg.contains("<b>"));
         assert!(svg.contains("data-value=\"0,1\""));
-        let l = lines("spend", "t", "usd", &[("finder".into(), vec![(1.0, 0.5), (3.0, 1.25)])], &esc);
+        let l = lines("spend", "t", "usd", "seconds", &[("finder".into(), vec![(1.0, 0.5), (3.0, 1.25)])], &esc);
         assert!(l.contains("data-value=\"1.25\""));
     }
 }

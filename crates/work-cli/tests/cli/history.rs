@@ -366,3 +366,30 @@ fn completions_man_and_version_come_from_the_command_definitions() {
     let sha = v.split_once('(').map(|(_, r)| r.trim_end_matches(')')).unwrap_or("");
     assert!(sha.len() >= 7 && sha.chars().all(|c| c.is_ascii_hexdigit()), "{v}");
 }
+
+#[test]
+fn gc_removes_a_planted_symlinked_run_as_a_link_and_never_what_it_points_at() {
+    // An agent with write access plants an "old run" under .work/runs/ that is a symlink to a
+    // directory it wants gone; gc must remove the link, not the directory behind it.
+    let s = jobs_repo();
+    let precious = tempfile::tempdir().expect("outside dir");
+    std::fs::write(
+        precious.path().join("events.jsonl"),
+        "{\"ts\":\"2020-01-01T00:00:00Z\",\"kind\":\"run.start\",\"workflow\":\"exhaust\"}\n{\"ts\":\"2020-01-01T00:00:01Z\",\"kind\":\"run.end\",\"outcome\":\"done\"}\n",
+    )
+    .expect("write");
+    std::fs::write(precious.path().join("keep.txt"), "mine").expect("write");
+    std::fs::create_dir_all(s.path(".work/runs")).expect("mkdir");
+    let planted = s.path(".work/runs/20200101T000000000Z-exhaust-7ffffffe");
+    std::os::unix::fs::symlink(precious.path(), &planted).expect("symlink");
+    // The honest twin: a real old run is pruned as usual.
+    exhaust_run(&s, "2026-01-01T00:00:00Z");
+    let (code, out, err) = at(&s, "2026-03-01T00:00:00Z", &["runs", "gc", "--older-than", "7d", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let r: Value = serde_json::from_str(&out).expect("gc json");
+    assert_eq!(r["removed"].as_array().map(Vec::len), Some(2), "{r}");
+    assert!(std::fs::symlink_metadata(&planted).is_err(), "the link is gone");
+    assert_eq!(std::fs::read_to_string(precious.path().join("keep.txt")).expect("still there"), "mine");
+    assert!(precious.path().join("events.jsonl").exists());
+    assert_eq!(list(&s).len(), 0);
+}
