@@ -320,10 +320,12 @@ fn step(e: &Value, phase: &str, label: String, status: String, note: String) -> 
     Step { ts: str_field(e, "ts").unwrap_or("").to_string(), phase: phase.into(), label, status, note }
 }
 
-fn dispatch_phase(id: &str) -> &'static str {
-    if id.contains("review") {
+/// A dispatch's phase: a reviewer's is a review; an implementer's (or editor's) dispatch for a
+/// label that already had one is a repair.
+fn dispatch_phase(role: &str, seen_before: bool) -> &'static str {
+    if role.contains("review") {
         "review"
-    } else if id.contains("repair") || id.contains("fix") {
+    } else if seen_before && matches!(role, "implementer" | "editor" | "worker") {
         "repair"
     } else {
         "dispatch"
@@ -333,12 +335,26 @@ fn dispatch_phase(id: &str) -> &'static str {
 /// The steps of a run worth a row: dispatch ends, gates, tasks, reviews, decisions.
 pub fn timeline(events: &[Value]) -> Vec<Step> {
     let mut out = Vec::new();
+    let mut roles: std::collections::BTreeMap<String, String> = Default::default();
+    let mut labels_seen: std::collections::BTreeSet<(String, String)> = Default::default();
+    let mut repairs: std::collections::BTreeSet<String> = Default::default();
     for e in events {
+        if kind(e) == "dispatch.start" && e["attempt"].as_u64() == Some(1) {
+            let id = str_field(e, "dispatch_id").unwrap_or("").to_string();
+            let role = str_field(e, "role").unwrap_or("").to_string();
+            // The label is what follows `dNNNN-<role>-` in the id.
+            let label = id.split_once('-').map(|x| x.1).unwrap_or("").to_string();
+            if !labels_seen.insert((role.clone(), label)) {
+                repairs.insert(id.clone());
+            }
+            roles.insert(id, role);
+        }
         let s = |k: &str| str_field(e, k).unwrap_or("").to_string();
         let row = match kind(e) {
             "dispatch.end" => {
                 let id = s("dispatch_id");
-                let phase = dispatch_phase(&id);
+                let role = roles.get(&id).map(String::as_str).unwrap_or("");
+                let phase = dispatch_phase(role, repairs.contains(&id));
                 Some(step(
                     e,
                     phase,
@@ -395,6 +411,23 @@ pub fn timeline(events: &[Value]) -> Vec<Step> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_second_implementer_dispatch_for_a_task_is_a_repair_and_reviewers_review() {
+        let ev = |k: &str, id: &str, role: &str| serde_json::json!({"kind": k, "dispatch_id": id, "attempt": 1, "role": role, "outcome": "ok"});
+        let events = vec![
+            ev("dispatch.start", "d0001-implementer-1", "implementer"),
+            ev("dispatch.end", "d0001-implementer-1", "implementer"),
+            ev("dispatch.start", "d0002-quality-reviewer-1", "quality-reviewer"),
+            ev("dispatch.end", "d0002-quality-reviewer-1", "quality-reviewer"),
+            ev("dispatch.start", "d0003-implementer-1", "implementer"),
+            ev("dispatch.end", "d0003-implementer-1", "implementer"),
+            ev("dispatch.start", "d0004-implementer-2", "implementer"),
+            ev("dispatch.end", "d0004-implementer-2", "implementer"),
+        ];
+        let phases: Vec<String> = timeline(&events).into_iter().map(|s| s.phase).collect();
+        assert_eq!(phases, ["dispatch", "review", "repair", "dispatch"]);
+    }
 
     #[test]
     fn machine_block_is_the_last_json_fence() {
