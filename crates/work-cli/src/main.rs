@@ -16,7 +16,7 @@ use work_runtime::ExitStatus;
 
 /// Run coding agents in deterministic loops.
 #[derive(Debug, Parser)]
-#[command(name = "work", version, about = "Run coding agents in deterministic loops.", long_about = None, propagate_version = true)]
+#[command(name = "work", version = env!("WORK_VERSION"), about = "Run coding agents in deterministic loops.", long_about = None, propagate_version = true)]
 struct Cli {
     /// Change to DIR before doing anything.
     #[arg(short = 'C', value_name = "DIR", global = true)]
@@ -48,6 +48,18 @@ enum Command {
     Ultra(cmd::ultra::Args),
     /// Inspect agent backends.
     Agents(cmd::agents::Args),
+    /// The run history of this repository (list, prune).
+    Runs(cmd::runs::Args),
+    /// One run: outcome, items/iterations/tasks, failures, paths.
+    Show(cmd::show::Args),
+    /// One self-contained HTML report of a run.
+    Report(cmd::report::Args),
+    /// Write a commented work.toml and ignore .work/.
+    Init(cmd::init::Args),
+    /// Shell completions generated from the command definitions.
+    Completions(cmd::completions::Args),
+    /// The man page generated from the command definitions.
+    Man(cmd::completions::ManArgs),
 }
 
 /// What a command returns: its exit status. Bad input is an [`ctx::CliError::BadInput`].
@@ -109,5 +121,11 @@ fn run(cli: Cli) -> CmdResult {
         Command::Edit(a) => cmd::implement::run_edit(&global, a),
         Command::Ultra(a) => cmd::ultra::run(&global, a),
         Command::Agents(a) => cmd::agents::run(&global, a),
+        Command::Runs(a) => cmd::runs::run(&global, a),
+        Command::Show(a) => cmd::show::run(&global, a),
+        Command::Report(a) => cmd::report::run(&global, a),
+        Command::Init(a) => cmd::init::run(&global, a),
+        Command::Completions(a) => cmd::completions::run(a),
+        Command::Man(a) => cmd::completions::run_man(a),
     }
 }

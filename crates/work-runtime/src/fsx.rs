@@ -167,6 +167,22 @@ pub fn remove_state(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Removes a whole state directory (a pruned run's `runs/<run-id>/`) and fsyncs its parent.
+/// A symlink is removed as a link, never followed.
+pub fn remove_state_dir(path: &Path) -> io::Result<()> {
+    if fs::symlink_metadata(path)?.file_type().is_symlink() {
+        fs::remove_file(path)?;
+    } else {
+        fs::remove_dir_all(path)?;
+    }
+    if let Some(dir) = path.parent()
+        && let Ok(d) = File::open(dir)
+    {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
 /// Reads a file to a string; `Ok(None)` when it does not exist.
 pub fn read_optional(path: &Path) -> io::Result<Option<String>> {
     match fs::read_to_string(path) {

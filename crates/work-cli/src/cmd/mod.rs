@@ -2,9 +2,14 @@
 //! [`crate::ctx::Ctx`], calls into its workflow crate, and renders the result.
 
 pub mod agents;
+pub mod completions;
 pub mod exhaust;
 pub mod implement;
+pub mod init;
 pub mod loop_cmd;
 pub mod loop_run;
+pub mod report;
+pub mod runs;
+pub mod show;
 pub mod ultra;
 pub mod until;

@@ -1,0 +1,135 @@
+//! `work runs`: the run history of this repository.
+//!
+//! - `work runs list [--json]`: every run under `.work/runs/`, newest first: id, workflow,
+//!   subject (exhaust task, until session, ultra goal, implement tasks), start, duration,
+//!   outcome, dispatches, tokens, cost. A run without `run.end` is `running` while its
+//!   process lives, else `interrupted`.
+//! - `work runs gc --older-than DURATION [--json]`: removes the run directories that started
+//!   longer ago than DURATION (`30d`, `12h`, `90m`, `2w`); a running run is never removed.
+
+use crate::CmdResult;
+use crate::ctx::{CliError, Ctx, Global};
+use serde_json::{Value, json};
+use work_history::{RunSummary, Store};
+use work_runtime::ExitStatus;
+
+/// Arguments of `work runs`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "EXAMPLES:\n  work runs list\n  work runs list --json | jq '.[0].run_id'\n  work runs gc --older-than 30d"
+)]
+pub struct Args {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: RunsCommand,
+}
+
+/// `work runs` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum RunsCommand {
+    /// Every run in this repository, newest first.
+    List {
+        /// Print the runs as a JSON array on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove old run directories (never a running one).
+    Gc {
+        /// Remove runs that started longer ago than this (`30d`, `12h`, `90m`, `2w`).
+        #[arg(long, value_name = "DURATION")]
+        older_than: String,
+        /// Print what was removed as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs `work runs`.
+pub fn run(global: &Global, args: Args) -> CmdResult {
+    match args.command {
+        RunsCommand::List { json } => list(global, json),
+        RunsCommand::Gc { older_than, json } => gc(global, &older_than, json),
+    }
+}
+
+/// The `runs list --json` row of one run.
+pub fn row_json(s: &RunSummary) -> Value {
+    json!({
+        "run_id": s.run_id,
+        "workflow": s.workflow,
+        "subject": s.subject,
+        "started": s.started,
+        "duration_ms": s.duration_ms,
+        "outcome": s.outcome,
+        "state": s.state,
+        "dispatches": s.dispatches,
+        "tokens": s.tokens,
+        "cost_usd": s.cost_usd,
+        "failures": s.failures.len(),
+    })
+}
+
+fn list(global: &Global, json: bool) -> CmdResult {
+    let ctx = Ctx::new(global)?;
+    let runs = Store::new(&ctx.state_dir).list().map_err(|e| CliError::Runtime(e.to_string()))?;
+    if json {
+        let rows: Vec<Value> = runs.iter().map(row_json).collect();
+        println!("{}", ctx.redactor.redact(&Value::Array(rows).to_string()));
+        return Ok(ExitStatus::Done);
+    }
+    if runs.is_empty() {
+        println!("No runs yet in {} (start one: work exhaust WHAT).", ctx.state_dir.join("runs").display());
+        return Ok(ExitStatus::Done);
+    }
+    let mut lines = vec![format!(
+        "{:<40} {:<10} {:<24} {:<20} {:>9} {:<20} {:>5} {:>9} {:>9}",
+        "RUN", "WORKFLOW", "SUBJECT", "STARTED", "DURATION", "OUTCOME", "DISP", "TOKENS", "COST"
+    )];
+    for s in &runs {
+        let subject = s.subject.as_ref().map(|x| x.id.clone()).unwrap_or_else(|| "-".into());
+        lines.push(format!(
+            "{:<40} {:<10} {:<24} {:<20} {:>9} {:<20} {:>5} {:>9} {:>9}",
+            s.run_id,
+            s.workflow,
+            clip(&subject, 24),
+            s.started.as_deref().map(|t| t.get(..19).unwrap_or(t).replace('T', " ")).unwrap_or_default(),
+            s.duration_ms.map(work_history::report::human_ms).unwrap_or_default(),
+            clip(&s.outcome, 20),
+            s.dispatches,
+            s.tokens,
+            format!("${:.4}", s.cost_usd),
+        ));
+    }
+    println!("{}", ctx.redactor.redact(&lines.join("\n")));
+    println!("\n{} run(s). Look at one: work show RUN · work report RUN", runs.len());
+    Ok(ExitStatus::Done)
+}
+
+/// Cuts `s` to `n` characters (an ellipsis marks the cut).
+pub fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n { s.to_string() } else { format!("{}…", s.chars().take(n - 1).collect::<String>()) }
+}
+
+fn gc(global: &Global, older_than: &str, json: bool) -> CmdResult {
+    let secs = work_history::duration::parse_duration(older_than)
+        .map_err(|e| CliError::bad(format!("parse --older-than: {e}")))?;
+    let ctx = Ctx::new(global)?;
+    let report = Store::new(&ctx.state_dir).gc(secs, ctx.clock.now()).map_err(|e| CliError::Runtime(e.to_string()))?;
+    if json {
+        println!("{}", serde_json::to_string(&report).unwrap_or_else(|_| "{}".into()));
+        return Ok(ExitStatus::Done);
+    }
+    for id in &report.removed {
+        println!("removed {id}");
+    }
+    for id in &report.kept_running {
+        println!("kept {id} (still running)");
+    }
+    println!(
+        "{} run(s) removed, {} still running kept, {} younger than {older_than} kept.",
+        report.removed.len(),
+        report.kept_running.len(),
+        report.kept
+    );
+    Ok(ExitStatus::Done)
+}
