@@ -21,5 +21,6 @@ pub mod fsx;
 pub mod redact;
 pub mod run;
 pub mod spawn;
+pub mod suggest;
 
 pub use exit::ExitStatus;
