@@ -19,9 +19,15 @@ pub fn distance(a: &str, b: &str) -> usize {
 }
 
 /// The valid name nearest to `given` (case-insensitive), when it is near enough to be a
-/// plausible misspelling: at most half the longer name's length away (and at least 2 allowed).
+/// plausible misspelling: at most half the longer name's length away (and at least 2 allowed),
+/// or a name that `given` is the start of (`exit` for `exit_code`).
 pub fn nearest<'a>(given: &str, valid: &[&'a str]) -> Option<&'a str> {
     let g = given.trim().to_ascii_lowercase();
+    if g.chars().count() >= 3
+        && let Some(v) = valid.iter().find(|v| v.to_ascii_lowercase().starts_with(&g))
+    {
+        return Some(v);
+    }
     let (best, d) =
         valid.iter().map(|v| (*v, distance(&g, &v.to_ascii_lowercase()))).min_by_key(|(v, d)| (*d, v.len()))?;
     let longer = g.chars().count().max(best.chars().count());
@@ -69,6 +75,7 @@ mod tests {
         assert_eq!(nearest("findr", &["worker", "finder"]), Some("finder"));
         assert_eq!(nearest("stop_when", &["stop_line", "tier", "objective"]), Some("stop_line"));
         assert_eq!(nearest("colour", &["tier", "objective"]), None);
+        assert_eq!(nearest("exit", &["stdout_contains", "exit_code"]), Some("exit_code"));
         assert_eq!(hint("ultra", &["low", "high"]), "; valid: low, high");
         assert_eq!(
             unknown("key", "stop_when", "GOAL.toml", &["stop_line", "tier"]),
