@@ -2,7 +2,7 @@
 //!
 //! - [`Config`] is the parsed `work.toml` (every table rejects unknown keys, naming them);
 //! - [`apply_override`] applies one `-c key=value` before parsing;
-//! - [`AgentSpec`] parses the `--agent SPEC` forms of CONTRACTS §2;
+//! - [`AgentSpec`] parses the `--agent SPEC` forms (docs/agents.md);
 //! - [`Config::resolve_role`] gives every dispatch its agent, **model** and **effort** pin
 //!   (defaults in code per role, overrides in the file), resolves a tier pin to the model the
 //!   backend will actually send ([`sent_model`]), and refuses a banned model.
@@ -193,7 +193,7 @@ pub struct Gates {
     pub test: Option<String>,
 }
 
-/// A parsed agent SPEC (CONTRACTS §2).
+/// A parsed agent SPEC.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AgentSpec {
     /// `command:<command line>`, split like a shell splits words.
@@ -301,7 +301,7 @@ pub fn check_role(role: &str) -> Result<(), ConfigError> {
 
 /// The code's default (model, effort) pin for a role. Judgement roles get the strong tier at
 /// `xhigh`; in-loop mechanical roles the fast tier at `high`; schema-bound extraction and
-/// verification stages `medium` (seed: implement-pipeline-changelog.md).
+/// verification stages `medium`.
 pub fn default_pin(role: &str) -> (&'static str, &'static str) {
     match role {
         "quality-reviewer"

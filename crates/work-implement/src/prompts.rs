@@ -1,4 +1,4 @@
-//! Briefs and answer schemas of every role. The briefs carry the seed's rules that the agents
+//! Briefs and answer schemas of every role. The briefs carry the pipeline's rules that the agents
 //! must know (no file-level discard, the HOLD clause, the unclear route, honest severity); the
 //! engine enforces every rule it can in code regardless.
 
@@ -170,7 +170,7 @@ Answer with one JSON object: {{\"status\": …, \"summary\": \"…\", \"applied_
     )
 }
 
-/// The spec reviewer's brief (seed: the unclear route for contradicted task text).
+/// The spec reviewer's brief (the unclear route for contradicted task text).
 pub fn spec_review(id: &str, text: &str, implementer_summary: &str, diff: &str) -> String {
     format!(
         "You are the SPEC-COMPLIANCE REVIEWER of task {id}. Read-only.\n\n\

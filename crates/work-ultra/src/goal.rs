@@ -57,14 +57,14 @@ pub enum GoalError {
     },
 }
 
-/// The tier: sizes process, never honesty (seed: "Tier triage").
+/// The tier: sizes process, never honesty (tier triage).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Tier {
     /// A known pattern with no open design decisions: 1–2 criteria, one dispatch for all of
     /// them per attempt, self-review in the notepad.
     #[serde(rename = "LIGHT")]
     Light,
-    /// A fact the seed names (new module, security, integration, schema, concurrency, …):
+    /// A fact that calls for care (new module, security, integration, schema, concurrency, …):
     /// 3+ criteria, one criterion at a time (RED → GREEN each), every scenario re-run after
     /// every increment.
     #[serde(rename = "HEAVY")]
@@ -89,7 +89,7 @@ pub enum CriterionKind {
     /// (the failing-first proof) and PASSING after.
     #[default]
     Change,
-    /// A characterization pin (seed: "PIN"): must PASS on the unchanged code and stay
+    /// A characterization pin: must PASS on the unchanged code and stay
     /// passing; it becomes the target of a dispatch only when an attempt broke it.
     Pin,
 }
@@ -319,7 +319,7 @@ pub struct Criterion {
     pub max_attempts: u32,
     /// The scenario's timeout in seconds.
     pub timeout_secs: u64,
-    /// The paired teardown (seed: "CLEANUP (PAIRED — NEVER SKIP)"), run with `sh -c` after
+    /// The paired teardown (cleanup is paired, never skipped), run with `sh -c` after
     /// every scenario run; a non-zero exit is a failed cleanup receipt.
     pub cleanup: Option<String>,
 }
@@ -362,7 +362,7 @@ pub struct Goal {
     /// The criteria, in file order.
     pub criteria: Vec<Criterion>,
     /// What the engine decided about the file that a person should know (a default it
-    /// applied, criteria not sized as the seed sizes the tier); recorded in the notepad.
+    /// applied, criteria not sized as the tier is sized); recorded in the notepad.
     pub notes: Vec<String>,
 }
 

@@ -1,5 +1,5 @@
 //! `work implement` and `work edit` end to end: one scripted agent plays every role (it
-//! branches on `role` and `context.task_id`), and lies the way the seed's changelog says
+//! branches on `role` and `context.task_id`), and lies the way the pipeline's changelog says
 //! agents lie. Every test asserts how the run ends AND how many dispatches it took (the agent
 //! counts its own invocations in `.agent-state/all`).
 

@@ -10,5 +10,6 @@ mod loop_cmd;
 mod loop_run;
 mod protocol;
 mod real_model;
+mod self_contained;
 mod ultra;
 mod until;

@@ -114,7 +114,7 @@ fn an_agent_that_lies_done_stays_red_and_the_goal_stops_blocked() {
     let out = s.run_json(&["ultra", "GOAL.toml", "--agent", &agent, "--json"], 1);
     assert_eq!(out["status"], "BLOCKED");
     assert_eq!(out["stop_reason"], "same-failure-repeated");
-    assert_eq!(calls(&s), 2, "the identical failure twice stops the run (seed: 2 identical failed attempts)");
+    assert_eq!(calls(&s), 2, "the identical failure twice stops the run (2 identical failed attempts)");
     let c = criterion(&out, "happy");
     assert_eq!(c["status"], "red");
     assert_eq!(c["green"]["verdict"], "fail");
