@@ -13,3 +13,4 @@ mod real_model;
 mod self_contained;
 mod ultra;
 mod until;
+mod walkthrough;
