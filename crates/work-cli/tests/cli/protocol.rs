@@ -273,3 +273,21 @@ fn every_example_in_the_doc_parses_as_json() {
         assert!(serde_json::from_str::<Value>(b).is_ok(), "not JSON:\n{b}");
     }
 }
+
+/// Every example answer goes through the real binary: `work agents try` dispatches to an agent
+/// that prints the example, under the role's schema, and the engine must accept it at the
+/// first attempt.
+#[test]
+fn every_example_answer_is_accepted_by_the_binary() {
+    let s = crate::support::Scenario::new();
+    for (i, r) in roles().into_iter().enumerate() {
+        let role = r.role.split([' ', '/']).next().unwrap_or(r.role);
+        let schema = format!("schema-{i}.json");
+        s.write(&schema, &r.schema.to_string());
+        let agent = s.agent(&format!("example-{i}.py"), &format!("print({:?})", r.example.to_string()));
+        let out =
+            s.run_json(&["agents", "try", "--agent", &agent, "--role", role, "--schema", &schema, "--json", "x"], 0);
+        assert_eq!(out["outcome"], "ok", "{} {}: {out}", r.workflow, r.role);
+        assert_eq!(out["attempts"], 1, "{} {}: {out}", r.workflow, r.role);
+    }
+}
