@@ -2,7 +2,7 @@
 //!
 //! - [`Config`] is the parsed `work.toml` (every table rejects unknown keys, naming them);
 //! - [`apply_override`] applies one `-c key=value` before parsing;
-//! - [`AgentSpec`] parses the `--agent SPEC` forms of CONTRACTS §2;
+//! - [`AgentSpec`] parses the `--agent SPEC` forms (docs/agents.md);
 //! - [`Config::resolve_role`] gives every dispatch its agent, **model** and **effort** pin
 //!   (defaults in code per role, overrides in the file), resolves a tier pin to the model the
 //!   backend will actually send ([`sent_model`]), and refuses a banned model.
@@ -65,6 +65,14 @@ pub enum ConfigError {
     /// Named agents refer to each other in a loop.
     #[error("resolve agent `{0}`: named agents refer to each other in a loop")]
     AgentLoop(String),
+    /// A role name that no workflow dispatches.
+    #[error("resolve role `{role}`: not a role{hint}")]
+    UnknownRole {
+        /// The name as given.
+        role: String,
+        /// `; did you mean …?` or the list of roles.
+        hint: String,
+    },
     /// A setting has a value outside its range.
     #[error("parse {path}: `{key}` {reason}")]
     BadValue {
@@ -185,7 +193,7 @@ pub struct Gates {
     pub test: Option<String>,
 }
 
-/// A parsed agent SPEC (CONTRACTS §2).
+/// A parsed agent SPEC.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AgentSpec {
     /// `command:<command line>`, split like a shell splits words.
@@ -254,9 +262,46 @@ impl AgentSpec {
     }
 }
 
+/// Every role a workflow dispatches: the names `[roles.ROLE]` and `-c roles.ROLE.…` accept.
+pub const ROLES: [&str; 12] = [
+    "finder",
+    "worker",
+    "implementer",
+    "spec-reviewer",
+    "quality-reviewer",
+    "tester",
+    "editor",
+    "plan-index",
+    "plan-extract",
+    "spec-drafter",
+    "adversarial-reviewer",
+    "finding-adjudicator",
+];
+
+/// The effort words a role may be pinned to (each backend maps them to what it sends).
+pub const EFFORTS: [&str; 6] = ["minimal", "low", "medium", "high", "xhigh", "max"];
+
+/// Checks an effort word (case and surrounding blanks folded), giving its canonical spelling.
+pub fn check_effort(effort: &str) -> Result<&'static str, String> {
+    let e = effort.trim().to_ascii_lowercase();
+    EFFORTS
+        .iter()
+        .copied()
+        .find(|v| *v == e)
+        .ok_or_else(|| format!("= `{effort}` is not an effort (valid: {})", EFFORTS.join(", ")))
+}
+
+/// Checks a role name, exactly as spelled.
+pub fn check_role(role: &str) -> Result<(), ConfigError> {
+    if ROLES.contains(&role) {
+        return Ok(());
+    }
+    Err(ConfigError::UnknownRole { role: role.to_string(), hint: work_runtime::suggest::hint(role, &ROLES) })
+}
+
 /// The code's default (model, effort) pin for a role. Judgement roles get the strong tier at
 /// `xhigh`; in-loop mechanical roles the fast tier at `high`; schema-bound extraction and
-/// verification stages `medium` (seed: implement-pipeline-changelog.md).
+/// verification stages `medium`.
 pub fn default_pin(role: &str) -> (&'static str, &'static str) {
     match role {
         "quality-reviewer"
@@ -315,8 +360,10 @@ impl Config {
             apply_override(&mut table, o)?;
         }
         let src = if overrides.is_empty() { name.to_string() } else { format!("{name} with -c overrides") };
-        let mut config = Config::deserialize(toml::Value::Table(table))
-            .map_err(|e| ConfigError::Parse { path: src.clone(), reason: one_line(&e.to_string()) })?;
+        let mut config = Config::deserialize(toml::Value::Table(table)).map_err(|e| ConfigError::Parse {
+            path: src.clone(),
+            reason: work_runtime::suggest::rewrite_serde_unknown(&one_line(&e.to_string()), "key", name),
+        })?;
         config.check_values(&src)?;
         config.cap_timeouts();
         Ok(config)
@@ -357,7 +404,23 @@ impl Config {
             }
         }
         for (role, r) in &self.roles {
+            if !ROLES.contains(&role.as_str()) {
+                let hint = work_runtime::suggest::hint(role, &ROLES);
+                return bad(format!("roles.{role}"), format!("is not a role{hint}"));
+            }
             timeout(format!("roles.{role}.timeout_secs"), r.timeout_secs)?;
+            if let Some(e) = &r.effort
+                && let Err(why) = check_effort(e)
+            {
+                return bad(format!("roles.{role}.effort"), why);
+            }
+        }
+        for (name, d) in &self.agents {
+            if let Some(e) = &d.effort
+                && let Err(why) = check_effort(e)
+            {
+                return bad(format!("agents.{name}.effort"), why);
+            }
         }
         Ok(())
     }
@@ -426,6 +489,7 @@ impl Config {
         cli_agent: Option<&str>,
         fallback: &str,
     ) -> Result<ResolvedRole, ConfigError> {
+        check_role(role)?;
         let r = self.roles.get(role).cloned().unwrap_or_default();
         let chosen = cli_agent.map(str::to_string).or(r.agent.clone()).or(self.agent.clone());
         let chosen = chosen.unwrap_or_else(|| fallback.to_string());
@@ -442,6 +506,7 @@ impl Config {
             .or(def.model.clone())
             .unwrap_or_else(|| dm.to_string());
         let effort = r.effort.clone().or(def.effort.clone()).unwrap_or_else(|| de.to_string());
+        let effort = check_effort(&effort).map(str::to_string).unwrap_or(effort);
         let model = sent_model(&spec, &def, &pinned);
         for m in [&pinned, &model] {
             if self.is_banned(m) {
@@ -592,7 +657,7 @@ model = "opus"
         assert_eq!((w.model.as_str(), w.effort.as_str()), ("haiku", "max"));
         let banned = c.resolve_role("worker", Some("claude:fable-2"), "command:x");
         assert!(matches!(banned, Err(ConfigError::BannedModel { .. })));
-        assert!(matches!(c.resolve_role("x", Some("nope"), "command:x"), Err(ConfigError::UnknownAgent(_))));
+        assert!(matches!(c.resolve_role("worker", Some("nope"), "command:x"), Err(ConfigError::UnknownAgent(_))));
         let c = Config::from_str_with_overrides("concurrency = 2", "w", &["concurrency=5".into()]).expect("ok");
         assert_eq!(c.concurrency, Some(5));
         assert!(Config::from_str_with_overrides("", "w", &["novalue".into()]).is_err());
@@ -658,5 +723,27 @@ model = "opus"
         assert!(e.to_string().contains("timeouts.dispatch_secs"), "{e}");
         let ok = "[agents.a]\nspec = \"openai:m\"\ninput_usd_per_mtok = 0.0\nmax_budget_usd = 0.5\n";
         assert!(Config::from_str_with_overrides(ok, "w", &[]).is_ok(), "a free model is allowed");
+    }
+
+    #[test]
+    fn role_names_efforts_and_keys_are_checked_with_a_suggestion() {
+        let err = |text: &str, o: &[&str]| {
+            let o: Vec<String> = o.iter().map(|s| s.to_string()).collect();
+            Config::from_str_with_overrides(text, "work.toml", &o).expect_err("refused").to_string()
+        };
+        let e = err("", &["roles.findr.model=opus"]);
+        assert!(e.contains("`roles.findr` is not a role; did you mean `finder`?"), "{e}");
+        let e = err("", &["roles.finder.effort=ultra"]);
+        assert!(e.contains("`ultra` is not an effort (valid: minimal, low, medium, high, xhigh, max)"), "{e}");
+        let e = err("[agents.a]\nspec = \"claude\"\neffort = \"huge\"\n", &[]);
+        assert!(e.contains("agents.a.effort") && e.contains("not an effort"), "{e}");
+        let e = err("concurrncy = 2\n", &[]);
+        assert_eq!(e, "parse work.toml: unknown key `concurrncy` in work.toml; did you mean `concurrency`?");
+        let ok = Config::from_str_with_overrides("", "work.toml", &["roles.finder.effort= High ".into()]);
+        let c = ok.expect("case and blanks of an effort fold");
+        assert_eq!(c.resolve_role("finder", Some("command:x"), "").expect("ok").effort, "high");
+        let e = c.resolve_role("reviewer", Some("command:x"), "").expect_err("unknown role").to_string();
+        assert!(e.starts_with("resolve role `reviewer`: not a role"), "{e}");
+        assert!(!e.contains('\n'));
     }
 }

@@ -39,19 +39,19 @@
 //! # Roles and answers
 //!
 //! Every dispatch carries `context.task_id` (`index`, `all`, a task id, `mini`, `edit`) and
-//! `context.phase`; each role has its own model/effort pin. Answers (schemas in [`prompts`]; the
-//! schemas require only the status or verdict, and [`answers`] folds case, synonyms and the
-//! common alternative shapes into the canonical form below before the engine reads them):
+//! `context.phase`; each role has its own model/effort pin. Answers (schemas in [`prompts`], one
+//! name per field, status words as enums; [`answers`] folds case and fills absent fields before
+//! the engine reads them; docs/protocol.md shows each with an example):
 //!
 //! | role | access | context.phase | answer |
 //! |---|---|---|---|
 //! | `plan-index` | read-only | – | `{total_tasks, tasks: [{id, title, est_bytes}]}` |
 //! | `plan-extract` | read-only | – (`task_id` `all` + `task_ids`, or one id) | `{tasks: [{id, text}]}` / `{id, text}` |
-//! | `implementer` | write | `implement`, `spec-repair`, `quality-repair`, `mini` | `{status: DONE\|DONE_WITH_CONCERNS\|BLOCKED\|NEEDS_CONTEXT, summary, applied_changes: bool or paths, concerns, held, reason}` |
-//! | `spec-reviewer` | read-only | `spec-review` | `{status (or verdict): compliant\|non_compliant\|unclear, issues, ambiguity}` |
-//! | `quality-reviewer` | read-only | `quality-review` | `{verdict (or status): approved\|changes_requested, issues?: [{severity?: important\|minor (default important), text}]}` |
+//! | `implementer` | write | `implement`, `spec-repair`, `quality-repair`, `mini` | `{status: DONE\|DONE_WITH_CONCERNS\|BLOCKED\|NEEDS_CONTEXT, summary, applied_changes: bool, concerns, held: [{finding, reason}], reason}` |
+//! | `spec-reviewer` | read-only | `spec-review` | `{status: compliant\|non_compliant\|unclear, issues, ambiguity}` |
+//! | `quality-reviewer` | read-only | `quality-review` | `{verdict: approved\|changes_requested, issues?: [{severity: important\|minor, text}]}` |
 //! | `tester` | write | `e2e` | `{status: DONE\|FAILED\|BLOCKED, fixtures, summary}` |
-//! | `editor` | write | – (`round`) | `{status: DONE\|HOLE\|BLOCKED, applied_changes: bool or paths, sites, hole: {route: specify\|tdd, detail}}` |
+//! | `editor` | write | – (`round`) | `{status: DONE\|HOLE\|BLOCKED, applied_changes: bool, sites, hole: null or {route: specify\|tdd, detail}}` |
 //!
 //! A task is E2E when its title has the word `E2E` or its body a line `E2E: yes`.
 

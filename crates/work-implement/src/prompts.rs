@@ -1,4 +1,4 @@
-//! Briefs and answer schemas of every role. The briefs carry the seed's rules that the agents
+//! Briefs and answer schemas of every role. The briefs carry the pipeline's rules that the agents
 //! must know (no file-level discard, the HOLD clause, the unclear route, honest severity); the
 //! engine enforces every rule it can in code regardless.
 
@@ -24,126 +24,102 @@ const NO_DISCARD: &str = "Never discard work with `git checkout -- <file>`, `git
 `git reset` or `git clean`: other tasks' uncommitted work shares this tree. Over-reach is undone by editing back; a \
 broken intermediate state is repaired forward or reported BLOCKED. Do not commit.";
 
-/// The implementer's answer: only `status` is required (folded by [`crate::answers::implementer`]).
+fn strings() -> Value {
+    json!({"type": "array", "items": {"type": "string"}})
+}
+
+fn text() -> Value {
+    json!({"type": ["string", "null"]})
+}
+
+/// A closed object schema: `required` and `properties`, no other field.
+fn object(required: &[&str], properties: Value) -> Value {
+    json!({"type": "object", "additionalProperties": false, "required": required, "properties": properties})
+}
+
+/// The implementer's answer: only `status` is required (read by [`crate::answers::implementer`]).
 pub fn implementer_schema() -> Value {
-    json!({
-        "type": "object",
-        "required": ["status"],
-        "properties": {
+    let held = object(&["finding", "reason"], json!({"finding": {"type": "string"}, "reason": {"type": "string"}}));
+    object(
+        &["status"],
+        json!({
             "status": word_enum(&answers::IMPLEMENTER_STATUS),
-            "summary": {"type": ["string", "array", "null"]},
-            "applied_changes": {"type": ["boolean", "array", "null"], "description": "true/false, or the paths you changed"},
-            "concerns": {"type": ["string", "array", "null"]},
-            "held": {"type": ["array", "object", "string", "null"]},
-            "reason": {"type": ["string", "array", "null"]}
-        }
-    })
+            "summary": text(),
+            "applied_changes": {"type": "boolean", "description": "whether you changed the tree"},
+            "concerns": strings(),
+            "held": {"type": "array", "items": held},
+            "reason": text()
+        }),
+    )
 }
 
-/// The spec reviewer's answer: a `status` (or `verdict`) is required (folded by
-/// [`crate::answers::spec`]).
+/// The spec reviewer's answer: `status` is required (read by [`crate::answers::spec`]).
 pub fn spec_schema() -> Value {
-    let verdict = word_enum(&answers::SPEC_STATUS);
-    json!({
-        "type": "object",
-        "anyOf": [{"required": ["status"]}, {"required": ["verdict"]}],
-        "properties": {
-            "status": verdict.clone(),
-            "verdict": verdict,
-            "issues": {"type": ["string", "array", "null"]},
-            "ambiguity": {"type": ["string", "array", "null"]}
-        }
-    })
+    object(&["status"], json!({"status": word_enum(&answers::SPEC_STATUS), "issues": strings(), "ambiguity": text()}))
 }
 
-/// The quality reviewer's answer (seed: findings are `{severity, text}`): a `verdict` (or
-/// `status`) is required; `issues` defaults to none, severities fold case and default to
-/// `important` (see [`crate::answers::quality`]).
+/// The quality reviewer's answer (findings are `{severity, text}`): `verdict` is required;
+/// `issues` defaults to none (see [`crate::answers::quality`]).
 pub fn quality_schema() -> Value {
-    let verdict = word_enum(&answers::QUALITY_VERDICT);
-    json!({
-        "type": "object",
-        "anyOf": [{"required": ["verdict"]}, {"required": ["status"]}],
-        "properties": {
-            "verdict": verdict.clone(),
-            "status": verdict,
-            "issues": {"type": ["array", "string", "null"], "items": {
-                "type": ["object", "string"],
-                "properties": {"severity": {"type": ["string", "null"], "description": "important | minor"},
-                               "text": {"type": "string"}}
-            }}
-        }
-    })
+    let issue =
+        object(&["severity", "text"], json!({"severity": word_enum(&answers::SEVERITY), "text": {"type": "string"}}));
+    object(
+        &["verdict"],
+        json!({"verdict": word_enum(&answers::QUALITY_VERDICT), "issues": {"type": "array", "items": issue}}),
+    )
 }
 
-/// The tester's answer (folded by [`crate::answers::tester`]).
+/// The tester's answer (read by [`crate::answers::tester`]).
 pub fn tester_schema() -> Value {
-    json!({
-        "type": "object",
-        "required": ["status"],
-        "properties": {
+    object(
+        &["status"],
+        json!({
             "status": word_enum(&answers::TESTER_STATUS),
-            "fixtures": {"type": ["integer", "array", "null"], "minimum": 0},
-            "summary": {"type": ["string", "array", "null"]}
-        }
-    })
+            "fixtures": {"type": "integer", "minimum": 0},
+            "summary": text()
+        }),
+    )
 }
 
 /// The plan index's answer.
 pub fn index_schema() -> Value {
-    json!({
-        "type": "object",
-        "required": ["total_tasks", "tasks"],
-        "properties": {
-            "total_tasks": {"type": "integer", "minimum": 0},
-            "tasks": {"type": "array", "items": {
-                "type": "object",
-                "required": ["id", "title"],
-                "properties": {"id": {"type": "string"}, "title": {"type": "string"},
-                               "est_bytes": {"type": "integer", "minimum": 0}}
-            }}
-        }
-    })
+    let task = object(
+        &["id", "title"],
+        json!({"id": {"type": "string"}, "title": {"type": "string"}, "est_bytes": {"type": "integer", "minimum": 0}}),
+    );
+    object(
+        &["total_tasks", "tasks"],
+        json!({"total_tasks": {"type": "integer", "minimum": 0}, "tasks": {"type": "array", "items": task}}),
+    )
 }
 
 /// The batched plan extract's answer.
 pub fn extract_all_schema() -> Value {
-    json!({
-        "type": "object",
-        "required": ["tasks"],
-        "properties": {"tasks": {"type": "array", "items": {
-            "type": "object", "required": ["id", "text"],
-            "properties": {"id": {"type": "string"}, "text": {"type": "string"}}
-        }}}
-    })
+    let task = object(&["id", "text"], json!({"id": {"type": "string"}, "text": {"type": "string"}}));
+    object(&["tasks"], json!({"tasks": {"type": "array", "items": task}}))
 }
 
 /// One task's plan extract answer.
 pub fn extract_one_schema() -> Value {
-    json!({
-        "type": "object",
-        "required": ["text"],
-        "properties": {"id": {"type": "string"}, "text": {"type": "string"}}
-    })
+    object(&["text"], json!({"id": {"type": "string"}, "text": {"type": "string"}}))
 }
 
-/// The edit agent's answer (folded by [`crate::answers::editor`]; `applied_changes` may be a
-/// boolean or the list of changed paths).
+/// The edit agent's answer (read by [`crate::answers::editor`]).
 pub fn editor_schema() -> Value {
-    json!({
-        "type": "object",
-        "required": ["status"],
-        "properties": {
+    let mut hole =
+        object(&["route", "detail"], json!({"route": word_enum(&answers::HOLE_ROUTE), "detail": {"type": "string"}}));
+    hole["type"] = json!(["object", "null"]);
+    object(
+        &["status"],
+        json!({
             "status": word_enum(&answers::EDITOR_STATUS),
-            "applied_changes": {"type": ["boolean", "array", "null"]},
-            "sites": {"type": ["integer", "array", "null"], "minimum": 0},
-            "hole": {"type": ["object", "string", "null"], "properties": {
-                "route": word_enum(&answers::HOLE_ROUTE), "detail": {"type": ["string", "array", "null"]}
-            }},
-            "summary": {"type": ["string", "array", "null"]},
-            "reason": {"type": ["string", "array", "null"]}
-        }
-    })
+            "applied_changes": {"type": "boolean"},
+            "sites": {"type": "integer", "minimum": 0},
+            "hole": hole,
+            "summary": text(),
+            "reason": text()
+        }),
+    )
 }
 
 /// The implementer's first brief for a task.
@@ -194,7 +170,7 @@ Answer with one JSON object: {{\"status\": …, \"summary\": \"…\", \"applied_
     )
 }
 
-/// The spec reviewer's brief (seed: the unclear route for contradicted task text).
+/// The spec reviewer's brief (the unclear route for contradicted task text).
 pub fn spec_review(id: &str, text: &str, implementer_summary: &str, diff: &str) -> String {
     format!(
         "You are the SPEC-COMPLIANCE REVIEWER of task {id}. Read-only.\n\n\

@@ -98,7 +98,7 @@ pub fn adjudication_schema() -> Value {
     })
 }
 
-/// The engine's three severities, from a reviewer's word. The vocabulary is the seed's own:
+/// The engine's three severities, from a reviewer's word. The vocabulary is the work-loop method's own:
 /// its severity legend (blocker / major / minor / advisory) and the reviewer contract
 /// (Blockers / Concerns / Nits), plus common synonyms, in any case, singular or plural, with or
 /// without the legend's colour marks. The first recognised word wins. An unknown or missing

@@ -21,6 +21,7 @@ pub mod fsx;
 pub mod redact;
 pub mod run;
 pub mod spawn;
+pub mod suggest;
 pub mod tree_guard;
 
 pub use exit::ExitStatus;

@@ -792,13 +792,12 @@ impl Runner<'_, '_> {
         s.push_str("\n## Success criteria + QA scenarios\n");
         for c in &g.criteria {
             s.push_str(&format!(
-                "- `{}` ({}): `{}` — PASS when {} — evidence: {}{} — max attempts {} per run{}\n",
+                "- `{}` ({}): `{}` — PASS when {} — evidence: {} — max attempts {} per run{}\n",
                 c.id,
                 c.kind.as_str(),
                 c.scenario,
                 c.pass.describe(),
                 c.evidence.iter().map(|e| e.as_str()).collect::<Vec<_>>().join(", "),
-                c.evidence_note.as_deref().map(|n| format!(" (written: \"{n}\")")).unwrap_or_default(),
                 c.max_attempts,
                 c.cleanup.as_deref().map(|x| format!(" — cleanup: `{x}`")).unwrap_or_default()
             ));

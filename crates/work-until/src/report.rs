@@ -2,22 +2,15 @@
 //! the typed report, `validate-report` (the engine's own parse, after the schema), and its
 //! markdown rendering (`report.md`, `reports/NN.md`).
 //!
-//! Only `status` (`done | continue | blocked`, any case) is required: CONTRACTS §4 names
-//! nothing else. Everything else is optional and read leniently, because a worker that did the
-//! work must not lose the iteration over the shape of its prose:
+//! One name per field, one type per field, no other field (docs/protocol.md):
 //!
-//! - `summary` (string; default empty);
-//! - list-like fields — `next_steps`, `decisions`, `evidence`, `changes_claimed` — take a
-//!   string (one item) or an array (strings; an object item gives its `path` / `file` / `text`,
-//!   else its JSON);
-//! - the claimed files are also read under the common other names `files_changed`,
-//!   `changed_files`, `changes` and `files` (all of them, merged); they are still checked
-//!   against git like `changes_claimed`;
-//! - the blocker is `blocker` or `blockers`, a string or an array (items joined with `; `);
-//! - `notes` is a string or an array (joined by lines).
+//! - `status` (required): `done | continue | blocked` (the engine folds case and blanks);
+//! - `summary` (string), `blocker` (string or null), `notes` (string or null);
+//! - `changes_claimed`, `next_steps`, `decisions`, `evidence` (arrays of strings); the
+//!   claimed paths are checked against git.
 //!
 //! A `blocked` report without a blocker takes its summary (or "no reason given") as the
-//! blocker. The schema is deliberately lenient about extra fields.
+//! blocker.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -92,49 +85,38 @@ pub enum ReportError {
     },
 }
 
-/// The accepted spellings of the report's status (the engine folds case).
-const STATUS_SPELLINGS: [&str; 9] =
-    ["done", "continue", "blocked", "DONE", "CONTINUE", "BLOCKED", "Done", "Continue", "Blocked"];
-
-/// The other names a worker may give its claimed files (read like `changes_claimed`).
-pub const CLAIM_ALIASES: [&str; 4] = ["files_changed", "changed_files", "changes", "files"];
+/// The report's status words.
+pub const STATUS_WORDS: [&str; 3] = ["done", "continue", "blocked"];
 
 /// The JSON Schema of the worker's answer (the dispatch schema): only `status` is required.
 pub fn report_schema() -> Value {
-    let list = |what: &str| json!({"type": ["string", "array", "null"], "description": what});
-    let mut props = serde_json::Map::new();
-    props.insert(
-        "status".into(),
-        json!({"enum": STATUS_SPELLINGS,
-               "description": "done: the until-clause holds (the engine verifies); continue: more work remains; blocked: you cannot go on"}),
-    );
-    props.insert("summary".into(), json!({"type": ["string", "null"], "description": "what you did this iteration"}));
-    props.insert("changes_claimed".into(), list("repository-relative paths you changed"));
-    for alias in CLAIM_ALIASES {
-        props.insert(alias.into(), list("same as changes_claimed"));
-    }
-    props.insert("blocker".into(), list("what stops progress, or null"));
-    props.insert("blockers".into(), list("same as blocker"));
-    props.insert("next_steps".into(), list("what the next worker should do"));
-    props.insert("decisions".into(), list("decisions taken (kept in the ledger)"));
-    props.insert("evidence".into(), list("commands run, outputs"));
-    props.insert("notes".into(), list("free-form notes"));
+    let list = |what: &str| json!({"type": "array", "items": {"type": "string"}, "description": what});
     json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "work-until worker report",
         "type": "object",
+        "additionalProperties": false,
         "required": ["status"],
-        "properties": Value::Object(props)
+        "properties": {
+            "status": {"enum": STATUS_WORDS,
+                       "description": "done: the until-clause holds (the engine verifies); continue: more work remains; blocked: you cannot go on"},
+            "summary": {"type": "string", "description": "what you did this iteration"},
+            "changes_claimed": list("repository-relative paths you changed"),
+            "blocker": {"type": ["string", "null"], "description": "what stops progress, or null"},
+            "next_steps": list("what the next worker should do"),
+            "decisions": list("decisions taken (kept in the ledger)"),
+            "evidence": list("commands run, outputs"),
+            "notes": {"type": ["string", "null"], "description": "free-form notes"}
+        }
     })
 }
 
 /// The JSON Schema of the recon answer (iteration 0, read-only).
 pub fn recon_schema() -> Value {
-    let strings = json!({"type": ["string", "array", "null"]});
+    let strings = json!({"type": "array", "items": {"type": "string"}});
     json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "work-until recon map",
         "type": "object",
+        "additionalProperties": false,
         "required": ["summary"],
         "properties": {
             "summary": {"type": "string", "minLength": 1},
@@ -203,17 +185,11 @@ pub fn validate_report(doc: &Value) -> Result<WorkerReport, ReportError> {
         None => return Err(ReportError::Missing("status")),
     };
     let summary = opt_string(obj, "summary")?.unwrap_or_default();
-    let mut changes_claimed = strings(obj, "changes_claimed")?;
-    for alias in CLAIM_ALIASES {
-        changes_claimed.extend(strings(obj, alias)?);
-    }
-    changes_claimed = changes_claimed.iter().map(|p| normalize_claim(p)).filter(|p| !p.is_empty()).collect();
+    let mut changes_claimed: Vec<String> =
+        strings(obj, "changes_claimed")?.iter().map(|p| normalize_claim(p)).filter(|p| !p.is_empty()).collect();
     changes_claimed.sort();
     changes_claimed.dedup();
     let mut blocker = text(obj, "blocker", "; ")?;
-    if blocker.is_none() {
-        blocker = text(obj, "blockers", "; ")?;
-    }
     if status == ReportStatus::Blocked && blocker.is_none() {
         blocker = Some(if summary.is_empty() { "no reason given".to_string() } else { summary.clone() });
     }
@@ -292,7 +268,7 @@ mod tests {
     #[test]
     fn only_the_status_is_required() {
         let schema = report_schema();
-        for doc in [json!({"status": "continue"}), json!({"status": "DONE"}), json!({"status": "done", "summary": ""})]
+        for doc in [json!({"status": "continue"}), json!({"status": "done"}), json!({"status": "done", "summary": ""})]
         {
             assert!(work_runtime::dispatch::validate(&schema, &doc).is_ok(), "{doc}");
             let r = validate_report(&doc).expect("valid");
@@ -302,30 +278,31 @@ mod tests {
     }
 
     #[test]
-    fn list_fields_take_strings_or_arrays_and_claims_take_other_names() {
+    fn one_name_per_field_and_no_other_field() {
+        let schema = report_schema();
+        assert!(schema.get("$schema").is_none() && schema.get("anyOf").is_none());
         let doc = json!({
             "status": "continue",
-            "next_steps": "do X",
-            "decisions": ["keep names", 3],
-            "evidence": "ran cargo test",
-            "notes": ["one", "two"],
-            "changes_claimed": "a.txt",
-            "files_changed": ["b.txt"],
-            "changed_files": "c.txt",
-            "changes": [{"path": "d.txt", "what": "edited"}],
-            "files": ["./a.txt", "e.txt\n## Decisions"],
-            "blockers": ["db down", "no key"]
+            "next_steps": ["do X"],
+            "decisions": ["keep names"],
+            "evidence": ["ran cargo test"],
+            "notes": "one\ntwo",
+            "changes_claimed": ["a.txt", "./b.txt", "e.txt\n## Decisions"],
+            "blocker": "db down"
         });
-        assert!(work_runtime::dispatch::validate(&report_schema(), &doc).is_ok());
+        assert!(work_runtime::dispatch::validate(&schema, &doc).is_ok());
         let r = validate_report(&doc).expect("valid");
-        assert_eq!(r.next_steps, vec!["do X".to_string()]);
-        assert_eq!(r.decisions, vec!["keep names".to_string(), "3".to_string()]);
-        assert_eq!(r.evidence, vec!["ran cargo test".to_string()]);
-        assert_eq!(r.notes.as_deref(), Some("one\ntwo"));
-        assert_eq!(r.changes_claimed, ["a.txt", "b.txt", "c.txt", "d.txt", "e.txt ## Decisions"]);
-        assert_eq!(r.blocker.as_deref(), Some("db down; no key"));
-        let r = validate_report(&json!({"status": "continue", "blocker": "x", "blockers": "y"})).expect("valid");
-        assert_eq!(r.blocker.as_deref(), Some("x"), "`blocker` wins over `blockers`");
+        assert_eq!(r.changes_claimed, ["a.txt", "b.txt", "e.txt ## Decisions"]);
+        assert_eq!(r.blocker.as_deref(), Some("db down"));
+        for other in [
+            json!({"status": "continue", "files_changed": ["a.txt"]}),
+            json!({"status": "continue", "blockers": "x"}),
+            json!({"status": "Continue"}),
+            json!({"status": "continue", "next_steps": "do X"}),
+        ] {
+            assert!(work_runtime::dispatch::validate(&schema, &other).is_err(), "{other}");
+        }
+        assert_eq!(validate_report(&json!({"status": " DONE "})).expect("folded").status, ReportStatus::Done);
     }
 
     #[test]

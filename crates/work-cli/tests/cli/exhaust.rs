@@ -1,4 +1,4 @@
-//! `work exhaust` end to end: the seed's worked example, every way a finder can fail or lie,
+//! `work exhaust` end to end: the worked example of the exhaust rules, every way a finder can fail or lie,
 //! gate 2's refusals, budgets, resume after SIGKILL, and bad input.
 
 use crate::support::{Scenario, assert_one_line_error};

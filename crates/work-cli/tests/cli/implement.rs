@@ -1,5 +1,5 @@
 //! `work implement` and `work edit` end to end: one scripted agent plays every role (it
-//! branches on `role` and `context.task_id`), and lies the way the seed's changelog says
+//! branches on `role` and `context.task_id`), and lies the way the pipeline's changelog says
 //! agents lie. Every test asserts how the run ends AND how many dispatches it took (the agent
 //! counts its own invocations in `.agent-state/all`).
 
@@ -851,24 +851,37 @@ fn edit_carriers_are_guarded_too() {
 // ---------------------------------------------------------------- review fixes
 
 #[test]
-fn a_minimal_quality_verdict_under_either_name_and_any_case_is_accepted() {
-    for answer in ["{'verdict': 'approved'}", "{'status': 'APPROVED'}", "{'verdict': 'Approved', 'issues': None}"] {
+fn a_minimal_quality_verdict_is_read_once_and_another_name_is_malformed() {
+    for answer in ["{'verdict': 'approved'}", "{'verdict': 'approved', 'issues': []}"] {
         let s = repo_with_plan(&[("1", "Add greeting", "Create hello.txt.")]);
         let a = agent(
             &s,
             &format!(
-                "if role == 'implementer':\n    write('hello.txt', 'hi\\n')\n    out({{'status': 'done', 'applied_changes': ['hello.txt']}})\nif role == 'quality-reviewer':\n    out({answer})"
+                "if role == 'implementer':\n    write('hello.txt', 'hi\\n')\n    out(DONE)\nif role == 'quality-reviewer':\n    out({answer})"
             ),
         );
         let r = implement(&s, &a, "test -f hello.txt", &[], 0);
         assert_eq!(r["status"], "DONE", "{answer}: {r}");
         assert_eq!(dispatches(&s), 3, "{answer}: nothing was retried");
-        assert!(!concerns(&r).contains("applied_changes"), "a list of paths means applied: {r}");
+    }
+    // `status` is not the quality reviewer's field, nor is a case variant of its verdict a verdict:
+    // the answer is malformed (retried once, then dropped), never read as approval.
+    for answer in ["{'status': 'approved'}", "{'verdict': 'Approved'}"] {
+        let s = repo_with_plan(&[("1", "Add greeting", "Create hello.txt.")]);
+        let a = agent(
+            &s,
+            &format!(
+                "if role == 'implementer':\n    write('hello.txt', 'hi\\n')\n    out(DONE)\nif role == 'quality-reviewer':\n    out({answer})"
+            ),
+        );
+        let r = implement(&s, &a, "test -f hello.txt", &[], 1);
+        assert_ne!(r["status"], "DONE", "{answer}: {r}");
+        assert_eq!(dispatches(&s), 4, "{answer}: impl, spec, quality twice");
     }
 }
 
 #[test]
-fn severities_fold_case_and_a_missing_severity_is_important() {
+fn an_important_finding_gets_a_repair_and_a_minor_one_rides_the_valve() {
     let s = repo_with_plan(&[("1", "Add greeting", "Create hello.txt.")]);
     let a = agent(
         &s,
@@ -877,24 +890,24 @@ if role == 'implementer':
     write('hello.txt', 'v%d\n' % n_role)
     out(DONE)
 if role == 'quality-reviewer' and n_role == 1:
-    out({'status': 'Changes_Requested', 'issues': [{'text': 'a real bug, severity not given'}]})
+    out({'verdict': 'changes_requested', 'issues': [{'severity': 'important', 'text': 'a real bug'}]})
 if role == 'quality-reviewer':
-    out({'verdict': 'CHANGES_REQUESTED', 'issues': [{'severity': 'Minor', 'text': 'stale comment'}]})
+    out({'verdict': 'changes_requested', 'issues': [{'severity': 'minor', 'text': 'stale comment'}]})
 "#,
     );
     let r = implement(&s, &a, "true", &[], 0);
     assert_eq!(r["status"], "DONE", "{r}");
-    assert_eq!(r["tasks"][0]["repairs"], 1, "the unlabelled finding was important: it got a repair");
-    assert!(concerns(&r).contains("[minor] stale comment"), "the Minor finding rode the valve: {r}");
+    assert_eq!(r["tasks"][0]["repairs"], 1, "the important finding got a repair");
+    assert!(concerns(&r).contains("[minor] stale comment"), "the minor finding rode the valve: {r}");
     assert_eq!(dispatches(&s), 6, "impl, spec, q, repair, spec, q(minor) ⇒ valve");
 }
 
 #[test]
-fn an_edit_agent_may_list_its_applied_changes() {
+fn an_edit_agent_reports_its_applied_changes() {
     let s = edit_repo();
     let a = agent(
         &s,
-        "if role == 'editor':\n    write('src/lib.txt', 'struct Bar\\n')\n    out({'status': 'done', 'applied_changes': ['src/lib.txt'], 'sites': 0})",
+        "if role == 'editor':\n    write('src/lib.txt', 'struct Bar\\n')\n    out({'status': 'DONE', 'applied_changes': True, 'sites': 0})",
     );
     let r = edit(&s, &a, &["--test-cmd", "grep -q Bar src/lib.txt"], 0);
     assert_eq!(r["status"], "DONE", "{r}");

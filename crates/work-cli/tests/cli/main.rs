@@ -12,5 +12,8 @@ mod history;
 mod implement;
 mod loop_cmd;
 mod loop_run;
+mod protocol;
+mod self_contained;
 mod ultra;
 mod until;
+mod walkthrough;

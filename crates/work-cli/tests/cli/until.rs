@@ -281,7 +281,7 @@ print(json.dumps({"status": "done" if n == 3 else "continue", "summary": "s", "c
 }
 
 #[test]
-fn a_minimal_report_and_other_field_shapes_are_accepted_and_claims_still_checked() {
+fn a_minimal_report_and_a_full_one_are_accepted_and_claims_still_checked() {
     let s = Scenario::new();
     let agent = worker(
         &s,
@@ -291,12 +291,12 @@ if n == 1:
     print(json.dumps({"status": "continue"}))
 elif n == 2:
     open('b.txt', 'w').write('x')
-    print(json.dumps({"status": "continue", "summary": "b", "next_steps": "write READY",
-                      "notes": ["n1", "n2"], "decisions": "keep it small", "evidence": "ls",
-                      "files_changed": ["b.txt", "ghost.rs"], "changes": "phantom.rs"}))
+    print(json.dumps({"status": "continue", "summary": "b", "next_steps": ["write READY"],
+                      "notes": "n1", "decisions": ["keep it small"], "evidence": ["ls"],
+                      "changes_claimed": ["b.txt", "ghost.rs", "phantom.rs"], "blocker": None}))
 else:
     open('READY', 'w').write('x')
-    print(json.dumps({"status": "done", "changed_files": "READY"}))
+    print(json.dumps({"status": "done", "changes_claimed": ["READY"]}))
 "#,
     );
     let v = s.run_json(&["until", "file READY exists", "--goal", "g", "--agent", &agent, "--json"], 0);
@@ -311,13 +311,13 @@ else:
 }
 
 #[test]
-fn the_same_blocker_twice_under_the_other_name_is_blocked() {
+fn a_joined_blocker_seen_twice_is_blocked() {
     let s = Scenario::new();
     let agent = worker(
         &s,
         r#"
 open('f%d' % n, 'w').write('x')
-print(json.dumps({"status": "continue", "files": "f%d" % n, "blockers": ["The staging DB is down", "no key"]}))
+print(json.dumps({"status": "continue", "changes_claimed": ["f%d" % n], "blocker": "The staging DB is down; no key"}))
 "#,
     );
     let v = s.run_json(&["until", "`false` exits 0", "--goal", "g", "--agent", &agent, "--json"], 1);

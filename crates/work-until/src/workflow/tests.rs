@@ -181,7 +181,7 @@ async fn done_reports_whose_verify_fails_obey_the_stall_rules() {
     let b = |f: &'static str| -> Step {
         Box::new(move |root: &Path, _| {
             std::fs::write(root.join(f), "y").map_err(|e| e.to_string())?;
-            Ok(json!({"status": "done", "blockers": ["The DB is down"], "changes_claimed": [f]}))
+            Ok(json!({"status": "done", "blocker": "The DB is down", "changes_claimed": [f]}))
         })
     };
     let (out, _, _) = go(d.path(), meta(Some("false"), 8, Mode::Auto), vec![b("x"), b("y"), b("z")]).await;
