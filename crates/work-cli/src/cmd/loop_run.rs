@@ -182,7 +182,10 @@ pub fn run(global: &Global, a: RunArgs) -> CmdResult {
             return Err(e);
         }
     };
-    let run = ctx.start_run("loop", a.budget.budget(), Spent::default())?;
+    let run_id = ctx.new_run_id("loop");
+    // The agents write the tree: one writer per tree, whatever the state directory.
+    let _tree = ctx.lock_tree(&run_id)?;
+    let run = ctx.start_run_as(run_id, "loop", a.budget.budget(), Spent::default(), Default::default())?;
     let roles: BTreeMap<String, RoleDispatch> = resolved
         .into_iter()
         .map(|(role, agent)| {
@@ -204,15 +207,20 @@ fn render(ctx: &Ctx, r: &Report, json: bool) {
         return;
     }
     let line = |k: &str| doc.get(k).and_then(serde_json::Value::as_str).unwrap_or("-").to_string();
-    println!("{}: {} ({})", line("outcome"), line("message"), line("reason"));
-    println!("state: {}  run: {}  review mode: {}", line("state"), line("run_id"), line("review_mode"));
+    work_run::output::line(format!("{}: {} ({})", line("outcome"), line("message"), line("reason")));
+    work_run::output::line(format!(
+        "state: {}  run: {}  review mode: {}",
+        line("state"),
+        line("run_id"),
+        line("review_mode")
+    ));
     if let Some(v) = doc.get("verdict").and_then(serde_json::Value::as_str) {
-        println!("verdict: {v} ({})", doc["verdict_state"].as_str().unwrap_or("-"));
+        work_run::output::line(format!("verdict: {v} ({})", doc["verdict_state"].as_str().unwrap_or("-")));
     }
     if let Some(next) = doc.get("next").and_then(serde_json::Value::as_object) {
         for (k, v) in next {
             if let Some(s) = v.as_str() {
-                println!("next {k}: {s}");
+                work_run::output::line(format!("next {k}: {s}"));
             }
         }
     }
