@@ -83,7 +83,11 @@ fn parse_error(e: clap::Error) -> i32 {
     match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
             output::line(e.to_string().trim_end());
-            code(ExitStatus::Done)
+            let failure = output::failure();
+            if let Some(output::WriteFailure::Failed(why)) = &failure {
+                output::err_line(&format!("error: failed to write the help to stdout: {why}"));
+            }
+            status::exit_code(status::with_output(RunStatus::Ended(ExitStatus::Done), failure.as_ref()))
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             output::err_line(e.to_string().trim_end());
