@@ -4,7 +4,7 @@
 //! preflight (all bad input ⇒ exit 2, nothing dispatched, nothing written)
 //!   ─▶ lock the workflow's own state ─▶ lock the working tree (write workflows)
 //!   ─▶ drive (load-or-init, start the run under the run id, dispatch, finish)
-//!   ─▶ render (the command's result, then the run summary) through the one output writer
+//!   ─▶ render (the command's result on stdout, the run summary on stderr) through the one output writer
 //!   ─▶ RunStatus ─▶ status::exit_code
 //! ```
 //!
@@ -87,15 +87,11 @@ impl Summary {
         out
     }
 
-    /// Prints the summary: on stdout after a human result, on stderr beside a `--json` one
-    /// (stdout then holds the document alone).
-    pub fn print(&self, json: bool) {
+    /// Prints the summary for a person, on stderr beside the progress lines: stdout holds the
+    /// command's result alone (its human lines, or the `--json` document).
+    pub fn print(&self) {
         for l in self.lines() {
-            if json {
-                output::err_line(&l);
-            } else {
-                output::line(l);
-            }
+            output::err_line(&l);
         }
     }
 }
@@ -124,8 +120,6 @@ pub struct Ended {
     pub status: ExitStatus,
     /// The end-of-run summary (None for a command that is not a run, e.g. a listing).
     pub summary: Option<Summary>,
-    /// The result was printed as `--json`.
-    pub json: bool,
 }
 
 /// A workflow as the harness runs it.
@@ -171,7 +165,7 @@ pub fn run<W: Workflow>(mut w: W, run_id: String) -> Result<ExitStatus, W::Error
     release(state, bad);
     let ended = result?;
     if let Some(s) = &ended.summary {
-        s.print(ended.json);
+        s.print();
     }
     Ok(ended.status)
 }

@@ -276,8 +276,8 @@ fn run_locked(
             if a.json {
                 ctx::print_json(&ctx.redactor.redact_json(&serde_json::to_value(&j).unwrap_or_default()));
             }
-            let searched = !(j.angles_used.is_empty() && !j.given_up.is_empty());
-            summary(&run, &j, &reason).print(a.json);
+            let searched = !j.angles_used.is_empty() || j.given_up.is_empty();
+            summary(&run, &j, &reason).print();
             Ok(work_run::status::exhaust(work_run::status::ExhaustStop::parse(&reason), searched))
         }
         Err(ExhaustError::Oracle(e)) => {

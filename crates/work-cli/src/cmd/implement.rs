@@ -260,7 +260,7 @@ fn emit(ctx: &Ctx, json: bool, report: &EndReport) -> CmdResult {
         events,
         ..Default::default()
     };
-    summary.print(json);
+    summary.print();
     Ok(work_run::status::iteration(report.status))
 }
 

@@ -195,13 +195,51 @@ pub fn run(global: &Global, a: RunArgs) -> CmdResult {
         .collect();
     let rt = ctx::runtime()?;
     let report = rt.block_on(Driver::new(run, roles, settings, sd).drive());
-    render(&ctx, &report, a.json);
+    render(&report, &resume_flags(&a), a.json);
     drop(lock);
     Ok(report.exit)
 }
 
-fn render(ctx: &Ctx, r: &Report, json: bool) {
-    let doc = ctx.redactor.redact_json(&serde_json::to_value(r).unwrap_or(serde_json::Value::Null));
+/// A value quoted for `sh` when it needs it.
+fn sh_quote(v: &str) -> String {
+    if !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+".contains(c)) {
+        v.to_string()
+    } else {
+        format!("'{}'", v.replace('\'', "'\\''"))
+    }
+}
+
+/// The flags a resumed run needs again (the run's state keeps neither the agent nor the test
+/// gate given on this command line), so the printed `--resume` commands work as printed.
+fn resume_flags(a: &RunArgs) -> String {
+    let mut out = String::new();
+    if let Some(agent) = &a.agent {
+        out.push_str(&format!(" --agent {}", sh_quote(agent)));
+    }
+    if let Some(t) = &a.test_cmd {
+        out.push_str(&format!(" --test-cmd {}", sh_quote(t)));
+    }
+    out
+}
+
+/// Every `work loop run <dir> --resume` in the result, completed with `extra`.
+fn complete_resume(v: &mut serde_json::Value, extra: &str) {
+    use serde_json::Value;
+    match v {
+        Value::String(s) if s.contains(" --resume") && s.contains("work loop run ") => {
+            *s = s.replace(" --resume", &format!(" --resume{extra}"));
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| complete_resume(x, extra)),
+        Value::Object(o) => o.values_mut().for_each(|x| complete_resume(x, extra)),
+        _ => {}
+    }
+}
+
+fn render(r: &Report, extra: &str, json: bool) {
+    let mut doc = serde_json::to_value(r).unwrap_or(serde_json::Value::Null);
+    if !extra.is_empty() {
+        complete_resume(&mut doc, extra);
+    }
     if json {
         print_json(&doc);
         return;

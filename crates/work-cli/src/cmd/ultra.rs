@@ -146,7 +146,7 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
         events: Some(run.run_dir().join("events.jsonl")),
         ..Default::default()
     }
-    .print(args.json);
+    .print();
     drop(tree);
     drop(lock);
     Ok(work_run::status::goal(outcome.status))

@@ -329,7 +329,7 @@ fn recommend(candidates: &[Session], as_json: bool) -> ExitStatus {
     } else {
         work_run::output::line(format!("Recommended: {}", session::describe(first)));
         if candidates.len() > 1 {
-            work_run::output::line(format!("Other candidates:"));
+            work_run::output::line("Other candidates:");
             for c in &candidates[1..] {
                 work_run::output::line(format!("  {}", session::describe(c)));
             }
@@ -425,6 +425,6 @@ fn render(s: &Session, outcome: &LoopOutcome, run: &work_runtime::run::RunContex
         next: session::resume_command(&s.meta),
         events: Some(run_dir.join("events.jsonl")),
     };
-    summary.print(as_json);
+    summary.print();
     work_run::status::until(status)
 }
