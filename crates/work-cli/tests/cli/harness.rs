@@ -337,3 +337,35 @@ fn implement_and_edit_refuse_bad_input_before_any_agent_starts() {
         assert!(!s.path(".work/iterations").exists(), "work {args:?} wrote artifacts");
     }
 }
+
+#[test]
+fn ctrl_c_in_until_prints_the_exact_resume_command_and_exits_130() {
+    let s = leak_repo();
+    let slow = s.agent("slow.py", "open(state_path('started'), 'w').write('1')\nwhile True:\n    time.sleep(0.05)\n");
+    let mut child = std_work(&s)
+        .args(["until", "file DONE exists", "--goal", "g", "--slug", "my-session", "--verify", "test -e DONE"])
+        .args(["--agent", &slow])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let started = s.path(".agent-state/started");
+    for _ in 0..1200 {
+        if started.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(started.exists(), "the worker never started");
+    #[expect(clippy::disallowed_methods, reason = "the test sends SIGINT as a person's Ctrl-C would")]
+    let killed = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill");
+    assert!(killed.success());
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("resume with `work until resume my-session`"), "{err}");
+    // The command it names continues that session (it is refused only for a reason of its own).
+    let (code, _, err2) = s.run(&["until", "resume", "my-session", "--max", "1", "--agent", &s.agent("blk.py",
+        "print(json.dumps({'status': 'blocked', 'summary': 's', 'changes_claimed': [], 'blocker': 'b', 'next_steps': [], 'decisions': [], 'evidence': []}))")]);
+    assert_ne!(code, 2, "the printed resume command works: {err2}");
+}
