@@ -342,7 +342,7 @@ fn implement_and_edit_refuse_bad_input_before_any_agent_starts() {
 fn ctrl_c_in_until_prints_the_exact_resume_command_and_exits_130() {
     let s = leak_repo();
     let slow = s.agent("slow.py", "open(state_path('started'), 'w').write('1')\nwhile True:\n    time.sleep(0.05)\n");
-    let mut child = std_work(&s)
+    let child = std_work(&s)
         .args(["until", "file DONE exists", "--goal", "g", "--slug", "my-session", "--verify", "test -e DONE"])
         .args(["--agent", &slow])
         .stdout(Stdio::null())
