@@ -177,3 +177,84 @@ fn release(held: Option<Held>, discard: bool) {
         (None, _) => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[derive(Debug, thiserror::Error)]
+    enum E {
+        #[error("bad: {0}")]
+        Bad(String),
+        #[error(transparent)]
+        Lock(#[from] LockRefused),
+    }
+
+    struct Fake<'a> {
+        dir: &'a Path,
+        bad_preflight: bool,
+        bad_drive: bool,
+        inner: Option<Box<dyn Fn() -> Result<ExitStatus, E> + 'a>>,
+    }
+
+    impl Workflow for Fake<'_> {
+        type Error = E;
+        fn name(&self) -> &'static str {
+            "fake"
+        }
+        fn state_key(&self) -> Option<StateKey> {
+            Some(StateKey { lock: self.dir.join("locks/fake.lock"), what: "the fake state".into() })
+        }
+        fn tree(&self) -> Option<TreeKey> {
+            // Not a git repository: the tree lock falls back to the state directory.
+            Some(TreeKey { root: self.dir.join("tree"), state_dir: self.dir.to_path_buf() })
+        }
+        fn preflight(&mut self) -> Result<(), E> {
+            if self.bad_preflight { Err(E::Bad("preflight".into())) } else { Ok(()) }
+        }
+        fn drive(self, _run_id: String) -> Result<Ended, E> {
+            if self.bad_drive {
+                return Err(E::Bad("drive".into()));
+            }
+            let status = match &self.inner {
+                Some(f) => f()?,
+                None => ExitStatus::Done,
+            };
+            Ok(Ended { status, summary: None })
+        }
+        fn is_bad_input(e: &E) -> bool {
+            matches!(e, E::Bad(_) | E::Lock(_))
+        }
+    }
+
+    #[test]
+    fn preflight_then_locks_then_drive_and_a_second_run_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("tree")).expect("mkdir");
+        let fake = |bad_preflight, bad_drive| Fake { dir: d, bad_preflight, bad_drive, inner: None };
+        // Bad input in preflight: nothing locked, nothing created.
+        assert!(matches!(run(fake(true, false), "r0".into()), Err(E::Bad(_))));
+        assert!(!d.join("locks").join("fake.lock").exists());
+        // Bad input while driving: the lock files this run created are gone again.
+        assert!(matches!(run(fake(false, true), "r1".into()), Err(E::Bad(_))));
+        assert!(!d.join("locks/fake.lock").exists() && !d.join("locks/tree.lock").exists());
+        // A run inside a run of the same state is refused with the holder's run id.
+        let nested = Fake {
+            dir: d,
+            bad_preflight: false,
+            bad_drive: false,
+            inner: Some(Box::new(|| match run(fake(false, false), "r3".into()) {
+                Err(E::Lock(e)) => {
+                    assert!(e.to_string().contains("run r2"), "{e}");
+                    Ok(ExitStatus::Done)
+                }
+                other => panic!("the second run was not refused: {other:?}"),
+            })),
+        };
+        assert_eq!(run(nested, "r2".into()).expect("first run"), ExitStatus::Done);
+        // Released at the end: the next run proceeds.
+        assert_eq!(run(fake(false, false), "r4".into()).expect("next run"), ExitStatus::Done);
+    }
+}
