@@ -1,4 +1,4 @@
-//! `work exhaust`: discovery until dry (CONTRACTS §3). Validates every flag before anything
+//! `work exhaust`: discovery until dry. Validates every flag before anything
 //! runs, loads or starts the journal, and drives [`work_exhaust::Engine`].
 
 use crate::CmdResult;

@@ -1,4 +1,4 @@
-//! `work implement` (standard and mini mode) and `work edit` (CONTRACTS §6): flags and
+//! `work implement` (standard and mini mode) and `work edit`: flags and
 //! carriers in, the pipeline of [`work_implement`] run, the end-report out.
 //!
 //! Order of checks: malformed flags (exit 2) → carrier guards (BLOCKED, zero dispatches) →

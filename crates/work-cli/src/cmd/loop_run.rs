@@ -1,5 +1,5 @@
 //! `work loop run <spec-dir>`: the agent-driven PLAN → EXECUTE → GATES → REVIEW → DECIDE loop
-//! (CONTRACTS §5, last paragraph; docs/loop-run.md). Validates every flag and the spec
+//! (docs/loop-run.md). Validates every flag and the spec
 //! directory before anything is dispatched or changed (exit 2), resolves one agent per role,
 //! takes the spec directory's run lock, and drives [`work_loop_run::Driver`].
 //!

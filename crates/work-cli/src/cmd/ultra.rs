@@ -1,4 +1,4 @@
-//! `work ultra <GOAL.toml>`: the evidence-driven goal runner (CONTRACTS §7, seed: ultrawork.md).
+//! `work ultra <GOAL.toml>`: the evidence-driven goal runner (docs/ultra.md).
 //!
 //! ```text
 //! work ultra <GOAL.toml> [--agent SPEC] [--max-attempts N]

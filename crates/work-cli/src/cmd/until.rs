@@ -1,4 +1,4 @@
-//! `work until`: one worker at a time until a checkable condition holds (CONTRACTS §4).
+//! `work until`: one worker at a time until a checkable condition holds.
 //!
 //! ```text
 //! work until <UNTIL> --goal <GOAL> [--instructions TEXT] [--max N] [--mode auto|human-gate]
@@ -249,7 +249,7 @@ fn run_resume(global: &Global, args: Args) -> CmdResult {
         Resolution::Candidates(c) => c,
     };
     // An exact id, or the only resumable session, is a pick: it continues. A recommendation
-    // among several sessions or a fuzzy hint waits for `--yes` (the seed's never-auto-continue).
+    // among several sessions or a fuzzy hint waits for `--yes` (never continue on a guess).
     if !args.yes && !session::is_definite_pick(args.hint.as_deref(), &candidates) {
         return Ok(recommend(&candidates, args.json));
     }
