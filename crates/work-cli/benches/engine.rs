@@ -7,6 +7,7 @@
 //! 3. Resume: loading a finished journal of 10,000 seen items (whole process, and the
 //!    in-process parse + dedup-set build).
 
+#![allow(clippy::disallowed_macros, reason = "a benchmark prints its figures; it is not the product")]
 #![expect(clippy::disallowed_methods, reason = "the benchmark drives the binary and its fixtures directly")]
 #![expect(clippy::unwrap_used, reason = "a benchmark aborts on any setup failure")]
 

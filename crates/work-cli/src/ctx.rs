@@ -96,6 +96,8 @@ impl Ctx {
                 redactor.add(v);
             }
         }
+        // The one output writer redacts every line with the same secrets.
+        work_run::output::set_redactor(&redactor);
         Ok(Ctx { root, state_dir, config, clock: Arc::from(clock::from_env()), redactor })
     }
 
@@ -148,7 +150,24 @@ impl Ctx {
         already_spent: work_runtime::budget::Spent,
         already_by_role: std::collections::BTreeMap<String, work_runtime::budget::Spent>,
     ) -> Result<work_runtime::run::RunContext, CliError> {
-        work_runtime::run::RunContext::start(
+        self.start_run_as(self.new_run_id(workflow), workflow, budget, already_spent, already_by_role)
+    }
+
+    /// A fresh run id for `workflow` (the harness names it in its locks before the run starts).
+    pub fn new_run_id(&self, workflow: &str) -> String {
+        work_runtime::run::new_run_id(self.clock.as_ref(), workflow)
+    }
+
+    /// Starts a run under a run id chosen beforehand.
+    pub fn start_run_as(
+        &self,
+        run_id: String,
+        workflow: &str,
+        budget: work_runtime::budget::Budget,
+        already_spent: work_runtime::budget::Spent,
+        already_by_role: std::collections::BTreeMap<String, work_runtime::budget::Spent>,
+    ) -> Result<work_runtime::run::RunContext, CliError> {
+        work_runtime::run::RunContext::start_with_id(
             work_runtime::run::RunOptions {
                 root: self.root.clone(),
                 state_dir: self.state_dir.clone(),
@@ -160,8 +179,25 @@ impl Ctx {
                 progress: work_runtime::run::ProgressSink::Stderr,
             },
             workflow,
+            run_id,
         )
         .map_err(|e| CliError::Runtime(format!("create the run directory under {}: {e}", self.state_dir.display())))
+    }
+
+    /// Takes the working-tree lock for `run_id` (a second writer on this tree is refused at once).
+    pub fn lock_tree(&self, run_id: &str) -> Result<work_run::lock::Held, CliError> {
+        work_run::lock::lock_tree(&self.root, &self.state_dir, run_id).map_err(CliError::from)
+    }
+
+    /// Takes a lock under `<state>/locks/` on the workflow's own state.
+    pub fn lock_state(&self, name: &str, what: &str, run_id: &str) -> Result<work_run::lock::Held, CliError> {
+        work_run::lock::acquire(&self.state_path(format!("locks/{name}.lock")), what, run_id).map_err(CliError::from)
+    }
+}
+
+impl From<work_run::lock::LockRefused> for CliError {
+    fn from(e: work_run::lock::LockRefused) -> Self {
+        CliError::BadInput(e.to_string())
     }
 }
 
@@ -183,34 +219,21 @@ pub fn dispatcher(
 
 /// Builds the multi-threaded tokio runtime commands run on.
 ///
-/// The runtime also watches SIGINT and SIGTERM: on either, every agent process group still
-/// running is killed (no agent outlives `work` and keeps spending), and `work` exits with
-/// 130 / 143. Journals and session files are whole at every instant, so the next run resumes.
+/// The runtime also watches SIGINT and SIGTERM (`work_run::signals`): on either, every agent
+/// process group still running is killed (no agent outlives `work` and keeps spending), the
+/// exact resume command is printed, and `work` exits with 130 / 143. Journals and session
+/// files are whole at every instant, so the next run resumes.
 pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::Runtime(format!("start the async runtime: {e}")))?;
-    rt.spawn(async {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
-            return;
-        };
-        let code = tokio::select! {
-            _ = int.recv() => 130,
-            _ = term.recv() => 143,
-        };
-        work_runtime::spawn::kill_all_children();
-        eprintln!("interrupted: agents stopped; run the same command again to resume");
-        std::process::exit(code);
-    });
+    work_run::signals::watch(&rt);
     Ok(rt)
 }
 
-/// Prints a JSON document on stdout (the `--json` contract: nothing else on stdout).
+/// Prints a JSON document on stdout through the one output writer (the `--json` contract:
+/// nothing else on stdout).
 pub fn print_json(value: &serde_json::Value) {
-    match serde_json::to_string_pretty(value) {
-        Ok(s) => println!("{s}"),
-        Err(e) => eprintln!("error: failed to encode the result as JSON: {e}"),
-    }
+    work_run::output::json(value);
 }

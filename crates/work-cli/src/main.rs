@@ -2,7 +2,7 @@
 //!
 //! This binary is the outer edge: it parses arguments (clap), builds the [`ctx::Ctx`]
 //! (repository root, state directory, `work.toml`, clock), hands off to one command module
-//! under [`cmd`], and turns its result into an exit code (CONTRACTS §1). Errors are printed
+//! under [`cmd`], and turns its result into an exit code through `work_run::status::exit_code`, the one mapping. Errors are printed
 //! as one line, `error: failed to …`.
 
 mod budget_args;
@@ -10,8 +10,9 @@ mod cmd;
 mod ctx;
 
 use clap::{Parser, Subcommand};
-use std::io::Write;
 use std::path::PathBuf;
+use work_run::output;
+use work_run::status::{self, RunStatus};
 use work_runtime::ExitStatus;
 
 /// Run coding agents in deterministic loops.
@@ -68,47 +69,63 @@ pub type CmdResult = Result<ExitStatus, ctx::CliError>;
 fn main() {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
+        Err(e) => std::process::exit(parse_error(e)),
+    };
+    let status = match run(cli) {
+        Ok(status) => RunStatus::Ended(status),
         Err(e) => {
-            use clap::error::ErrorKind;
-            match e.kind() {
-                ErrorKind::DisplayHelp
-                | ErrorKind::DisplayVersion
-                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-                    let _ = e.print();
-                    std::process::exit(if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-                        2
-                    } else {
-                        0
-                    });
-                }
-                _ => {
-                    let rendered = e.to_string();
-                    let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
-                    let first = lines.next().unwrap_or("bad arguments");
-                    let mut first = first.strip_prefix("error: ").unwrap_or(first).to_string();
-                    // "the following required arguments were not provided:" names them on the next line.
-                    if first.ends_with(':')
-                        && let Some(next) = lines.next()
-                    {
+            let line = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
+            output::err_line(&format!("error: failed to {line}"));
+            RunStatus::Ended(e.exit_status())
+        }
+    };
+    let failure = output::failure();
+    if let Some(output::WriteFailure::Failed(why)) = &failure {
+        output::err_line(&format!("error: failed to write the result to stdout: {why}"));
+    }
+    std::process::exit(status::exit_code(status::with_output(status, failure.as_ref())));
+}
+
+/// Prints a clap error (help and version on stdout, exit 0; anything else as one
+/// `error: failed to parse arguments: …` line, then clap's own tips and usage) and returns
+/// the exit code.
+fn parse_error(e: clap::Error) -> i32 {
+    use clap::error::ErrorKind;
+    let code = |s| status::exit_code(RunStatus::Ended(s));
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            output::line(e.to_string().trim_end());
+            let failure = output::failure();
+            if let Some(output::WriteFailure::Failed(why)) = &failure {
+                output::err_line(&format!("error: failed to write the help to stdout: {why}"));
+            }
+            status::exit_code(status::with_output(RunStatus::Ended(ExitStatus::Done), failure.as_ref()))
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            output::err_line(e.to_string().trim_end());
+            code(ExitStatus::BadInput)
+        }
+        _ => {
+            let rendered = e.to_string();
+            let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty()).peekable();
+            let first = lines.next().unwrap_or("bad arguments");
+            let mut first = first.strip_prefix("error: ").unwrap_or(first).to_string();
+            // "the following required arguments were not provided:" names them on the next lines.
+            while first.ends_with(':') || lines.peek().is_some_and(|l| l.starts_with('<') || l.starts_with("--")) {
+                match lines.next() {
+                    Some(next) if !next.starts_with("tip:") && !next.starts_with("Usage:") => {
                         first = format!("{first} {next}");
                     }
-                    eprintln!("error: failed to parse arguments: {first} (see `work --help`)");
-                    std::process::exit(ExitStatus::BadInput.code());
+                    _ => break,
                 }
             }
+            output::err_line(&format!("error: failed to parse arguments: {first} (see `work --help`)"));
+            for l in lines.filter(|l| l.starts_with("tip:") || l.starts_with("Usage:")) {
+                output::err_line(&format!("  {l}"));
+            }
+            code(ExitStatus::BadInput)
         }
-    };
-    let code = match run(cli) {
-        Ok(status) => status.code(),
-        Err(e) => {
-            let redactor = work_runtime::redact::Redactor::from_env();
-            let line = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
-            eprintln!("error: failed to {}", redactor.redact(&line));
-            e.exit_status().code()
-        }
-    };
-    let _ = std::io::stdout().flush();
-    std::process::exit(code);
+    }
 }
 
 fn run(cli: Cli) -> CmdResult {

@@ -311,7 +311,9 @@ impl Dispatcher {
     /// Runs one dispatch: attempt, validate, retry once when malformed.
     pub async fn dispatch(&self, spec: DispatchSpec) -> DispatchOutcome {
         let n = self.events.next_dispatch_number();
-        let dispatch_id = format!("d{n:04}-{}-{}", safe_label(&spec.role), safe_label(&spec.label));
+        // The id names the record files: no secret inside a file name, whole or altered.
+        let id = format!("d{n:04}-{}-{}", safe_label(&spec.role), safe_label(&spec.label));
+        let dispatch_id = self.events.redactor().redact_name(&id).into_owned();
         let mut usage = Usage::default();
         let mut last_error = String::new();
         for attempt in 1..=2u32 {

@@ -1,15 +1,38 @@
 //! Secret redaction. Every string the runtime persists (events, dispatch records, journals
-//! written through the run) passes through a [`Redactor`].
+//! written through the run) and every line `work` prints passes through a [`Redactor`].
+//!
+//! A secret is caught whole and in the altered forms text takes on its way to a file or a
+//! line: case-folded (`meta.md` keeps lower-cased blocker text), cut (a capped stderr tail,
+//! a one-line summary ending in `…`), and turned into a file name (a label whose punctuation
+//! became `-`). Matching runs on a normalised form of both the text and the secrets (ASCII
+//! letters lower-cased, every other ASCII character `-`, other bytes as they are), so any
+//! run of [`FRAGMENT`] or more normalised bytes of a secret is replaced, not only the whole.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 
 /// The text secrets are replaced with.
 pub const REDACTED: &str = "[REDACTED]";
+
+/// The replacement inside a file name (no brackets).
+pub const REDACTED_NAME: &str = "redacted";
+
+/// The shortest run of a secret that is redacted when it appears on its own (a cut or
+/// altered copy). Whole secrets shorter than this (down to [`MIN_SECRET`]) are redacted whole.
+pub const FRAGMENT: usize = 10;
+
+/// Secrets shorter than this are ignored (they would redact noise).
+pub const MIN_SECRET: usize = 6;
 
 /// Replaces known secret values with [`REDACTED`].
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
     secrets: Vec<String>,
+    /// Every [`FRAGMENT`]-byte window of every normalised secret that has enough letters or
+    /// digits to mean something.
+    windows: HashSet<[u8; FRAGMENT]>,
+    /// Normalised secrets shorter than [`FRAGMENT`], matched whole.
+    short: Vec<Vec<u8>>,
 }
 
 /// True for environment variable names that hold secrets by convention.
@@ -21,9 +44,23 @@ pub fn is_secret_var(name: &str) -> bool {
         || n.ends_with("_KEY")
 }
 
+fn norm(b: u8) -> u8 {
+    if b.is_ascii_alphanumeric() {
+        b.to_ascii_lowercase()
+    } else if b.is_ascii() {
+        b'-'
+    } else {
+        b
+    }
+}
+
+fn meaningful(w: &[u8]) -> bool {
+    w.iter().filter(|b| b.is_ascii_alphanumeric() || !b.is_ascii()).count() >= 6
+}
+
 impl Redactor {
     /// A redactor for the secrets in the process environment (variables named like keys,
-    /// tokens, secrets or passwords, with values of at least 6 characters).
+    /// tokens, secrets or passwords, with values of at least [`MIN_SECRET`] characters).
     pub fn from_env() -> Self {
         let mut r = Self::default();
         for (k, v) in std::env::vars() {
@@ -34,27 +71,105 @@ impl Redactor {
         r
     }
 
-    /// Adds one secret value (ignored when shorter than 6 characters, which would redact noise).
+    /// Adds one secret value (ignored when shorter than [`MIN_SECRET`]).
     pub fn add(&mut self, secret: impl Into<String>) {
         let s = secret.into();
-        if s.trim().len() >= 6 && !self.secrets.contains(&s) {
-            self.secrets.push(s);
-            // Longest first so that a secret containing another is replaced whole.
-            self.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        let s = s.trim().to_string();
+        if s.len() < MIN_SECRET || self.secrets.contains(&s) {
+            return;
         }
+        let n: Vec<u8> = s.bytes().map(norm).collect();
+        if n.len() < FRAGMENT {
+            self.short.push(n);
+        } else {
+            for w in n.windows(FRAGMENT) {
+                if meaningful(w)
+                    && let Ok(a) = <[u8; FRAGMENT]>::try_from(w)
+                {
+                    self.windows.insert(a);
+                }
+            }
+        }
+        self.secrets.push(s);
     }
 
-    /// The text with every known secret replaced.
-    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        if self.secrets.iter().any(|s| text.contains(s.as_str())) {
-            let mut out = text.to_string();
-            for s in &self.secrets {
-                out = out.replace(s.as_str(), REDACTED);
+    /// True when no secret is known.
+    pub fn is_empty(&self) -> bool {
+        self.secrets.is_empty()
+    }
+
+    /// The byte ranges of `text` that hold a secret or a fragment of one, merged, on char
+    /// boundaries.
+    fn ranges(&self, text: &str) -> Vec<(usize, usize)> {
+        let bytes = text.as_bytes();
+        let n: Vec<u8> = bytes.iter().copied().map(norm).collect();
+        let mut hits: Vec<(usize, usize)> = Vec::new();
+        if !self.windows.is_empty() && n.len() >= FRAGMENT {
+            for (i, w) in n.windows(FRAGMENT).enumerate() {
+                if let Ok(a) = <[u8; FRAGMENT]>::try_from(w)
+                    && self.windows.contains(&a)
+                {
+                    hits.push((i, i + FRAGMENT));
+                }
             }
-            Cow::Owned(out)
-        } else {
-            Cow::Borrowed(text)
         }
+        for s in &self.short {
+            let mut from = 0;
+            while from + s.len() <= n.len() {
+                match n[from..].windows(s.len()).position(|w| w == s.as_slice()) {
+                    Some(p) => {
+                        hits.push((from + p, from + p + s.len()));
+                        from += p + 1;
+                    }
+                    None => break,
+                }
+            }
+        }
+        hits.sort_unstable();
+        let mut merged: Vec<(usize, usize)> = Vec::new();
+        for (a, b) in hits {
+            let (mut a, mut b) = (a, b);
+            while a > 0 && !text.is_char_boundary(a) {
+                a -= 1;
+            }
+            while b < text.len() && !text.is_char_boundary(b) {
+                b += 1;
+            }
+            match merged.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        merged
+    }
+
+    fn replace<'a>(&self, text: &'a str, with: &str) -> Cow<'a, str> {
+        if self.secrets.is_empty() {
+            return Cow::Borrowed(text);
+        }
+        let ranges = self.ranges(text);
+        if ranges.is_empty() {
+            return Cow::Borrowed(text);
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut at = 0;
+        for (a, b) in ranges {
+            out.push_str(&text[at..a]);
+            out.push_str(with);
+            at = b;
+        }
+        out.push_str(&text[at..]);
+        Cow::Owned(out)
+    }
+
+    /// The text with every known secret, whole or altered, replaced by [`REDACTED`].
+    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        self.replace(text, REDACTED)
+    }
+
+    /// A file name with every secret, whole or altered, replaced by [`REDACTED_NAME`].
+    pub fn redact_name<'a>(&self, name: &'a str) -> Cow<'a, str> {
+        self.replace(name, REDACTED_NAME)
     }
 
     /// A JSON value with every string (keys and values) redacted.
@@ -93,5 +208,33 @@ mod tests {
         assert!(is_secret_var("MY_SERVICE_KEY"));
         assert!(!is_secret_var("PATH"));
         assert!(!is_secret_var("HOME"));
+    }
+
+    #[test]
+    fn redacts_altered_copies() {
+        let mut r = Redactor::default();
+        r.add("sk-Canary-9f8e7d6c5b4a");
+        r.add("tok_ab12"); // shorter than a fragment: whole only (any case, any punctuation)
+        // Case-folded, upper-cased, cut at either end, punctuation turned into `-`.
+        for t in [
+            "blocker: sk-canary-9f8e7d6c5b4a failed",
+            "SK-CANARY-9F8E7D6C5B4A",
+            "…tail: nary-9f8e7d6c5b4a",
+            "head sk-Canary-9f8e…",
+            "d0001-worker-sk-canary-9f8e7d6c5b4a.a1.json",
+            "sk_canary_9f8e7d6c5b4a",
+            "x TOK-AB12 y",
+        ] {
+            let out = r.redact(t);
+            assert!(out.contains(REDACTED), "{t} → {out}");
+            let low = out.to_lowercase();
+            assert!(!low.contains("9f8e7d6c") && !low.contains("canary-9") && !low.contains("ab12"), "{t} → {out}");
+        }
+        assert_eq!(r.redact_name("d0001-sk-canary-9f8e7d6c5b4a.a1.json"), "d0001-redacted.a1.json");
+        // Unrelated text and short common runs stay.
+        assert_eq!(r.redact("sk- a canary in the mine, 9f8e"), "sk- a canary in the mine, 9f8e");
+        assert_eq!(r.redact("----------------"), "----------------");
+        // Multi-byte text around a secret keeps its characters whole.
+        assert_eq!(r.redact("é sk-canary-9f8e7d6c5b4a é"), "é [REDACTED] é");
     }
 }

@@ -80,9 +80,15 @@ pub fn new_run_id(clock: &dyn Clock, workflow: &str) -> String {
 impl RunContext {
     /// Starts a run: creates `<state_dir>/runs/<run-id>/` and its event log, emits `run.start`.
     pub fn start(opts: RunOptions, workflow: &str) -> io::Result<Self> {
+        let run_id = new_run_id(opts.clock.as_ref(), workflow);
+        Self::start_with_id(opts, workflow, run_id)
+    }
+
+    /// Starts a run under a run id chosen beforehand (the harness names the run in the locks
+    /// it takes before the run starts).
+    pub fn start_with_id(opts: RunOptions, workflow: &str, run_id: String) -> io::Result<Self> {
         let RunOptions { root, state_dir, clock, redactor, budget, already_spent, already_by_role, progress } = opts;
         let (root, state_dir) = (root.as_path(), state_dir.as_path());
-        let run_id = new_run_id(clock.as_ref(), workflow);
         let dir = state_dir.join("runs").join(&run_id);
         let events = Arc::new(EventLog::open(&dir, &run_id, clock.clone(), redactor.clone())?);
         events.emit("run.start", json!({"workflow": workflow, "root": root.display().to_string()}));
@@ -114,7 +120,9 @@ impl RunContext {
     pub fn progress(&self, line: &str) {
         let line = self.redactor.redact(line);
         if self.progress == ProgressSink::Stderr {
-            eprintln!("{line}");
+            // A closed or full stderr never ends the run: the line is in the event log.
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr().lock(), "{line}");
         }
         self.events.emit("progress", json!({"line": line}));
     }

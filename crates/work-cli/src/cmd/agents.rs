@@ -92,7 +92,7 @@ fn check(global: &Global, json_out: bool) -> CmdResult {
             };
             let spec = if a.spec == a.name { String::new() } else { format!(" ({})", a.spec) };
             let line = format!("{:width$}  {state:8}  {detail}{spec}", a.name);
-            println!("{}", ctx.redactor.redact(line.trim_end()));
+            work_run::output::line(ctx.redactor.redact(line.trim_end()));
         }
     }
     Ok(if report.configured_usable() { ExitStatus::Done } else { ExitStatus::Unsuccessful })
@@ -160,8 +160,10 @@ fn try_one(global: &Global, args: TryArgs) -> CmdResult {
         ctx::print_json(&result);
     } else {
         match outcome.output() {
-            Some(o) => println!("{}", serde_json::to_string_pretty(&ctx.redactor.redact_json(o)).unwrap_or_default()),
-            None => eprintln!("{}", ctx.redactor.redact(&outcome.failure_reason().unwrap_or_default())),
+            Some(o) => {
+                work_run::output::line(serde_json::to_string_pretty(&ctx.redactor.redact_json(o)).unwrap_or_default())
+            }
+            None => work_run::output::err_line(&outcome.failure_reason().unwrap_or_default()),
         }
     }
     Ok(if outcome.output().is_some() { ExitStatus::Done } else { ExitStatus::Unsuccessful })

@@ -1,13 +1,11 @@
-//! `work exhaust`: discovery until dry (CONTRACTS §3). Validates every flag before anything
+//! `work exhaust`: discovery until dry. Validates every flag before anything
 //! runs, loads or starts the journal, and drives [`work_exhaust::Engine`].
 
 use crate::CmdResult;
 use crate::budget_args::BudgetArgs;
 use crate::ctx::{self, CliError, Ctx, Global};
 use std::time::Duration;
-use work_exhaust::engine::stop;
 use work_exhaust::{Engine, ExhaustError, Journal, Params};
-use work_runtime::ExitStatus;
 
 /// Discovery until dry: rounds of parallel finders until K consecutive qualifying rounds find
 /// nothing new.
@@ -301,11 +299,9 @@ fn run_locked(
             if a.json {
                 ctx::print_json(&ctx.redactor.redact_json(&serde_json::to_value(&j).unwrap_or_default()));
             }
-            let never_searched = j.angles_used.is_empty() && !j.given_up.is_empty();
-            Ok(match reason.as_str() {
-                stop::K_DRY | stop::EXHAUSTED if !never_searched => ExitStatus::Done,
-                _ => ExitStatus::Unsuccessful,
-            })
+            let searched = !j.angles_used.is_empty() || j.given_up.is_empty();
+            summary(&run, &j, &reason).print();
+            Ok(work_run::status::exhaust(work_run::status::ExhaustStop::parse(&reason), searched))
         }
         Err(ExhaustError::Oracle(e)) => {
             run.finish("oracle-failed", serde_json::json!({"error": e.to_string()}));
@@ -319,5 +315,30 @@ fn run_locked(
             run.finish("error", serde_json::json!({"error": e.to_string()}));
             Err(CliError::Runtime(e.to_string()))
         }
+    }
+}
+
+/// The end of the run: the accepted items as `PATH:LINE title` (the first 20), what was
+/// spent, the journal to resume from, the event log.
+fn summary(run: &work_runtime::run::RunContext, j: &Journal, reason: &str) -> work_run::harness::Summary {
+    let items: Vec<String> = j
+        .items
+        .iter()
+        .take(20)
+        .map(|i| {
+            let loc = i["location"].as_str().or(i["id"].as_str()).unwrap_or("-");
+            let title = ["title", "summary", "description"].iter().find_map(|k| i[*k].as_str()).unwrap_or("");
+            work_until::ledger::one_line(format!("{loc} {title}").trim(), 160)
+        })
+        .collect();
+    work_run::harness::Summary {
+        outcome: reason.to_string(),
+        label: "found".into(),
+        total: j.seen.len(),
+        items,
+        spent: run.budget.spent(),
+        budget: run.budget.budget(),
+        next: None,
+        events: Some(run.run_dir().join("events.jsonl")),
     }
 }

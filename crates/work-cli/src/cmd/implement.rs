@@ -1,4 +1,4 @@
-//! `work implement` (standard and mini mode) and `work edit` (CONTRACTS §6): flags and
+//! `work implement` (standard and mini mode) and `work edit`: flags and
 //! carriers in, the pipeline of [`work_implement`] run, the end-report out.
 //!
 //! Order of checks: malformed flags (exit 2) → carrier guards (BLOCKED, zero dispatches) →
@@ -20,7 +20,6 @@ use work_implement::carrier::{self, Carrier, Mode};
 use work_implement::report::{EndReport, Status};
 use work_implement::tree::{Preflight, Tree};
 use work_implement::{Env, RoleDispatch, Settings};
-use work_runtime::ExitStatus;
 use work_runtime::budget::{Budget, Spent};
 
 /// `work implement`: the per-task implementer → spec review → quality review pipeline.
@@ -147,26 +146,122 @@ fn early_exit(ctx: &Ctx, workflow: &str, json: bool, report: EndReport) -> CmdRe
         run.finish(report.status.as_str(), serde_json::json!({"kind": report.kind}));
         report.run_id = Some(run.run_id.clone());
     }
-    emit(json, &report)
+    emit(ctx, json, &report)
 }
 
-fn emit(json: bool, report: &EndReport) -> CmdResult {
+/// The flag that carries a carrier field, for a refusal of the command line itself.
+fn flag_of(field: &str) -> &str {
+    match field {
+        "iter_id" => "--iter-id",
+        "plan_path" => "--plan",
+        "range" => "--range",
+        "red_test_path" => "--red-test",
+        "cause_summary" => "--cause",
+        "edit_description" => "--description",
+        "def_site" => "--def-site",
+        "mode" => "--mini",
+        other => other,
+    }
+}
+
+/// A carrier refused. A carrier the caller gave (`--carrier`, `--carrier-file`) keeps the
+/// carrier guard (BLOCKED, zero dispatches); flags alone are the command line, and a missing
+/// or malformed one is bad input naming the flag (exit 2).
+fn carrier_refused(ctx: &Ctx, workflow: &str, flags: &RunFlags, r: EndReport, field: Option<&str>) -> CmdResult {
+    match field {
+        Some(f) if flags.carrier.is_none() && flags.carrier_file.is_none() => {
+            Err(CliError::bad(format!("start {workflow}: {} ({})", r.reason, flag_of(f))))
+        }
+        _ => early_exit(ctx, workflow, flags.json, r),
+    }
+}
+
+/// Refuses a run without a suite command before anything is dispatched: DONE needs the
+/// engine's own suite run, so such a run could only end BLOCKED after paying for its work.
+fn require_suite(workflow: &str, test_cmd: &str) -> Result<(), CliError> {
+    if test_cmd.trim().is_empty() {
+        return Err(CliError::bad(format!(
+            "start {workflow}: no test command (pass --test-cmd or set `[gates].test` in work.toml); DONE needs the engine's own suite run"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a `PATH:LINE` definition site whose path names no file in the repository.
+fn check_def_site(root: &Path, base: &Path, site: &str) -> Result<(), CliError> {
+    let path = match site.rsplit_once(':') {
+        Some((p, line)) if line.trim().chars().all(|c| c.is_ascii_digit()) && !line.trim().is_empty() => p,
+        _ => return Err(CliError::bad(format!("use --def-site `{site}`: it must be PATH:LINE"))),
+    };
+    let p = resolve_path(base, root, path);
+    let inside = repo_relative(root, &p).is_some();
+    if !inside || !p.is_file() {
+        return Err(CliError::bad(format!("use --def-site `{site}`: `{path}` is not a file in the repository")));
+    }
+    Ok(())
+}
+
+/// Takes the iteration's lock and the working-tree lock (a second run of one iteration, or
+/// any second writer on this tree, is refused at once).
+fn lock_iteration(
+    ctx: &Ctx,
+    workflow: &str,
+    iter_id: &str,
+) -> Result<(String, work_run::lock::Held, work_run::lock::Held), CliError> {
+    let run_id = ctx.new_run_id(workflow);
+    let key = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(iter_id.as_bytes()))[..16].to_string()
+    };
+    let it = ctx.lock_state(&format!("iteration-{key}"), &format!("iteration `{iter_id}`"), &run_id)?;
+    let tree = match ctx.lock_tree(&run_id) {
+        Ok(t) => t,
+        Err(e) => {
+            work_run::lock::discard(it);
+            return Err(e);
+        }
+    };
+    Ok((run_id, it, tree))
+}
+
+fn emit(ctx: &Ctx, json: bool, report: &EndReport) -> CmdResult {
     if json {
         ctx::print_json(&report.to_json());
     } else {
-        println!("{} {}: {}", report.status.as_str(), report.iter_id.as_deref().unwrap_or("-"), report.reason);
+        work_run::output::line(format!(
+            "{} {}: {}",
+            report.status.as_str(),
+            report.iter_id.as_deref().unwrap_or("-"),
+            report.reason
+        ));
         for t in &report.tasks {
             let status = serde_json::to_value(t.status).ok().and_then(|v| v.as_str().map(str::to_string));
-            println!("  task {}: {}", t.id, status.unwrap_or_default());
+            work_run::output::line(format!("  task {}: {}", t.id, status.unwrap_or_default()));
         }
         for c in &report.concerns {
-            println!("  concern: {c}");
+            work_run::output::line(format!("  concern: {c}"));
         }
         if let Some(dir) = &report.artifacts.dir {
-            println!("  artifacts: {dir}");
+            work_run::output::line(format!("  artifacts: {dir}"));
         }
     }
-    Ok(if report.status == Status::Done { ExitStatus::Done } else { ExitStatus::Unsuccessful })
+    let events = report.run_id.as_deref().map(|id| ctx.state_path("runs").join(id).join("events.jsonl"));
+    let summary = work_run::harness::Summary {
+        outcome: format!("{} {}", report.status.as_str(), report.kind.as_deref().unwrap_or("")).trim().to_string(),
+        label: "changed".into(),
+        total: report.files.len(),
+        items: report.files.iter().take(20).cloned().collect(),
+        next: match report.status {
+            Status::Done => None,
+            Status::Blocked | Status::Partial | Status::NeedsContext => {
+                report.artifacts.blocked_md.as_ref().map(|b| format!("read {b}"))
+            }
+        },
+        events,
+        ..Default::default()
+    };
+    summary.print();
+    Ok(work_run::status::iteration(report.status))
 }
 
 /// Runs the folded preflight; a non-repository is bad input.
@@ -299,9 +394,11 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
         Err(e) => {
             let mut r = EndReport::infra(default_mode, loose_iter_id(&a.iter_id, &value), e.kind(), e.to_string());
             r.detail = e.field().map(|f| serde_json::json!({"field": f}));
-            return early_exit(&ctx, "implement", a.run.json, r);
+            return carrier_refused(&ctx, "implement", &a.run, r, e.field());
         }
     };
+    let test_cmd = test_command(&ctx, &a.run.test_cmd);
+    require_suite("implement", &test_cmd)?;
     let range = match c.range.as_deref().map(carrier::parse_range) {
         Some(Err(e)) => {
             let r = EndReport::infra(c.mode, c.iter_id.clone(), "bad-range", format!("carrier {e}"));
@@ -323,19 +420,15 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
         return early_exit(&ctx, "implement", a.run.json, dirty_report(c.mode, c.iter_id.clone(), pf));
     }
     let iter_id = c.iter_id.clone().unwrap_or_default();
-    let test_cmd = test_command(&ctx, &a.run.test_cmd);
-    if c.mode == Mode::Mini && test_cmd.trim().is_empty() {
-        return Err(CliError::bad(
-            "run the RED test: no test command (set `[gates].test` in work.toml or pass --test-cmd); mini mode re-runs the RED test and the suite",
-        ));
-    }
     let mut set = settings(&ctx, test_cmd, a.max_repairs);
     set.red_test_cmd = a.red_test_cmd.clone();
     set.exclude = pf.excluded_paths.clone();
     match c.mode {
         Mode::Mini => {
             let resolved = resolve_all(&ctx, &["implementer"], a.run.agent.as_deref(), &a.run.budget)?;
-            let run = ctx.start_run("implement", a.run.budget.budget(), Spent::default())?;
+            let (run_id, _iteration, _tree) = lock_iteration(&ctx, "implement", &iter_id)?;
+            let run =
+                ctx.start_run_as(run_id, "implement", a.run.budget.budget(), Spent::default(), Default::default())?;
             let env = Env::new(run.clone(), roles(&run, resolved), set);
             let input = work_implement::mini::MiniInput {
                 iter_id,
@@ -345,7 +438,7 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
             };
             let report = ctx::runtime()?.block_on(work_implement::mini::run_mini(&env, input));
             run.finish(report.status.as_str(), serde_json::json!({"kind": report.kind}));
-            emit(a.run.json, &report)
+            emit(&ctx, a.run.json, &report)
         }
         _ => {
             let plan_arg = c.plan_path.clone().unwrap_or_default();
@@ -362,8 +455,14 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
                     &["implementer", "spec-reviewer", "quality-reviewer", "tester", "plan-index", "plan-extract"]
                 }
             };
+            if let (work_implement::standard::PlanKind::Parsed(plan), Some(r)) = (&kind, range) {
+                work_implement::extract::select_parsed(plan, Some(r))
+                    .map_err(|e| CliError::bad(format!("use --range `{}-{}`: {}", r.0, r.1, e.reason)))?;
+            }
             let resolved = resolve_all(&ctx, names, a.run.agent.as_deref(), &a.run.budget)?;
-            let run = ctx.start_run("implement", a.run.budget.budget(), Spent::default())?;
+            let (run_id, _iteration, _tree) = lock_iteration(&ctx, "implement", &iter_id)?;
+            let run =
+                ctx.start_run_as(run_id, "implement", a.run.budget.budget(), Spent::default(), Default::default())?;
             let env = Env::new(run.clone(), roles(&run, resolved), set);
             let input = work_implement::standard::StandardInput {
                 iter_id,
@@ -375,7 +474,7 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
             };
             let report = ctx::runtime()?.block_on(work_implement::standard::run_standard(&env, input));
             run.finish(report.status.as_str(), serde_json::json!({"kind": report.kind}));
-            emit(a.run.json, &report)
+            emit(&ctx, a.run.json, &report)
         }
     }
 }
@@ -393,19 +492,22 @@ pub fn run_edit(global: &Global, a: EditArgs) -> CmdResult {
         Err(e) => {
             let mut r = EndReport::infra(Mode::Edit, loose_iter_id(&a.iter_id, &value), e.kind(), e.to_string());
             r.detail = e.field().map(|f| serde_json::json!({"field": f}));
-            return early_exit(&ctx, "edit", a.run.json, r);
+            return carrier_refused(&ctx, "edit", &a.run, r, e.field());
         }
     };
+    let test_cmd = test_command(&ctx, &a.run.test_cmd);
+    require_suite("edit", &test_cmd)?;
+    check_def_site(&ctx.root, &base, c.def_site.as_deref().unwrap_or_default())?;
     let iter_id = c.iter_id.clone().unwrap_or_else(|| format!("edit-{}", ctx.clock.now().format("%Y%m%dT%H%M%SZ")));
     let pf = preflight(&ctx)?;
     if !pf.clean {
         return early_exit(&ctx, "edit", a.run.json, dirty_report(Mode::Edit, Some(iter_id), pf));
     }
-    let test_cmd = test_command(&ctx, &a.run.test_cmd);
     let mut set = settings(&ctx, test_cmd, a.max_repairs);
     set.build_cmd = a.build_cmd.clone().or(ctx.config.gates.typecheck.clone()).filter(|s| !s.trim().is_empty());
     let resolved = resolve_all(&ctx, &["editor"], a.run.agent.as_deref(), &a.run.budget)?;
-    let run = ctx.start_run("edit", a.run.budget.budget(), Spent::default())?;
+    let (run_id, _iteration, _tree) = lock_iteration(&ctx, "edit", &iter_id)?;
+    let run = ctx.start_run_as(run_id, "edit", a.run.budget.budget(), Spent::default(), Default::default())?;
     let env = Env::new(run.clone(), roles(&run, resolved), set);
     let input = work_implement::edit::EditInput {
         iter_id,
@@ -415,5 +517,5 @@ pub fn run_edit(global: &Global, a: EditArgs) -> CmdResult {
     };
     let report = ctx::runtime()?.block_on(work_implement::edit::run_edit(&env, input));
     run.finish(report.status.as_str(), serde_json::json!({"kind": report.kind}));
-    emit(a.run.json, &report)
+    emit(&ctx, a.run.json, &report)
 }

@@ -61,7 +61,9 @@ impl SpecDirArg {
             (Some(p), _) | (None, Some(p)) => p.clone(),
             (None, None) => {
                 let d = work_loop::common::find_spec_dir(root)?;
-                eprintln!("work loop: using spec directory `{d}` (the only one with loop state)");
+                work_run::output::err_line(&format!(
+                    "work loop: using spec directory `{d}` (the only one with loop state)"
+                ));
                 d
             }
         };
@@ -473,7 +475,7 @@ fn emit(json: bool, json_when_unsuccessful: bool, result: LoopResult) -> CmdResu
             if json || (json_when_unsuccessful && o.exit != work_runtime::ExitStatus::Done) {
                 print_json(&o.json);
             } else if !o.text.is_empty() {
-                println!("{}", o.text);
+                work_run::output::line(o.text);
             }
             Ok(o.exit)
         }

@@ -1,5 +1,5 @@
 //! `work loop run <spec-dir>`: the agent-driven PLAN → EXECUTE → GATES → REVIEW → DECIDE loop
-//! (CONTRACTS §5, last paragraph; docs/loop-run.md). Validates every flag and the spec
+//! (docs/loop-run.md). Validates every flag and the spec
 //! directory before anything is dispatched or changed (exit 2), resolves one agent per role,
 //! takes the spec directory's run lock, and drives [`work_loop_run::Driver`].
 //!
@@ -182,7 +182,10 @@ pub fn run(global: &Global, a: RunArgs) -> CmdResult {
             return Err(e);
         }
     };
-    let run = ctx.start_run("loop", a.budget.budget(), Spent::default())?;
+    let run_id = ctx.new_run_id("loop");
+    // The agents write the tree: one writer per tree, whatever the state directory.
+    let _tree = ctx.lock_tree(&run_id)?;
+    let run = ctx.start_run_as(run_id, "loop", a.budget.budget(), Spent::default(), Default::default())?;
     let roles: BTreeMap<String, RoleDispatch> = resolved
         .into_iter()
         .map(|(role, agent)| {
@@ -192,27 +195,70 @@ pub fn run(global: &Global, a: RunArgs) -> CmdResult {
         .collect();
     let rt = ctx::runtime()?;
     let report = rt.block_on(Driver::new(run, roles, settings, sd).drive());
-    render(&ctx, &report, a.json);
+    render(&report, &resume_flags(&a), a.json);
     drop(lock);
     Ok(report.exit)
 }
 
-fn render(ctx: &Ctx, r: &Report, json: bool) {
-    let doc = ctx.redactor.redact_json(&serde_json::to_value(r).unwrap_or(serde_json::Value::Null));
+/// A value quoted for `sh` when it needs it.
+fn sh_quote(v: &str) -> String {
+    if !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+".contains(c)) {
+        v.to_string()
+    } else {
+        format!("'{}'", v.replace('\'', "'\\''"))
+    }
+}
+
+/// The flags a resumed run needs again (the run's state keeps neither the agent nor the test
+/// gate given on this command line), so the printed `--resume` commands work as printed.
+fn resume_flags(a: &RunArgs) -> String {
+    let mut out = String::new();
+    if let Some(agent) = &a.agent {
+        out.push_str(&format!(" --agent {}", sh_quote(agent)));
+    }
+    if let Some(t) = &a.test_cmd {
+        out.push_str(&format!(" --test-cmd {}", sh_quote(t)));
+    }
+    out
+}
+
+/// Every `work loop run <dir> --resume` in the result, completed with `extra`.
+fn complete_resume(v: &mut serde_json::Value, extra: &str) {
+    use serde_json::Value;
+    match v {
+        Value::String(s) if s.contains(" --resume") && s.contains("work loop run ") => {
+            *s = s.replace(" --resume", &format!(" --resume{extra}"));
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| complete_resume(x, extra)),
+        Value::Object(o) => o.values_mut().for_each(|x| complete_resume(x, extra)),
+        _ => {}
+    }
+}
+
+fn render(r: &Report, extra: &str, json: bool) {
+    let mut doc = serde_json::to_value(r).unwrap_or(serde_json::Value::Null);
+    if !extra.is_empty() {
+        complete_resume(&mut doc, extra);
+    }
     if json {
         print_json(&doc);
         return;
     }
     let line = |k: &str| doc.get(k).and_then(serde_json::Value::as_str).unwrap_or("-").to_string();
-    println!("{}: {} ({})", line("outcome"), line("message"), line("reason"));
-    println!("state: {}  run: {}  review mode: {}", line("state"), line("run_id"), line("review_mode"));
+    work_run::output::line(format!("{}: {} ({})", line("outcome"), line("message"), line("reason")));
+    work_run::output::line(format!(
+        "state: {}  run: {}  review mode: {}",
+        line("state"),
+        line("run_id"),
+        line("review_mode")
+    ));
     if let Some(v) = doc.get("verdict").and_then(serde_json::Value::as_str) {
-        println!("verdict: {v} ({})", doc["verdict_state"].as_str().unwrap_or("-"));
+        work_run::output::line(format!("verdict: {v} ({})", doc["verdict_state"].as_str().unwrap_or("-")));
     }
     if let Some(next) = doc.get("next").and_then(serde_json::Value::as_object) {
         for (k, v) in next {
             if let Some(s) = v.as_str() {
-                println!("next {k}: {s}");
+                work_run::output::line(format!("next {k}: {s}"));
             }
         }
     }

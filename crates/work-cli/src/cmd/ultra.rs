@@ -1,4 +1,4 @@
-//! `work ultra <GOAL.toml>`: the evidence-driven goal runner (CONTRACTS §7, seed: ultrawork.md).
+//! `work ultra <GOAL.toml>`: the evidence-driven goal runner (docs/ultra.md).
 //!
 //! ```text
 //! work ultra <GOAL.toml> [--agent SPEC] [--max-attempts N]
@@ -17,7 +17,6 @@ use crate::budget_args::BudgetArgs;
 use crate::ctx::{CliError, Ctx, Global, print_json};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use work_runtime::ExitStatus;
 use work_runtime::budget::Spent;
 use work_ultra::engine::{self, Env, Outcome};
 use work_ultra::goal::{self, Goal, Tier};
@@ -101,7 +100,17 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
             return Err(e);
         }
     };
-    let run = ctx.start_run("ultra", args.budget.budget(), Spent::default())?;
+    let run_id = ctx.new_run_id("ultra");
+    // The implementer writes the tree: one writer per tree, whatever the state directory.
+    let tree = match ctx.lock_tree(&run_id) {
+        Ok(t) => t,
+        Err(e) => {
+            remove_fresh(&lock_path, &fresh);
+            drop(lock);
+            return Err(e);
+        }
+    };
+    let run = ctx.start_run_as(run_id, "ultra", args.budget.budget(), Spent::default(), Default::default())?;
     let mut st = existing
         .unwrap_or_else(|| GoalState::new(&goal.id, &goal.objective, goal.tier, &shown, &run.clock.now_rfc3339()));
     let dispatcher = crate::ctx::dispatcher(&run, &role, agent);
@@ -122,15 +131,25 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
     );
     let result = render(&goal, &st, &receipts, &outcome, &dir, &run.run_id);
     if args.json {
-        print_json(&run.redactor.redact_json(&result));
+        print_json(&result);
     } else {
         print_human(&goal, &st, &outcome, &dir);
     }
+    work_run::harness::Summary {
+        outcome: format!("{} ({})", outcome.status.as_str(), outcome.reason.as_str()),
+        spent: run.budget.spent(),
+        budget: run.budget.budget(),
+        next: match outcome.status {
+            GoalStatus::Done => None,
+            GoalStatus::Running | GoalStatus::Blocked => Some(format!("read {}", dir.join("notepad.md").display())),
+        },
+        events: Some(run.run_dir().join("events.jsonl")),
+        ..Default::default()
+    }
+    .print();
+    drop(tree);
     drop(lock);
-    Ok(match outcome.status {
-        GoalStatus::Done => ExitStatus::Done,
-        _ => ExitStatus::Unsuccessful,
-    })
+    Ok(work_run::status::goal(outcome.status))
 }
 
 /// Reads the goal's earlier state and receipts and checks them against the goal.
@@ -241,7 +260,13 @@ fn render(goal: &Goal, st: &GoalState, receipts: &Receipts, outcome: &Outcome, d
 }
 
 fn print_human(goal: &Goal, st: &GoalState, outcome: &Outcome, dir: &Path) {
-    println!("goal {}: {} ({}) — {}", goal.id, outcome.status.as_str(), outcome.reason.as_str(), outcome.detail);
+    work_run::output::line(format!(
+        "goal {}: {} ({}) — {}",
+        goal.id,
+        outcome.status.as_str(),
+        outcome.reason.as_str(),
+        outcome.detail
+    ));
     for c in &goal.criteria {
         let cs = st.criteria.get(&c.id);
         let word = |r: Option<&ObsRecord>| match r {
@@ -251,13 +276,13 @@ fn print_human(goal: &Goal, st: &GoalState, outcome: &Outcome, dir: &Path) {
         };
         let red = cs.and_then(|s| s.red.as_ref());
         let last = cs.and_then(|s| s.last.as_ref()).filter(|r| r.label != "red");
-        println!(
+        work_run::output::line(format!(
             "  {:<20} RED {} → GREEN {}  (attempts {})",
             c.id,
             word(red),
             word(last),
             cs.map(|s| s.attempts).unwrap_or(0)
-        );
+        ));
     }
-    println!("notepad: {}", dir.join("notepad.md").display());
+    work_run::output::line(format!("notepad: {}", dir.join("notepad.md").display()));
 }

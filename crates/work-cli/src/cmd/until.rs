@@ -1,4 +1,4 @@
-//! `work until`: one worker at a time until a checkable condition holds (CONTRACTS §4).
+//! `work until`: one worker at a time until a checkable condition holds.
 //!
 //! ```text
 //! work until <UNTIL> --goal <GOAL> [--instructions TEXT] [--max N] [--mode auto|human-gate]
@@ -153,20 +153,34 @@ fn run_new(global: &Global, args: Args, until: String) -> CmdResult {
         }
         (None, Checkability::Mechanical { derived: None, .. }) => (None, None),
     };
-    let id = match &args.slug {
-        Some(slug) => {
-            if session::sessions_dir(&ctx.state_dir).join(slug).exists() {
-                return Err(CliError::bad(format!(
-                    "start session `{slug}`: it already exists (continue it with `work until resume {slug}`)"
-                )));
-            }
-            slug.clone()
+    let exists = |slug: &str| {
+        if session::sessions_dir(&ctx.state_dir).join(slug).exists() {
+            return Err(CliError::bad(format!(
+                "start session `{slug}`: it already exists (continue it with `work until resume {slug}`)"
+            )));
         }
-        None => session::free_id(&ctx.state_dir, &session::slugify(&goal)),
+        Ok(())
     };
+    if let Some(slug) = &args.slug {
+        exists(slug)?;
+    }
     let (role, agent) = ctx.resolve_agent("worker", agent_flag.as_deref())?;
     args.budget.check_agent(agent.as_ref())?;
-    let run = ctx.start_run("until", args.budget.budget(), Spent::default())?;
+    let run_id = ctx.new_run_id("until");
+    // The worker writes the tree: one writer per tree, whatever the state directory.
+    let _tree = ctx.lock_tree(&run_id)?;
+    let id = match &args.slug {
+        Some(slug) => slug.clone(),
+        None => session::free_id(&ctx.state_dir, &session::slugify(&goal)),
+    };
+    let session_lock = ctx.lock_state(&format!("until-{id}"), &format!("session `{id}`"), &run_id)?;
+    if let Err(e) = exists(&id) {
+        work_run::lock::discard(session_lock);
+        return Err(e);
+    }
+    let _session_lock = session_lock;
+    work_run::signals::set_resume_hint(format!("work until resume {id}"));
+    let run = ctx.start_run_as(run_id, "until", args.budget.budget(), Spent::default(), Default::default())?;
     let now = run.clock.now_rfc3339();
     let meta = Meta {
         id,
@@ -214,7 +228,7 @@ fn run_new(global: &Global, args: Args, until: String) -> CmdResult {
     let outcome =
         crate::ctx::runtime()?.block_on(workflow::drive(&env, &mut s)).map_err(|e| CliError::Runtime(e.to_string()))?;
     run.finish(outcome.status.as_str(), json!({"session": s.meta.id, "reason": outcome.stopped_reason}));
-    Ok(render(&s, &outcome, &run.run_id, args.json))
+    Ok(render(&s, &outcome, &run, args.json))
 }
 
 fn run_resume(global: &Global, args: Args) -> CmdResult {
@@ -235,20 +249,28 @@ fn run_resume(global: &Global, args: Args) -> CmdResult {
         Resolution::Candidates(c) => c,
     };
     // An exact id, or the only resumable session, is a pick: it continues. A recommendation
-    // among several sessions or a fuzzy hint waits for `--yes` (the seed's never-auto-continue).
+    // among several sessions or a fuzzy hint waits for `--yes` (never continue on a guess).
     if !args.yes && !session::is_definite_pick(args.hint.as_deref(), &candidates) {
         return Ok(recommend(&candidates, args.json));
     }
-    let Some(mut s) = candidates.into_iter().next() else {
+    let Some(picked) = candidates.into_iter().next() else {
         return Err(CliError::bad("find a session to resume: none"));
     };
-    let agent_spec = agent_flag.clone().or_else(|| s.meta.agent.clone());
+    let agent_spec = agent_flag.clone().or_else(|| picked.meta.agent.clone());
     let (role, agent) = ctx.resolve_agent("worker", agent_spec.as_deref())?;
     // Limits given now replace the recorded ones; without flags the recorded ones stay.
-    let budget = if args.budget.is_set() { limits(&args.budget) } else { s.meta.budget };
+    let budget = if args.budget.is_set() { limits(&args.budget) } else { picked.meta.budget };
     crate::budget_args::check_usd(budget.usd.is_some(), agent.as_ref())?;
+    let id = picked.meta.id.clone();
+    let run_id = ctx.new_run_id("until");
+    // One run per session: a second `resume` of it is refused at once, before it dispatches.
+    let _session_lock = ctx.lock_state(&format!("until-{id}"), &format!("session `{id}`"), &run_id)?;
+    let _tree = ctx.lock_tree(&run_id)?;
+    // Read again under the lock: a run that just ended may have moved it on.
+    let mut s = Session::load(&picked.dir).map_err(|e| CliError::Runtime(e.to_string()))?;
+    work_run::signals::set_resume_hint(format!("work until resume {id}"));
     // The session's earlier spending counts: the budget is cumulative over the session.
-    let run = ctx.start_run("until", budget.budget(), s.meta.spent)?;
+    let run = ctx.start_run_as(run_id, "until", budget.budget(), s.meta.spent, Default::default())?;
     s.meta.budget = budget;
     let was = s.meta.status;
     if let Some(max) = args.max {
@@ -291,7 +313,7 @@ fn run_resume(global: &Global, args: Args) -> CmdResult {
     let outcome =
         crate::ctx::runtime()?.block_on(workflow::drive(&env, &mut s)).map_err(|e| CliError::Runtime(e.to_string()))?;
     run.finish(outcome.status.as_str(), json!({"session": s.meta.id, "reason": outcome.stopped_reason}));
-    Ok(render(&s, &outcome, &run.run_id, args.json))
+    Ok(render(&s, &outcome, &run, args.json))
 }
 
 fn recommend(candidates: &[Session], as_json: bool) -> ExitStatus {
@@ -305,16 +327,16 @@ fn recommend(candidates: &[Session], as_json: bool) -> ExitStatus {
             "next": next,
         }));
     } else {
-        println!("Recommended: {}", session::describe(first));
+        work_run::output::line(format!("Recommended: {}", session::describe(first)));
         if candidates.len() > 1 {
-            println!("Other candidates:");
+            work_run::output::line("Other candidates:");
             for c in &candidates[1..] {
-                println!("  {}", session::describe(c));
+                work_run::output::line(format!("  {}", session::describe(c)));
             }
         }
-        println!(
+        work_run::output::line(format!(
             "Nothing was started. Run `{next}` to continue it, or `work until resume <id>` (an exact id) to pick another."
-        );
+        ));
     }
     ExitStatus::Paused
 }
@@ -335,13 +357,13 @@ fn run_list(global: &Global, args: Args) -> CmdResult {
         }));
     } else {
         if sessions.is_empty() {
-            println!("No sessions under {}", session::sessions_dir(&ctx.state_dir).display());
+            work_run::output::line(format!("No sessions under {}", session::sessions_dir(&ctx.state_dir).display()));
         }
         for s in &sessions {
-            println!("{}", session::describe(s));
+            work_run::output::line(session::describe(s));
         }
         for e in &errors {
-            eprintln!("warning: {e}");
+            work_run::output::err_line(&format!("warning: {e}"));
         }
     }
     Ok(ExitStatus::Done)
@@ -351,7 +373,8 @@ fn one_line(s: &str) -> String {
     work_until::ledger::one_line(s, 160)
 }
 
-fn render(s: &Session, outcome: &LoopOutcome, run_id: &str, as_json: bool) -> ExitStatus {
+fn render(s: &Session, outcome: &LoopOutcome, run: &work_runtime::run::RunContext, as_json: bool) -> ExitStatus {
+    let (run_id, run_dir) = (run.run_id.as_str(), run.run_dir());
     let status = outcome.status;
     if as_json {
         let files = |name: &str| s.dir.join(name).display().to_string();
@@ -378,8 +401,30 @@ fn render(s: &Session, outcome: &LoopOutcome, run_id: &str, as_json: bool) -> Ex
         }));
     } else {
         for l in &outcome.summary {
-            println!("{l}");
+            work_run::output::line(l);
         }
     }
-    status.exit()
+    let ledger = s.load_ledger().ok();
+    let items: Vec<String> = ledger
+        .map(|l| {
+            let earlier = l.earlier.into_iter();
+            earlier.chain(l.iterations.into_iter().map(|e| e.heading)).rev().take(10).collect::<Vec<_>>()
+        })
+        .map(|mut v| {
+            v.reverse();
+            v
+        })
+        .unwrap_or_default();
+    let summary = work_run::harness::Summary {
+        outcome: format!("{} ({})", status.as_str(), outcome.stopped_reason),
+        label: "iterations".into(),
+        total: outcome.iterations as usize,
+        items,
+        spent: s.meta.spent,
+        budget: s.meta.budget.budget(),
+        next: session::resume_command(&s.meta),
+        events: Some(run_dir.join("events.jsonl")),
+    };
+    summary.print();
+    work_run::status::until(status)
 }

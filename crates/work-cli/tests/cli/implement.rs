@@ -559,9 +559,24 @@ fn malformed_flags_and_missing_files_are_bad_input() {
 fn a_range_must_be_covered_exactly() {
     let s = repo_with_plan(&[("1", "A", "Create a.txt."), ("2", "B", "Create b.txt.")]);
     let a = agent(&s, "if role == 'implementer':\n    write(tid + '.txt', tid)\n    out(DONE)");
-    let r = implement(&s, &a, "true", &["--range", "2-4"], 1);
-    assert_eq!(r["kind"], "cardinality", "{r}");
-    assert!(r["reason"].as_str().expect("reason").contains("got 1 of 3"), "{r}");
+    // A range the plan does not cover is bad input: exit 2 before any dispatch or artifact.
+    let (code, out, err) = s.run(&[
+        "implement",
+        "--plan",
+        "PLAN.md",
+        "--iter-id",
+        "it-1",
+        "--agent",
+        &a,
+        "--test-cmd",
+        "true",
+        "--range",
+        "2-4",
+    ]);
+    assert_eq!(code, 2, "stdout: {out}\nstderr: {err}");
+    assert_one_line_error(&err);
+    assert!(err.contains("--range") && err.contains("got 1 of 3"), "{err}");
+    assert!(!s.path(".work/iterations").exists(), "no artifacts");
     assert_eq!(dispatches(&s), 0);
     let r = implement(&s, &a, "test -f 2.txt && test ! -f 1.txt", &["--range", "2-2"], 0);
     assert_eq!(r["status"], "DONE", "{r}");
@@ -840,7 +855,15 @@ if role == 'editor':
 fn edit_carriers_are_guarded_too() {
     let s = edit_repo();
     let a = agent(&s, "");
-    let r = s.run_json(&["edit", "--description", "x", "--agent", &a, "--test-cmd", "true", "--json"], 1);
+    // Flags alone: a missing one is bad input naming the flag.
+    let (code, out, err) = s.run(&["edit", "--description", "x", "--agent", &a, "--test-cmd", "true", "--json"]);
+    assert_eq!(code, 2, "stdout: {out}\nstderr: {err}");
+    assert!(out.is_empty(), "{out}");
+    assert_one_line_error(&err);
+    assert!(err.contains("--def-site"), "{err}");
+    // A carrier missing the field keeps the carrier guard: BLOCKED, zero dispatches.
+    let carrier = r#"{"mode": "edit", "iter_id": "e1", "edit_description": "x"}"#;
+    let r = s.run_json(&["edit", "--carrier", carrier, "--agent", &a, "--test-cmd", "true", "--json"], 1);
     assert_eq!(r["kind"], "missing-field");
     assert!(r["reason"].as_str().expect("reason").contains("def_site"));
     let r = s.run_json(&["edit", "--carrier", "7", "--agent", &a, "--test-cmd", "true", "--json"], 1);
@@ -1119,20 +1142,17 @@ fn an_uncommitted_plan_file_does_not_make_the_tree_dirty() {
 }
 
 #[test]
-fn without_any_test_command_the_run_proceeds_but_can_never_be_done() {
-    // A do-nothing implementer is still caught (no-op) with no suite configured.
-    let s = repo_with_plan(&[("1", "A", "Create a.txt.")]);
-    let a = agent(&s, "");
-    let r = s.run_json(&["implement", "--plan", "PLAN.md", "--iter-id", "i", "--agent", &a, "--json"], 1);
-    assert_eq!(r["status"], "BLOCKED", "{r}");
-    assert_eq!(r["kind"], "no-op", "{r}");
-    // Real work with no suite to run: BLOCKED no-suite, never DONE on the agent's word.
+fn without_any_test_command_the_run_is_refused_before_any_dispatch() {
+    // No suite to run: DONE could never be reached, so the run is refused before it pays
+    // for any dispatch (exit 2, one line naming where a test command comes from).
     let s = repo_with_plan(&[("1", "A", "Create a.txt.")]);
     let a = agent(&s, "if role == 'implementer':\n    write('a.txt', 'a\\n')\n    out(DONE)");
-    let r = s.run_json(&["implement", "--plan", "PLAN.md", "--iter-id", "i", "--agent", &a, "--json"], 1);
-    assert_eq!(r["status"], "BLOCKED", "{r}");
-    assert_eq!(r["kind"], "no-suite", "{r}");
-    assert!(r["reason"].as_str().is_some_and(|x| x.contains("[gates].test")), "{r}");
+    let (code, out, err) = s.run(&["implement", "--plan", "PLAN.md", "--iter-id", "i", "--agent", &a, "--json"]);
+    assert_eq!(code, 2, "stdout: {out}\nstderr: {err}");
+    assert!(out.is_empty(), "{out}");
+    assert_one_line_error(&err);
+    assert!(err.contains("--test-cmd") && err.contains("[gates].test"), "{err}");
+    assert_eq!(dispatches(&s), 0);
     // A repository's own build file names its suite.
     let s = repo_with_plan(&[("1", "A", "Create a.txt.")]);
     s.write("Makefile", "test:\n\ttest -f a.txt\n");

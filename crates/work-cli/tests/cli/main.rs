@@ -8,6 +8,7 @@ mod exhaust;
 mod exhaust_truth;
 mod ext_chromium;
 mod ext_real_model;
+mod harness;
 mod history;
 mod implement;
 mod loop_cmd;
