@@ -4,6 +4,7 @@
 mod support;
 
 mod agents;
+mod containment;
 mod exhaust;
 mod implement;
 mod loop_cmd;
