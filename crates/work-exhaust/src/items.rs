@@ -197,19 +197,18 @@ pub fn gate2(root: &Path, location: &str) -> Gate2 {
         Location::Concept => return Gate2::Concept,
         Location::Malformed(reason) => return Gate2::Refused(format!("location `{location}` refused: {reason}")),
     };
-    let path = match work_runtime::fsx::confine(root, &fl.path) {
-        Ok(p) => p,
-        Err(e) => return Gate2::Refused(format!("location refused: {e}")),
-    };
-    if !path.is_file() {
-        return Gate2::Refused(format!("no file `{}` in the repository", fl.path));
-    }
     if fl.line == 0 {
         return Gate2::Refused("line 0 does not exist (lines start at 1)".into());
     }
-    let text = match work_runtime::fsx::read_text_capped(&path, READ_CAP) {
-        Ok((t, _)) => t,
-        Err(e) => return Gate2::Refused(format!("cannot read `{}`: {e}", fl.path)),
+    // Opened first, then checked: no symlink followed, a regular file only, capped. A path
+    // swapped between a check and the read cannot redirect it, because there is no check first.
+    let text = match work_runtime::fsx::read_confined_prefix(root, &fl.path, READ_CAP) {
+        Ok((bytes, _)) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) if e.is_not_found() => return Gate2::Refused(format!("no file `{}` in the repository", fl.path)),
+        Err(e @ work_runtime::fsx::FsError::NotRegular { .. }) => {
+            return Gate2::Refused(format!("no file `{}` in the repository: {e}", fl.path));
+        }
+        Err(e) => return Gate2::Refused(format!("location refused: {e}")),
     };
     let lines: Vec<&str> = text.lines().collect();
     let last = fl.end.unwrap_or(fl.line).max(fl.line);

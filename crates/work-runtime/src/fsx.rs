@@ -5,12 +5,21 @@
 //!   writes a temporary file in the same directory, fsyncs it, renames it over the target and
 //!   fsyncs the directory;
 //! - a path taken from outside (a flag, an agent answer, a file) is resolved against the
-//!   repository root only through [`confine`], which refuses anything that could leave it.
+//!   repository root only through [`confine`], which refuses anything that could leave it;
+//! - a file someone else supplies is read only through [`read_confined`] (below a root, no
+//!   symlink followed) or [`read_user_file`] (a path a person named): open first, then check
+//!   what was opened (a regular file, never a FIFO or device), with a size cap on every read.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+mod read;
+pub use read::{
+    FsError, USER_FILE_CAP, open_confined, open_user_file, read_confined, read_confined_prefix, read_user_file,
+    read_user_string, read_user_text_optional, symlink_target_confined,
+};
 
 /// Why a relative path was refused by [`confine`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -45,6 +54,13 @@ pub enum ConfineError {
 /// prefix resolves (through symlinks) outside `root`. A path that does not exist yet is allowed
 /// when its deepest existing ancestor is inside `root`.
 pub fn confine(root: &Path, rel: &str) -> Result<PathBuf, ConfineError> {
+    let trimmed = lexical(rel)?;
+    let root_real = fs::canonicalize(root).map_err(|_| ConfineError::BadRoot(root.display().to_string()))?;
+    confine_resolved(root_real, rel, trimmed)
+}
+
+/// The lexical rules of [`confine`]: `rel` without a trailing slash, or why it is refused.
+fn lexical(rel: &str) -> Result<&str, ConfineError> {
     if rel.trim().is_empty() {
         return Err(ConfineError::Empty);
     }
@@ -65,7 +81,10 @@ pub fn confine(root: &Path, rel: &str) -> Result<PathBuf, ConfineError> {
             return Err(ConfineError::DotSegment(rel.to_string()));
         }
     }
-    let root_real = fs::canonicalize(root).map_err(|_| ConfineError::BadRoot(root.display().to_string()))?;
+    Ok(trimmed)
+}
+
+fn confine_resolved(root_real: PathBuf, rel: &str, trimmed: &str) -> Result<PathBuf, ConfineError> {
     let joined = root_real.join(trimmed);
     // Resolve the deepest existing ancestor; it must stay inside the root.
     let mut probe = joined.clone();

@@ -6,6 +6,7 @@ mod support;
 mod agents;
 mod containment;
 mod exhaust;
+mod fs_safety;
 mod implement;
 mod loop_cmd;
 mod loop_run;
