@@ -36,7 +36,8 @@ fn swap_race_leaks(s: &Scenario, secret_dir: &std::path::Path) -> (usize, usize)
     let secret_text: String = (1..=LINES).map(|n| format!("TOP-SECRET {n}\n")).collect();
     std::fs::write(&secret, secret_text).expect("write secret");
     let link = s.path("src/swap.rs");
-    let tmp = s.path("src/.swap.tmp");
+    // Staged outside the tree (same filesystem), so no stray file shows in the tree.
+    let tmp = secret_dir.join("swap.tmp");
     let stop = Arc::new(AtomicBool::new(false));
     let swapper = {
         let (stop, link, tmp) = (stop.clone(), link.clone(), tmp.clone());
@@ -50,6 +51,11 @@ fn swap_race_leaks(s: &Scenario, secret_dir: &std::path::Path) -> (usize, usize)
                     let _ = std::fs::write(&tmp, inside_text());
                 }
                 let _ = std::fs::rename(&tmp, &link);
+                // Mostly the in-repo file, the symlink only for a moment: the read-only guard's
+                // tree hashes around each finder then mostly agree, and gate 2's re-reads race.
+                if !flip {
+                    std::thread::sleep(std::time::Duration::from_micros(300));
+                }
                 flip = !flip;
             }
         })
