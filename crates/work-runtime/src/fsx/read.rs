@@ -27,7 +27,7 @@ pub enum FsError {
     #[error("`{0}` does not exist")]
     NotFound(String),
     /// A component of the path is a symlink (never followed).
-    #[error("`{0}` goes through a symlink, which is not followed")]
+    #[error("`{0}` goes through a symlink, which is not followed (it could lead outside the root)")]
     Symlink(String),
     /// Not a regular file.
     #[error("`{path}` is not a regular file (a {kind})")]
