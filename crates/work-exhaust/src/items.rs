@@ -299,12 +299,16 @@ pub fn gate2_with(root: &Path, location: &str, evidence: Option<&str>, rules: &G
     if fl.line == 0 {
         return Gate2::Refused("line 0 does not exist (lines start at 1)".into());
     }
-    if !r.real.is_file() {
-        return Gate2::Refused(format!("no file `{}` in the repository", fl.path));
-    }
-    let text = match work_runtime::fsx::read_text_capped(&r.real, READ_CAP) {
-        Ok((t, _)) => t,
-        Err(e) => return Gate2::Refused(format!("cannot read `{}`: {e}", fl.path)),
+    // Opened first, then checked: no symlink followed (the path is already resolved to its
+    // in-repo target), a regular file only, capped. A path swapped between the resolution and
+    // the read cannot redirect it: the no-follow open refuses the symlink.
+    let text = match work_runtime::fsx::read_confined_prefix(root, &r.rel, READ_CAP) {
+        Ok((bytes, _)) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) if e.is_not_found() => return Gate2::Refused(format!("no file `{}` in the repository", fl.path)),
+        Err(e @ work_runtime::fsx::FsError::NotRegular { .. }) => {
+            return Gate2::Refused(format!("no file `{}` in the repository: {e}", fl.path));
+        }
+        Err(e) => return Gate2::Refused(format!("location refused: {e}")),
     };
     let lines: Vec<&str> = text.lines().collect();
     let last = fl.end.unwrap_or(fl.line).max(fl.line);

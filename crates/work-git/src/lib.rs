@@ -220,7 +220,7 @@ impl Git {
             if path.is_empty() || is_excluded(&path, exclude) {
                 continue;
             }
-            let hash = std::fs::read(self.root.join(&path)).ok().map(|b| hex::encode(Sha256::digest(&b)));
+            let hash = hash_entry(&self.root, &path);
             paths.insert(path, PathState { code, hash });
         }
         Ok(TreeState { head: self.head_sha(), paths })
@@ -232,6 +232,28 @@ impl Git {
         let s = self.run(&["stash", "create"])?;
         let s = s.trim();
         Ok(if s.is_empty() { None } else { Some(s.to_string()) })
+    }
+}
+
+/// The sha256 of a tree entry, read without following any symlink: a regular file's content
+/// (streamed, whatever its size), a symlink's target text (marked, so it never equals a file
+/// with that content), `None` for what is missing or neither (a FIFO is never opened to wait).
+fn hash_entry(root: &Path, rel: &str) -> Option<String> {
+    match work_runtime::fsx::open_confined(root, rel) {
+        Ok(mut f) => {
+            let mut h = Sha256::new();
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match std::io::Read::read(&mut f, &mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => h.update(&buf[..n]),
+                    Err(_) => return None,
+                }
+            }
+            Some(hex::encode(h.finalize()))
+        }
+        Err(_) => work_runtime::fsx::symlink_target_confined(root, rel)
+            .map(|t| hex::encode(Sha256::digest(format!("symlink\0{t}").as_bytes()))),
     }
 }
 

@@ -193,10 +193,7 @@ impl Tree {
         }
         for e in self.git.status()? {
             if e.code == "??" && self.keep(&e.path) {
-                let content = std::fs::read(self.git.root().join(&e.path)).unwrap_or_default();
-                text.push_str(&format!("untracked {} ({} bytes)\n", e.path, content.len()));
-                text.push_str(&String::from_utf8_lossy(&content));
-                text.push('\n');
+                text.push_str(&untracked_text(self.git.root(), &e.path));
             }
         }
         Ok(text)
@@ -246,6 +243,27 @@ impl Tree {
 pub fn lost_paths(prev: &Snapshot, next: &Snapshot) -> Vec<String> {
     let now: BTreeSet<&String> = next.paths.iter().collect();
     prev.paths.iter().filter(|p| !now.contains(p)).cloned().collect()
+}
+
+/// Cap on the bytes of one untracked file copied into the diff reviewers read.
+const UNTRACKED_CAP: u64 = 1024 * 1024;
+
+/// How an untracked file appears in the diff text: its content (capped), read without following
+/// a symlink (a symlink shows its target, never what it points to); a FIFO or device is named,
+/// never opened to wait on.
+fn untracked_text(root: &std::path::Path, rel: &str) -> String {
+    match work_runtime::fsx::read_confined_prefix(root, rel, UNTRACKED_CAP) {
+        Ok((content, cut)) => format!(
+            "untracked {rel} ({} bytes{})\n{}\n",
+            content.len(),
+            if cut { ", cut" } else { "" },
+            String::from_utf8_lossy(&content)
+        ),
+        Err(e) => match work_runtime::fsx::symlink_target_confined(root, rel) {
+            Some(target) => format!("untracked {rel} (symlink to `{target}`, not followed)\n"),
+            None => format!("untracked {rel} (not read: {e})\n"),
+        },
+    }
 }
 
 #[cfg(test)]

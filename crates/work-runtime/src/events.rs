@@ -3,7 +3,10 @@
 //! (`dispatches/<dispatch-id>.a<attempt>.json`, the request and the response of one attempt).
 //!
 //! Invariants: `seq` is strictly increasing from 1 within a run; every line is flushed when
-//! written; every string passes through the run's [`Redactor`] first.
+//! written, and `dispatch.start` is also synced before the agent starts (so a killed run's
+//! dispatches are on disk); every string passes through the run's [`Redactor`] first. A log
+//! whose last line a crash cut is read without it ([`read_log`]), and the next append starts
+//! on a fresh line.
 
 use crate::clock::Clock;
 use crate::redact::Redactor;
@@ -33,7 +36,12 @@ impl EventLog {
     /// Opens (creating) the log in `dir` for `run_id`.
     pub fn open(dir: &Path, run_id: &str, clock: Arc<dyn Clock>, redactor: Redactor) -> io::Result<Self> {
         std::fs::create_dir_all(dir.join("dispatches"))?;
-        let file = OpenOptions::new().create(true).append(true).open(dir.join("events.jsonl"))?;
+        let path = dir.join("events.jsonl");
+        let mut file = OpenOptions::new().create(true).append(true).open(&path)?;
+        if ends_torn(&path) {
+            // A crash cut the last line: the next event starts on a line of its own.
+            file.write_all(b"\n")?;
+        }
         Ok(Self {
             run_id: run_id.to_string(),
             dir: dir.to_path_buf(),
@@ -84,7 +92,10 @@ impl EventLog {
         if let Some(f) = guard.1.as_mut() {
             let mut line = Value::Object(obj).to_string();
             line.push('\n');
-            if let Err(e) = f.write_all(line.as_bytes()).and_then(|_| f.flush()) {
+            // A dispatch start is synced before the agent runs: a killed run's spending is on disk.
+            let durable = kind == "dispatch.start";
+            let written = f.write_all(line.as_bytes()).and_then(|_| f.flush());
+            if let Err(e) = written.and_then(|_| if durable { f.sync_data() } else { Ok(()) }) {
                 eprintln!("warning: failed to append to the event log: {e}");
             }
         }
@@ -117,5 +128,74 @@ impl EventLog {
     /// The redactor this log applies.
     pub fn redactor(&self) -> &Redactor {
         &self.redactor
+    }
+}
+
+/// True when the file exists, is not empty and does not end with a newline.
+fn ends_torn(path: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = File::open(path) else { return false };
+    if f.seek(SeekFrom::End(-1)).is_err() {
+        return false;
+    }
+    let mut last = [0u8; 1];
+    f.read_exact(&mut last).is_ok() && last[0] != b'\n'
+}
+
+/// The events of a log, in order. A line that does not parse (the last one, cut by a crash, or
+/// a cut line an append followed) is skipped, never an error; a missing log is empty.
+pub fn read_log(path: &Path) -> io::Result<Vec<Value>> {
+    let text = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    Ok(text
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
+        .filter(Value::is_object)
+        .collect())
+}
+
+/// How many dispatch attempts a log says were started: what a resumed run must count as spent
+/// even when the run was killed before it recorded their results anywhere else.
+pub fn started_dispatches(path: &Path) -> io::Result<u64> {
+    Ok(read_log(path)?.iter().filter(|e| e.get("kind").and_then(Value::as_str) == Some("dispatch.start")).count()
+        as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(dir: &Path) -> EventLog {
+        EventLog::open(
+            dir,
+            "r1",
+            Arc::new(crate::clock::FakeClock::new(chrono::DateTime::<chrono::Utc>::UNIX_EPOCH, 1)),
+            Redactor::default(),
+        )
+        .expect("open")
+    }
+
+    #[test]
+    fn a_torn_last_line_is_skipped_and_the_next_append_starts_fresh() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let l = log(dir.path());
+        l.emit("dispatch.start", json!({"dispatch_id": "d1"}));
+        drop(l);
+        let path = dir.path().join("events.jsonl");
+        let mut f = OpenOptions::new().append(true).open(&path).expect("open");
+        f.write_all(br#"{"kind": "dispatch.st"#).expect("tear");
+        drop(f);
+        assert_eq!(read_log(&path).expect("read").len(), 1, "the torn line is skipped");
+        let l = log(dir.path());
+        l.emit("dispatch.start", json!({"dispatch_id": "d2"}));
+        drop(l);
+        let events = read_log(&path).expect("read");
+        assert_eq!(events.len(), 2, "the append after the torn line is whole: {events:?}");
+        assert_eq!(started_dispatches(&path).expect("count"), 2);
+        assert_eq!(read_log(&dir.path().join("none")).expect("missing").len(), 0);
     }
 }

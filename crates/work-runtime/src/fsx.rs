@@ -5,12 +5,21 @@
 //!   writes a temporary file in the same directory, fsyncs it, renames it over the target and
 //!   fsyncs the directory;
 //! - a path taken from outside (a flag, an agent answer, a file) is resolved against the
-//!   repository root only through [`confine`], which refuses anything that could leave it.
+//!   repository root only through [`confine`], which refuses anything that could leave it;
+//! - a file someone else supplies is read only through [`read_confined`] (below a root, no
+//!   symlink followed) or [`read_user_file`] (a path a person named): open first, then check
+//!   what was opened (a regular file, never a FIFO or device), with a size cap on every read.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+mod read;
+pub use read::{
+    FsError, USER_FILE_CAP, open_confined, open_user_file, read_confined, read_confined_prefix, read_user_file,
+    read_user_string, read_user_text_optional, symlink_target_confined,
+};
 
 /// Why a relative path was refused by [`confine`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -45,6 +54,13 @@ pub enum ConfineError {
 /// prefix resolves (through symlinks) outside `root`. A path that does not exist yet is allowed
 /// when its deepest existing ancestor is inside `root`.
 pub fn confine(root: &Path, rel: &str) -> Result<PathBuf, ConfineError> {
+    let trimmed = lexical(rel)?;
+    let root_real = fs::canonicalize(root).map_err(|_| ConfineError::BadRoot(root.display().to_string()))?;
+    confine_resolved(root_real, rel, trimmed)
+}
+
+/// The lexical rules of [`confine`]: `rel` without a trailing slash, or why it is refused.
+fn lexical(rel: &str) -> Result<&str, ConfineError> {
     if rel.trim().is_empty() {
         return Err(ConfineError::Empty);
     }
@@ -65,7 +81,10 @@ pub fn confine(root: &Path, rel: &str) -> Result<PathBuf, ConfineError> {
             return Err(ConfineError::DotSegment(rel.to_string()));
         }
     }
-    let root_real = fs::canonicalize(root).map_err(|_| ConfineError::BadRoot(root.display().to_string()))?;
+    Ok(trimmed)
+}
+
+fn confine_resolved(root_real: PathBuf, rel: &str, trimmed: &str) -> Result<PathBuf, ConfineError> {
     let joined = root_real.join(trimmed);
     // Resolve the deepest existing ancestor; it must stay inside the root.
     let mut probe = joined.clone();
@@ -114,6 +133,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
         _ => PathBuf::from("."),
     };
     fs::create_dir_all(&dir)?;
+    clean_stale_temps_once(&dir);
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "file".into());
     let tmp = dir.join(format!(".{name}.tmp-{}-{}", std::process::id(), TMP_COUNTER.fetch_add(1, Ordering::Relaxed)));
     let result = (|| {
@@ -134,6 +154,42 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     result
 }
 
+/// The pid in a temporary file name `.NAME.tmp-PID-N` written by [`write_atomic`].
+fn temp_owner(file_name: &str) -> Option<i32> {
+    let rest = file_name.strip_prefix('.')?;
+    let (_, tail) = rest.rsplit_once(".tmp-")?;
+    let (pid, n) = tail.split_once('-')?;
+    n.parse::<u64>().ok()?;
+    pid.parse().ok()
+}
+
+/// Removes the temporary files in `dir` that a killed run left (`.NAME.tmp-PID-N` whose PID no
+/// longer runs; this process's own are never touched). Returns how many were removed.
+pub fn clean_stale_temps(dir: &Path) -> usize {
+    let me = std::process::id() as i32;
+    let Ok(rd) = fs::read_dir(dir) else { return 0 };
+    let mut removed = 0;
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(temp_owner) else { continue };
+        let is_file = e.file_type().is_ok_and(|t| t.is_file());
+        if pid != me && is_file && !crate::spawn::pid_running(i64::from(pid)) && fs::remove_file(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// [`clean_stale_temps`] the first time this process writes into `dir`.
+fn clean_stale_temps_once(dir: &Path) {
+    static CLEANED: std::sync::Mutex<std::collections::BTreeSet<PathBuf>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let first = CLEANED.lock().map(|mut c| c.insert(dir.to_path_buf())).unwrap_or(false);
+    if first {
+        clean_stale_temps(dir);
+    }
+}
+
 /// Serialises `value` as pretty JSON (with a trailing newline) and writes it atomically.
 pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()> {
     let mut bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
@@ -148,6 +204,7 @@ pub fn write_json_unsynced<T: serde::Serialize>(path: &Path, value: &T) -> io::R
     bytes.push(b'\n');
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir)?;
+    clean_stale_temps_once(dir);
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "file".into());
     let tmp = dir.join(format!(".{name}.tmp-{}-{}", std::process::id(), TMP_COUNTER.fetch_add(1, Ordering::Relaxed)));
     fs::write(&tmp, &bytes)?;
@@ -319,6 +376,23 @@ mod tests {
         drop(_again);
         fs::write(&p, "999999999\n").expect("a crashed holder's file");
         let _taken = LockFile::acquire(&p).expect("a file without a live flock is free");
+    }
+
+    #[test]
+    fn temps_of_dead_runs_are_cleaned_and_live_ones_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let me = std::process::id();
+        let dead = dir.path().join(".state.json.tmp-999999999-3");
+        let mine = dir.path().join(format!(".state.json.tmp-{me}-7"));
+        let other = dir.path().join(".state.json.tmp-x-1");
+        for p in [&dead, &mine, &other] {
+            fs::write(p, "partial").expect("write");
+        }
+        write_atomic(&dir.path().join("state.json"), b"whole").expect("write");
+        assert!(!dead.exists(), "a dead run's temp file is removed");
+        assert!(mine.exists(), "this process's temp files are kept");
+        assert!(other.exists(), "a file not in the temp pattern is kept");
+        assert_eq!(temp_owner(".a.b.tmp-12-0"), Some(12));
     }
 
     #[test]

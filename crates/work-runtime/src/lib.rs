@@ -14,6 +14,7 @@
 
 pub mod budget;
 pub mod clock;
+pub mod contain;
 pub mod dispatch;
 pub mod events;
 pub mod exit;

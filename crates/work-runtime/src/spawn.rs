@@ -1,8 +1,10 @@
 //! Processes: the one place in `work` that starts a program.
 //!
 //! Invariants:
-//! - every child runs in its own process group, so that a timeout kills the whole tree
-//!   (the agent and anything it started);
+//! - every child runs in its own process group, and nothing it starts outlives it: at its end,
+//!   at its timeout and when `work` is signalled, its group, every process carrying its marker
+//!   and every detached descendant re-parented to `work` get SIGTERM, a grace period, then
+//!   SIGKILL, and are reaped; children die with `work` even on SIGKILL (see [`crate::contain`]);
 //! - stdout and stderr are read concurrently (no deadlock on a full pipe), each up to a cap;
 //!   bytes past the cap are drained and discarded, and the truncation is reported;
 //! - stdin is written and closed before the output is awaited;
@@ -178,8 +180,12 @@ impl Spawner {
         for (k, v) in &spec.env {
             cmd.env(k, v);
         }
+        // Every descendant inherits the marker that names this process; see `contain`.
+        let marker = crate::contain::new_marker();
+        cmd.env(crate::contain::OWNER_VAR, &marker);
+        crate::contain::arm(&mut cmd);
         let started = Instant::now();
-        let mut child = cmd.spawn().map_err(|e| {
+        let mut child = crate::contain::spawn_tracked(cmd, marker.clone()).await.map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
                 SpawnError::NotFound { program: spec.program.clone() }
             } else {
@@ -187,6 +193,8 @@ impl Spawner {
             }
         })?;
         let pgid = child.id().map(|p| p as i32);
+        // Untracks and ends what the process left, whichever way this future ends.
+        let guard = pgid.map(|pg| Ended { pgid: pg, marker: marker.clone(), done: false });
 
         let stdin_task = match (child.stdin.take(), spec.stdin.clone()) {
             (Some(mut w), Some(bytes)) => Some(tokio::spawn(async move {
@@ -200,72 +208,67 @@ impl Spawner {
         let out_task = child.stdout.take().map(|r| tokio::spawn(read_capped(r, cap)));
         let err_task = child.stderr.take().map(|r| tokio::spawn(read_capped(r, cap)));
 
-        if let Some(pg) = pgid {
-            register_group(pg);
-        }
-        let all = async {
-            let status = child.wait().await;
-            // The main process has ended: nothing left in its group may keep the pipes open
-            // (a background child holding stdout would otherwise stall us until the timeout).
-            if let Some(pg) = pgid {
-                kill_group(pg);
+        let outcome = match spec.timeout {
+            Some(t) => tokio::time::timeout(t, child.wait()).await.ok(),
+            None => Some(child.wait().await),
+        };
+        let timed_out = outcome.is_none();
+        let status = match outcome {
+            Some(status) => status,
+            None => {
+                // Timeout: SIGTERM to the group, a grace period, then SIGKILL.
+                if let Some(pg) = pgid {
+                    crate::contain::signal_group(pg, nix::sys::signal::Signal::SIGTERM);
+                }
+                match tokio::time::timeout(crate::contain::GRACE, child.wait()).await {
+                    Ok(status) => status,
+                    Err(_) => {
+                        if let Some(pg) = pgid {
+                            crate::contain::signal_group(pg, nix::sys::signal::Signal::SIGKILL);
+                        }
+                        let _ = child.start_kill();
+                        child.wait().await
+                    }
+                }
             }
-            let out = match out_task {
-                Some(t) => t.await.unwrap_or_default(),
-                None => (Vec::new(), false),
-            };
-            let err = match err_task {
-                Some(t) => t.await.unwrap_or_default(),
-                None => (Vec::new(), false),
-            };
-            (status, out, err)
         };
-        let (timed_out, result) = match spec.timeout {
-            Some(t) => match tokio::time::timeout(t, all).await {
-                Ok(r) => (false, Some(r)),
-                Err(_) => (true, None),
-            },
-            None => (false, Some(all.await)),
-        };
-        // Whatever happened, the process group does not outlive the dispatch.
-        if let Some(pg) = pgid {
-            kill_group(pg);
-            unregister_group(pg);
+        // The main process has ended: nothing it left may keep running (or keep the pipes open:
+        // a background child holding stdout would otherwise stall us until the timeout).
+        if let Some(g) = guard {
+            g.end().await;
         }
+        let out = collect(out_task, timed_out).await;
+        let err = collect(err_task, timed_out).await;
         if let Some(t) = stdin_task {
             t.abort();
         }
         let elapsed = started.elapsed();
-        match result {
-            Some((status, (stdout, so_t), (stderr, se_t))) => {
-                let status = status.map_err(|e| SpawnError::Io { program: spec.program.clone(), source: e })?;
-                Ok(ProcessOutput {
-                    code: status.code(),
-                    signal: status.signal(),
-                    stdout,
-                    stderr,
-                    stdout_truncated: so_t,
-                    stderr_truncated: se_t,
-                    timed_out: false,
-                    elapsed,
-                    limit: spec.timeout,
-                })
-            }
-            None => {
-                debug_assert!(timed_out);
-                Ok(ProcessOutput {
-                    code: None,
-                    signal: Some(9),
-                    stdout: Vec::new(),
-                    stderr: Vec::new(),
-                    stdout_truncated: false,
-                    stderr_truncated: false,
-                    timed_out: true,
-                    elapsed,
-                    limit: spec.timeout,
-                })
-            }
+        if timed_out {
+            return Ok(ProcessOutput {
+                code: None,
+                signal: Some(9),
+                stdout: Vec::new(),
+                stderr: Vec::new(),
+                stdout_truncated: false,
+                stderr_truncated: false,
+                timed_out: true,
+                elapsed,
+                limit: spec.timeout,
+            });
         }
+        let status = status.map_err(|e| SpawnError::Io { program: spec.program.clone(), source: e })?;
+        let ((stdout, so_t), (stderr, se_t)) = (out, err);
+        Ok(ProcessOutput {
+            code: status.code(),
+            signal: status.signal(),
+            stdout,
+            stderr,
+            stdout_truncated: so_t,
+            stderr_truncated: se_t,
+            timed_out: false,
+            elapsed,
+            limit: spec.timeout,
+        })
     }
 
     /// Runs `sh -c <script>` in `cwd`.
@@ -292,36 +295,56 @@ impl Spawner {
     }
 }
 
-/// Process groups of children still running, so that a signal to `work` can end them.
-static LIVE_GROUPS: std::sync::Mutex<std::collections::BTreeSet<i32>> =
-    std::sync::Mutex::new(std::collections::BTreeSet::new());
+/// Ends what a process left once its main process has ended; when the future that ran it is
+/// dropped first (its caller gave up), the drop does it instead.
+struct Ended {
+    pgid: i32,
+    marker: String,
+    done: bool,
+}
 
-fn register_group(pgid: i32) {
-    if let Ok(mut g) = LIVE_GROUPS.lock() {
-        g.insert(pgid);
+impl Ended {
+    async fn end(mut self) {
+        self.done = true;
+        crate::contain::untrack(self.pgid);
+        crate::contain::end_dispatch(self.pgid, std::mem::take(&mut self.marker)).await;
     }
 }
 
-fn unregister_group(pgid: i32) {
-    if let Ok(mut g) = LIVE_GROUPS.lock() {
-        g.remove(&pgid);
+impl Drop for Ended {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        // The future was dropped mid-run: kill the group now; the sweep of the next
+        // dispatch (or of the signal handler) ends whatever detached from it.
+        crate::contain::signal_group(self.pgid, nix::sys::signal::Signal::SIGKILL);
+        crate::contain::untrack(self.pgid);
     }
 }
 
-/// Kills the process group of every child still running. Called when `work` itself is
-/// interrupted (SIGINT, SIGTERM), so that no agent outlives it and keeps spending.
+/// Ends every process `work` started: each group and every detached descendant gets SIGTERM,
+/// a grace period, then SIGKILL. Called when `work` itself is interrupted (SIGINT, SIGTERM),
+/// so that no agent outlives it and keeps spending.
 pub fn kill_all_children() {
-    let groups: Vec<i32> = LIVE_GROUPS.lock().map(|g| g.iter().copied().collect()).unwrap_or_default();
-    for pg in groups {
-        kill_group(pg);
-    }
+    crate::contain::end_all();
 }
 
-fn kill_group(pgid: i32) {
-    use nix::sys::signal::{Signal, killpg};
-    use nix::unistd::Pid;
-    // ESRCH (already gone) is the common case and not an error.
-    let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+/// The captured stream of a process that has ended, and whose leftovers have been ended: every
+/// writer is gone, so the read ends at once; bounded anyway, in case one was not ours to kill.
+async fn collect(task: Option<tokio::task::JoinHandle<(Vec<u8>, bool)>>, timed_out: bool) -> (Vec<u8>, bool) {
+    let Some(mut t) = task else { return (Vec::new(), false) };
+    if timed_out {
+        t.abort();
+        return (Vec::new(), false);
+    }
+    match tokio::time::timeout(Duration::from_secs(2), &mut t).await {
+        Ok(r) => r.unwrap_or_default(),
+        Err(_) => {
+            t.abort();
+            (Vec::new(), true)
+        }
+    }
 }
 
 async fn read_capped<R: AsyncRead + Unpin>(mut r: R, cap: usize) -> (Vec<u8>, bool) {
@@ -484,5 +507,20 @@ mod tests {
             .await
             .expect_err("fails");
         assert!(matches!(err, SpawnError::NotFound { .. }));
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_detached_descendant_is_ended_with_its_dispatch() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pidfile = dir.path().join("pid");
+        // New session, parent gone: outside the process group the spawner kills.
+        let script = format!(
+            "setsid sh -c 'echo $$ > {p}; exec sleep 30' </dev/null >/dev/null 2>&1 & \
+             while [ ! -s {p} ]; do sleep 0.01; done",
+            p = pidfile.display()
+        );
+        let out = Spawner.run(&ProcessSpec::shell(&script, dir.path())).await.expect("runs");
+        assert!(out.success(), "{}", out.stderr_text());
+        let pid: i64 = std::fs::read_to_string(&pidfile).expect("pid").trim().parse().expect("a pid");
+        assert!(!pid_running(pid), "the detached descendant {pid} outlived its dispatch");
     }
 }

@@ -116,7 +116,7 @@ fn read_carrier(text: &Option<String>, file: &Option<PathBuf>, base: &Path) -> R
     }
     if let Some(f) = file {
         let p = if f.is_absolute() { f.clone() } else { base.join(f) };
-        let t = std::fs::read_to_string(&p)
+        let t = work_runtime::fsx::read_user_string(&p, work_runtime::fsx::USER_FILE_CAP)
             .map_err(|e| CliError::bad(format!("read carrier file `{}`: {e}", f.display())))?;
         return Ok(Some(carrier::value_from_text(&t)));
     }
@@ -443,7 +443,7 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
         _ => {
             let plan_arg = c.plan_path.clone().unwrap_or_default();
             let plan_file = resolve_path(&base, &ctx.root, &plan_arg);
-            let plan_text = std::fs::read_to_string(&plan_file)
+            let plan_text = work_runtime::fsx::read_user_string(&plan_file, work_runtime::fsx::USER_FILE_CAP)
                 .map_err(|e| CliError::bad(format!("read plan `{plan_arg}`: {e}")))?;
             let kind = work_implement::standard::classify_plan(&plan_text)
                 .map_err(|e| CliError::bad(format!("parse plan `{plan_arg}`: {e}")))?;

@@ -60,7 +60,7 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
     args.budget.validate("run the goal")?;
     let shown = args.goal.display().to_string();
     let path = goal_path(global, &args.goal)?;
-    let text = match std::fs::read_to_string(&path) {
+    let text = match work_runtime::fsx::read_user_string(&path, work_runtime::fsx::USER_FILE_CAP) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(CliError::bad(format!("read goal `{shown}`: no such file")));

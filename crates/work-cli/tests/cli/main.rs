@@ -4,12 +4,14 @@
 mod support;
 
 mod agents;
+mod containment;
 mod exhaust;
 mod exhaust_truth;
 mod ext_chromium;
 mod ext_real_model;
 mod harness;
 mod history;
+mod fs_safety;
 mod implement;
 mod loop_cmd;
 mod loop_run;

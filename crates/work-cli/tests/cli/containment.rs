@@ -1,0 +1,182 @@
+//! Process containment through the real binary: an agent that detaches a descendant (`setsid`
+//! and a double fork, the way a CLI runs each tool command in its own session) leaves nothing
+//! running after a normal dispatch, a timeout, SIGINT, SIGTERM, or a SIGKILL of `work` itself.
+
+use crate::support::Scenario;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long a detached descendant sleeps before it writes its "survived" marker.
+const SLEEP_SECS: u64 = 3;
+
+/// A finder that starts a detached grandchild (new session, double fork) which records its
+/// pid, sleeps, then writes `survived-<pid>`. `then` is what the finder does next: `answer`
+/// or `hang`.
+fn hostile_finder(s: &Scenario, then: &str) -> String {
+    s.agent(
+        "hostile.py",
+        &format!(
+            r#"
+r, w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() > 0:
+        os._exit(0)
+    os.close(r)
+    # Detached: own session, parent gone. Leave stdout and stderr so pipes do not tell.
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    me = os.getpid()
+    open(state_path('pid-%d' % me), 'w').write(str(me))
+    os.write(w, b'ready'); os.close(w)
+    time.sleep({SLEEP_SECS})
+    open(state_path('survived-%d' % me), 'w').write('alive')
+    os._exit(0)
+os.close(w)
+os.read(r, 5)
+if {then:?} == 'hang':
+    time.sleep(60)
+print(json.dumps({{"angle": ctx['angle'], "items": []}}))
+"#
+        ),
+    )
+}
+
+fn state_dir(s: &Scenario) -> PathBuf {
+    s.path(".agent-state")
+}
+
+/// The pids the detached descendants recorded.
+fn descendant_pids(s: &Scenario) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir(state_dir(s)) else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("pid-")?.parse().ok()).collect()
+}
+
+/// Running, not a zombie.
+fn running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !matches!(stat.rsplit(')').next().map(str::trim_start).and_then(|r| r.chars().next()), Some('Z')),
+        Err(_) => false,
+    }
+}
+
+/// Waits (bounded) until every recorded descendant is gone and returns those still running;
+/// then waits past their sleep and returns the markers of those that survived to write one.
+fn survivors(s: &Scenario, settle: Duration) -> (Vec<i32>, Vec<String>) {
+    let pids = descendant_pids(s);
+    assert!(!pids.is_empty(), "the hostile finder never started its descendant");
+    let deadline = Instant::now() + settle;
+    while pids.iter().any(|&p| running(p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let alive: Vec<i32> = pids.iter().copied().filter(|&p| running(p)).collect();
+    for &p in &alive {
+        // Do not leave the machine dirty when the assertion below fails.
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
+    }
+    std::thread::sleep(Duration::from_secs(SLEEP_SECS + 1));
+    let survived: Vec<String> = std::fs::read_dir(state_dir(s))
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str().filter(|n| n.starts_with("survived-")).map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    (alive, survived)
+}
+
+fn repo() -> Scenario {
+    let s = Scenario::new();
+    s.write("src/a.rs", "fn a() {}\n");
+    s.commit("init");
+    s
+}
+
+fn exhaust_args<'a>(agent: &'a str, timeout: &'a str) -> Vec<&'a str> {
+    vec!["-c", timeout, "exhaust", "things", "-k", "2", "--angles", "a,b,c", "--agent", agent, "--json"]
+}
+
+#[test]
+fn a_detaching_agent_leaves_nothing_after_a_normal_dispatch() {
+    let s = repo();
+    let agent = hostile_finder(&s, "answer");
+    let (code, out, err) = s.run(&exhaust_args(&agent, "timeouts.dispatch_secs=30"));
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    // `work` has exited: what it left is checked at once, without grace.
+    let (alive, survived) = survivors(&s, Duration::ZERO);
+    assert_eq!(alive, Vec::<i32>::new(), "detached descendants outlived their dispatch");
+    assert_eq!(survived, Vec::<String>::new());
+    assert!(descendant_pids(&s).len() >= 2, "one descendant per dispatch");
+}
+
+#[test]
+fn a_detaching_agent_leaves_nothing_after_a_timeout() {
+    let s = repo();
+    let agent = hostile_finder(&s, "hang");
+    let (code, out, err) = s.run(&exhaust_args(&agent, "timeouts.dispatch_secs=1"));
+    assert!(code == 0 || code == 1, "code {code}\nstdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("timed out"), "the finders timed out:\n{out}");
+    let (alive, survived) = survivors(&s, Duration::ZERO);
+    assert_eq!(alive, Vec::<i32>::new(), "detached descendants outlived the timeout");
+    assert_eq!(survived, Vec::<String>::new());
+}
+
+/// Starts `work` with a hanging hostile finder, waits until its descendant runs, sends `sig`
+/// to `work`, and returns what is left.
+fn signalled(sig: nix::sys::signal::Signal) -> (Vec<i32>, Vec<String>) {
+    let s = repo();
+    let agent = hostile_finder(&s, "hang");
+    #[expect(clippy::disallowed_methods, reason = "the test needs a `work` it can signal mid-dispatch")]
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
+        .args(exhaust_args(&agent, "timeouts.dispatch_secs=60"))
+        .current_dir(s.root())
+        .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn work");
+    wait_for_descendants(s.root(), 1);
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+    nix::sys::signal::kill(pid, sig).expect("signal work");
+    child.wait().expect("reap work");
+    // After a SIGKILL the kernel and the watchdog end the rest: give them a bounded moment.
+    survivors(&s, Duration::from_secs(10))
+}
+
+fn wait_for_descendants(root: &Path, n: usize) {
+    let dir = root.join(".agent-state");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let count = std::fs::read_dir(&dir)
+            .map(|d| {
+                d.filter(|e| e.as_ref().is_ok_and(|e| e.file_name().to_string_lossy().starts_with("pid-"))).count()
+            })
+            .unwrap_or(0);
+        if count >= n {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the hostile finders never started their descendants");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_detaching_agent_dies_with_work_on_sigint() {
+    let (alive, survived) = signalled(nix::sys::signal::Signal::SIGINT);
+    assert_eq!(alive, Vec::<i32>::new(), "detached descendants outlived SIGINT of work");
+    assert_eq!(survived, Vec::<String>::new());
+}
+
+#[test]
+fn a_detaching_agent_dies_with_work_on_sigterm() {
+    let (alive, survived) = signalled(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(alive, Vec::<i32>::new(), "detached descendants outlived SIGTERM of work");
+    assert_eq!(survived, Vec::<String>::new());
+}
+
+#[test]
+fn a_detaching_agent_dies_with_work_on_sigkill() {
+    let (alive, survived) = signalled(nix::sys::signal::Signal::SIGKILL);
+    assert_eq!(alive, Vec::<i32>::new(), "detached descendants outlived SIGKILL of work");
+    assert_eq!(survived, Vec::<String>::new());
+}
