@@ -5,6 +5,9 @@ mod support;
 
 mod agents;
 mod exhaust;
+mod ext_claude;
+mod ext_codex;
+mod ext_harness;
 mod implement;
 mod loop_cmd;
 mod loop_run;
