@@ -131,6 +131,23 @@ pub fn answer(stream: &mut TcpStream, body: &Value, step: &Step, usage: (u64, u6
     http::event(stream, Some("message_stop"), &json!({"type": "message_stop"}));
 }
 
+/// Why the Anthropic API would refuse the request's tools (a tool `input_schema` must be an
+/// object schema without a root `anyOf`/`oneOf`/`allOf`), as a 400 message.
+pub fn refusal(body: &Value) -> Option<String> {
+    let tools = body.get("tools").and_then(Value::as_array)?;
+    tools.iter().enumerate().find_map(|(i, t)| {
+        let s = t.get("input_schema")?;
+        if s.get("type").and_then(Value::as_str) != Some("object") {
+            return Some(format!("tools.{i}.custom.input_schema.type: Input should be 'object'"));
+        }
+        ["oneOf", "allOf", "anyOf"].iter().any(|k| s.get(*k).is_some()).then(|| {
+            format!(
+                "tools.{i}.custom.input_schema: input_schema does not support oneOf, allOf, or anyOf at the top level"
+            )
+        })
+    })
+}
+
 /// An Anthropic error body.
 pub fn error_body(kind: &str, message: &str) -> String {
     json!({"type": "error", "error": {"type": kind, "message": message}}).to_string()

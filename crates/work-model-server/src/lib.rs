@@ -10,6 +10,10 @@
 //! writes, edits), the final answer (a `StructuredOutput` tool call for Claude Code), and
 //! faults: HTTP errors, hangs, streams cut half-way. Every request is recorded for assertions.
 //!
+//! Like the real APIs, it refuses (400) a tool `input_schema` with a root `anyOf`/`oneOf`/
+//! `allOf` or a non-object root (Messages), and a strict `text.format` schema whose objects are
+//! not closed or do not require every property (Responses).
+//!
 //! The server binds 127.0.0.1 only and stops when the [`ModelServer`] is dropped.
 
 mod anthropic;
@@ -197,6 +201,14 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
     if api == Api::Other {
         let body = openai::error_body("not_found", &format!("no such endpoint: {} {}", req.method, req.path));
         return http::respond(&mut stream, 404, "application/json", &body);
+    }
+    let refused = match api {
+        Api::Messages => anthropic::refusal(&body).map(|m| anthropic::error_body("invalid_request_error", &m)),
+        Api::Responses => openai::refusal(&body).map(|m| openai::error_body("invalid_request_error", &m)),
+        _ => None,
+    };
+    if let Some(body) = refused {
+        return http::respond(&mut stream, 400, "application/json", &body);
     }
     match &played {
         Step::Error { status, body: text } => {

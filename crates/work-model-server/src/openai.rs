@@ -188,6 +188,63 @@ pub fn answer_chat(stream: &mut TcpStream, body: &Value, step: &Step, usage: (u6
     http::raw_data(stream, "[DONE]");
 }
 
+/// Why the Responses API would refuse a strict `text.format` schema (every object closed with
+/// `additionalProperties: false` and every property required), as a 400 message.
+pub fn refusal(body: &Value) -> Option<String> {
+    let f = body.pointer("/text/format")?;
+    if f.get("strict").and_then(Value::as_bool) != Some(true) {
+        return None;
+    }
+    let name = f.get("name").and_then(Value::as_str).unwrap_or("schema");
+    strict_violation(f.get("schema")?, "root", 0)
+        .map(|why| format!("Invalid schema for response_format '{name}': In context=({why})"))
+}
+
+fn strict_violation(node: &Value, at: &str, depth: u32) -> Option<String> {
+    let Value::Object(m) = node else { return None };
+    if depth > 64 {
+        return None;
+    }
+    if let Some(Value::Object(props)) = m.get("properties") {
+        if m.get("additionalProperties") != Some(&Value::Bool(false)) {
+            return Some(format!("'{at}'), 'additionalProperties' is required to be supplied and to be false"));
+        }
+        let required: Vec<&str> = m
+            .get("required")
+            .and_then(Value::as_array)
+            .map_or(vec![], |r| r.iter().filter_map(Value::as_str).collect());
+        if let Some(k) = props.keys().find(|k| !required.contains(&k.as_str())) {
+            return Some(format!("'{at}'), 'required' is required to include every key in properties. Missing '{k}'"));
+        }
+        for (k, v) in props {
+            if let Some(e) = strict_violation(v, k, depth + 1) {
+                return Some(e);
+            }
+        }
+    }
+    for k in ["items", "anyOf", "$defs", "definitions"] {
+        match m.get(k) {
+            Some(Value::Array(a)) => {
+                if let Some(e) = a.iter().find_map(|v| strict_violation(v, at, depth + 1)) {
+                    return Some(e);
+                }
+            }
+            Some(Value::Object(o)) if k != "items" => {
+                if let Some(e) = o.values().find_map(|v| strict_violation(v, at, depth + 1)) {
+                    return Some(e);
+                }
+            }
+            Some(v) => {
+                if let Some(e) = strict_violation(v, at, depth + 1) {
+                    return Some(e);
+                }
+            }
+            None => {}
+        }
+    }
+    None
+}
+
 /// An OpenAI error body.
 pub fn error_body(kind: &str, message: &str) -> String {
     json!({"error": {"type": kind, "message": message, "code": null, "param": null}}).to_string()
@@ -207,6 +264,20 @@ mod tests {
         assert!(w["input"].as_str().unwrap_or("").contains("*** Add File: /nonexistent/x\n+a\n"));
         let shell = item(&Step::Bash("ls".into()), &[("shell".into(), "function".into())], 2);
         assert_eq!(shell["arguments"], json!({"command": ["bash", "-lc", "ls"]}).to_string());
+    }
+
+    #[test]
+    fn strict_formats_must_be_closed_and_fully_required() {
+        let f = |schema: Value| json!({"text": {"format": {"type": "json_schema", "name": "s", "strict": true, "schema": schema}}});
+        let open = f(json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}));
+        assert!(refusal(&open).is_some_and(|m| m.contains("additionalProperties")));
+        let partial = f(json!({"type": "object", "additionalProperties": false,
+            "properties": {"a": {"type": "string"}, "b": {"type": "string"}}, "required": ["a"]}));
+        assert!(refusal(&partial).is_some_and(|m| m.contains("Missing 'b'")));
+        let ok = f(
+            json!({"type": "object", "additionalProperties": false, "properties": {"a": {"type": "string"}}, "required": ["a"]}),
+        );
+        assert_eq!(refusal(&ok), None);
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod exhaust;
 mod ext_claude;
 mod ext_codex;
 mod ext_harness;
+mod ext_workflows;
 mod implement;
 mod loop_cmd;
 mod loop_run;
