@@ -36,6 +36,7 @@ use work_runtime::dispatch::{Access, Agent, AgentError, AgentReply, DispatchRequ
 use work_runtime::spawn::{ProcessSpec, Spawner};
 
 mod session;
+pub(crate) use session::credential_source;
 
 /// The Codex backend.
 #[derive(Debug, Clone)]

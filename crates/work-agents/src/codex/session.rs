@@ -127,6 +127,38 @@ pub(crate) fn scrub_error(e: AgentError, secrets: &[String]) -> AgentError {
     }
 }
 
+/// What Codex's configuration says about credentials: `Ok(None)` when the selected provider
+/// needs no key, `Ok(Some(var))` when it reads its key from `var` (set), `Err(why)` when the
+/// key variable is unset. `Ok(Some("login"))` means the OpenAI provider with neither
+/// `OPENAI_API_KEY` nor `CODEX_API_KEY` set: only a stored login (`codex login status`) can
+/// serve.
+pub(crate) fn credential_source() -> Result<Option<String>, String> {
+    let set = |v: &str| std::env::var(v).is_ok_and(|x| !x.trim().is_empty());
+    let config: toml::Table = codex_home()
+        .and_then(|h| std::fs::read_to_string(h.join("config.toml")).ok())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_default();
+    let provider = config.get("model_provider").and_then(|p| p.as_str()).unwrap_or("openai").to_string();
+    if provider != "openai" {
+        let env_key = config
+            .get("model_providers")
+            .and_then(|p| p.get(&provider))
+            .and_then(|p| p.get("env_key"))
+            .and_then(|k| k.as_str());
+        return match env_key {
+            None => Ok(None),
+            Some(var) if set(var) => Ok(Some(var.to_string())),
+            Some(var) => Err(format!("provider `{provider}` reads its key from `{var}`, which is not set")),
+        };
+    }
+    for var in ["OPENAI_API_KEY", "CODEX_API_KEY"] {
+        if set(var) {
+            return Ok(Some(var.to_string()));
+        }
+    }
+    Ok(Some("login".into()))
+}
+
 /// A schema written for `--output-schema`, removed when dropped (also when the dispatch is
 /// cancelled); files left by a process that was killed are swept by the next one.
 pub(crate) struct SchemaFile(PathBuf);

@@ -15,3 +15,15 @@ fn exhaust_read_only_finders_run_tools_but_cannot_write() {
 fn until_with_recon_writes_through_the_cli() {
     w::until_with_recon_writes_through_the_cli(CLI);
 }
+
+#[test]
+fn agents_check_probes_credentials() {
+    w::agents_check_probes_credentials(CLI);
+}
+
+/// Needs the runtime's containment of the CLIs' session leaders (a subreaper): fails until
+/// that lands.
+#[test]
+fn no_cli_child_survives_a_timeout() {
+    w::no_cli_child_survives_a_timeout(CLI);
+}

@@ -126,3 +126,64 @@ pub fn until_with_recon_writes_through_the_cli(which: Cli) {
     assert!(worker.first().is_some_and(|r| r.brief.contains("one notes file")), "the recon map reached the worker");
     assert_key_never_written(s.root());
 }
+
+/// `work agents check` asks the CLI for credentials: usable with the key, unusable (with the
+/// reason) without it.
+pub fn agents_check_probes_credentials(which: Cli) {
+    let s = Scenario::new();
+    let cli = RealCli::new(which, Script::new(vec![]));
+    let entry = |out: &[u8]| -> Value {
+        let v: Value = serde_json::from_slice(out).unwrap_or_else(|e| panic!("agents check --json: {e}"));
+        let agents = v["agents"].as_array().cloned().unwrap_or_default();
+        agents.into_iter().find(|a| a["name"] == which.name()).expect("the built-in is listed")
+    };
+    let with_key = cli.work(&s).args(["agents", "check", "--json"]).output().expect("run");
+    let c = entry(&with_key.stdout);
+    assert_eq!(c["usable"], true, "{c}");
+    let key_var = match which {
+        Cli::Claude => "ANTHROPIC_API_KEY",
+        Cli::Codex => "SCRIPTED_MODEL_KEY",
+    };
+    let without = cli.work(&s).args(["agents", "check", "--json"]).env_remove(key_var).output().expect("run");
+    let c = entry(&without.stdout);
+    assert_eq!(c["usable"], false, "no credentials, not usable: {c}");
+    assert!(c["reason"].as_str().unwrap_or("").contains("no credentials"), "{c}");
+}
+
+/// The pids of live processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if text.contains(marker) && !text.contains("cargo") {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// A worker whose command outlives the dispatch timeout: when `work` ends, no process the CLI
+/// started survives (Claude Code runs each Bash command in its own session, Codex its shell).
+/// Depends on the runtime's containment of session leaders (a subreaper).
+pub fn no_cli_child_survives_a_timeout(which: Cli) {
+    let s = Scenario::new();
+    let marker = format!("sleep 31{}", std::process::id() % 100 + 10);
+    let cli = RealCli::new(
+        which,
+        Script::new(vec![Rule::new(
+            "You are the worker for iteration 1",
+            vec![Step::Bash(format!("touch started && {marker} && echo survived")), Step::Text("late".into())],
+        )]),
+    );
+    let args = ["until", "file never exists", "--goal", "g", "--max", "1", "-c", "timeouts.dispatch_secs=25"];
+    let (_code, _out, err) = cli.run(&s, &[&args[..], &["--agent", which.name()]].concat());
+    let survivors = processes_with(&marker);
+    for pid in &survivors {
+        #[expect(clippy::disallowed_methods, reason = "the test kills only the survivors it found, by pid")]
+        let _ = std::process::Command::new("kill").arg("-9").arg(pid.to_string()).status();
+    }
+    assert!(s.path("started").exists(), "the command ran\n{err}\n{}", cli.summary());
+    assert!(survivors.is_empty(), "`{marker}` survived `work` (pids {survivors:?})\n{err}\n{}", cli.summary());
+}
