@@ -27,3 +27,8 @@ fn agents_check_probes_credentials() {
 fn no_cli_child_survives_a_timeout() {
     w::no_cli_child_survives_a_timeout(CLI);
 }
+
+#[test]
+fn exhaust_without_credentials_fails_fast() {
+    w::exhaust_without_credentials_fails_fast(CLI);
+}

@@ -187,3 +187,26 @@ pub fn no_cli_child_survives_a_timeout(which: Cli) {
     assert!(s.path("started").exists(), "the command ran\n{err}\n{}", cli.summary());
     assert!(survivors.is_empty(), "`{marker}` survived `work` (pids {survivors:?})\n{err}\n{}", cli.summary());
 }
+
+/// A CLI without credentials: exhaust stops after two all-failed rounds with the CLI's own
+/// reason on stderr, instead of burning every angle.
+pub fn exhaust_without_credentials_fails_fast(which: Cli) {
+    let s = jobs_repo();
+    let cli = RealCli::new(which, Script::new(vec![]));
+    let key_var = match which {
+        Cli::Claude => "ANTHROPIC_API_KEY",
+        Cli::Codex => "SCRIPTED_MODEL_KEY",
+    };
+    let out = cli
+        .work(&s)
+        .args(["exhaust", "x", "-k", "2", "--angles", "a,b,c,d,e,f", "--agent", which.name(), "--json"])
+        .env_remove(key_var)
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let master: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(master["stoppedReason"], "agent-failing", "{master:#}\n{err}");
+    assert_eq!(master["rounds"].as_array().map(Vec::len), Some(3), "a twice, then b: {master:#}");
+    assert!(!err.contains("success:"), "the API error reads cleanly: {err}");
+}
