@@ -125,7 +125,7 @@ impl AnthropicAgent {
             "model": model,
             "max_tokens": self.max_tokens,
             "system": crate::openai::system_prompt(schema, false),
-            "messages": [{"role": "user", "content": request.prompt}],
+            "messages": [{"role": "user", "content": crate::brief(request)}],
         });
         let mut output_config = serde_json::Map::new();
         if let Some(s) = schema {
@@ -138,7 +138,7 @@ impl AnthropicAgent {
                 StructuredOutput::Tool => {
                     body["tools"] = json!([{"name": TOOL_NAME,
                         "description": "Record your answer. Call this exactly once with the complete answer.",
-                        "input_schema": s}]);
+                        "input_schema": crate::schema::tool_input(s)}]);
                     body["tool_choice"] = json!({"type": "tool", "name": TOOL_NAME});
                 }
             }

@@ -3,8 +3,10 @@
 //! The four built-in backends are always listed (`claude`, `codex`, `openai`, `anthropic`);
 //! then every agent the configuration names: `[agents.NAME]` entries, the default `agent`, and
 //! each `[roles.R].agent`. A backend is usable when it can start here: its CLI is on PATH, its
-//! key is set, its settings are valid, its model is not banned. Nothing is dispatched; a CLI is
-//! asked only `--version`, from which the report says how role efforts will be sent to it
+//! key is set, its settings are valid, its model is not banned, and a CLI has credentials
+//! (`claude auth status`; for Codex the selected provider's `env_key` variable, else
+//! `OPENAI_API_KEY`/`CODEX_API_KEY` or `codex login status`). Nothing is dispatched; a CLI is
+//! also asked `--version`, from which the report says how role efforts will be sent to it
 //! (`xhigh` and `max` are lowered for older Claude Code and Codex releases).
 
 use crate::{BuildError, build, describe_spec};
@@ -129,16 +131,57 @@ pub async fn check_one(name: &str, spec: &AgentSpec, def: &AgentDef, root: &Path
                 c.version = version("claude", root).await;
                 let v = c.version.as_deref().and_then(crate::parse_version);
                 c.efforts = Some(crate::claude::effort_note(v));
+                c.reason = claude_credentials(root).await;
             }
             AgentSpec::Codex(_) => {
                 c.version = version("codex", root).await;
                 let v = c.version.as_deref().and_then(crate::parse_version);
                 c.efforts = Some(crate::codex::effort_note(v));
+                c.reason = codex_credentials(root).await;
             }
             _ => {}
         }
+        c.usable = c.reason.is_none();
     }
     c
+}
+
+/// Runs `program args…` briefly: (exit code 0, stdout), `None` when it could not start.
+async fn probe(program: &str, args: &[&str], root: &Path) -> Option<(bool, String)> {
+    let spec = ProcessSpec::new(program, args.iter().map(|a| a.to_string()).collect(), root)
+        .with_timeout(Some(VERSION_TIMEOUT));
+    let out = Spawner.run(&spec).await.ok()?;
+    Some((out.success(), out.stdout_text()))
+}
+
+/// Why Claude Code has no credentials (`claude auth status` says `loggedIn: false`), or
+/// `None`. An answer that is not the status object (an older CLI) is not held against it.
+async fn claude_credentials(root: &Path) -> Option<String> {
+    let (_, stdout) = probe("claude", &["auth", "status"], root).await?;
+    let status: serde_json::Value = serde_json::from_str(stdout.trim()).ok()?;
+    match status.get("loggedIn").and_then(serde_json::Value::as_bool) {
+        Some(false) => Some(
+            "no credentials: `claude auth status` says not logged in (set ANTHROPIC_API_KEY or run `claude auth login`)"
+                .into(),
+        ),
+        _ => None,
+    }
+}
+
+/// Why Codex has no credentials: the selected provider's `env_key` is unset, or the OpenAI
+/// provider has no key variable and `codex login status` fails.
+async fn codex_credentials(root: &Path) -> Option<String> {
+    match crate::codex::credential_source() {
+        Err(why) => Some(format!("no credentials: {why}")),
+        Ok(Some(login)) if login == "login" => match probe("codex", &["login", "status"], root).await {
+            Some((true, _)) => None,
+            _ => Some(
+                "no credentials: `codex login status` says not logged in and neither OPENAI_API_KEY nor CODEX_API_KEY is set"
+                    .into(),
+            ),
+        },
+        Ok(_) => None,
+    }
 }
 
 /// Checks the built-in backends and every agent the configuration names.

@@ -35,13 +35,24 @@ use work_runtime::budget::Usage;
 use work_runtime::dispatch::{Access, Agent, AgentError, AgentReply, DispatchRequest, InvokeOptions};
 use work_runtime::spawn::{ProcessSpec, Spawner};
 
-/// Tools a read-only dispatch may use without asking.
-pub const READ_TOOLS: &str =
-    "Read,Grep,Glob,LS,Bash(git log:*),Bash(git diff:*),Bash(git show:*),Bash(git status:*),Bash(ls:*)";
+/// Tools a read-only dispatch may use without asking. No `Bash(…)` rule: a prefix rule such
+/// as `Bash(git log:*)` also allows `git log --output=FILE`, which writes anywhere; without
+/// one, Claude Code still runs the commands it classifies as read-only (`git log`, `git diff`,
+/// `ls`, `grep` …) and refuses the rest, `--output` included.
+pub const READ_TOOLS: &str = "Read,Grep,Glob";
 /// Tools a read-only dispatch may never use.
-pub const EDIT_TOOLS: &str = "Edit,MultiEdit,Write,NotebookEdit";
+pub const EDIT_TOOLS: &str = "Edit,Write,NotebookEdit";
 /// Tools a workspace-write dispatch may use without asking.
-pub const WRITE_TOOLS: &str = "Read,Grep,Glob,LS,Edit,MultiEdit,Write,NotebookEdit,Bash";
+pub const WRITE_TOOLS: &str = "Read,Grep,Glob,Edit,Write,NotebookEdit,Bash";
+/// The earliest Claude Code we found listing `manual` among its permission modes (what
+/// `default` was; `default` is a hidden alias there). Older or unknown versions get `default`.
+pub const MANUAL_MODE_SINCE: Version = (2, 1, 328);
+
+/// The permission mode of a read-only dispatch on Claude Code `version`: in `-p` mode anything
+/// that would ask is denied.
+pub fn read_only_mode(version: Option<Version>) -> &'static str {
+    if version.is_some_and(|v| v >= MANUAL_MODE_SINCE) { "manual" } else { "default" }
+}
 
 pub use crate::Version;
 /// The first Claude Code with `--effort` we found evidence of (its `--help` lists
@@ -139,12 +150,12 @@ impl ClaudeAgent {
             a.extend(["--effort".into(), effort]);
         }
         if let Some(schema) = &request.schema {
-            a.extend(["--json-schema".into(), schema.to_string()]);
+            a.extend(["--json-schema".into(), crate::schema::tool_input(schema).to_string()]);
         }
         match request.access {
             Access::ReadOnly => a.extend([
                 "--permission-mode".into(),
-                "default".into(),
+                read_only_mode(self.version()).into(),
                 "--allowedTools".into(),
                 READ_TOOLS.into(),
                 "--disallowedTools".into(),
@@ -180,23 +191,42 @@ pub fn result_object(stdout: &str) -> Option<Value> {
     stdout.lines().rev().filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok()).find(is_result)
 }
 
-/// Usage from a result object: cache reads and writes count as input.
+/// Usage from a result object: the sum of `modelUsage` over every model (it counts subagents,
+/// structured-output retries and the calls before a budget error, which the top-level `usage`
+/// misses), else `usage`; cache reads and writes count as input. Cost is `total_cost_usd`,
+/// else the models' `costUSD`.
 pub fn result_usage(result: &Value) -> Usage {
     let n = |k: &str| result.get("usage").and_then(|u| u.get(k)).and_then(Value::as_u64).unwrap_or(0);
-    Usage {
+    let top = Usage {
         input_tokens: n("input_tokens") + n("cache_creation_input_tokens") + n("cache_read_input_tokens"),
         output_tokens: n("output_tokens"),
-        cost_usd: result
-            .get("total_cost_usd")
-            .and_then(Value::as_f64)
-            .filter(|c| c.is_finite() && *c >= 0.0)
-            .unwrap_or(0.0),
+        cost_usd: 0.0,
+    };
+    let mut models = Usage::default();
+    let mut model_cost = 0.0;
+    if let Some(Value::Object(per_model)) = result.get("modelUsage") {
+        for m in per_model.values() {
+            let k = |key: &str| m.get(key).and_then(Value::as_u64).unwrap_or(0);
+            models.input_tokens += k("inputTokens") + k("cacheReadInputTokens") + k("cacheCreationInputTokens");
+            models.output_tokens += k("outputTokens");
+            model_cost +=
+                m.get("costUSD").and_then(Value::as_f64).filter(|c| c.is_finite() && *c >= 0.0).unwrap_or(0.0);
+        }
     }
+    let mut u = if models.total_tokens() >= top.total_tokens() { models } else { top };
+    u.cost_usd = result
+        .get("total_cost_usd")
+        .and_then(Value::as_f64)
+        .filter(|c| c.is_finite() && *c > 0.0)
+        .unwrap_or(model_cost);
+    u
 }
 
-/// What went wrong, from a result object: its subtype, then its `errors` or `result` text.
+/// What went wrong, from a result object: its subtype, then its `errors` or `result` text (a
+/// `success` subtype with `is_error`, an API error, is the text alone).
 fn result_detail(result: &Value) -> String {
     let subtype = result.get("subtype").and_then(Value::as_str).unwrap_or("unknown");
+    let subtype = if subtype == "success" { "" } else { subtype };
     let detail = match result.get("errors") {
         Some(Value::Array(e)) if !e.is_empty() => {
             e.iter().map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string)).collect::<Vec<_>>().join("; ")
@@ -204,7 +234,12 @@ fn result_detail(result: &Value) -> String {
         _ => result.get("result").and_then(Value::as_str).unwrap_or("").to_string(),
     };
     let detail = crate::head(&detail, 300);
-    if detail.is_empty() { subtype.to_string() } else { format!("{subtype}: {detail}") }
+    match (subtype.is_empty(), detail.is_empty()) {
+        (true, true) => "is_error without a message".into(),
+        (true, false) => detail,
+        (false, true) => subtype.to_string(),
+        (false, false) => format!("{subtype}: {detail}"),
+    }
 }
 
 /// Classifies one finished run of `claude -p` (pure, for tests).
@@ -244,7 +279,7 @@ pub fn classify(
         return failed(result_detail(&result), stdout);
     }
     if result.get("is_error").and_then(Value::as_bool) == Some(true) {
-        return failed(format!("is_error: {}", crate::head(result["result"].as_str().unwrap_or(""), 300)), stdout);
+        return failed(result_detail(&result), stdout);
     }
     if with_schema {
         return match result.get("structured_output") {
@@ -279,14 +314,21 @@ impl Agent for ClaudeAgent {
             let v = crate::version_async(&self.program, &self.root).await;
             let _ = self.version.set(v);
         }
-        let spec = ProcessSpec::new(self.program.clone(), self.args(request), &self.root)
-            .with_stdin(request.prompt.clone().into_bytes())
+        let mut spec = ProcessSpec::new(self.program.clone(), self.args(request), &self.root)
+            .with_stdin(crate::brief(request).into_bytes())
             .with_timeout(Some(options.timeout));
+        spec.output_cap = crate::CLI_OUTPUT_CAP;
         let out = Spawner.run(&spec).await.map_err(|e| AgentError::Failed {
             reason: e.to_string(),
             raw: String::new(),
             usage: Usage::default(),
         })?;
+        if out.stdout_truncated {
+            return Err(crate::truncated_output(
+                out.stdout_text(),
+                result_object(&out.stdout_text()).as_ref().map(result_usage),
+            ));
+        }
         let end = (!out.success()).then(|| out.describe_end());
         classify(out.stdout_text(), &out.stderr_text(), end, request.schema.is_some())
     }
@@ -379,6 +421,59 @@ mod tests {
         let a = ClaudeAgent::new(None, &AgentDef::default(), Path::new("/")).with_version(v2_1_104);
         let args = a.args(&crate::test_request(Access::ReadOnly)).join(" ");
         assert!(args.contains("--model opus --effort high "), "{args}");
+    }
+
+    #[test]
+    fn read_only_tools_hold_no_bash_rule_and_only_real_tools() {
+        for tools in [READ_TOOLS, EDIT_TOOLS, WRITE_TOOLS] {
+            for t in tools.split(',') {
+                assert!(!["LS", "MultiEdit"].contains(&t), "{t} is not a tool in Claude Code 2.1");
+            }
+        }
+        assert!(!READ_TOOLS.contains("Bash"), "a Bash prefix rule allows `git log --output=FILE`");
+        let a = ClaudeAgent::new(None, &AgentDef::default(), Path::new("/")).with_version(Some((2, 1, 332)));
+        let args = a.args(&crate::test_request(Access::ReadOnly)).join(" ");
+        assert!(args.contains("--permission-mode manual "), "no hidden `default` alias: {args}");
+        let old = ClaudeAgent::new(None, &AgentDef::default(), Path::new("/")).with_version(Some((2, 1, 104)));
+        assert!(old.args(&crate::test_request(Access::ReadOnly)).join(" ").contains("--permission-mode default "));
+    }
+
+    #[test]
+    fn the_schema_sent_has_no_dialect_and_no_root_combinator() {
+        let a = ClaudeAgent::new(None, &AgentDef::default(), Path::new("/")).with_version(Some((2, 1, 332)));
+        let mut req = crate::test_request(Access::ReadOnly);
+        req.schema = Some(json!({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+            "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}));
+        let args = a.args(&req);
+        let i = args.iter().position(|x| x == "--json-schema").expect("sent");
+        let sent: Value = serde_json::from_str(&args[i + 1]).expect("json");
+        assert_eq!(crate::schema::tool_input_violation(&sent), None, "{sent}");
+        assert!(sent.get("$schema").is_none());
+    }
+
+    #[test]
+    fn tokens_come_from_model_usage() {
+        // A subagent on haiku and a structured-output retry: the top-level usage has one call.
+        let r = json!({"type": "result", "subtype": "error_max_budget_usd", "is_error": true, "total_cost_usd": 0,
+            "usage": {"input_tokens": 0, "output_tokens": 0},
+            "modelUsage": {"claude-opus": {"inputTokens": 300, "outputTokens": 30, "cacheReadInputTokens": 50,
+                "cacheCreationInputTokens": 5, "costUSD": 0.5},
+                "claude-haiku": {"inputTokens": 40, "outputTokens": 4, "costUSD": 0.01}}});
+        let u = result_usage(&r);
+        assert_eq!((u.input_tokens, u.output_tokens), (395, 34));
+        assert!((u.cost_usd - 0.51).abs() < 1e-9, "{}", u.cost_usd);
+        let r = classify(r.to_string(), "", Some("exit code 1".into()), true);
+        match r {
+            Err(AgentError::Failed { usage, .. }) => assert_eq!(usage.total_tokens(), 429, "a budget error is billed"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn api_errors_read_cleanly() {
+        let out = result(json!({"is_error": true, "result": "API Error: 401 invalid x-api-key"}));
+        let (k, reason) = kind(&classify(out, "", Some("exit code 1".into()), true));
+        assert_eq!((k, reason.as_str()), ("failed", "exit code 1: API Error: 401 invalid x-api-key"));
     }
 
     #[test]

@@ -29,14 +29,14 @@
 use async_trait::async_trait;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use work_config::AgentDef;
 use work_runtime::budget::Usage;
 use work_runtime::dispatch::{Access, Agent, AgentError, AgentReply, DispatchRequest, InvokeOptions};
 use work_runtime::spawn::{ProcessSpec, Spawner};
 
-static SCHEMA_FILES: AtomicU64 = AtomicU64::new(0);
+mod session;
+pub(crate) use session::credential_source;
 
 /// The Codex backend.
 #[derive(Debug, Clone)]
@@ -228,39 +228,38 @@ impl Agent for CodexAgent {
             let _ = self.version.set(v);
         }
         let failed = |reason: String| AgentError::Failed { reason, raw: String::new(), usage: Usage::default() };
+        session::sweep_stale_schema_files();
         // Codex sends the schema in strict mode: write the strict form (an object root is
         // required; any other root goes as it is and the engine judges the answer).
         let strict = request.schema.as_ref().and_then(crate::schema::openai_strict);
         let schema_file = match strict.as_ref().or(request.schema.as_ref()) {
-            Some(schema) => {
-                let n = SCHEMA_FILES.fetch_add(1, Ordering::SeqCst);
-                let safe: String = request
-                    .dispatch_id
-                    .chars()
-                    .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-                    .take(60)
-                    .collect();
-                let path = std::env::temp_dir().join(format!(
-                    "work-codex-schema-{}-{safe}-a{}-{n}.json",
-                    std::process::id(),
-                    request.attempt
-                ));
-                work_runtime::fsx::write_json_atomic(&path, schema)
-                    .map_err(|e| failed(format!("write the output schema to {}: {e}", path.display())))?;
-                Some(path)
-            }
+            Some(schema) => Some(session::SchemaFile::write(request, schema).map_err(failed)?),
             None => None,
         };
-        let spec = ProcessSpec::new(self.program.clone(), self.args(request, schema_file.as_deref()), &self.root)
-            .with_stdin(request.prompt.clone().into_bytes())
-            .with_timeout(Some(options.timeout));
+        let mut spec = ProcessSpec::new(
+            self.program.clone(),
+            self.args(request, schema_file.as_ref().map(session::SchemaFile::path)),
+            &self.root,
+        )
+        .with_stdin(crate::brief(request).into_bytes())
+        .with_timeout(Some(options.timeout));
+        spec.output_cap = crate::CLI_OUTPUT_CAP;
         let out = Spawner.run(&spec).await;
-        if let Some(p) = &schema_file {
-            let _ = std::fs::remove_file(p);
-        }
+        drop(schema_file);
         let out = out.map_err(|e| failed(e.to_string()))?;
-        let end = (!out.success()).then(|| out.describe_end());
-        let mut reply = self.classify(out.stdout_text(), &out.stderr_text(), end)?;
+        let stdout = out.stdout_text();
+        let billed = session::thread_id(&stdout).and_then(|t| session::rollout_usage(&t));
+        let secrets = session::secrets();
+        let mut result = if out.stdout_truncated {
+            Err(crate::truncated_output(stdout, None))
+        } else {
+            let end = (!out.success()).then(|| out.describe_end());
+            self.classify(stdout, &out.stderr_text(), end)
+        };
+        if let Some(floor) = billed {
+            session::raise_usage(&mut result, floor, self.prices);
+        }
+        let mut reply = result.map_err(|e| session::scrub_error(e, &secrets))?;
         if let (Some(original), Some(_)) = (&request.schema, &strict) {
             reply.document = crate::schema::drop_optional_nulls(original, reply.document);
         }

@@ -201,6 +201,50 @@ pub fn json_from_text(text: &str) -> Option<Value> {
     serde_json::from_str(rest[..end].trim()).ok()
 }
 
+/// The stdout cap of a CLI backend's run: Claude Code and Codex print every tool output they
+/// saw, so a few large command outputs must not push the answer past the cap.
+pub const CLI_OUTPUT_CAP: usize = 64 * 1024 * 1024;
+
+/// The largest rendered context in a brief (bytes); past it the context is cut, and says so.
+pub const CONTEXT_CAP: usize = 256 * 1024;
+
+/// What a model receives for a request: the prompt, then the request's `context` as a JSON
+/// block (the briefs refer to it as `context.seen`, `context.diff` …). The command backend
+/// sends the whole request instead.
+pub fn brief(request: &work_runtime::dispatch::DispatchRequest) -> String {
+    let empty = match &request.context {
+        Value::Null => true,
+        Value::Object(m) => m.is_empty(),
+        _ => false,
+    };
+    if empty {
+        return request.prompt.clone();
+    }
+    let mut text = serde_json::to_string_pretty(&request.context).unwrap_or_default();
+    if text.len() > CONTEXT_CAP {
+        let mut cut = CONTEXT_CAP;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push_str(&format!("\n… (context cut at {CONTEXT_CAP} bytes)"));
+    }
+    format!(
+        "{}\n\n## context\nWhat the brief calls `context` (`context.<field>`) is this JSON object:\n```json\n{text}\n```\n",
+        request.prompt.trim_end()
+    )
+}
+
+/// The failure of a run whose stdout overflowed [`CLI_OUTPUT_CAP`]: the answer is lost, and
+/// the attempt fails (a failure is not retried, so the run is never paid twice silently).
+pub(crate) fn truncated_output(stdout: String, usage: Option<Usage>) -> work_runtime::dispatch::AgentError {
+    work_runtime::dispatch::AgentError::Failed {
+        reason: format!("stdout exceeded {CLI_OUTPUT_CAP} bytes: the answer was cut off"),
+        raw: tail(&stdout, 2000),
+        usage: usage.unwrap_or_default(),
+    }
+}
+
 /// One line, at most `n` characters from the end of `s`, whitespace collapsed.
 pub(crate) fn tail(s: &str, n: usize) -> String {
     let t = s.trim();
@@ -271,6 +315,31 @@ mod tests {
         let u = Usage { input_tokens: 1_000_000, output_tokens: 500_000, cost_usd: 0.0 };
         assert!((priced(&u, Some(2.0), Some(10.0)) - 7.0).abs() < 1e-9);
         assert_eq!(priced(&u, None, None), 0.0);
+    }
+
+    #[test]
+    fn the_brief_carries_the_context() {
+        let mut r = test_request(work_runtime::dispatch::Access::ReadOnly);
+        r.context = json!({"seen": [{"id": "known-item"}], "diff": "+added line"});
+        let b = brief(&r);
+        assert!(b.starts_with("find things\n\n## context\n"), "{b}");
+        assert!(b.contains("known-item") && b.contains("+added line"), "{b}");
+        r.context = json!({});
+        assert_eq!(brief(&r), "find things");
+        r.context = json!({"diff": "x".repeat(CONTEXT_CAP + 10)});
+        assert!(brief(&r).contains("context cut at"));
+    }
+
+    #[test]
+    fn every_model_backend_sends_the_context() {
+        let cfg = work_config::Config::default();
+        let mut r = test_request(work_runtime::dispatch::Access::ReadOnly);
+        r.context = json!({"seen": [{"id": "known-item"}]});
+        let role = |spec: &str| cfg.resolve_role("finder", Some(spec), "").expect("resolves");
+        let openai = openai::OpenAiAgent::new("qwen", &role("openai:qwen").def).expect("builds");
+        assert!(openai.body(&r).to_string().contains("known-item"));
+        let anthropic = anthropic::AnthropicAgent::new("claude-x", &role("anthropic:claude-x").def).expect("builds");
+        assert!(anthropic.body(&r).to_string().contains("known-item"));
     }
 
     #[test]

@@ -150,7 +150,7 @@ impl OpenAiAgent {
             "model": model,
             "messages": [
                 {"role": "system", "content": system_prompt(schema, include_schema)},
-                {"role": "user", "content": request.prompt},
+                {"role": "user", "content": crate::brief(request)},
             ],
         });
         let format = match (schema, self.format) {

@@ -68,6 +68,81 @@ enum Dialect {
     Anthropic,
 }
 
+/// Root keywords a tool's `input_schema` may not carry (the Anthropic API refuses a root
+/// `anyOf`/`oneOf`/`allOf`; the rest make no sense at a root that must be one object).
+const NOT_AT_TOOL_ROOT: [&str; 7] = ["anyOf", "oneOf", "allOf", "not", "if", "then", "else"];
+
+/// The schema as a tool's `input_schema`: what Claude Code's `--json-schema` becomes (it
+/// accepts draft-07 or no `$schema`, and sends the schema as its `StructuredOutput` tool) and
+/// what the `anthropic:` backend's forced tool takes. `$schema` and `$id` are dropped, root
+/// combinators (`anyOf`, `oneOf`, …) are dropped and described, the root is `type: object`,
+/// and regex patterns with inline flags (`(?i:…)`, not ECMA-262) are dropped and described.
+/// Everything else is kept: the CLI checks the answer against what it was given.
+pub fn tool_input(schema: &Value) -> Value {
+    let Value::Object(m) = schema else { return schema.clone() };
+    let mut m = m.clone();
+    m.remove("$schema");
+    m.remove("$id");
+    let mut notes = Vec::new();
+    for k in NOT_AT_TOOL_ROOT {
+        if let Some(v) = m.remove(k) {
+            notes.push(format!("{k}: {v}"));
+        }
+    }
+    m.entry("type").or_insert_with(|| json!("object"));
+    let mut out = Value::Object(m);
+    portable_patterns(&mut out, 0);
+    if !notes.is_empty() {
+        append_description(&mut out, &notes.join("; "));
+    }
+    out
+}
+
+fn append_description(node: &mut Value, note: &str) {
+    if let Value::Object(m) = node {
+        let d = m.get("description").and_then(Value::as_str).map_or(String::new(), |d| format!("{d} "));
+        m.insert("description".into(), json!(format!("{d}({note})")));
+    }
+}
+
+/// True when `pattern` uses a construct ECMA-262 regexes lack (inline flags).
+fn non_ecma(pattern: &str) -> bool {
+    ["(?i", "(?s", "(?m", "(?x", "(?u", "(?-"].iter().any(|f| pattern.contains(f))
+}
+
+fn portable_patterns(node: &mut Value, depth: u32) {
+    if depth > 64 {
+        return;
+    }
+    match node {
+        Value::Object(m) => {
+            if let Some(p) = m.get("pattern").and_then(Value::as_str).filter(|p| non_ecma(p)).map(str::to_string) {
+                m.remove("pattern");
+                append_description(node, &format!("pattern: {p}"));
+                if let Value::Object(m) = node {
+                    m.values_mut().for_each(|v| portable_patterns(v, depth + 1));
+                }
+                return;
+            }
+            m.values_mut().for_each(|v| portable_patterns(v, depth + 1));
+        }
+        Value::Array(a) => a.iter_mut().for_each(|v| portable_patterns(v, depth + 1)),
+        _ => {}
+    }
+}
+
+/// Why `schema` cannot be a tool's `input_schema` (the Anthropic API's rules as the tests'
+/// model server applies them), or `None`.
+pub fn tool_input_violation(schema: &Value) -> Option<String> {
+    if schema.get("type").and_then(Value::as_str) != Some("object") {
+        return Some("input_schema: the root must be `type: object`".into());
+    }
+    NOT_AT_TOOL_ROOT
+        .iter()
+        .find(|k| schema.get(**k).is_some())
+        .map(|k| format!("input_schema does not support {k} at the top level"))
+}
+
 /// The schema in OpenAI's strict form, or `None` when its root is not an object schema
 /// (strict mode needs an object at the root).
 pub fn openai_strict(schema: &Value) -> Option<Value> {
@@ -555,6 +630,30 @@ pub(crate) mod tests {
 
     fn validate(schema: &Value, doc: &Value) -> Result<(), String> {
         work_runtime::dispatch::validate(schema, doc)
+    }
+
+    /// The shape of `work until`'s report schema: a 2020-12 `$schema`, a root `anyOf`.
+    fn until_like() -> Value {
+        json!({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+            "anyOf": [{"required": ["status"]}, {"required": ["verdict"]}],
+            "properties": {"status": {"type": "string", "pattern": "^(?i:done|blocked)$"},
+                "verdict": {"type": "string"}, "pattern": {"type": "string", "pattern": "^[a-z]+$"}}})
+    }
+
+    #[test]
+    fn tool_inputs_carry_no_dialect_or_root_combinator() {
+        let original = until_like();
+        assert!(tool_input_violation(&original).is_some());
+        let sent = tool_input(&original);
+        assert_eq!(tool_input_violation(&sent), None, "{sent:#}");
+        assert!(sent.get("$schema").is_none(), "Claude Code accepts only draft-07 or no $schema");
+        assert!(sent["description"].as_str().unwrap_or("").contains("anyOf"), "the dropped rule is described");
+        let status = &sent["properties"]["status"];
+        assert!(status.get("pattern").is_none() && status["description"].as_str().unwrap_or("").contains("(?i:"));
+        assert_eq!(sent["properties"]["pattern"]["pattern"], "^[a-z]+$", "an ECMA pattern stays");
+        assert_eq!(tool_input(&json!({"properties": {}}))["type"], "object");
+        assert!(openai_strict(&original).is_some_and(|s| s.get("$schema").is_none()));
+        assert!(anthropic(&original).get("$schema").is_none());
     }
 
     #[test]

@@ -25,7 +25,15 @@ pub mod stop {
     pub const BUDGET: &str = "budget";
     /// The caller's target (`--max-rounds`) was reached.
     pub const CALLER_TARGET: &str = "caller-target";
+    /// Every finder failed, for the same cause, in consecutive rounds covering two different
+    /// angles (a logged-out agent, a refused schema — not one angle's own trouble): the cause is
+    /// the stop's detail and a gap. Resumable.
+    pub const AGENT_FAILING: &str = "agent-failing";
 }
+
+/// How many different angles the consecutive all-failed rounds with one cause must cover to
+/// stop the run.
+pub const FAIL_FAST_ANGLES: usize = 2;
 
 /// What one `work exhaust` run is asked to do.
 #[derive(Debug, Clone)]
@@ -124,6 +132,8 @@ pub struct Engine<'a> {
     written: HashSet<String>,
     /// The paths git tracks, read once.
     tracked: Option<HashSet<String>>,
+    /// The cause of the last consecutive all-failed rounds and the angles they ran.
+    failing: Option<(String, std::collections::BTreeSet<String>)>,
 }
 
 impl<'a> Engine<'a> {
@@ -139,7 +149,7 @@ impl<'a> Engine<'a> {
         let dedup = journal.dedup_set();
         let forbidden = std::fs::canonicalize(&run.state_dir).into_iter().collect();
         let rules = Gate2Rules { forbidden, scope: params.scope.clone() };
-        Self { run, dispatcher, params, journal, dedup, rules, written: HashSet::new(), tracked: None }
+        Self { run, dispatcher, params, journal, dedup, rules, written: HashSet::new(), tracked: None, failing: None }
     }
 
     fn save(&mut self) -> Result<(), ExhaustError> {
@@ -532,6 +542,7 @@ impl<'a> Engine<'a> {
         };
         let mut any_ok = false;
         let mut ran_fresh = false;
+        let mut causes: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
         for (angle, outcome) in angles.iter().zip(outcomes.iter()) {
             match outcome.output() {
                 Some(out) => {
@@ -565,6 +576,7 @@ impl<'a> Engine<'a> {
                     }
                     rec.failed_finders += 1;
                     let reason = outcome.failure_reason().unwrap_or_default();
+                    causes.insert(reason.clone());
                     let count = {
                         let c = self.journal.angle_failures.entry(angle.clone()).or_insert(0);
                         *c += 1;
@@ -589,9 +601,14 @@ impl<'a> Engine<'a> {
         }
         let mut stopped = false;
         let mut suffix = String::new();
+        let mut failing_stop = None;
         if !any_ok {
             rec.verdict = "all-finders-failed".into();
             suffix = format!(" · all {} finder(s) failed — not a dry round", angles.len());
+            failing_stop = self.note_all_failed(&causes, angles);
+            if let Some(cause) = &failing_stop {
+                suffix = format!(" · all {} finder(s) failed again: {cause} — stopping", angles.len());
+            }
         } else if !rec.new_items.is_empty() {
             self.journal.dry_counter = 0;
             rec.verdict = "new-items".into();
@@ -627,7 +644,38 @@ impl<'a> Engine<'a> {
         if rec.failed_finders > 0 && any_ok {
             suffix.push_str(&format!(" · {} finder(s) failed", rec.failed_finders));
         }
-        self.commit_round(rec, &suffix, stopped)
+        if any_ok {
+            self.failing = None;
+        }
+        let stopped = self.commit_round(rec, &suffix, stopped)?;
+        if let Some(cause) = failing_stop {
+            self.gap(format!("stopped: every finder of consecutive rounds failed for one cause: {cause}"));
+            self.stop(stop::AGENT_FAILING, &cause)?;
+            return Ok(true);
+        }
+        Ok(stopped)
+    }
+
+    /// Records an all-failed round; returns the cause when it is the single cause of this and
+    /// the rounds right before it and they covered [`FAIL_FAST_ANGLES`] angles (fail fast
+    /// instead of burning the pool on an agent that cannot answer).
+    fn note_all_failed(&mut self, causes: &std::collections::BTreeSet<String>, angles: &[String]) -> Option<String> {
+        // A timeout is the finder's own trouble (a hang), not evidence that the agent is broken.
+        let cause = match causes.iter().collect::<Vec<_>>().as_slice() {
+            [one] if !one.contains("timed out") => (*one).clone(),
+            _ => {
+                self.failing = None;
+                return None;
+            }
+        };
+        let mut seen = match self.failing.take() {
+            Some((c, seen)) if c == cause => seen,
+            _ => std::collections::BTreeSet::new(),
+        };
+        seen.extend(angles.iter().cloned());
+        let stop = seen.len() >= FAIL_FAST_ANGLES;
+        self.failing = Some((cause.clone(), seen));
+        stop.then_some(cause)
     }
 
     /// Ends a round: records it, prints its one progress line, and stops (K reached, gate 3

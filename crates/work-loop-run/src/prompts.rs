@@ -196,7 +196,7 @@ pub fn task_brief(spec_dir: &str, id: &str, title: &str, body: &str, nudge: Opti
          Task {id}: {title}\n\n{body}\n\n\
          Make the smallest coherent change that completes this task, with its tests. Do not edit \
          files under `{spec_dir}/`, and never edit a test or gate to make it pass.\n\
-         The engine checks the working tree against HEAD at the task's start (committing is fine): \
+         The engine checks the working tree against HEAD at the task's start (you need not commit: the change left in the working tree counts, and some agents cannot write `.git`): \
          a task that changes nothing is not done.\n"
     );
     if let Some(n) = nudge {
@@ -218,7 +218,7 @@ pub fn fix_brief(spec_dir: &str, kind: &str, detail: &str, nudge: Option<&str>) 
     let mut s = format!(
         "You fix the implementation of `{spec_dir}` (spec.md and plan.md there).\n{what}\n\n{detail}\n\n\
          Do not edit files under `{spec_dir}/`. The engine checks the working tree against HEAD at the fix's start \
-         (committing is fine): a fix that changes nothing is not done.\n"
+         (you need not commit: the change left in the working tree counts, and some agents cannot write `.git`): a fix that changes nothing is not done.\n"
     );
     if let Some(n) = nudge {
         s.push_str(&format!("{n}\n"));

@@ -572,8 +572,9 @@ fn a_run_in_which_no_finder_ever_answered_is_not_success() {
     let s = jobs_repo();
     let agent = table_finder(&s, r#"{"a": "crash", "b": "crash"}"#);
     let master = s.run_json(&["exhaust", "things", "-k", "2", "--angles", "a,b", "--agent", &agent, "--json"], 1);
-    assert_eq!(master["stoppedReason"], "angles-and-oracles-exhausted");
-    assert!(master["completenessGaps"].to_string().contains("never searched"), "{}", master["completenessGaps"]);
+    // Both angles failed for one cause: the agent is failing, not the angles exhausted.
+    assert_eq!(master["stoppedReason"], "agent-failing");
+    assert!(master["completenessGaps"].to_string().contains("finder blew up"), "{}", master["completenessGaps"]);
 }
 
 #[test]
@@ -754,4 +755,19 @@ fn sigterm_stops_the_agents_too() {
         !alive
     });
     assert!(gone, "the agent {agent_pid} outlived work");
+}
+
+#[test]
+fn the_same_failure_in_two_all_failed_rounds_stops_the_run_with_its_cause() {
+    let s = jobs_repo();
+    let agent =
+        s.agent("finder.py", "bump('calls')\nsys.stderr.write('Invalid API key · Please run /login\\n'); sys.exit(1)");
+    let (code, out, err) =
+        s.run(&["exhaust", "x", "-k", "2", "--angles", "a,b,c,d,e,f,g,h", "--agent", &agent, "--json"]);
+    assert_eq!(code, 1, "{err}");
+    let master: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(master["stoppedReason"], "agent-failing", "{master:#}");
+    assert_eq!(s.read(".agent-state/calls"), "3", "angle a twice (then given up), b once: not the whole pool");
+    assert!(err.contains("Invalid API key"), "the cause is on stderr: {err}");
+    assert!(master.to_string().contains("Invalid API key"), "and in the result");
 }
