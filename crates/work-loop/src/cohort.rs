@@ -22,9 +22,9 @@ pub const STATE_FILE: &str = "state.json";
 /// The schema tag written in the file.
 pub const SCHEMA: &str = "work.loop.cohort.v1";
 /// The default `implementation_retry_cap`.
-pub const DEFAULT_IMPLEMENTATION_RETRY_CAP: u32 = 3;
+pub const DEFAULT_IMPLEMENTATION_RETRY_CAP: u32 = 5;
 /// The default `review_retry_cap`.
-pub const DEFAULT_REVIEW_RETRY_CAP: u32 = 3;
+pub const DEFAULT_REVIEW_RETRY_CAP: u32 = 5;
 
 /// The approved baseline recorded by `approve-plan`. Every field has a default (an empty hash
 /// never matches, so a baseline without hashes is stale).
@@ -97,7 +97,7 @@ pub struct CohortState {
     #[serde(default)]
     pub implementation_retry_count: u32,
     /// The cap on implementation retries.
-    #[serde(default = "default_implementation_cap")]
+    #[serde(default = "default_implementation_cap", alias = "max_implementation_retries")]
     pub implementation_retry_cap: u32,
     /// The cycle ids already recorded (idempotency).
     #[serde(default)]
@@ -106,7 +106,7 @@ pub struct CohortState {
     #[serde(default)]
     pub review_retry_count: u32,
     /// The cap on review retries.
-    #[serde(default = "default_review_cap")]
+    #[serde(default = "default_review_cap", alias = "max_review_retries")]
     pub review_retry_cap: u32,
     /// Every recorded review round.
     #[serde(default)]
@@ -284,10 +284,13 @@ pub fn init(sd: &SpecDir, run_id: &str, caps: Caps, clock: &dyn Clock) -> LoopRe
 
 /// `cohort identity <spec-dir> --expect-run-id R`: the cohort (and the engine, when its state
 /// exists) belong to run R.
-pub fn identity(sd: &SpecDir, expect: &str) -> LoopResult {
+pub fn identity(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
     let st = load_required(sd)?;
-    check_run_id(&st, Some(expect))?;
+    check_run_id(&st, expect)?;
     let engine = crate::engine::load(sd)?;
+    // Without --expect-run-id the pair is checked against itself: the engine and the cohort
+    // must belong to the same run.
+    let expect = expect.unwrap_or(&st.run_id);
     if let Some(e) = &engine
         && e.run_id != expect
     {
@@ -429,9 +432,22 @@ pub enum WaveExpect {
 }
 
 /// `cohort wave check --expect more|last`: exit 0 when it holds, 1 otherwise.
-pub fn wave_check(sd: &SpecDir, expect_kind: WaveExpect, expect: Option<&str>) -> LoopResult {
+pub fn wave_check(
+    sd: &SpecDir,
+    expect_kind: WaveExpect,
+    wave_index: Option<usize>,
+    expect: Option<&str>,
+) -> LoopResult {
     let st = load_required(sd)?;
     check_run_id(&st, expect)?;
+    if let Some(n) = wave_index
+        && n != st.current_wave_index
+    {
+        return Err(LoopError::refused(
+            format!("check the wave: --wave-index {n} is not the current wave {}", st.current_wave_index),
+            json!({ "reason": "wave_index", "current_wave_index": st.current_wave_index, "wave_index": n }),
+        ));
+    }
     let more = st.more_waves();
     let holds = match expect_kind {
         WaveExpect::More => more,
@@ -659,6 +675,8 @@ pub fn plan_mark_reviewed(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
 /// Which cap `check` looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CheckPhase {
+    /// The implementation phase: no cap of its own (the state must still be readable).
+    Implement,
     /// The implementation retry cap only.
     GatesFailed,
     /// The review retry cap only.
@@ -675,6 +693,10 @@ pub enum CheckPhase {
 pub fn check(sd: &SpecDir, phase: Option<CheckPhase>, expect: Option<&str>) -> LoopResult {
     let st = load_required(sd)?;
     check_run_id(&st, expect)?;
+    if phase == Some(CheckPhase::Implement) {
+        // The scripts' implement phase has no cap of its own: it only needs readable state.
+        return Ok(Outcome::ok(json!({ "ok": true, "phase": "implement", "conditions": [] }), "implement: ok"));
+    }
     let engine_state = crate::engine::load(sd)?.map(|e| e.state);
     let planning = engine_state.as_deref().and_then(crate::table::State::parse).is_none_or(|s| {
         !matches!(
@@ -760,5 +782,14 @@ pub fn reset(sd: &SpecDir) -> LoopResult {
     Ok(Outcome::ok(
         json!({ "ok": true, "removed": existed }),
         if existed { "cohort state removed" } else { "no cohort state (no-op)" },
+    ))
+}
+
+/// The scripts' verbs that exist only to refuse (`dispatch-decision`, `auto-parallel`,
+/// `worktree …`): present, exit 1, "disabled", never "unknown".
+pub fn disabled(verb: &str) -> LoopResult {
+    Err(LoopError::refused(
+        format!("run `cohort {verb}`: {verb} is disabled in Phase 1 (parallel dispatch is not part of the loop)"),
+        json!({ "reason": "disabled", "verb": verb }),
     ))
 }

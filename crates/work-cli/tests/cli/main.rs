@@ -7,6 +7,7 @@ mod agents;
 mod exhaust;
 mod implement;
 mod loop_cmd;
+mod loop_conformance;
 mod loop_run;
 mod real_model;
 mod ultra;
