@@ -392,9 +392,33 @@ pub fn schedule(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
         st.schedule_waves = waves.clone();
         st.current_wave_index = 0;
         st.schedule_plan_sha256 = Some(sha);
-        let text = format!("{} task(s) in {} wave(s)", parsed.tasks().len(), waves.len());
-        Ok((changed, json!({ "schedule_waves": waves, "current_wave_index": 0, "tasks": parsed.tasks() }), text))
+        // One `wave N: ids` line per wave (1-based), as the scripts print the order.
+        let mut text: Vec<String> =
+            waves.iter().enumerate().map(|(i, w)| format!("wave {}: {}", i + 1, w.join(", "))).collect();
+        text.push(format!("{} task(s) in {} wave(s)", parsed.tasks().len(), waves.len()));
+        let doc = json!({ "schedule_waves": waves, "current_wave_index": 0, "tasks": parsed.tasks() });
+        Ok((changed, doc, text.join("\n")))
     })
+}
+
+/// `cohort schedule --plan P`: P must be the spec directory's own plan.md (the scripts accept
+/// the flag and refuse any other file, so a schedule always describes the approved plan).
+pub fn check_plan_flag(root: &std::path::Path, sd: &SpecDir, plan: Option<&str>) -> Result<(), LoopError> {
+    let Some(p) = plan else { return Ok(()) };
+    let given = confine(root, p)?;
+    let own = sd.file("plan.md")?;
+    let same = match (std::fs::canonicalize(&given), std::fs::canonicalize(&own)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if same {
+        Ok(())
+    } else {
+        Err(LoopError::refused(
+            format!("schedule: --plan `{p}` is not `{}/plan.md`; nothing was changed", sd.rel()),
+            json!({ "reason": "alternate_plan" }),
+        ))
+    }
 }
 
 /// `cohort wave advance --from-index N`: N → N+1; a no-op when the pointer is already N+1.
@@ -637,7 +661,7 @@ pub fn review_inspect(root: &Path, sd: &SpecDir, rel: &str, expect: Option<&str>
 
 /// `cohort plan check-current`: exit 0 (`current`) when plan.md is unchanged since its last
 /// review, 1 (`pending`) otherwise.
-pub fn plan_check_current(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
+pub fn plan_check_current(sd: &SpecDir, require_schedule: bool, expect: Option<&str>) -> LoopResult {
     let st = load_required(sd)?;
     check_run_id(&st, expect)?;
     let (status, sha) = plan_review_status(sd, &st)?;
@@ -648,8 +672,44 @@ pub fn plan_check_current(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
         "plan_sha256": sha,
         "plan_reviewed_sha256": st.plan_reviewed_sha256,
     });
-    let exit = if pending { ExitStatus::Unsuccessful } else { ExitStatus::Done };
-    Ok(Outcome::with(exit, doc, format!("plan_review_status: {status}")))
+    if pending {
+        // The scripts print the sentinel on stderr with exit 1.
+        return Ok(Outcome::with(ExitStatus::Unsuccessful, doc, "plan_review_status: pending").text_to_stderr());
+    }
+    if require_schedule {
+        schedule_current(sd, &st)?;
+    }
+    Ok(Outcome::ok(doc, format!("plan_review_status: {status}")))
+}
+
+/// The schedule exists and was computed from plan.md as it is now.
+fn schedule_current(sd: &SpecDir, st: &CohortState) -> Result<(), LoopError> {
+    if st.schedule_waves.is_empty() {
+        return Err(LoopError::refused(
+            "check the schedule: no waves are scheduled (run `work loop cohort schedule`)",
+            json!({ "reason": "no_schedule" }),
+        ));
+    }
+    let sha = sd.read_optional("plan.md")?.map(|t| sha256_hex(t.as_bytes()));
+    if sha.is_none() || sha != st.schedule_plan_sha256 {
+        return Err(LoopError::refused(
+            "check the schedule: plan.md changed since it was scheduled (run `work loop cohort schedule` again)",
+            json!({ "reason": "stale_schedule", "plan_sha256": sha, "schedule_plan_sha256": st.schedule_plan_sha256 }),
+        ));
+    }
+    Ok(())
+}
+
+/// `cohort schedule check-current <spec-dir>`: read-only, exit 0 when the waves were computed
+/// from plan.md as it is now, exit 1 otherwise.
+pub fn schedule_check_current(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
+    let st = load_required(sd)?;
+    check_run_id(&st, expect)?;
+    schedule_current(sd, &st)?;
+    Ok(Outcome::ok(
+        json!({ "ok": true, "schedule_waves": st.schedule_waves, "schedule_plan_sha256": st.schedule_plan_sha256 }),
+        "schedule is current",
+    ))
 }
 
 fn plan_review_status(sd: &SpecDir, st: &CohortState) -> Result<(&'static str, Option<String>), LoopError> {

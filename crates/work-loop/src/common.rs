@@ -72,17 +72,27 @@ pub struct Outcome {
     pub json: Value,
     /// The lines printed without `--json`.
     pub text: String,
+    /// True when the text goes to stderr (the scripts print their findings and sentinels
+    /// there); the `--json` document is always on stdout.
+    pub text_on_stderr: bool,
 }
 
 impl Outcome {
     /// A successful outcome.
     pub fn ok(json: Value, text: impl Into<String>) -> Self {
-        Outcome { exit: ExitStatus::Done, json, text: text.into() }
+        Outcome { exit: ExitStatus::Done, json, text: text.into(), text_on_stderr: false }
     }
 
     /// An outcome with an explicit exit status.
     pub fn with(exit: ExitStatus, json: Value, text: impl Into<String>) -> Self {
-        Outcome { exit, json, text: text.into() }
+        Outcome { exit, json, text: text.into(), text_on_stderr: false }
+    }
+
+    /// The same outcome with its text on stderr.
+    #[must_use]
+    pub fn text_to_stderr(mut self) -> Self {
+        self.text_on_stderr = true;
+        self
     }
 }
 

@@ -173,7 +173,8 @@ pub fn lint(repo_root: &Path, root_arg: &str) -> LoopResult {
         "warnings": warnings,
         "findings": findings,
     });
-    Ok(Outcome::with(if errors == 0 { ExitStatus::Done } else { ExitStatus::Unsuccessful }, doc, text))
+    // The findings go to stderr, as the scripts print them.
+    Ok(Outcome::with(if errors == 0 { ExitStatus::Done } else { ExitStatus::Unsuccessful }, doc, text).text_to_stderr())
 }
 
 fn lint_spec(

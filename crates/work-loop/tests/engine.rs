@@ -343,7 +343,9 @@ fn session_resumption_routing_table_replayed() {
     let run = fx.init(Mode::Code);
     assert_eq!(route(&fx).1, "resume-spec-plan-work");
     fx.fire_ok(Event::SpecReady);
-    cohort::plan_check_current(&fx.sd, Some(&run)).map(|o| assert_eq!(o.exit, ExitStatus::Unsuccessful)).expect("pc");
+    cohort::plan_check_current(&fx.sd, false, Some(&run))
+        .map(|o| assert_eq!(o.exit, ExitStatus::Unsuccessful))
+        .expect("pc");
     fx.fire_ok(Event::ReviewersClean);
     // reviewers-clean / SPEC-HUMAN-GATE: the spec-gate check per spec.md Status.
     let (doc, action) = route(&fx);
@@ -497,9 +499,9 @@ fn approve_plan_guards_status_and_is_a_no_op_when_unchanged() {
     let before = fx.bytes();
     assert_eq!(cohort::approve_plan(&fx.sd, Some(&run), false, &fx.clock).expect("b").json["changed"], false);
     assert_eq!(fx.bytes(), before);
-    assert_eq!(cohort::plan_check_current(&fx.sd, None).expect("pc").json["plan_review_status"], "current");
+    assert_eq!(cohort::plan_check_current(&fx.sd, false, None).expect("pc").json["plan_review_status"], "current");
     fx.plan_text(&format!("{ONE_WAVE}more\n"));
-    let pc = cohort::plan_check_current(&fx.sd, None).expect("pc");
+    let pc = cohort::plan_check_current(&fx.sd, false, None).expect("pc");
     assert_eq!((pc.exit, pc.json["plan_review_status"].as_str()), (ExitStatus::Unsuccessful, Some("pending")));
     fx.spec("Implementing");
     assert!(matches!(cohort::approve_plan(&fx.sd, Some(&run), false, &fx.clock), Err(LoopError::Refused { .. })));

@@ -161,9 +161,18 @@ pub enum CohortCommand {
         expect_run_id: Option<String>,
     },
     /// Compute the waves from plan.md's task dependencies (resets the wave pointer).
+    ///
+    /// `schedule check-current [SPEC_DIR]` is the read-only check that the waves were computed
+    /// from plan.md as it is now (exit 1 otherwise).
     Schedule {
         #[command(flatten)]
         dir: SpecDirArg,
+        /// The spec directory after `check-current`.
+        #[arg(value_name = "SPEC_DIR2", hide = true)]
+        second: Option<String>,
+        /// plan.md (must be the spec directory's own).
+        #[arg(long, value_name = "P")]
+        plan: Option<String>,
         /// Refuse unless the cohort belongs to this run.
         #[arg(long)]
         expect_run_id: Option<String>,
@@ -338,6 +347,9 @@ pub enum PlanCommand {
     CheckCurrent {
         #[command(flatten)]
         dir: SpecDirArg,
+        /// Also require a schedule computed from plan.md as it is now.
+        #[arg(long)]
+        require_schedule: bool,
         /// Refuse unless the cohort belongs to this run.
         #[arg(long)]
         expect_run_id: Option<String>,
@@ -431,8 +443,18 @@ fn cohort_cmd(root: &std::path::Path, clock: &dyn work_runtime::clock::Clock, cm
         CohortCommand::ApprovePlan { dir, rebaseline, expect_run_id } => {
             dir.open(root).and_then(|d| cohort::approve_plan(&d, expect_run_id.as_deref(), rebaseline, clock))
         }
-        CohortCommand::Schedule { dir, expect_run_id } => {
-            dir.open(root).and_then(|d| cohort::schedule(&d, expect_run_id.as_deref()))
+        CohortCommand::Schedule { dir, second, plan, expect_run_id } => {
+            if dir.spec_dir.as_deref() == Some("check-current") {
+                let dir = SpecDirArg { spec_dir: second, spec_dir_flag: dir.spec_dir_flag };
+                return dir.open(root).and_then(|d| cohort::schedule_check_current(&d, expect_run_id.as_deref()));
+            }
+            if let Some(extra) = second {
+                return Err(LoopError::bad(format!("schedule: unexpected argument `{extra}`")));
+            }
+            dir.open(root).and_then(|d| {
+                cohort::check_plan_flag(root, &d, plan.as_deref())?;
+                cohort::schedule(&d, expect_run_id.as_deref())
+            })
         }
         CohortCommand::Wave(WaveCommand::Advance { dir, from_index, expect_run_id }) => {
             dir.open(root).and_then(|d| cohort::wave_advance(&d, from_index, expect_run_id.as_deref()))
@@ -475,8 +497,8 @@ fn cohort_cmd(root: &std::path::Path, clock: &dyn work_runtime::clock::Clock, cm
             dir.open(root).and_then(|d| cohort::review_inspect(root, &d, &adjudication, expect_run_id.as_deref()))
         }
         CohortCommand::Review(ReviewCommand::Classify { path }) => cohort::review_classify(root, &path),
-        CohortCommand::Plan(PlanCommand::CheckCurrent { dir, expect_run_id }) => {
-            dir.open(root).and_then(|d| cohort::plan_check_current(&d, expect_run_id.as_deref()))
+        CohortCommand::Plan(PlanCommand::CheckCurrent { dir, require_schedule, expect_run_id }) => {
+            dir.open(root).and_then(|d| cohort::plan_check_current(&d, require_schedule, expect_run_id.as_deref()))
         }
         CohortCommand::Plan(PlanCommand::MarkReviewed { dir, expect_run_id }) => {
             dir.open(root).and_then(|d| cohort::plan_mark_reviewed(&d, expect_run_id.as_deref()))
@@ -504,6 +526,8 @@ fn emit(json: bool, result: LoopResult) -> CmdResult {
         Ok(o) => {
             if json {
                 print_json(&o.json);
+            } else if !o.text.is_empty() && o.text_on_stderr {
+                eprintln!("{}", o.text);
             } else if !o.text.is_empty() {
                 println!("{}", o.text);
             }

@@ -356,3 +356,40 @@ fn check_phase_implement_wave_index_and_template_headings() {
     let st = s.read_json(&format!("{DIR}/state.json"));
     assert_eq!(st["implementation_retry_cap"], 5, "the scripts' default cap");
 }
+
+#[test]
+fn schedule_check_current_require_schedule_and_the_plan_flag() {
+    let s = Scenario::new();
+    let run = init_pair(&s);
+    assert_eq!(lp(&s, &["cohort", "schedule", "check-current", DIR]).0, 1, "nothing scheduled yet");
+    // The liar: --plan naming another file is refused and changes nothing.
+    s.write("other-plan.md", "### T1: other\n");
+    let before = s.read(&format!("{DIR}/state.json"));
+    assert_eq!(lp(&s, &["cohort", "schedule", DIR, "--plan", "other-plan.md", "--expect-run-id", &run]).0, 1);
+    assert_eq!(s.read(&format!("{DIR}/state.json")), before);
+    let (code, out, err) = lp(&s, &["cohort", "schedule", DIR, "--plan", &format!("{DIR}/plan.md"), "--expect-run-id", &run]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("wave 1: T1") && out.contains("wave 2: T2"), "{out}");
+    assert_eq!(lp(&s, &["cohort", "schedule", "check-current", DIR]).0, 0);
+    // The pending sentinel is on stderr with exit 1.
+    let (code, out, err) = lp(&s, &["cohort", "plan", "check-current", DIR]);
+    assert_eq!(code, 1);
+    assert!(err.contains("plan_review_status: pending") && !out.contains("pending"), "out={out} err={err}");
+    assert_eq!(lp(&s, &["cohort", "approve-plan", DIR, "--expect-run-id", &run]).0, 0);
+    assert_eq!(lp(&s, &["cohort", "plan", "check-current", DIR, "--require-schedule"]).0, 0);
+    s.write(&format!("{DIR}/plan.md"), &format!("{}\n\n### T3: later\n", s.read(&format!("{DIR}/plan.md"))));
+    assert_eq!(lp(&s, &["cohort", "schedule", "check-current", DIR]).0, 1, "plan changed since scheduled");
+}
+
+#[test]
+fn lint_findings_go_to_stderr() {
+    let s = Scenario::new();
+    s.write(&format!("{DIR}/spec.md"), "# Feat\n\nStatus: Executing\n");
+    let (code, out, err) = lp(&s, &["lint-spec-status", "--root", "."]);
+    assert_eq!(code, 1);
+    assert!(out.is_empty() && err.contains("plan_vocabulary_in_spec"), "out={out} err={err}");
+    // --json still puts the document on stdout.
+    let (code, out, _) = lp(&s, &["lint-spec-status", "--json"]);
+    assert_eq!(code, 1);
+    assert_eq!(json_of(&out)["findings"][0]["code"], "plan_vocabulary_in_spec");
+}
