@@ -22,9 +22,9 @@ pub const STATE_FILE: &str = "state.json";
 /// The schema tag written in the file.
 pub const SCHEMA: &str = "work.loop.cohort.v1";
 /// The default `implementation_retry_cap`.
-pub const DEFAULT_IMPLEMENTATION_RETRY_CAP: u32 = 3;
+pub const DEFAULT_IMPLEMENTATION_RETRY_CAP: u32 = 5;
 /// The default `review_retry_cap`.
-pub const DEFAULT_REVIEW_RETRY_CAP: u32 = 3;
+pub const DEFAULT_REVIEW_RETRY_CAP: u32 = 5;
 
 /// The approved baseline recorded by `approve-plan`. Every field has a default (an empty hash
 /// never matches, so a baseline without hashes is stale).
@@ -97,7 +97,7 @@ pub struct CohortState {
     #[serde(default)]
     pub implementation_retry_count: u32,
     /// The cap on implementation retries.
-    #[serde(default = "default_implementation_cap")]
+    #[serde(default = "default_implementation_cap", alias = "max_implementation_retries")]
     pub implementation_retry_cap: u32,
     /// The cycle ids already recorded (idempotency).
     #[serde(default)]
@@ -106,7 +106,7 @@ pub struct CohortState {
     #[serde(default)]
     pub review_retry_count: u32,
     /// The cap on review retries.
-    #[serde(default = "default_review_cap")]
+    #[serde(default = "default_review_cap", alias = "max_review_retries")]
     pub review_retry_cap: u32,
     /// Every recorded review round.
     #[serde(default)]
@@ -284,10 +284,13 @@ pub fn init(sd: &SpecDir, run_id: &str, caps: Caps, clock: &dyn Clock) -> LoopRe
 
 /// `cohort identity <spec-dir> --expect-run-id R`: the cohort (and the engine, when its state
 /// exists) belong to run R.
-pub fn identity(sd: &SpecDir, expect: &str) -> LoopResult {
+pub fn identity(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
     let st = load_required(sd)?;
-    check_run_id(&st, Some(expect))?;
+    check_run_id(&st, expect)?;
     let engine = crate::engine::load(sd)?;
+    // Without --expect-run-id the pair is checked against itself: the engine and the cohort
+    // must belong to the same run.
+    let expect = expect.unwrap_or(&st.run_id);
     if let Some(e) = &engine
         && e.run_id != expect
     {
@@ -389,9 +392,33 @@ pub fn schedule(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
         st.schedule_waves = waves.clone();
         st.current_wave_index = 0;
         st.schedule_plan_sha256 = Some(sha);
-        let text = format!("{} task(s) in {} wave(s)", parsed.tasks().len(), waves.len());
-        Ok((changed, json!({ "schedule_waves": waves, "current_wave_index": 0, "tasks": parsed.tasks() }), text))
+        // One `wave N: ids` line per wave (1-based), as the scripts print the order.
+        let mut text: Vec<String> =
+            waves.iter().enumerate().map(|(i, w)| format!("wave {}: {}", i + 1, w.join(", "))).collect();
+        text.push(format!("{} task(s) in {} wave(s)", parsed.tasks().len(), waves.len()));
+        let doc = json!({ "schedule_waves": waves, "current_wave_index": 0, "tasks": parsed.tasks() });
+        Ok((changed, doc, text.join("\n")))
     })
+}
+
+/// `cohort schedule --plan P`: P must be the spec directory's own plan.md (the scripts accept
+/// the flag and refuse any other file, so a schedule always describes the approved plan).
+pub fn check_plan_flag(root: &std::path::Path, sd: &SpecDir, plan: Option<&str>) -> Result<(), LoopError> {
+    let Some(p) = plan else { return Ok(()) };
+    let given = confine(root, p)?;
+    let own = sd.file("plan.md")?;
+    let same = match (std::fs::canonicalize(&given), std::fs::canonicalize(&own)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if same {
+        Ok(())
+    } else {
+        Err(LoopError::refused(
+            format!("schedule: --plan `{p}` is not `{}/plan.md`; nothing was changed", sd.rel()),
+            json!({ "reason": "alternate_plan" }),
+        ))
+    }
 }
 
 /// `cohort wave advance --from-index N`: N → N+1; a no-op when the pointer is already N+1.
@@ -429,9 +456,22 @@ pub enum WaveExpect {
 }
 
 /// `cohort wave check --expect more|last`: exit 0 when it holds, 1 otherwise.
-pub fn wave_check(sd: &SpecDir, expect_kind: WaveExpect, expect: Option<&str>) -> LoopResult {
+pub fn wave_check(
+    sd: &SpecDir,
+    expect_kind: WaveExpect,
+    wave_index: Option<usize>,
+    expect: Option<&str>,
+) -> LoopResult {
     let st = load_required(sd)?;
     check_run_id(&st, expect)?;
+    if let Some(n) = wave_index
+        && n != st.current_wave_index
+    {
+        return Err(LoopError::refused(
+            format!("check the wave: --wave-index {n} is not the current wave {}", st.current_wave_index),
+            json!({ "reason": "wave_index", "current_wave_index": st.current_wave_index, "wave_index": n }),
+        ));
+    }
     let more = st.more_waves();
     let holds = match expect_kind {
         WaveExpect::More => more,
@@ -621,7 +661,7 @@ pub fn review_inspect(root: &Path, sd: &SpecDir, rel: &str, expect: Option<&str>
 
 /// `cohort plan check-current`: exit 0 (`current`) when plan.md is unchanged since its last
 /// review, 1 (`pending`) otherwise.
-pub fn plan_check_current(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
+pub fn plan_check_current(sd: &SpecDir, require_schedule: bool, expect: Option<&str>) -> LoopResult {
     let st = load_required(sd)?;
     check_run_id(&st, expect)?;
     let (status, sha) = plan_review_status(sd, &st)?;
@@ -632,8 +672,44 @@ pub fn plan_check_current(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
         "plan_sha256": sha,
         "plan_reviewed_sha256": st.plan_reviewed_sha256,
     });
-    let exit = if pending { ExitStatus::Unsuccessful } else { ExitStatus::Done };
-    Ok(Outcome::with(exit, doc, format!("plan_review_status: {status}")))
+    if pending {
+        // The scripts print the sentinel on stderr with exit 1.
+        return Ok(Outcome::with(ExitStatus::Unsuccessful, doc, "plan_review_status: pending").text_to_stderr());
+    }
+    if require_schedule {
+        schedule_current(sd, &st)?;
+    }
+    Ok(Outcome::ok(doc, format!("plan_review_status: {status}")))
+}
+
+/// The schedule exists and was computed from plan.md as it is now.
+fn schedule_current(sd: &SpecDir, st: &CohortState) -> Result<(), LoopError> {
+    if st.schedule_waves.is_empty() {
+        return Err(LoopError::refused(
+            "check the schedule: no waves are scheduled (run `work loop cohort schedule`)",
+            json!({ "reason": "no_schedule" }),
+        ));
+    }
+    let sha = sd.read_optional("plan.md")?.map(|t| sha256_hex(t.as_bytes()));
+    if sha.is_none() || sha != st.schedule_plan_sha256 {
+        return Err(LoopError::refused(
+            "check the schedule: plan.md changed since it was scheduled (run `work loop cohort schedule` again)",
+            json!({ "reason": "stale_schedule", "plan_sha256": sha, "schedule_plan_sha256": st.schedule_plan_sha256 }),
+        ));
+    }
+    Ok(())
+}
+
+/// `cohort schedule check-current <spec-dir>`: read-only, exit 0 when the waves were computed
+/// from plan.md as it is now, exit 1 otherwise.
+pub fn schedule_check_current(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
+    let st = load_required(sd)?;
+    check_run_id(&st, expect)?;
+    schedule_current(sd, &st)?;
+    Ok(Outcome::ok(
+        json!({ "ok": true, "schedule_waves": st.schedule_waves, "schedule_plan_sha256": st.schedule_plan_sha256 }),
+        "schedule is current",
+    ))
 }
 
 fn plan_review_status(sd: &SpecDir, st: &CohortState) -> Result<(&'static str, Option<String>), LoopError> {
@@ -659,6 +735,8 @@ pub fn plan_mark_reviewed(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
 /// Which cap `check` looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CheckPhase {
+    /// The implementation phase: no cap of its own (the state must still be readable).
+    Implement,
     /// The implementation retry cap only.
     GatesFailed,
     /// The review retry cap only.
@@ -675,6 +753,10 @@ pub enum CheckPhase {
 pub fn check(sd: &SpecDir, phase: Option<CheckPhase>, expect: Option<&str>) -> LoopResult {
     let st = load_required(sd)?;
     check_run_id(&st, expect)?;
+    if phase == Some(CheckPhase::Implement) {
+        // The scripts' implement phase has no cap of its own: it only needs readable state.
+        return Ok(Outcome::ok(json!({ "ok": true, "phase": "implement", "conditions": [] }), "implement: ok"));
+    }
     let engine_state = crate::engine::load(sd)?.map(|e| e.state);
     let planning = engine_state.as_deref().and_then(crate::table::State::parse).is_none_or(|s| {
         !matches!(
@@ -760,5 +842,14 @@ pub fn reset(sd: &SpecDir) -> LoopResult {
     Ok(Outcome::ok(
         json!({ "ok": true, "removed": existed }),
         if existed { "cohort state removed" } else { "no cohort state (no-op)" },
+    ))
+}
+
+/// The scripts' verbs that exist only to refuse (`dispatch-decision`, `auto-parallel`,
+/// `worktree …`): present, exit 1, "disabled", never "unknown".
+pub fn disabled(verb: &str) -> LoopResult {
+    Err(LoopError::refused(
+        format!("run `cohort {verb}`: {verb} is disabled in Phase 1 (parallel dispatch is not part of the loop)"),
+        json!({ "reason": "disabled", "verb": verb }),
     ))
 }

@@ -43,6 +43,17 @@ impl LoopError {
         LoopError::Refused { message, json }
     }
 
+    /// The work-loop scripts stop with exit 1 on every refusal, a missing or unreadable state
+    /// file and a path they will not use alike (only a malformed command line is exit 2):
+    /// the engine and cohort verbs answer the same way, so bad input becomes a refusal.
+    #[must_use]
+    pub fn as_script_refusal(self) -> Self {
+        match self {
+            LoopError::BadInput(m) => LoopError::refused(m, serde_json::json!({ "reason": "bad_input" })),
+            other => other,
+        }
+    }
+
     /// The exit status.
     pub fn exit_status(&self) -> ExitStatus {
         match self {
@@ -61,17 +72,27 @@ pub struct Outcome {
     pub json: Value,
     /// The lines printed without `--json`.
     pub text: String,
+    /// True when the text goes to stderr (the scripts print their findings and sentinels
+    /// there); the `--json` document is always on stdout.
+    pub text_on_stderr: bool,
 }
 
 impl Outcome {
     /// A successful outcome.
     pub fn ok(json: Value, text: impl Into<String>) -> Self {
-        Outcome { exit: ExitStatus::Done, json, text: text.into() }
+        Outcome { exit: ExitStatus::Done, json, text: text.into(), text_on_stderr: false }
     }
 
     /// An outcome with an explicit exit status.
     pub fn with(exit: ExitStatus, json: Value, text: impl Into<String>) -> Self {
-        Outcome { exit, json, text: text.into() }
+        Outcome { exit, json, text: text.into(), text_on_stderr: false }
+    }
+
+    /// The same outcome with its text on stderr.
+    #[must_use]
+    pub fn text_to_stderr(mut self) -> Self {
+        self.text_on_stderr = true;
+        self
     }
 }
 
@@ -81,7 +102,42 @@ pub type LoopResult = Result<Outcome, LoopError>;
 /// Resolves a repository-relative path from outside through [`fsx::confine`], mapping refusals
 /// to bad input.
 pub fn confine(root: &Path, rel: &str) -> Result<PathBuf, LoopError> {
+    let rel = &repo_relative(root, rel)?;
     fsx::confine(root, rel).map_err(|e| LoopError::bad(format!("use path `{rel}`: {e}")))
+}
+
+/// The scripts take absolute paths as well as relative ones: an absolute path whose deepest
+/// existing ancestor resolves (through symlinks) inside the repository becomes the
+/// root-relative path; one that resolves outside is bad input. Relative paths are returned
+/// unchanged (confinement judges them).
+pub fn repo_relative(root: &Path, given: &str) -> Result<String, LoopError> {
+    if !given.starts_with('/') {
+        return Ok(given.to_string());
+    }
+    let outside = || LoopError::bad(format!("use path `{given}`: it resolves outside the repository"));
+    let root_real = std::fs::canonicalize(root).map_err(|_| outside())?;
+    let mut probe = PathBuf::from(given);
+    let mut rest: Vec<String> = Vec::new();
+    let real = loop {
+        if let Ok(real) = std::fs::canonicalize(&probe) {
+            break real;
+        }
+        let name = probe.file_name().and_then(|n| n.to_str()).map(str::to_string);
+        match (name, probe.parent()) {
+            (Some(n), Some(parent)) => {
+                rest.push(n);
+                probe = parent.to_path_buf();
+            }
+            _ => return Err(outside()),
+        }
+    };
+    let inside = real.strip_prefix(&root_real).map_err(|_| outside())?;
+    let mut parts: Vec<String> = inside.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    parts.extend(rest.into_iter().rev());
+    if parts.is_empty() {
+        return Ok(".".to_string());
+    }
+    Ok(parts.join("/"))
 }
 
 /// A spec directory (`docs/specs/<feature>`), confined to the repository root.
@@ -95,6 +151,7 @@ pub struct SpecDir {
 impl SpecDir {
     /// Confines `rel` under `root`. The directory need not exist yet.
     pub fn open(root: &Path, rel: &str) -> Result<SpecDir, LoopError> {
+        let rel = &repo_relative(root, rel)?;
         let dir = confine(root, rel)?;
         if dir.exists() && !dir.is_dir() {
             return Err(LoopError::bad(format!("use spec directory `{rel}`: not a directory")));
@@ -106,6 +163,16 @@ impl SpecDir {
     /// The path as given (without a trailing slash).
     pub fn rel(&self) -> &str {
         &self.rel
+    }
+
+    /// The repository root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The directory's last component (the scripts' `feature`).
+    pub fn feature(&self) -> String {
+        self.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
     }
 
     /// The resolved directory.
@@ -168,8 +235,49 @@ pub fn find_spec_dir(root: &Path) -> Result<String, LoopError> {
 /// `- **Status**: X` (case-insensitive key; the first word of the value, without markup).
 /// Lines inside fenced code blocks are skipped.
 pub fn read_status(text: &str) -> Option<String> {
-    let mut fence = false;
+    status_lines(text).into_iter().next().map(|(_, s)| s)
+}
+
+/// The part of each line outside HTML comments (`<!-- … -->`, which may span lines), in order.
+pub fn uncommented_lines(text: &str) -> Vec<String> {
+    let mut in_comment = false;
+    let mut out = Vec::new();
     for line in text.lines() {
+        let mut visible = String::new();
+        let mut rest = line;
+        loop {
+            if in_comment {
+                match rest.find("-->") {
+                    Some(i) => {
+                        rest = &rest[i + 3..];
+                        in_comment = false;
+                    }
+                    None => break,
+                }
+            } else {
+                match rest.find("<!--") {
+                    Some(i) => {
+                        visible.push_str(&rest[..i]);
+                        rest = &rest[i + 4..];
+                        in_comment = true;
+                    }
+                    None => {
+                        visible.push_str(rest);
+                        break;
+                    }
+                }
+            }
+        }
+        out.push(visible);
+    }
+    out
+}
+
+/// `(1-based line, value)` of every status line outside fenced code and HTML comments.
+pub fn status_lines(text: &str) -> Vec<(usize, String)> {
+    let mut fence = false;
+    let mut out = Vec::new();
+    for (i, line) in uncommented_lines(text).iter().enumerate() {
         let t = line.trim();
         if t.starts_with("```") || t.starts_with("~~~") {
             fence = !fence;
@@ -178,21 +286,25 @@ pub fn read_status(text: &str) -> Option<String> {
         if fence {
             continue;
         }
-        let t = t.trim_start_matches(['-', '*', '+', '>', ' ']).trim_start();
-        let t = t.trim_start_matches(['*', '_']);
-        let Some(head) = t.get(..6) else { continue };
-        if !head.eq_ignore_ascii_case("status") {
-            continue;
-        }
-        let rest = t[6..].trim_start_matches(['*', '_']).trim_start();
-        let Some(rest) = rest.strip_prefix(':') else { continue };
-        let rest = rest.trim_start_matches(['*', '_', ' ', '`']);
-        let word: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
-        if !word.is_empty() {
-            return Some(word);
+        if let Some(word) = status_value(t) {
+            out.push((i + 1, word));
         }
     }
-    None
+    out
+}
+
+fn status_value(t: &str) -> Option<String> {
+    let t = t.trim_start_matches(['-', '*', '+', '>', ' ']).trim_start();
+    let t = t.trim_start_matches(['*', '_']);
+    let head = t.get(..6)?;
+    if !head.eq_ignore_ascii_case("status") {
+        return None;
+    }
+    let rest = t[6..].trim_start_matches(['*', '_']).trim_start();
+    let rest = rest.strip_prefix(':')?;
+    let rest = rest.trim_start_matches(['*', '_', ' ', '`']);
+    let word: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+    (!word.is_empty()).then_some(word)
 }
 
 /// The sha256 of `bytes`, as lowercase hex.
@@ -241,6 +353,9 @@ mod tests {
         assert_eq!(read_status("status: `Shipped`\n").as_deref(), Some("Shipped"));
         assert_eq!(read_status("```\nStatus: Draft\n```\nStatus: Done\n").as_deref(), Some("Done"));
         assert_eq!(read_status("Statuses: x\nno status\n"), None);
+        // A commented-out status, on one line or across several, is not the live one.
+        assert_eq!(read_status("<!--\nStatus: Approved\n-->\nStatus: Draft\n").as_deref(), Some("Draft"));
+        assert_eq!(read_status("<!-- Status: Approved -->\nStatus: Draft\n").as_deref(), Some("Draft"));
     }
 
     #[test]

@@ -47,6 +47,19 @@ pub struct HistoryEntry {
     pub extra: Map<String, Value>,
 }
 
+/// The `schema_version` the work-loop scripts write and this version reads and writes.
+pub const SCHEMA_VERSION: u64 = 1;
+
+/// The question a human gate puts (the scripts' `gate_question`).
+pub fn gate_question(state: &str) -> Option<&'static str> {
+    match state {
+        "SPEC-HUMAN-GATE" => Some("Does this spec define the right thing to build?"),
+        "PLAN-HUMAN-GATE" => Some("Does this plan describe the right way to build it?"),
+        "CODE-HUMAN-GATE" => Some("Are these changes correct and ready to merge?"),
+        _ => None,
+    }
+}
+
 /// `engine-state.json`.
 ///
 /// Only `state` is required: every other field has a default, so an older or hand-written
@@ -58,8 +71,21 @@ pub struct EngineState {
     /// [`SCHEMA`].
     #[serde(default)]
     pub schema: String,
+    /// The scripts' schema version ([`SCHEMA_VERSION`]); absent in files this project wrote
+    /// before it was added. Any other value is refused (a newer format).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_version: Option<Value>,
+    /// The spec directory's name.
+    #[serde(default)]
+    pub feature: String,
     /// The state's name (a name outside the table is a legacy state).
     pub state: String,
+    /// When the last transition (or init) was applied, `YYYY-MM-DDTHH:MM:SSZ`.
+    #[serde(default)]
+    pub last_transition_at: String,
+    /// The question of the human gate the state is, else null.
+    #[serde(default)]
+    pub gate_question: Option<String>,
     /// `code` or `spec-plan` (empty in the file ⇒ inferred on load).
     #[serde(default)]
     pub mode: String,
@@ -136,8 +162,28 @@ pub fn load(sd: &SpecDir) -> Result<Option<EngineState>, LoopError> {
     match sd.read_optional(STATE_FILE)? {
         None => Ok(None),
         Some(text) => {
-            let mut st: EngineState = serde_json::from_str(&text)
-                .map_err(|e| LoopError::bad(format!("read `{}/{STATE_FILE}`: {e}", sd.rel())))?;
+            let bad = |e: serde_json::Error| LoopError::bad(format!("read `{}/{STATE_FILE}`: {e}", sd.rel()));
+            let raw: Value = serde_json::from_str(&text).map_err(bad)?;
+            let wait_given = raw.get("pending_human_wait").is_some_and(|v| !v.is_null());
+            let mut st: EngineState = serde_json::from_value(raw).map_err(bad)?;
+            if !wait_given {
+                // A file without the field (the scripts derive it): a human gate awaits a person.
+                st.pending_human_wait = matches!(
+                    st.parsed_state(),
+                    Some(State::SpecHumanGate | State::PlanHumanGate | State::CodeHumanGate)
+                );
+            }
+            if let Some(v) = &st.schema_version
+                && v.as_u64() != Some(SCHEMA_VERSION)
+            {
+                return Err(LoopError::refused(
+                    format!(
+                        "read `{}/{STATE_FILE}`: unsupported schema_version {v} (this version reads {SCHEMA_VERSION})",
+                        sd.rel()
+                    ),
+                    json!({ "reason": "unsupported_schema_version", "schema_version": v }),
+                ));
+            }
             if st.mode.trim().is_empty() {
                 st.mode = infer_mode(&st).into();
             }
@@ -194,6 +240,10 @@ pub fn init(sd: &SpecDir, mode: Mode, clock: &dyn Clock) -> LoopResult {
     let run_id = format!("loop-{stamp}-{}", &digest[..8]);
     let st = EngineState {
         schema: SCHEMA.into(),
+        schema_version: Some(json!(SCHEMA_VERSION)),
+        feature: sd.feature(),
+        last_transition_at: now.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        gate_question: None,
         state: State::SpecPlanDrafting.name().into(),
         mode: mode.name().into(),
         run_id: run_id.clone(),
@@ -206,6 +256,7 @@ pub fn init(sd: &SpecDir, mode: Mode, clock: &dyn Clock) -> LoopResult {
         extra: Map::new(),
     };
     save(sd, &st)?;
+    crate::events::init_log(sd.root());
     let mut doc = st.to_json();
     if let Value::Object(o) = &mut doc {
         o.insert("ok".into(), json!(true));
@@ -279,6 +330,12 @@ pub fn transition(sd: &SpecDir, event_name: &str, opts: TransitionOpts, clock: &
         extra: Map::new(),
     });
     st.state = to.name().into();
+    st.schema_version = Some(json!(SCHEMA_VERSION));
+    if st.feature.is_empty() {
+        st.feature = sd.feature();
+    }
+    st.gate_question = gate_question(to.name()).map(str::to_string);
+    st.last_transition_at = clock.now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
     st.transition_sequence = seq;
     st.last_event = Some(event.name().into());
     st.last_event_context = context;
@@ -288,6 +345,22 @@ pub fn transition(sd: &SpecDir, event_name: &str, opts: TransitionOpts, clock: &
         Wait::Clear => st.pending_human_wait = false,
     }
     save(sd, &st)?;
+    let mut env = Map::new();
+    env.insert("seq".into(), json!(seq));
+    env.insert("run_id".into(), json!(st.run_id));
+    env.insert("spec".into(), json!(sd.rel()));
+    env.insert("from".into(), json!(from.name()));
+    env.insert("event".into(), json!(event.name()));
+    env.insert("to".into(), json!(to.name()));
+    env.insert("at".into(), json!(st.last_transition_at));
+    env.insert("mode".into(), json!(st.mode));
+    env.insert("feature".into(), json!(st.feature));
+    env.insert("wave_index".into(), json!(opts.wave_index));
+    env.insert("intent_incomplete".into(), json!(opts.intent_incomplete));
+    env.insert("cycle_id".into(), st.last_event_context.get("cycle_id").cloned().unwrap_or(Value::Null));
+    env.insert("gate_question".into(), json!(st.gate_question));
+    env.insert("pending_human_wait".into(), json!(st.pending_human_wait));
+    crate::events::append(sd.root(), &env);
     let mut doc = st.to_json();
     if let Value::Object(o) = &mut doc {
         o.insert("ok".into(), json!(true));
@@ -378,6 +451,15 @@ fn check_guard(
                     st,
                     "stale_baseline",
                     "spec.md or plan.md changed since the baseline (run `work loop cohort approve-plan` again)".into(),
+                ));
+            }
+            if Mode::parse(&st.mode) == Some(Mode::Code) && c.schedule_waves.is_empty() {
+                // Code mode goes on to execute waves: it needs them computed first.
+                return Err(guard_refusal(
+                    event,
+                    st,
+                    "no_schedule",
+                    "no schedule recorded (run `work loop cohort schedule`)".into(),
                 ));
             }
             ctx.insert("spec_sha256".into(), json!(spec_sha));
@@ -476,6 +558,7 @@ pub fn status(sd: &SpecDir) -> LoopResult {
 /// whole directory is absent: nothing is created then, not even the lock file.
 pub fn reset(sd: &SpecDir) -> LoopResult {
     let p = sd.file(STATE_FILE)?;
+    crate::events::remove_log(sd.root());
     if !p.exists() {
         return Ok(Outcome::ok(json!({ "ok": true, "removed": false }), "no engine state (no-op)"));
     }

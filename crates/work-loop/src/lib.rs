@@ -16,6 +16,7 @@ pub mod adjudication;
 pub mod cohort;
 pub mod common;
 pub mod engine;
+pub mod events;
 pub mod freshness;
 pub mod lint;
 pub mod plan;

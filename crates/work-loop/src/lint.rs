@@ -173,7 +173,8 @@ pub fn lint(repo_root: &Path, root_arg: &str) -> LoopResult {
         "warnings": warnings,
         "findings": findings,
     });
-    Ok(Outcome::with(if errors == 0 { ExitStatus::Done } else { ExitStatus::Unsuccessful }, doc, text))
+    // The findings go to stderr, as the scripts print them.
+    Ok(Outcome::with(if errors == 0 { ExitStatus::Done } else { ExitStatus::Unsuccessful }, doc, text).text_to_stderr())
 }
 
 fn lint_spec(
@@ -246,7 +247,7 @@ fn lint_spec(
 }
 
 fn status_line(text: &str) -> Option<usize> {
-    text.lines().position(|l| read_status(l).is_some()).map(|i| i + 1)
+    crate::common::status_lines(text).first().map(|(l, _)| *l)
 }
 
 /// `(line, text, checked)` of every checkbox item under an "Acceptance criteria" heading.
@@ -297,7 +298,10 @@ fn deferrals(line: &str) -> Vec<String> {
         rest = &rest[i + "(deferred:".len()..];
         if let Some(end) = rest.find(')') {
             let slug = rest[..end].trim().trim_matches('`');
-            if !slug.is_empty() {
+            // A real anchor is a slug; the template's `<anchor>` placeholder is not one.
+            let is_slug = slug.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+                && slug.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+            if is_slug {
                 out.push(slug.to_string());
             }
             rest = &rest[end..];

@@ -228,10 +228,9 @@ fn task_heading(line: &str) -> Option<(u8, &str, &str)> {
         return None;
     }
     let rest = rest.trim();
-    let rest = rest.strip_prefix("Task")?;
-    if !rest.starts_with([' ', '\t']) {
-        return None;
-    }
+    let Some(rest) = rest.strip_prefix("Task").filter(|r| r.starts_with([' ', '\t'])) else {
+        return short_task_heading(hashes, rest);
+    };
     let (id, title) = rest.trim_start().split_once(':')?;
     let id = id.trim();
     if id.is_empty() || id.contains(char::is_whitespace) {
@@ -240,6 +239,30 @@ fn task_heading(line: &str) -> Option<(u8, &str, &str)> {
     // A closing ATX sequence (`## Task 1: x ##`) is not part of the title.
     let title = title.trim().trim_end_matches('#').trim_end();
     Some((hashes as u8, id, title))
+}
+
+/// The work-loop plan template's form, `## T1: title` / `### T2a title` (levels 2 and 3):
+/// the id is `T`, digits and an optional lowercase letter, then a word boundary.
+fn short_task_heading(hashes: usize, rest: &str) -> Option<(u8, &str, &str)> {
+    if hashes > 3 {
+        return None;
+    }
+    let after_t = rest.strip_prefix('T')?;
+    let digits = after_t.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return None;
+    }
+    let mut len = 1 + digits;
+    if rest[len..].starts_with(|c: char| c.is_ascii_lowercase()) {
+        len += 1;
+    }
+    let tail = &rest[len..];
+    if tail.starts_with(|c: char| c.is_alphanumeric() || c == '_') {
+        return None;
+    }
+    let title = tail.trim_start().strip_prefix([':', '.', '-', '—']).unwrap_or(tail).trim();
+    let title = title.trim_end_matches('#').trim_end();
+    Some((hashes as u8, &rest[..len], title))
 }
 
 fn valid_id(id: &str) -> bool {
@@ -287,6 +310,8 @@ fn depends_line(line: &str) -> Option<Vec<String>> {
     let rest = rest.strip_prefix(':')?;
     let rest = rest.trim_start_matches(['*', '_']);
     let mut out = Vec::new();
+    // A parenthetical note (`T1 (after review)`) is not an id.
+    let rest = rest.split('(').next().unwrap_or("");
     for raw in rest.split([',', ';']) {
         let mut item = raw.trim().trim_matches(|c| matches!(c, '`' | '*' | '_' | '.' | ' '));
         if let Some(r) = strip_prefix_ci(item, "task ") {
@@ -324,6 +349,18 @@ mod tests {
         assert_eq!(plan.waves(), vec![vec!["1", "4"], vec!["2"], vec!["3"]]);
         assert_eq!(plan.wave_tasks()[1][0].title, "Second");
         assert_eq!(plan.task("4").map(|t| t.line), Some(18));
+    }
+
+    #[test]
+    fn parses_the_work_loop_template_headings() {
+        let text = "# Plan\n\n### T1: First\n\n### T2 Second\n**Depends on:** T1 (after review)\n\n## T3a: Third\nDepends on: T1, T2\n\n### Tasks overview\n\n#### T9: level four is not this form\n";
+        let plan = parse_plan(text).expect("parse");
+        let ids: Vec<&str> = plan.tasks().iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(ids, ["T1", "T2", "T3a"]);
+        assert_eq!(plan.tasks()[0].title, "First");
+        assert_eq!(plan.tasks()[1].title, "Second");
+        assert_eq!(plan.tasks()[1].depends_on, ["T1"]);
+        assert_eq!(plan.waves(), vec![vec!["T1"], vec!["T2"], vec!["T3a"]]);
     }
 
     #[test]

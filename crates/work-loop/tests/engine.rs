@@ -242,6 +242,9 @@ fn guard_baseline_recorded() {
     fx.plan_text(&format!("{ONE_WAVE}\nedited\n"));
     assert_refused_unchanged(&fx, Event::PlanLocked, TransitionOpts::default(), "stale_baseline");
     fx.plan_text(ONE_WAVE);
+    // Code mode needs the waves computed too.
+    assert_refused_unchanged(&fx, Event::PlanLocked, TransitionOpts::default(), "no_schedule");
+    cohort::schedule(&fx.sd, Some(&run)).expect("schedule");
     fx.fire_ok(Event::PlanLocked);
     assert_eq!(fx.state()["state"], "CODE-IMPLEMENTATION");
 }
@@ -266,7 +269,7 @@ fn guard_waves_more_and_last() {
 fn guard_implementation_retry_cap() {
     let fx = at("CODE-VERIFICATION", "Implementing", ONE_WAVE);
     let run = fx.state()["run_id"].as_str().expect("run").to_string();
-    for i in 0..3 {
+    for i in 0..cohort::DEFAULT_IMPLEMENTATION_RETRY_CAP {
         fx.fire_ok(Event::GatesFailed);
         let seq = fx.state()["transition_sequence"].as_u64().expect("seq");
         let cycle = fx.state()["last_event_context"]["cycle_id"].as_str().expect("cycle").to_string();
@@ -285,7 +288,8 @@ fn guard_implementation_retry_cap() {
 #[test]
 fn guard_review_retry_cap() {
     let fx = at("CODE-REVIEW", "Implementing", ONE_WAVE);
-    for i in 0..3 {
+    let cap = cohort::DEFAULT_REVIEW_RETRY_CAP;
+    for i in 0..cap {
         fx.fire_ok(Event::FindingsRemain);
         let fp = format!("fp-{i}");
         cohort::review_record(&fx.root, &fx.sd, &ReviewRecord::Fingerprints(vec![fp]), None, &fx.clock)
@@ -293,8 +297,8 @@ fn guard_review_retry_cap() {
         fx.fire_ok(Event::WaveComplete);
         fx.fire_ok(Event::GatesClean);
     }
-    assert_eq!(fx.cohort()["review_retry_count"], 3);
-    assert_eq!(fx.cohort()["review_round_count"], 3);
+    assert_eq!(fx.cohort()["review_retry_count"], cap);
+    assert_eq!(fx.cohort()["review_round_count"], cap);
     assert_refused_unchanged(&fx, Event::FindingsRemain, TransitionOpts::default(), "review_retry_cap");
     let check = cohort::check(&fx.sd, Some(CheckPhase::Review), None).expect("check");
     assert_eq!(check.exit, ExitStatus::Unsuccessful);
@@ -339,7 +343,9 @@ fn session_resumption_routing_table_replayed() {
     let run = fx.init(Mode::Code);
     assert_eq!(route(&fx).1, "resume-spec-plan-work");
     fx.fire_ok(Event::SpecReady);
-    cohort::plan_check_current(&fx.sd, Some(&run)).map(|o| assert_eq!(o.exit, ExitStatus::Unsuccessful)).expect("pc");
+    cohort::plan_check_current(&fx.sd, false, Some(&run))
+        .map(|o| assert_eq!(o.exit, ExitStatus::Unsuccessful))
+        .expect("pc");
     fx.fire_ok(Event::ReviewersClean);
     // reviewers-clean / SPEC-HUMAN-GATE: the spec-gate check per spec.md Status.
     let (doc, action) = route(&fx);
@@ -477,8 +483,8 @@ fn wave_advance_is_idempotent_and_refuses_out_of_order() {
     assert_eq!(fx.bytes(), before);
     cohort::wave_advance(&fx.sd, 1, None).expect("1→2");
     assert!(matches!(cohort::wave_advance(&fx.sd, 2, None), Err(LoopError::Refused { .. })));
-    assert_eq!(cohort::wave_check(&fx.sd, WaveExpect::Last, None).expect("c").exit, ExitStatus::Done);
-    assert_eq!(cohort::wave_check(&fx.sd, WaveExpect::More, None).expect("c").exit, ExitStatus::Unsuccessful);
+    assert_eq!(cohort::wave_check(&fx.sd, WaveExpect::Last, None, None).expect("c").exit, ExitStatus::Done);
+    assert_eq!(cohort::wave_check(&fx.sd, WaveExpect::More, None, None).expect("c").exit, ExitStatus::Unsuccessful);
 }
 
 #[test]
@@ -493,9 +499,9 @@ fn approve_plan_guards_status_and_is_a_no_op_when_unchanged() {
     let before = fx.bytes();
     assert_eq!(cohort::approve_plan(&fx.sd, Some(&run), false, &fx.clock).expect("b").json["changed"], false);
     assert_eq!(fx.bytes(), before);
-    assert_eq!(cohort::plan_check_current(&fx.sd, None).expect("pc").json["plan_review_status"], "current");
+    assert_eq!(cohort::plan_check_current(&fx.sd, false, None).expect("pc").json["plan_review_status"], "current");
     fx.plan_text(&format!("{ONE_WAVE}more\n"));
-    let pc = cohort::plan_check_current(&fx.sd, None).expect("pc");
+    let pc = cohort::plan_check_current(&fx.sd, false, None).expect("pc");
     assert_eq!((pc.exit, pc.json["plan_review_status"].as_str()), (ExitStatus::Unsuccessful, Some("pending")));
     fx.spec("Implementing");
     assert!(matches!(cohort::approve_plan(&fx.sd, Some(&run), false, &fx.clock), Err(LoopError::Refused { .. })));
@@ -712,7 +718,8 @@ fn older_state_files_load_with_defaults_and_keep_unknown_fields() {
     )
     .expect("w");
     let c = fx.cohort();
-    assert_eq!((c["implementation_retry_cap"].as_u64(), c["review_retry_cap"].as_u64()), (Some(3), Some(3)));
+    // The scripts' default caps, 5 and 5.
+    assert_eq!((c["implementation_retry_cap"].as_u64(), c["review_retry_cap"].as_u64()), (Some(5), Some(5)));
     assert_eq!(cohort::check(&fx.sd, Some(CheckPhase::GatesFailed), None).expect("check").exit, ExitStatus::Done);
     // The engine's wave guard reads that cohort.
     let opts = TransitionOpts { wave_index: Some(0), intent_incomplete: false };
@@ -791,6 +798,7 @@ fn check_reports_a_pending_plan_review_only_while_planning() {
     assert_eq!(c.exit, ExitStatus::Unsuccessful);
     assert_eq!(c.json["conditions"][0]["code"], "plan_review_pending");
     cohort::approve_plan(&fx.sd, Some(&run), false, &fx.clock).expect("approve");
+    cohort::schedule(&fx.sd, Some(&run)).expect("schedule");
     fx.force("SPEC-PLAN-APPROVED");
     fx.fire_ok(Event::PlanLocked);
     // After the seal the plan is edited (ticked tasks, Status: Done at finish): not a failure.

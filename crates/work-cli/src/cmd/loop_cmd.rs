@@ -145,9 +145,9 @@ pub enum CohortCommand {
     Identity {
         #[command(flatten)]
         dir: SpecDirArg,
-        /// The run id expected.
+        /// The run id expected (without it, the engine and cohort must share one run).
         #[arg(long)]
-        expect_run_id: String,
+        expect_run_id: Option<String>,
     },
     /// Record the approved baseline (both Status fields Approved; a no-op when unchanged;
     /// refused when spec.md or plan.md changed since the baseline, unless --rebaseline).
@@ -163,9 +163,18 @@ pub enum CohortCommand {
         expect_run_id: Option<String>,
     },
     /// Compute the waves from plan.md's task dependencies (resets the wave pointer).
+    ///
+    /// `schedule check-current [SPEC_DIR]` is the read-only check that the waves were computed
+    /// from plan.md as it is now (exit 1 otherwise).
     Schedule {
         #[command(flatten)]
         dir: SpecDirArg,
+        /// The spec directory after `check-current`.
+        #[arg(value_name = "SPEC_DIR2", hide = true)]
+        second: Option<String>,
+        /// plan.md (must be the spec directory's own).
+        #[arg(long, value_name = "P")]
+        plan: Option<String>,
         /// Refuse unless the cohort belongs to this run.
         #[arg(long)]
         expect_run_id: Option<String>,
@@ -214,6 +223,24 @@ pub enum CohortCommand {
         #[command(flatten)]
         dir: SpecDirArg,
     },
+    /// Disabled (the scripts' parallel dispatch): always exit 1.
+    DispatchDecision {
+        /// Ignored.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Disabled (the scripts' parallel dispatch): always exit 1.
+    AutoParallel {
+        /// Ignored.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Disabled (the scripts' worktree verbs): always exit 1.
+    Worktree {
+        /// Ignored.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 /// `--phase` of record-attempt.
@@ -226,6 +253,8 @@ pub enum PhaseArg {
 /// `--phase` of check.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum CheckPhaseArg {
+    /// The implementation phase (only checks that the state is readable).
+    Implement,
     /// The implementation retry cap.
     GatesFailed,
     /// The review retry cap.
@@ -262,6 +291,9 @@ pub enum WaveCommand {
         /// `more` or `last`.
         #[arg(long, value_enum)]
         expect: ExpectArg,
+        /// Refuse unless this is the current wave.
+        #[arg(long, value_name = "N")]
+        wave_index: Option<usize>,
         /// Refuse unless the cohort belongs to this run.
         #[arg(long)]
         expect_run_id: Option<String>,
@@ -272,6 +304,7 @@ pub enum WaveCommand {
 #[derive(Debug, Subcommand)]
 pub enum ReviewCommand {
     /// Record a review round (not idempotent).
+    #[command(group(clap::ArgGroup::new("round").required(true).args(["report", "fingerprints", "all_skipped"])))]
     Record {
         #[command(flatten)]
         dir: SpecDirArg,
@@ -316,6 +349,9 @@ pub enum PlanCommand {
     CheckCurrent {
         #[command(flatten)]
         dir: SpecDirArg,
+        /// Also require a schedule computed from plan.md as it is now.
+        #[arg(long)]
+        require_schedule: bool,
         /// Refuse unless the cohort belongs to this run.
         #[arg(long)]
         expect_run_id: Option<String>,
@@ -362,9 +398,10 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
     let ctx = Ctx::new(global)?;
     let root = ctx.root.as_path();
     let clock = ctx.clock.as_ref();
-    // base-freshness prints its JSON document whenever HEAD is not current (the seed reads
-    // "the message in the JSON output" without passing a flag).
-    let json_when_unsuccessful = matches!(args.command, LoopCommand::BaseFreshness(_));
+    // base-freshness always answers with its JSON document, as the scripts' check does.
+    let always_json = matches!(args.command, LoopCommand::BaseFreshness(_));
+    // The engine and cohort verbs stop with exit 1 on bad input, as the scripts do.
+    let script_exits = matches!(args.command, LoopCommand::Engine(_) | LoopCommand::Cohort(_));
     let result: LoopResult = match args.command {
         LoopCommand::Engine(cmd) => match cmd {
             EngineCommand::Init { dir, mode } => {
@@ -392,7 +429,8 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
         LoopCommand::BaseFreshness(a) => freshness::base_freshness(root, a.target.as_deref()),
         LoopCommand::Run(_) => unreachable!("handled above"),
     };
-    emit(args.json, json_when_unsuccessful, result)
+    let result = if script_exits { result.map_err(LoopError::as_script_refusal) } else { result };
+    emit(args.json || always_json, result)
 }
 
 fn cohort_cmd(root: &std::path::Path, clock: &dyn work_runtime::clock::Clock, cmd: CohortCommand) -> LoopResult {
@@ -402,23 +440,33 @@ fn cohort_cmd(root: &std::path::Path, clock: &dyn work_runtime::clock::Clock, cm
             dir.open(root).and_then(|d| cohort::init(&d, &run_id, caps, clock))
         }
         CohortCommand::Identity { dir, expect_run_id } => {
-            dir.open(root).and_then(|d| cohort::identity(&d, &expect_run_id))
+            dir.open(root).and_then(|d| cohort::identity(&d, expect_run_id.as_deref()))
         }
         CohortCommand::ApprovePlan { dir, rebaseline, expect_run_id } => {
             dir.open(root).and_then(|d| cohort::approve_plan(&d, expect_run_id.as_deref(), rebaseline, clock))
         }
-        CohortCommand::Schedule { dir, expect_run_id } => {
-            dir.open(root).and_then(|d| cohort::schedule(&d, expect_run_id.as_deref()))
+        CohortCommand::Schedule { dir, second, plan, expect_run_id } => {
+            if dir.spec_dir.as_deref() == Some("check-current") {
+                let dir = SpecDirArg { spec_dir: second, spec_dir_flag: dir.spec_dir_flag };
+                return dir.open(root).and_then(|d| cohort::schedule_check_current(&d, expect_run_id.as_deref()));
+            }
+            if let Some(extra) = second {
+                return Err(LoopError::bad(format!("schedule: unexpected argument `{extra}`")));
+            }
+            dir.open(root).and_then(|d| {
+                cohort::check_plan_flag(root, &d, plan.as_deref())?;
+                cohort::schedule(&d, expect_run_id.as_deref())
+            })
         }
         CohortCommand::Wave(WaveCommand::Advance { dir, from_index, expect_run_id }) => {
             dir.open(root).and_then(|d| cohort::wave_advance(&d, from_index, expect_run_id.as_deref()))
         }
-        CohortCommand::Wave(WaveCommand::Check { dir, expect, expect_run_id }) => {
+        CohortCommand::Wave(WaveCommand::Check { dir, expect, wave_index, expect_run_id }) => {
             let e = match expect {
                 ExpectArg::More => WaveExpect::More,
                 ExpectArg::Last => WaveExpect::Last,
             };
-            dir.open(root).and_then(|d| cohort::wave_check(&d, e, expect_run_id.as_deref()))
+            dir.open(root).and_then(|d| cohort::wave_check(&d, e, wave_index, expect_run_id.as_deref()))
         }
         CohortCommand::RecordAttempt { dir, phase: PhaseArg::Implement, cycle_id, expect_run_id } => {
             // The id is checked before the directory is even looked for.
@@ -451,14 +499,15 @@ fn cohort_cmd(root: &std::path::Path, clock: &dyn work_runtime::clock::Clock, cm
             dir.open(root).and_then(|d| cohort::review_inspect(root, &d, &adjudication, expect_run_id.as_deref()))
         }
         CohortCommand::Review(ReviewCommand::Classify { path }) => cohort::review_classify(root, &path),
-        CohortCommand::Plan(PlanCommand::CheckCurrent { dir, expect_run_id }) => {
-            dir.open(root).and_then(|d| cohort::plan_check_current(&d, expect_run_id.as_deref()))
+        CohortCommand::Plan(PlanCommand::CheckCurrent { dir, require_schedule, expect_run_id }) => {
+            dir.open(root).and_then(|d| cohort::plan_check_current(&d, require_schedule, expect_run_id.as_deref()))
         }
         CohortCommand::Plan(PlanCommand::MarkReviewed { dir, expect_run_id }) => {
             dir.open(root).and_then(|d| cohort::plan_mark_reviewed(&d, expect_run_id.as_deref()))
         }
         CohortCommand::Check { dir, phase, expect_run_id } => {
             let p = phase.map(|p| match p {
+                CheckPhaseArg::Implement => CheckPhase::Implement,
                 CheckPhaseArg::GatesFailed => CheckPhase::GatesFailed,
                 CheckPhaseArg::Review => CheckPhase::Review,
             });
@@ -466,14 +515,21 @@ fn cohort_cmd(root: &std::path::Path, clock: &dyn work_runtime::clock::Clock, cm
         }
         CohortCommand::Status { dir } => dir.open(root).and_then(|d| cohort::status(&d)),
         CohortCommand::Reset { dir } => dir.open(root).and_then(|d| cohort::reset(&d)),
+        CohortCommand::DispatchDecision { .. } => cohort::disabled("dispatch-decision"),
+        CohortCommand::AutoParallel { .. } => cohort::disabled("auto-parallel"),
+        CohortCommand::Worktree { args } => {
+            cohort::disabled(format!("worktree {}", args.first().map(String::as_str).unwrap_or_default()).trim_end())
+        }
     }
 }
 
-fn emit(json: bool, json_when_unsuccessful: bool, result: LoopResult) -> CmdResult {
+fn emit(json: bool, result: LoopResult) -> CmdResult {
     match result {
         Ok(o) => {
-            if json || (json_when_unsuccessful && o.exit != work_runtime::ExitStatus::Done) {
+            if json {
                 print_json(&o.json);
+            } else if !o.text.is_empty() && o.text_on_stderr {
+                eprintln!("{}", o.text);
             } else if !o.text.is_empty() {
                 work_run::output::line(o.text);
             }

@@ -18,6 +18,7 @@ mod ext_harness;
 mod ext_workflows;
 mod implement;
 mod loop_cmd;
+mod loop_conformance;
 mod loop_run;
 mod protocol;
 mod self_contained;
