@@ -48,6 +48,8 @@ enum Command {
     Ultra(cmd::ultra::Args),
     /// Inspect agent backends.
     Agents(cmd::agents::Args),
+    /// Serve the workflows as MCP tools over stdio (docs/hosts.md).
+    Mcp(cmd::mcp::Args),
 }
 
 /// What a command returns: its exit status. Bad input is an [`ctx::CliError::BadInput`].
@@ -109,5 +111,6 @@ fn run(cli: Cli) -> CmdResult {
         Command::Edit(a) => cmd::implement::run_edit(&global, a),
         Command::Ultra(a) => cmd::ultra::run(&global, a),
         Command::Agents(a) => cmd::agents::run(&global, a),
+        Command::Mcp(a) => cmd::mcp::run(&global, a),
     }
 }

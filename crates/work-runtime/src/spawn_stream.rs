@@ -83,13 +83,14 @@ impl RunningChild {
 
     /// Sends SIGINT to the child (not to its group): it stops as on a person's Ctrl-C.
     pub fn interrupt(&self) {
-        if let Some(pid) = self.pid
-            && !self.reaped
-        {
-            use nix::sys::signal::{Signal, kill};
-            // ESRCH (already gone) is not an error.
-            let _ = kill(nix::unistd::Pid::from_raw(pid), Signal::SIGINT);
+        if !self.reaped {
+            self.interrupter().interrupt();
         }
+    }
+
+    /// A handle that interrupts the child while [`wait`](RunningChild::wait) runs.
+    pub fn interrupter(&self) -> Interrupter {
+        Interrupter { pid: self.pid }
     }
 
     /// Waits for the child to end, kills what is left of its group, and returns its output.
@@ -124,6 +125,23 @@ impl RunningChild {
         if let Some(pg) = self.pid {
             use nix::sys::signal::{Signal, killpg};
             let _ = killpg(nix::unistd::Pid::from_raw(pg), Signal::SIGKILL);
+        }
+    }
+}
+
+/// Sends SIGINT to one started child (see [`RunningChild::interrupter`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Interrupter {
+    pid: Option<i32>,
+}
+
+impl Interrupter {
+    /// Sends SIGINT to the child (not to its group).
+    pub fn interrupt(&self) {
+        if let Some(pid) = self.pid {
+            use nix::sys::signal::{Signal, kill};
+            // ESRCH (already gone) is not an error.
+            let _ = kill(nix::unistd::Pid::from_raw(pid), Signal::SIGINT);
         }
     }
 }

@@ -6,5 +6,6 @@ pub mod exhaust;
 pub mod implement;
 pub mod loop_cmd;
 pub mod loop_run;
+pub mod mcp;
 pub mod ultra;
 pub mod until;
