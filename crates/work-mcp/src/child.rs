@@ -47,9 +47,15 @@ pub enum Ended {
 const POLL: Duration = Duration::from_millis(200);
 
 impl Launcher {
-    /// Runs `work <argv…>` to its end, calling `progress` with the live figures whenever
-    /// they change, and interrupting the child when `cancel` fires.
-    pub async fn run(&self, argv: &[String], cancel: &CancellationToken, mut progress: impl FnMut(&Live)) -> Ended {
+    /// Runs `work <argv…>` to its end, calling `progress(n, message)` for each new progress
+    /// line of the child's run and whenever its dispatch figures change (`n` only grows),
+    /// and interrupting the child when `cancel` fires.
+    pub async fn run(
+        &self,
+        argv: &[String],
+        cancel: &CancellationToken,
+        mut progress: impl FnMut(u64, String),
+    ) -> Ended {
         let mut args = vec!["--state-dir".to_string(), self.state_dir.display().to_string()];
         for o in &self.overrides {
             args.extend(["-c".to_string(), o.clone()]);
@@ -63,6 +69,7 @@ impl Launcher {
         let pid = child.pid().unwrap_or(0);
         let stop = child.interrupter();
         let mut last = Live::default();
+        let mut sent = 0u64;
         let mut interrupted = false;
         let wait = child.wait();
         tokio::pin!(wait);
@@ -74,11 +81,17 @@ impl Launcher {
                     stop.interrupt();
                 }
                 _ = tokio::time::sleep(POLL) => {
-                    if let Some(now) = history::live(&self.state_dir, pid)
-                        && now != last
-                    {
+                    if let Some(now) = history::live(&self.state_dir, pid) {
+                        let new_lines = now.lines.len() > last.lines.len();
+                        for line in now.lines.iter().skip(last.lines.len()) {
+                            sent += 1;
+                            progress(sent, now.message(Some(line)));
+                        }
+                        if !new_lines && now.figures_differ(&last) {
+                            sent += 1;
+                            progress(sent, now.message(now.lines.last().map(String::as_str)));
+                        }
                         last = now;
-                        progress(&last);
                     }
                 }
             }

@@ -19,7 +19,7 @@ struct Tally {
     cost_usd: f64,
     in_flight: i64,
     failures: Vec<Value>,
-    last_progress: Option<String>,
+    progress: Vec<String>,
     events: u64,
 }
 
@@ -57,7 +57,7 @@ fn tally(log: &str) -> Tally {
             "dispatch.dropped" => {
                 t.failures.push(json!({"dispatch_id": s("dispatch_id"), "outcome": "dropped", "reason": ev["reason"]}))
             }
-            "progress" => t.last_progress = Some(s("line")),
+            "progress" => t.progress.push(s("line")),
             _ => {}
         }
     }
@@ -111,7 +111,7 @@ pub fn show(state_dir: &Path, run_id: &str) -> Option<Value> {
         o.insert("ended".into(), json!(t.ended));
         o.insert("detail".into(), t.detail.clone());
         o.insert("failures".into(), json!(t.failures));
-        o.insert("last_progress".into(), json!(t.last_progress));
+        o.insert("last_progress".into(), json!(t.progress.last()));
         o.insert("events".into(), json!(t.events));
         o.insert("paths".into(), json!({"events": dir.join("events.jsonl"), "dispatches": dir.join("dispatches")}));
     }
@@ -123,8 +123,8 @@ pub fn show(state_dir: &Path, run_id: &str) -> Option<Value> {
 pub struct Live {
     /// Events read.
     pub events: u64,
-    /// The last progress line.
-    pub line: Option<String>,
+    /// The progress lines so far, in order.
+    pub lines: Vec<String>,
     /// Dispatches started and not yet ended.
     pub in_flight: i64,
     /// Dispatches started.
@@ -147,7 +147,7 @@ pub fn live(state_dir: &Path, pid: i32) -> Option<Live> {
     let t = tally(&std::fs::read_to_string(dir.path().join("events.jsonl")).ok()?);
     Some(Live {
         events: t.events,
-        line: t.last_progress,
+        lines: t.progress,
         in_flight: t.in_flight.max(0),
         dispatches: t.dispatches,
         tokens: t.tokens,
@@ -156,16 +156,23 @@ pub fn live(state_dir: &Path, pid: i32) -> Option<Live> {
 }
 
 impl Live {
-    /// One progress message: the workflow's own last line, then the dispatch figures.
-    pub fn message(&self) -> String {
+    /// One progress message: a line of the workflow's own (round n, iteration n, task n),
+    /// then the dispatch figures.
+    pub fn message(&self, line: Option<&str>) -> String {
         let figures = format!(
             "{} dispatch(es) in flight · {} started · {} tokens · ${:.4}",
             self.in_flight, self.dispatches, self.tokens, self.cost_usd
         );
-        match &self.line {
+        match line {
             Some(l) => format!("{l} · {figures}"),
             None => figures,
         }
+    }
+
+    /// The figures alone changed (same lines, other counts).
+    pub fn figures_differ(&self, other: &Live) -> bool {
+        (self.in_flight, self.dispatches, self.tokens) != (other.in_flight, other.dispatches, other.tokens)
+            || self.cost_usd != other.cost_usd
     }
 }
 
@@ -195,7 +202,10 @@ mod tests {
         assert_eq!(all[0]["cost_usd"], 0.5);
         let l = live(dir.path(), 0x1f).expect("live");
         assert_eq!(l.in_flight, 1);
-        assert_eq!(l.message(), "Round 1: 1 new · 1 dispatch(es) in flight · 2 started · 15 tokens · $0.5000");
+        assert_eq!(
+            l.message(l.lines.last().map(String::as_str)),
+            "Round 1: 1 new · 1 dispatch(es) in flight · 2 started · 15 tokens · $0.5000"
+        );
         assert!(show(dir.path(), "../x").is_none());
         assert_eq!(show(dir.path(), "20260101T000000000Z-exhaust-1f").expect("shown")["events"], 5);
     }

@@ -176,10 +176,10 @@ impl WorkServer {
                 let _ = peer.notify_progress(p).await;
             }
         });
-        let progress = |live: &history::Live| {
+        let progress = |n: u64, message: String| {
             if let Some(token) = token.clone() {
-                let msg = red.redact(&live.message()).into_owned();
-                let _ = tx.send(ProgressNotificationParam::new(token, live.events as f64).with_message(msg));
+                let msg = red.redact(&message).into_owned();
+                let _ = tx.send(ProgressNotificationParam::new(token, n as f64).with_message(msg));
             }
         };
         let _running = self.inflight.token();

@@ -8,6 +8,7 @@ mod exhaust;
 mod implement;
 mod loop_cmd;
 mod loop_run;
+mod mcp;
 mod real_model;
 mod ultra;
 mod until;
