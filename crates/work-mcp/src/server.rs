@@ -129,7 +129,8 @@ impl WorkServer {
             .iter()
             .map(|e| {
                 let about = if e.backing == Backing::Child && !e.def.path.is_empty() {
-                    format!("{} Runs `work {} --json`.", e.def.about, e.def.path.join(" "))
+                    let about = e.def.about.trim_end_matches('.');
+                    format!("{about}. Runs `work {} --json`.", e.def.path.join(" "))
                 } else {
                     e.def.about.clone()
                 };

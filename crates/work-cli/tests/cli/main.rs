@@ -5,6 +5,7 @@ mod support;
 
 mod agents;
 mod exhaust;
+mod ext_mcp;
 mod implement;
 mod loop_cmd;
 mod loop_run;
