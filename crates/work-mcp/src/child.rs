@@ -43,6 +43,9 @@ pub enum Ended {
     Failed(String),
 }
 
+/// Set on every child (to the server's pid): marks the agents a served run dispatches.
+pub const NESTED_VAR: &str = "WORK_MCP_PARENT";
+
 /// How often the event log is read while a child runs.
 const POLL: Duration = Duration::from_millis(200);
 
@@ -61,7 +64,10 @@ impl Launcher {
             args.extend(["-c".to_string(), o.clone()]);
         }
         args.extend(argv.iter().cloned());
-        let spec = ProcessSpec::new(self.exe.display().to_string(), args, &self.cwd);
+        // Every agent the child dispatches inherits this: a `work mcp` started inside one of
+        // them (a nested Claude Code loading the same plugin) refuses to start workflows.
+        let spec = ProcessSpec::new(self.exe.display().to_string(), args, &self.cwd)
+            .with_env(NESTED_VAR, std::process::id().to_string());
         let child = match Spawner.start(&spec) {
             Ok(c) => c,
             Err(e) => return Ended::Failed(self.redactor.redact(&e.to_string()).into_owned()),

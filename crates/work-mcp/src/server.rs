@@ -168,6 +168,15 @@ impl WorkServer {
             }
             Backing::Child => {}
         }
+        if let Ok(parent) = std::env::var(crate::child::NESTED_VAR) {
+            return error_text(format!(
+                "{}: refused: this server runs inside an agent that a `work` run started from MCP server {parent} \
+                 dispatched ({} is set); a workflow here would recurse into the same loop. Give nested agents \
+                 their own configuration (docs/hosts.md)",
+                entry.def.name,
+                crate::child::NESTED_VAR
+            ));
+        }
         let token = req.meta.as_ref().and_then(|m| m.get_progress_token()).or_else(|| ctx.meta.get_progress_token());
         // One forwarder keeps the notifications in order.
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();

@@ -27,6 +27,10 @@ struct Mcp {
 
 impl Mcp {
     fn start(s: &Scenario) -> Mcp {
+        Self::start_with(s, &[])
+    }
+
+    fn start_with(s: &Scenario, env: &[(&str, &str)]) -> Mcp {
         #[expect(clippy::disallowed_methods, reason = "the test drives the real binary as an MCP client would")]
         let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
             .arg("mcp")
@@ -36,6 +40,8 @@ impl Mcp {
             .env("PLANTED_API_KEY", SECRET)
             .env_remove("OPENAI_API_KEY")
             .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("WORK_MCP_PARENT")
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -308,4 +314,24 @@ fn proc_is_zombie(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| s.rsplit(')').next().map(str::trim_start).is_some_and(|r| r.starts_with('Z') || r.starts_with('X')))
         .unwrap_or(true)
+}
+
+#[test]
+fn a_server_inside_a_dispatched_agent_refuses_workflows_but_not_history() {
+    // The agents of a served run inherit WORK_MCP_PARENT; a nested host loading the same
+    // plugin starts its `work mcp` with it.
+    let (s, agent) = scenario("none");
+    let mut outer = Mcp::start(&s);
+    let seen_by_agent = s.agent("env.py", "open(state_path('parent'), 'w').write(os.environ.get('WORK_MCP_PARENT', ''))\nprint(json.dumps({'angle': ctx['angle'], 'items': []}))");
+    let r = outer.call("exhaust", json!({"what": "env", "k": 2, "angles": ["a", "b"], "agent": seen_by_agent}), "n0");
+    assert_eq!(r["isError"], false, "{r}");
+    let parent = s.read(".agent-state/parent");
+    assert_eq!(parent, outer.child.id().to_string(), "the agent knows it runs under a served run");
+    let mut m = Mcp::start_with(&s, &[("WORK_MCP_PARENT", &parent)]);
+    let r = m.call("exhaust", exhaust_args(&agent), "n1");
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(text(&r).contains("would recurse"), "{r}");
+    assert!(!s.path(".work/quality-journals/work-exhaust-job-state-sites.json").exists());
+    let runs = m.call("runs_list", json!({}), "n2");
+    assert_eq!(runs["isError"], false, "{runs}");
 }
