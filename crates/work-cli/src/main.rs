@@ -61,6 +61,8 @@ enum Command {
     Completions(cmd::completions::Args),
     /// The man page generated from the command definitions.
     Man(cmd::completions::ManArgs),
+    /// Serve the workflows as MCP tools over stdio (docs/hosts.md).
+    Mcp(cmd::mcp::Args),
 }
 
 /// What a command returns: its exit status. Bad input is an [`ctx::CliError::BadInput`].
@@ -144,5 +146,6 @@ fn run(cli: Cli) -> CmdResult {
         Command::Init(a) => cmd::init::run(&global, a),
         Command::Completions(a) => cmd::completions::run(a),
         Command::Man(a) => cmd::completions::run_man(a),
+        Command::Mcp(a) => cmd::mcp::run(&global, a),
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! - time through [`clock::Clock`] (a fake clock makes runs byte-for-byte repeatable),
 //! - files through [`fsx`] (atomic writes, path confinement to the repository root),
-//! - processes through [`spawn::Spawner`] (process groups, timeouts, capped output),
+//! - processes through [`spawn::Spawner`] (process groups, timeouts, capped output; a
+//!   watched child that can be interrupted through [`spawn_stream`]),
 //! - agent calls through [`dispatch::Dispatcher`] (schema validation, one retry,
 //!   null-handling, waves under a cap, budgets),
 //! - audit through [`events::EventLog`] (append-only, one JSON object a line, secrets redacted).
@@ -24,5 +25,6 @@ pub mod run;
 pub mod spawn;
 pub mod suggest;
 pub mod tree_guard;
+pub mod spawn_stream;
 
 pub use exit::ExitStatus;

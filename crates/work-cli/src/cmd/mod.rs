@@ -11,5 +11,6 @@ pub mod loop_run;
 pub mod report;
 pub mod runs;
 pub mod show;
+pub mod mcp;
 pub mod ultra;
 pub mod until;

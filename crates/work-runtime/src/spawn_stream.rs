@@ -1,0 +1,232 @@
+//! A child that the caller watches while it runs: started through the same chokepoint as
+//! [`Spawner::run`], but returned as a handle that can be interrupted (SIGINT, so that the
+//! child stops the way a person's Ctrl-C stops it) before its output is collected.
+//!
+//! Invariants (the same as [`Spawner::run`]):
+//! - the child runs in its own process group, and that group is killed once the child has
+//!   ended and when the handle is dropped (nothing it started outlives it);
+//! - stdout and stderr are read concurrently, each up to the spec's cap;
+//! - stdin is written and closed right after the start.
+//!
+//! [`RunningChild::interrupt`] signals the child only, not its group: a `work` child
+//! handles SIGINT by killing its own agents' groups and leaving its journals whole.
+
+use crate::spawn::{ProcessOutput, ProcessSpec, SpawnError, Spawner};
+use std::process::Stdio;
+use std::time::Instant;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::task::JoinHandle;
+
+/// A started child: interrupt it, then [`wait`](RunningChild::wait) for what it left.
+#[derive(Debug)]
+pub struct RunningChild {
+    program: String,
+    child: tokio::process::Child,
+    pid: Option<i32>,
+    started: Instant,
+    out: Option<JoinHandle<(Vec<u8>, bool)>>,
+    err: Option<JoinHandle<(Vec<u8>, bool)>>,
+    reaped: bool,
+}
+
+impl Spawner {
+    /// Starts `spec` and returns at once with a handle (the spec's timeout is not applied:
+    /// the caller decides when to interrupt).
+    pub fn start(&self, spec: &ProcessSpec) -> Result<RunningChild, SpawnError> {
+        if !spec.cwd.is_dir() {
+            return Err(SpawnError::NoCwd { program: spec.program.clone(), cwd: spec.cwd.display().to_string() });
+        }
+        #[expect(clippy::disallowed_methods, reason = "the runtime's spawner is the one chokepoint for processes")]
+        let mut cmd = tokio::process::Command::new(&spec.program);
+        cmd.args(&spec.args)
+            .current_dir(&spec.cwd)
+            .stdin(if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        for (k, v) in &spec.env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                SpawnError::NotFound { program: spec.program.clone() }
+            } else {
+                SpawnError::Io { program: spec.program.clone(), source: e }
+            }
+        })?;
+        if let (Some(mut w), Some(bytes)) = (child.stdin.take(), spec.stdin.clone()) {
+            tokio::spawn(async move {
+                // A child that exits without reading its stdin gives EPIPE: not our failure.
+                let _ = w.write_all(&bytes).await;
+                let _ = w.shutdown().await;
+            });
+        }
+        let cap = spec.output_cap;
+        Ok(RunningChild {
+            program: spec.program.clone(),
+            pid: child.id().and_then(|p| i32::try_from(p).ok()),
+            out: child.stdout.take().map(|r| tokio::spawn(read_capped(r, cap))),
+            err: child.stderr.take().map(|r| tokio::spawn(read_capped(r, cap))),
+            child,
+            started: Instant::now(),
+            reaped: false,
+        })
+    }
+}
+
+impl RunningChild {
+    /// The child's process id (also its process group id).
+    pub fn pid(&self) -> Option<i32> {
+        self.pid
+    }
+
+    /// Sends SIGINT to the child (not to its group): it stops as on a person's Ctrl-C.
+    pub fn interrupt(&self) {
+        if !self.reaped {
+            self.interrupter().interrupt();
+        }
+    }
+
+    /// A handle that interrupts the child while [`wait`](RunningChild::wait) runs.
+    pub fn interrupter(&self) -> Interrupter {
+        Interrupter { pid: self.pid }
+    }
+
+    /// Waits for the child to end, kills what is left of its group, and returns its output.
+    pub async fn wait(mut self) -> Result<ProcessOutput, SpawnError> {
+        use std::os::unix::process::ExitStatusExt;
+        let status = self.child.wait().await;
+        self.reaped = true;
+        self.kill_group();
+        let out = match self.out.take() {
+            Some(t) => t.await.unwrap_or_default(),
+            None => (Vec::new(), false),
+        };
+        let err = match self.err.take() {
+            Some(t) => t.await.unwrap_or_default(),
+            None => (Vec::new(), false),
+        };
+        let status = status.map_err(|e| SpawnError::Io { program: self.program.clone(), source: e })?;
+        Ok(ProcessOutput {
+            code: status.code(),
+            signal: status.signal(),
+            stdout: out.0,
+            stderr: err.0,
+            stdout_truncated: out.1,
+            stderr_truncated: err.1,
+            timed_out: false,
+            elapsed: self.started.elapsed(),
+            limit: None,
+        })
+    }
+
+    fn kill_group(&self) {
+        if let Some(pg) = self.pid {
+            use nix::sys::signal::{Signal, killpg};
+            let _ = killpg(nix::unistd::Pid::from_raw(pg), Signal::SIGKILL);
+        }
+    }
+}
+
+/// Sends SIGINT to one started child (see [`RunningChild::interrupter`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Interrupter {
+    pid: Option<i32>,
+}
+
+impl Interrupter {
+    /// Sends SIGINT to the child (not to its group).
+    pub fn interrupt(&self) {
+        if let Some(pid) = self.pid {
+            use nix::sys::signal::{Signal, kill};
+            // ESRCH (already gone) is not an error.
+            let _ = kill(nix::unistd::Pid::from_raw(pid), Signal::SIGINT);
+        }
+    }
+}
+
+impl Drop for RunningChild {
+    fn drop(&mut self) {
+        // A handle dropped before `wait` (the caller went away): the whole group goes.
+        if !self.reaped {
+            self.kill_group();
+        }
+    }
+}
+
+async fn read_capped<R: AsyncRead + Unpin>(mut r: R, cap: usize) -> (Vec<u8>, bool) {
+    let mut kept = Vec::new();
+    let mut truncated = false;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = cap.saturating_sub(kept.len());
+                if n > room {
+                    truncated = true;
+                }
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+    (kept, truncated)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn collects_output_and_exit_code() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let child = Spawner
+            .start(&ProcessSpec::shell("cat; echo err >&2; exit 3", dir.path()).with_stdin(b"hi".to_vec()))
+            .expect("starts");
+        let out = child.wait().await.expect("waits");
+        assert_eq!(out.code, Some(3));
+        assert_eq!(out.stdout, b"hi");
+        assert_eq!(out.stderr_text(), "err\n");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn interrupt_reaches_the_child_and_its_trap_runs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // The child says when its trap is set, so the signal cannot arrive before it.
+        let script = "trap 'echo interrupted; exit 130' INT; echo ready > ready; while :; do sleep 0.05; done";
+        let child = Spawner.start(&ProcessSpec::shell(script, dir.path())).expect("starts");
+        while !dir.path().join("ready").exists() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        child.interrupt();
+        let out = child.wait().await.expect("waits");
+        assert_eq!(out.code, Some(130));
+        assert_eq!(out.stdout_text(), "interrupted\n");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dropping_the_handle_kills_the_group() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let script = "(sleep 30) & echo $! > bg; wait";
+        let child = Spawner.start(&ProcessSpec::shell(script, dir.path())).expect("starts");
+        let bg = dir.path().join("bg");
+        let pid = loop {
+            if let Ok(t) = std::fs::read_to_string(&bg)
+                && let Ok(p) = t.trim().parse::<i64>()
+            {
+                break p;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        };
+        drop(child);
+        // SIGKILL is delivered at once; the bound only keeps a broken kill from hanging.
+        for _ in 0..500 {
+            if !crate::spawn::pid_running(pid) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(!crate::spawn::pid_running(pid), "the background child outlived the dropped handle");
+    }
+}
