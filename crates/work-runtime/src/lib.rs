@@ -17,9 +17,11 @@ pub mod clock;
 pub mod dispatch;
 pub mod events;
 pub mod exit;
+pub mod faults;
 pub mod fsx;
 pub mod redact;
 pub mod run;
 pub mod spawn;
+pub mod stage;
 
 pub use exit::ExitStatus;
