@@ -9,5 +9,6 @@ mod implement;
 mod loop_cmd;
 mod loop_run;
 mod real_model;
+mod soak;
 mod ultra;
 mod until;
