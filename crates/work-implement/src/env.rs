@@ -59,7 +59,7 @@ impl Default for Settings {
 }
 
 /// Dispatches and agent tokens spent on something (a task, the extraction).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Counter {
     /// Dispatches started (a retried malformed answer is still one dispatch).
     pub dispatches: u64,

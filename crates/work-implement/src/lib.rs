@@ -62,6 +62,7 @@ pub mod edit;
 mod env;
 pub mod extract;
 pub mod mini;
+pub mod progress;
 pub mod prompts;
 pub mod report;
 pub mod standard;

@@ -3,7 +3,7 @@
 use crate::carrier::Mode;
 use crate::env::{Counter, GateRun};
 use crate::tree::{Preflight, Snapshot};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// How an iteration ended.
@@ -36,7 +36,7 @@ impl Status {
 }
 
 /// How one task ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TaskStatus {
     /// Reviewed and approved (possibly with concerns).
     #[serde(rename = "DONE")]
@@ -53,7 +53,7 @@ pub enum TaskStatus {
 }
 
 /// One task's outcome.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskOutcome {
     /// The task id.
     pub id: String,

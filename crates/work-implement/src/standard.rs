@@ -14,6 +14,7 @@ use crate::artifacts;
 use crate::carrier::Mode;
 use crate::env::{Counter, Env};
 use crate::extract::{self, SelectBlocked};
+use crate::progress::{self, InProgress, Progress};
 use crate::prompts;
 use crate::report::{EndReport, Stats, Status, TaskOutcome, TaskStatus};
 use crate::task_loop::{self, TaskSpec};
@@ -105,14 +106,26 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
     };
     env.run.emit("plan.selected", json!({"tasks": tasks.iter().map(|t| &t.id).collect::<Vec<_>>()}));
     let multi = tasks.len() > 1;
-    let mut prev: Option<Snapshot> = None;
+    let mut progress = resume_progress(env, &iter, &mut report);
+    let mut prev: Option<Snapshot> = progress.snapshots.last().cloned();
+    report.snapshots = progress.snapshots.clone();
     let mut stopped = false;
     for t in &tasks {
         if stopped {
             report.tasks.push(TaskOutcome::new(&t.id, &t.title));
             continue;
         }
-        let outcome = task_loop::run_task(env, &iter, t).await;
+        if let Some(done) = progress.done(&t.id) {
+            env.run.emit("task.resumed", json!({"task_id": t.id, "status": done.status}));
+            report.concerns.extend(done.concerns.iter().cloned());
+            report.tasks.push(done.clone());
+            continue;
+        }
+        let start = progress.start_of(&t.id);
+        let start_fp = start.clone().unwrap_or_else(|| env.tree.fingerprint().ok());
+        progress.in_progress = Some(InProgress { task_id: t.id.clone(), start: start_fp });
+        save_progress(env, &progress);
+        let outcome = task_loop::run_task(env, &iter, t, start).await;
         let ok = outcome.status == TaskStatus::Done;
         // With HEAD moved, `git diff HEAD` no longer shows the run's work: the snapshot
         // comparison would read committed paths as lost. The head-moved verdict stands alone.
@@ -133,11 +146,21 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
                         }
                     }
                     report.snapshots.push(snap.clone());
+                    progress.end_task(
+                        report.tasks.last().unwrap_or(&TaskOutcome::new(&t.id, &t.title)),
+                        Some(&snap),
+                        env.tree.fingerprint().ok(),
+                    );
                     prev = Some(snap);
                 }
                 Err(e) => report.concerns.push(format!("snapshot after task {} failed: {e}", t.id)),
             }
         }
+        if progress.in_progress.is_some() {
+            let last = report.tasks.last().cloned().unwrap_or_else(|| TaskOutcome::new(&t.id, &t.title));
+            progress.end_task(&last, None, env.tree.fingerprint().ok());
+        }
+        save_progress(env, &progress);
         if !ok {
             stopped = true;
         }
@@ -262,6 +285,39 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
     end(env, report, extraction)
 }
 
+/// The iteration's progress record: the one a killed run left (its preflight shown in the
+/// report), else a fresh one, written before the first task.
+fn resume_progress(env: &Env, iter: &str, report: &mut EndReport) -> Progress {
+    if let Some(p) = progress::load(&env.run.state_dir, iter)
+        && p.head == env.base_head
+    {
+        env.run.emit("iteration.resumed", json!({"ended": p.ended.len(), "in_progress": p.in_progress}));
+        report.preflight = Some(p.preflight.clone());
+        return p;
+    }
+    let pf = report.preflight.clone().unwrap_or_else(|| Preflight {
+        clean: true,
+        head_sha: env.base_head.clone(),
+        branch: None,
+        dirty_paths: Vec::new(),
+        excluded_paths: Vec::new(),
+    });
+    let p = Progress::new(iter, env.base_head.clone(), pf, env.tree.fingerprint().ok());
+    save_progress(env, &p);
+    p
+}
+
+/// Writes the progress record; a failure is a concern of the run, not its end (the record
+/// only serves a resume).
+fn save_progress(env: &Env, p: &Progress) {
+    if p.iter_id.is_empty() {
+        return;
+    }
+    if let Err(e) = env.run.write_state(&progress::path(&env.run.state_dir, &p.iter_id), p) {
+        env.run.emit("progress.error", json!({"error": e.to_string()}));
+    }
+}
+
 fn mark_rest(report: &mut EndReport, tasks: &[TaskSpec]) {
     for t in tasks.iter().skip(report.tasks.len()) {
         report.tasks.push(TaskOutcome::new(&t.id, &t.title));
@@ -304,6 +360,13 @@ fn end(env: &Env, mut report: EndReport, extraction: Counter) -> EndReport {
     }
     fill_stats(env, &mut report, extraction);
     artifacts::finalize(&env.run, &mut report);
+    // The last write of the run: its progress record is spent.
+    if let Some(iter) = report.iter_id.as_deref()
+        && let Some(mut p) = progress::load(&env.run.state_dir, iter)
+    {
+        p.finished = true;
+        save_progress(env, &p);
+    }
     env.run.emit("iteration.end", json!({"status": report.status, "kind": report.kind, "reason": report.reason}));
     report
 }

@@ -121,12 +121,14 @@ fn absorb(out: &mut TaskOutcome, doc: &Value, phase: &str) -> Result<(), Stop> {
     }
 }
 
-/// Runs one task through the loop.
-pub async fn run_task(env: &Env, iter: &str, task: &TaskSpec) -> TaskOutcome {
+/// Runs one task through the loop. `start` is the tree's diff fingerprint when the task first
+/// started, for a task redone after a crash (its change is measured from there, not from
+/// what the killed attempt left); `None` measures from now.
+pub async fn run_task(env: &Env, iter: &str, task: &TaskSpec, start: Option<Option<String>>) -> TaskOutcome {
     let mut out = TaskOutcome::new(&task.id, &task.title);
     out.e2e = task.e2e;
     env.run.progress(&format!("task {}: {}", task.id, task.title));
-    let fp_start = env.tree.fingerprint().ok();
+    let fp_start = start.unwrap_or_else(|| env.tree.fingerprint().ok());
     let mut result = drive(env, iter, task, &mut out).await;
     // A reviewer (or anything else) may have committed too: the last word is HEAD's.
     if !matches!(&result, Err(Stop::Blocked { kind: "head-moved", .. }))

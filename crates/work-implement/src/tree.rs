@@ -8,7 +8,7 @@ use std::path::Path;
 use work_git::{Base, Compare, Git, GitError, TreeState, is_excluded};
 
 /// The folded preflight verdict (seed #29): run first, before the plan is read.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Preflight {
     /// Nothing differs from HEAD and nothing is untracked (outside the state directory).
     pub clean: bool,
@@ -65,7 +65,7 @@ impl HeadMove {
 }
 
 /// One task-boundary snapshot (seed #23).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Snapshot {
     /// `after task <id>`.
     pub boundary: String,

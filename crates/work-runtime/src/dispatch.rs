@@ -348,6 +348,7 @@ impl Dispatcher {
                 json!({"dispatch_id": dispatch_id, "attempt": attempt, "role": spec.role, "model": spec.model,
                        "effort": spec.effort, "access": spec.access, "agent": self.agent.describe()}),
             );
+            crate::faults::state_change();
             let result = self.agent.invoke(&request, InvokeOptions { timeout: self.timeout }).await;
             let request_json = serde_json::to_value(&request).unwrap_or(Value::Null);
             let (verdict, raw, attempt_usage) = match result {

@@ -141,6 +141,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
         f.write_all(bytes)?;
         f.sync_all()?;
         drop(f);
+        crate::faults::state_change();
         fs::rename(&tmp, path)?;
         if let Ok(d) = File::open(&dir) {
             // Some filesystems refuse fsync on a directory; the rename is still atomic.

@@ -19,6 +19,7 @@ pub mod contain;
 pub mod dispatch;
 pub mod events;
 pub mod exit;
+pub mod faults;
 pub mod fsx;
 pub mod redact;
 pub mod run;
@@ -26,5 +27,6 @@ pub mod spawn;
 pub mod suggest;
 pub mod tree_guard;
 pub mod spawn_stream;
+pub mod stage;
 
 pub use exit::ExitStatus;

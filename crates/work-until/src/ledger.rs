@@ -12,7 +12,7 @@
 //! are never dropped (at most shortened to one line each).
 
 use crate::report::{ReconReport, ReportStatus, WorkerReport};
-use crate::session::Meta;
+use crate::session::{Meta, SessionStatus};
 use serde::{Deserialize, Serialize};
 
 /// The default line limit of `master.md`.
@@ -125,6 +125,24 @@ pub struct IterationRecord {
     pub decision: String,
     /// The iteration changed nothing in the tree.
     pub empty: bool,
+    /// What the iteration committed to the session. The archive is the iteration's commit
+    /// point: `meta.md` (and `master.md`) are rolled forward from it on the next start.
+    /// `None` in archives written before it existed.
+    #[serde(default)]
+    pub commit: Option<IterationCommit>,
+}
+
+/// The session state an iteration leaves behind (see [`IterationRecord::commit`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IterationCommit {
+    /// The session's status after the iteration (`active` when the loop goes on).
+    pub status: SessionStatus,
+    /// Why the session stopped, when it did.
+    pub stopped_reason: Option<String>,
+    /// The empty-report streak after the iteration.
+    pub empty_streak: u32,
+    /// The blockers seen after the iteration.
+    pub blockers_seen: Vec<String>,
 }
 
 /// The recon's archive record (`reports/00.md`).
@@ -601,6 +619,7 @@ mod tests {
             verify: None,
             decision: "continue".into(),
             empty: false,
+            commit: None,
         }
     }
 

@@ -10,7 +10,7 @@
 use crate::ledger::Ledger;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use work_runtime::fsx;
+use work_runtime::{fsx, stage};
 
 /// Errors reading or writing session files.
 #[derive(Debug, thiserror::Error)]
@@ -360,19 +360,26 @@ pub fn free_id(state_dir: &Path, slug: &str) -> String {
 }
 
 /// `init-session`: creates the session directory with `meta.md` and `master.md` (the ledger
-/// template). `write` is the run's redacting atomic writer.
+/// template). `write` is the run's redacting atomic writer. The directory is built under a
+/// staging name and renamed into place whole ([`work_runtime::stage`]): a crash leaves either
+/// the complete session or none (a leftover staging directory is skipped by every reader and
+/// removed here), and an existing session is never replaced.
 pub fn init_session(
     state_dir: &Path,
     meta: Meta,
     write: &dyn Fn(&Path, &str) -> std::io::Result<()>,
 ) -> Result<Session, SessionError> {
     let dir = sessions_dir(state_dir).join(&meta.id);
-    let mut session = Session { dir, meta };
+    let staging = stage::staging_path(&dir);
+    stage::discard_dir(&staging).map_err(|e| io_err("remove", &staging, e))?;
+    let mut session = Session { dir: staging.clone(), meta };
     let now = session.meta.updated.clone();
-    session.save_meta(now, write)?;
     let ledger = Ledger::default();
     let path = session.master_path();
     write(&path, &ledger.render(&session.meta)).map_err(|e| io_err("write", &path, e))?;
+    session.save_meta(now, write)?;
+    stage::publish_dir(&staging, &dir).map_err(|e| io_err("create", &dir, e))?;
+    session.dir = dir;
     Ok(session)
 }
 
@@ -383,7 +390,13 @@ pub fn list_sessions(state_dir: &Path) -> (Vec<Session>, Vec<SessionError>) {
     let mut sessions = Vec::new();
     let mut errors = Vec::new();
     let Ok(entries) = std::fs::read_dir(&base) else { return (sessions, errors) };
-    let mut dirs: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    // A name starting with `.` is a session still being created (or a crash's leftover).
+    let mut dirs: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
     dirs.sort();
     for d in dirs {
         if !d.join("meta.md").exists() {
@@ -407,8 +420,9 @@ pub enum Resolution {
     Candidates(Vec<Session>),
 }
 
-/// `resolve-resume`: the resumable sessions (every status but `done`) matching `hint` (an
-/// exact id, else a case-insensitive substring of the id, goal or until), recommended first.
+/// `resolve-resume`: the session with the exact id `hint` (whatever its status), else the
+/// resumable sessions (every status but `done`) matching `hint` (a case-insensitive
+/// substring of the id, goal or until), recommended first.
 pub fn resolve_resume(state_dir: &Path, hint: Option<&str>) -> Resolution {
     let (all, _) = list_sessions(state_dir);
     if all.is_empty() {
@@ -421,7 +435,10 @@ pub fn resolve_resume(state_dir: &Path, hint: Option<&str>) -> Resolution {
         None => all,
         Some(h) => {
             if let Some(exact) = all.iter().find(|s| s.meta.id == h) {
-                vec![exact.clone()]
+                // An exact id is resumed whatever its status: a done session finishes at
+                // once with its result (so a resume after a crash at the very end ends as
+                // the uninterrupted run did).
+                return Resolution::Candidates(vec![exact.clone()]);
             } else {
                 let h = h.to_lowercase();
                 all.into_iter()
@@ -595,7 +612,11 @@ mod tests {
             Resolution::Candidates(c) => assert!(!is_definite_pick(None, &c), "two open sessions: a recommendation"),
             Resolution::Nothing(m) => panic!("{m}"),
         }
-        assert!(matches!(resolve_resume(d.path(), Some("finished")), Resolution::Nothing(_)));
+        assert!(matches!(resolve_resume(d.path(), Some("finish")), Resolution::Nothing(_)), "a fuzzy hint skips done");
+        match resolve_resume(d.path(), Some("finished")) {
+            Resolution::Candidates(c) => assert_eq!(c[0].meta.status, SessionStatus::Done, "an exact id"),
+            Resolution::Nothing(m) => panic!("{m}"),
+        }
         assert!(matches!(resolve_resume(d.path(), Some("zzz")), Resolution::Nothing(_)));
     }
 

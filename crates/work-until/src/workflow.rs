@@ -17,18 +17,25 @@
 //!    nothing stalls like an empty `continue`. Outside a git work tree no change can be
 //!    verified, so no report counts as progress there (claims are recorded as unverifiable);
 //!    `n == max` ⇒ `max-reached`; human-gate ⇒ pause;
-//! 6. write `report.md` and the archive `reports/NN.md` (with the machine record);
-//! 7. **commit**: `meta.md` with `iteration_count: n`, the stall state and the new status;
-//! 8. merge the record into `master.md`.
+//! 6. **commit**: the archive `reports/NN.md`, whose machine record carries what the iteration
+//!    leaves in the meta (status, stop reason, stall state);
+//! 7. the files derived from it: `report.md`, `master.md` (the merge), and `meta.md` last
+//!    (`iteration_count: n`), so a meta that says stopped always has its ledger.
 //!
-//! A kill before step 7 leaves `iteration_count = n − 1`: the next start redoes iteration `n`
-//! with the same number (its archive is overwritten). A kill between 7 and 8 leaves the ledger
-//! behind `meta.md`: the next start rolls the merge forward from `reports/NN.md`. Merges are
-//! idempotent. So no iteration is lost or counted twice.
+//! The tree the iteration started from is recorded (`iteration-start.json`) before its
+//! dispatch; a redo after a crash measures its change against that, not against what the
+//! killed attempt left in the tree (which would read as "changed nothing").
+//!
+//! A kill before step 6 leaves no archive `n`: the next start redoes iteration `n` with the
+//! same number. A kill after it leaves the meta (and perhaps the ledger) behind the archive:
+//! the next start rolls both forward from the archives and, when the committed iteration
+//! stopped the session, finishes with that stop without dispatching. Merges are idempotent.
+//! So no iteration is lost or counted twice. The session directory itself appears whole (see
+//! [`crate::session::init_session`]).
 
 use crate::ledger::{
-    IterationRecord, LEDGER_LINE_LIMIT, Ledger, ReconRecord, VerifyResult, machine_block, normalize_blocker, one_line,
-    render_report, with_machine_block,
+    IterationCommit, IterationRecord, LEDGER_LINE_LIMIT, Ledger, ReconRecord, VerifyResult, machine_block,
+    normalize_blocker, one_line, render_report, with_machine_block,
 };
 use crate::report::{ReportStatus, WorkerReport, recon_schema, report_schema, validate_recon, validate_report};
 use crate::session::{Mode, Session, SessionError, SessionStatus};
@@ -201,7 +208,15 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
     let cx = Ctx { env, git, exclude };
     let run = env.run;
 
-    // Roll the ledger forward from the archive, and note an interrupted iteration.
+    // Roll the meta and the ledger forward from the archives (the commit points), and note
+    // an interrupted iteration.
+    let before_roll = session.meta.iteration_count;
+    let rolled = roll_meta_forward(session);
+    if session.meta.iteration_count > before_roll
+        && let Some(r) = read_archive::<IterationRecord>(session, session.meta.iteration_count)
+    {
+        cx.write(&session.report_path(), &render_report(&session.meta, &r))?;
+    }
     let mut ledger = session.load_ledger()?;
     if session.meta.recon_done
         && ledger.recon.is_empty()
@@ -222,11 +237,21 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
         ledger.incident(&format!("iteration {k:02} was interrupted before it was merged; it is redone as {k:02}"));
         run.emit("until.iteration.redo", json!({"iteration": k}));
     }
+    // A committed iteration that stopped the session, rolled forward: the run that made it
+    // was killed before it could finish; this one finishes it, dispatching nothing.
+    let rolled = rolled.or_else(|| {
+        (session.meta.status == SessionStatus::Done)
+            .then(|| (SessionStatus::Done, session.meta.stopped_reason.clone().unwrap_or_default()))
+    });
+    if let Some((status, reason)) = rolled {
+        session.meta.runs.push(run.run_id.clone());
+        return Ok(finish(&cx, session, &ledger, status, reason));
+    }
     session.meta.status = SessionStatus::Running;
     session.meta.stopped_reason = None;
     session.meta.runs.push(run.run_id.clone());
-    cx.save_meta(session)?;
     cx.save_ledger(session, &mut ledger)?;
+    cx.save_meta(session)?;
 
     let mut last_verify: Option<VerifyResult> = if session.meta.iteration_count > 0 {
         read_archive::<IterationRecord>(session, session.meta.iteration_count).and_then(|r| r.verify)
@@ -251,16 +276,17 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
             let reason = format!("max-reached: {} iterations without a verified done", session.meta.iteration_count);
             return Ok(finish(&cx, session, &ledger, SessionStatus::MaxReached, reason));
         }
+        let redo = session.meta.in_progress == Some(n);
         session.meta.in_progress = Some(n);
         session.meta.status = SessionStatus::Running;
-        cx.save_meta(session)?;
         ledger.compact(&session.meta, LEDGER_LINE_LIMIT);
         cx.write(&session.master_path(), &ledger.render(&session.meta))?;
+        cx.save_meta(session)?;
         let handoff = templates::handoff(&session.meta, &ledger, n, last_verify.as_ref());
         cx.write(&session.handoff_path(), &handoff)?;
         run.emit("until.iteration.start", json!({"session": session.meta.id, "iteration": n}));
 
-        let before = cx.git.as_ref().and_then(|g| snapshot(g, &cx.exclude));
+        let before = iteration_start(&cx, session, n, redo)?;
         let outcome = env
             .dispatcher
             .dispatch(DispatchSpec {
@@ -345,12 +371,8 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
             record.decision = format!("continue; {}", s.as_str());
         }
 
-        // Archive, commit, merge.
-        let text = render_report(&session.meta, &record);
-        cx.write(&session.report_path(), &text)?;
-        cx.write(&session.archive_path(n), &with_machine_block(text, &record))?;
-        session.meta.iteration_count = n;
-        session.meta.in_progress = None;
+        // Commit: the archive (with what the iteration leaves in the meta), then the files
+        // derived from it — report.md, master.md, and meta.md last.
         match &status {
             Some((s, r)) => {
                 session.meta.status = *s;
@@ -358,9 +380,20 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
             }
             None => session.meta.status = SessionStatus::Active,
         }
-        cx.save_meta(session)?;
+        record.commit = Some(IterationCommit {
+            status: session.meta.status,
+            stopped_reason: session.meta.stopped_reason.clone(),
+            empty_streak: session.meta.empty_streak,
+            blockers_seen: session.meta.blockers_seen.clone(),
+        });
+        let text = render_report(&session.meta, &record);
+        cx.write(&session.archive_path(n), &with_machine_block(text.clone(), &record))?;
+        cx.write(&session.report_path(), &text)?;
+        session.meta.iteration_count = n;
+        session.meta.in_progress = None;
         ledger.merge(&record);
         cx.save_ledger(session, &mut ledger)?;
+        cx.save_meta(session)?;
         run.progress(&format!(
             "Iteration {n}/{}: {} · {} · {}",
             session.meta.max,
@@ -401,6 +434,7 @@ fn ground_truth(n: u32, dispatch_id: String, report: WorkerReport, git: bool, ch
         verify: None,
         decision: String::new(),
         empty,
+        commit: None,
     }
 }
 
@@ -543,11 +577,81 @@ async fn recon(
     cx.write(&session.archive_path(0), &with_machine_block(text, &record))?;
     session.meta.recon_done = true;
     session.meta.in_progress = None;
-    cx.save_meta(session)?;
     ledger.merge_recon(&record);
     cx.save_ledger(session, ledger)?;
+    cx.save_meta(session)?;
     env.run.progress("Iteration 0 (recon): map merged");
     Ok(None)
+}
+
+/// Applies the archives newer than `meta.md` (iterations committed by a run killed before it
+/// wrote the meta) to the meta: the iteration count, the stall state and the status. Returns
+/// the stop the last of them made, if it made one.
+fn roll_meta_forward(session: &mut Session) -> Option<(SessionStatus, String)> {
+    if session.meta.recon && !session.meta.recon_done && read_archive::<ReconRecord>(session, 0).is_some() {
+        session.meta.recon_done = true;
+        session.meta.in_progress = None;
+    }
+    let mut stop = None;
+    while let Some(r) = read_archive::<IterationRecord>(session, session.meta.iteration_count + 1) {
+        let Some(c) = r.commit.filter(|_| r.iteration == session.meta.iteration_count + 1) else { break };
+        let m = &mut session.meta;
+        m.iteration_count = r.iteration;
+        m.in_progress = None;
+        m.empty_streak = c.empty_streak;
+        m.blockers_seen = c.blockers_seen;
+        m.status = c.status;
+        m.stopped_reason = c.stopped_reason.clone();
+        stop = match c.status {
+            SessionStatus::Active | SessionStatus::Running => None,
+            s => Some((s, c.stopped_reason.unwrap_or_default())),
+        };
+    }
+    stop
+}
+
+/// The tree before the first attempt of an iteration (`iteration-start.json`), recorded before
+/// its dispatch so that a redo after a crash measures the change against the tree the
+/// iteration started from, not against the killed attempt's edits.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct IterationStart {
+    iteration: u32,
+    head: Option<String>,
+    /// Path ⇒ (status code, content hash).
+    paths: std::collections::BTreeMap<String, (String, Option<String>)>,
+}
+
+fn start_path(s: &Session) -> std::path::PathBuf {
+    s.dir.join("iteration-start.json")
+}
+
+/// The tree iteration `n` started from: the recorded one when `n` is being redone, else the
+/// tree now (recorded before the dispatch).
+fn iteration_start(cx: &Ctx<'_, '_>, s: &Session, n: u32, redo: bool) -> Result<Option<TreeState>, SessionError> {
+    let recorded = || -> Option<TreeState> {
+        let text = std::fs::read_to_string(start_path(s)).ok()?;
+        let st: IterationStart = serde_json::from_str(&text).ok()?;
+        (st.iteration == n).then(|| TreeState {
+            head: st.head,
+            paths: st.paths.into_iter().map(|(p, (code, hash))| (p, work_git::PathState { code, hash })).collect(),
+        })
+    };
+    if redo && let Some(t) = recorded() {
+        return Ok(Some(t));
+    }
+    let Some(now) = cx.git.as_ref().and_then(|g| snapshot(g, &cx.exclude)) else { return Ok(None) };
+    let st = IterationStart {
+        iteration: n,
+        head: now.head.clone(),
+        paths: now.paths.iter().map(|(p, v)| (p.clone(), (v.code.clone(), v.hash.clone()))).collect(),
+    };
+    let path = start_path(s);
+    cx.env.run.write_state(&path, &st).map_err(|e| SessionError::Io {
+        action: "write",
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    Ok(Some(now))
 }
 
 fn read_archive<T: for<'de> serde::Deserialize<'de>>(s: &Session, n: u32) -> Option<T> {
@@ -566,12 +670,13 @@ fn finish(
     session.meta.stopped_reason = Some(reason.clone());
     session.meta.in_progress = None;
     // Best effort: the state that matters was committed before; a failure here is reported
-    // through the event log and the next start rolls forward.
-    if let Err(e) = cx.save_meta(session) {
-        cx.env.run.emit("until.error", json!({"error": e.to_string()}));
-    }
+    // through the event log and the next start rolls forward. The ledger first: `meta.md` is
+    // always the last write, so a meta that says stopped has its ledger.
     let mut l = ledger.clone();
     if let Err(e) = cx.save_ledger(session, &mut l) {
+        cx.env.run.emit("until.error", json!({"error": e.to_string()}));
+    }
+    if let Err(e) = cx.save_meta(session) {
         cx.env.run.emit("until.error", json!({"error": e.to_string()}));
     }
     let summary = summary_lines(session, &l);

@@ -416,7 +416,14 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
     {
         pf.exclude(&rel);
     }
-    if !pf.clean {
+    // A dirty tree a killed run of this iteration left is its own: the run continues it.
+    let resumes = c.mode == Mode::Standard
+        && work_implement::progress::owns_tree(
+            &ctx.state_dir,
+            c.iter_id.as_deref(),
+            &Tree::new(&ctx.root, &ctx.state_dir).excluding(&pf.excluded_paths),
+        );
+    if !pf.clean && !resumes {
         return early_exit(&ctx, "implement", a.run.json, dirty_report(c.mode, c.iter_id.clone(), pf));
     }
     let iter_id = c.iter_id.clone().unwrap_or_default();

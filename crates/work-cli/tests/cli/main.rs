@@ -24,6 +24,7 @@ mod loop_run;
 mod protocol;
 mod self_contained;
 mod mcp;
+mod soak;
 mod ultra;
 mod until;
 mod walkthrough;

@@ -1,0 +1,417 @@
+//! The crash soak: `work` is killed (SIGKILL, through the test-only `WORK_TEST_KILL_AT=<n>`
+//! hook of the runtime) at every state-changing call of a small scenario — every atomic state
+//! write and every dispatch, n = 1, 2, … until a run is no longer killed — then run again the
+//! way a person would (`resume`, or the same command when nothing was created), and the end
+//! must be exactly the uninterrupted result: the same exit code and status, the same state
+//! files (timestamps, run ids, dispatch numbers and the `Incidents` list of the ledger, which
+//! records the crash, set aside), the same tree, and no committed iteration or DONE task
+//! dispatched again. Each kill point is tried twice: once with a clean rerun, once with a
+//! rerun killed at the same call number before the clean one (a crash during the recovery).
+
+use crate::support::Scenario;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Output;
+
+/// Stop looking for kill points here (a scenario has far fewer state-changing calls).
+const MAX_CALLS: u64 = 400;
+
+/// How one run of `work` ended.
+enum End {
+    /// Killed by the hook.
+    Killed,
+    /// Exited with this code and stdout.
+    Exited(i32, String),
+}
+
+fn end_of(out: Output) -> End {
+    use std::os::unix::process::ExitStatusExt;
+    match out.status.code() {
+        Some(c) => End::Exited(c, String::from_utf8_lossy(&out.stdout).into_owned()),
+        None => {
+            assert_eq!(out.status.signal(), Some(9), "work died of an unexpected signal: {out:?}");
+            End::Killed
+        }
+    }
+}
+
+fn run(s: &Scenario, args: &[String], kill_at: Option<u64>) -> End {
+    let mut c = s.work();
+    c.args(args);
+    match kill_at {
+        Some(n) => c.env("WORK_TEST_KILL_AT", n.to_string()),
+        None => c.env_remove("WORK_TEST_KILL_AT"),
+    };
+    end_of(c.output().expect("run work"))
+}
+
+/// Replaces every `dNNNN-` dispatch number and every RFC 3339 instant by a placeholder.
+fn normalize(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < b.len() {
+        let digits = |from: usize, n: usize| from + n <= b.len() && b[from..from + n].iter().all(u8::is_ascii_digit);
+        if b[i] == b'd'
+            && digits(i + 1, 4)
+            && b.get(i + 5) == Some(&b'-')
+            && (i == 0 || !b[i - 1].is_ascii_alphanumeric())
+        {
+            out.push_str("dNNNN-");
+            i += 6;
+            continue;
+        }
+        if digits(i, 4) && b.get(i + 4) == Some(&b'-') && digits(i + 5, 2) && b.get(i + 10) == Some(&b'T') {
+            let mut j = i + 11;
+            while j < b.len() && (b[j].is_ascii_digit() || b":.".contains(&b[j])) {
+                j += 1;
+            }
+            if b.get(j) == Some(&b'Z') {
+                out.push_str("<ts>");
+                i = j + 1;
+                continue;
+            }
+        }
+        let ch = text[i..].chars().next().unwrap_or(' ');
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    out
+}
+
+/// Drops a markdown `## title` section (to the next `## `).
+fn without_section(text: &str, title: &str) -> String {
+    let mut out = Vec::new();
+    let mut skip = false;
+    for l in text.lines() {
+        if l.starts_with("## ") {
+            skip = l == format!("## {title}");
+        }
+        if !skip {
+            out.push(l);
+        }
+    }
+    out.join("\n")
+}
+
+/// Every file under `dir` (relative path ⇒ content), skipping `skip` top-level names.
+fn files(dir: &Path, skip: &[&str]) -> BTreeMap<String, String> {
+    fn walk(root: &Path, dir: &Path, skip: &[&str], out: &mut BTreeMap<String, String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for e in entries.flatten() {
+            let p = e.path();
+            let rel = p.strip_prefix(root).map(|r| r.display().to_string()).unwrap_or_default();
+            // A temporary file of an interrupted atomic write is not state (`.NAME.tmp-PID-N`).
+            let name = e.file_name().to_string_lossy().into_owned();
+            if skip.iter().any(|s| rel == *s) || (name.starts_with('.') && name.contains(".tmp-")) {
+                continue;
+            }
+            if p.is_dir() {
+                walk(root, &p, skip, out);
+            } else {
+                out.insert(rel, std::fs::read_to_string(&p).unwrap_or_else(|_| "<binary>".into()));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, skip, &mut out);
+    out
+}
+
+/// The JSON block of a `meta.md`, without the fields that differ between runs.
+fn meta_json(text: &str) -> serde_json::Value {
+    let start = text.find("```json\n").map(|i| i + 8).unwrap_or(0);
+    let end = text[start..].find("\n```").map(|i| start + i).unwrap_or(text.len());
+    let mut v: serde_json::Value = serde_json::from_str(&text[start..end]).unwrap_or(serde_json::Value::Null);
+    if let Some(o) = v.as_object_mut() {
+        for k in ["runs", "created", "updated", "spent", "agent"] {
+            o.remove(k);
+        }
+    }
+    v
+}
+
+/// Runs `trial(n, twice)` for n = 1, 2, … (both variants) until it reports that the run was
+/// not killed, a few trials at a time; returns the trial count and the failures.
+fn soak(trial: impl Fn(u64, bool) -> Option<Result<(), String>> + Sync) -> (usize, Vec<String>) {
+    const PAR: u64 = 3;
+    let mut trials = 0;
+    let mut failures = Vec::new();
+    for twice in [false, true] {
+        let mut n = 1;
+        'calls: while n <= MAX_CALLS {
+            let results: Vec<Option<Result<(), String>>> = std::thread::scope(|sc| {
+                let t = &trial;
+                let hs: Vec<_> = (n..n + PAR).map(|k| sc.spawn(move || t(k, twice))).collect();
+                hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Some(Err("a trial panicked".into())))).collect()
+            });
+            for r in results {
+                let Some(r) = r else { break 'calls };
+                trials += 1;
+                if let Err(e) = r {
+                    failures.push(e);
+                }
+            }
+            n += PAR;
+        }
+    }
+    (trials, failures)
+}
+
+/// What an `until` trial ended with.
+#[derive(Debug, PartialEq)]
+struct UntilEnd {
+    code: i32,
+    status: String,
+    iterations: u64,
+    reason: String,
+    meta: serde_json::Value,
+    state: BTreeMap<String, String>,
+    tree: BTreeMap<String, String>,
+}
+
+const SLUG: &str = "soak";
+
+/// Two iterations: `continue`, then `done` (verified). Each iteration writes its own file, so
+/// a redone iteration leaves the tree as the first attempt did.
+fn until_scenario() -> (Scenario, Vec<String>) {
+    let s = Scenario::new();
+    let agent = s.agent(
+        "worker.py",
+        r#"
+n = ctx['iteration']
+open(state_path('log'), 'a').write('%d\n' % n)
+open('step%d.txt' % n, 'w').write('step %d\n' % n)
+changes = ['step%d.txt' % n]
+if n == 2:
+    open('READY', 'w').write('ok\n')
+    changes.append('READY')
+print(json.dumps({"status": "done" if n >= 2 else "continue", "summary": "step %d" % n,
+                  "changes_claimed": changes, "blocker": None, "next_steps": ["step %d" % (n + 1)],
+                  "decisions": ["d%d" % n], "evidence": []}))
+"#,
+    );
+    let args = ["until", "file READY exists", "--goal", "write the steps", "--verify", "test -e READY", "--slug", SLUG]
+        .iter()
+        .map(|a| a.to_string())
+        .chain(["--agent".to_string(), agent, "--json".to_string()])
+        .collect();
+    (s, args)
+}
+
+fn until_end(s: &Scenario, end: End) -> UntilEnd {
+    let End::Exited(code, stdout) = end else { panic!("the clean rerun was killed") };
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap_or(serde_json::Value::Null);
+    let dir = s.path(&format!(".work/sessions/{SLUG}"));
+    let mut state = files(&dir, &["handoff.md", "meta.md", "iteration-start.json"]);
+    for (name, text) in state.iter_mut() {
+        let t = if name == "master.md" { without_section(text, "Incidents") } else { text.clone() };
+        *text = normalize(&t);
+    }
+    UntilEnd {
+        code,
+        status: v["status"].as_str().unwrap_or("-").to_string(),
+        iterations: v["iterations"].as_u64().unwrap_or(0),
+        reason: normalize(v["stoppedReason"].as_str().unwrap_or("-")),
+        meta: meta_json(&std::fs::read_to_string(dir.join("meta.md")).unwrap_or_default()),
+        state,
+        tree: files(s.root(), &[".git", ".work", ".agents", ".agent-state"]),
+    }
+}
+
+fn log_lines(s: &Scenario) -> Vec<String> {
+    std::fs::read_to_string(s.path(".agent-state/log")).unwrap_or_default().lines().map(str::to_string).collect()
+}
+
+/// The committed iteration count in the session's `meta.md` (0 when there is none).
+fn committed(s: &Scenario) -> u64 {
+    let text = std::fs::read_to_string(s.path(&format!(".work/sessions/{SLUG}/meta.md"))).unwrap_or_default();
+    meta_json(&text)["iteration_count"].as_u64().unwrap_or(0)
+}
+
+/// The rerun a person makes after a crash: resume the session if it exists, else the same
+/// command again.
+fn until_rerun(s: &Scenario, args: &[String]) -> Vec<String> {
+    if s.path(&format!(".work/sessions/{SLUG}")).exists() {
+        let agent = args.iter().position(|a| a == "--agent").map(|i| args[i + 1].clone()).unwrap_or_default();
+        ["until", "resume", SLUG, "--agent", &agent, "--json"].iter().map(|a| a.to_string()).collect()
+    } else {
+        args.to_vec()
+    }
+}
+
+/// One trial: kill at `n`; optionally kill the first rerun at `n` too; then a clean rerun.
+/// `None` when the run was not killed (n is past the last state-changing call).
+fn until_trial(n: u64, twice: bool, baseline: &UntilEnd) -> Option<Result<(), String>> {
+    let (s, args) = until_scenario();
+    if let End::Exited(..) = run(&s, &args, Some(n)) {
+        return None;
+    }
+    if twice {
+        let _ = run(&s, &until_rerun(&s, &args), Some(n));
+    }
+    let before = committed(&s);
+    let logged_before = log_lines(&s).len();
+    let end = until_end(&s, run(&s, &until_rerun(&s, &args), None));
+    let redone: Vec<String> = log_lines(&s)[logged_before..]
+        .iter()
+        .filter(|l| l.parse::<u64>().is_ok_and(|k| k <= before))
+        .cloned()
+        .collect();
+    Some(if !redone.is_empty() {
+        Err(format!("kill at {n} (twice: {twice}): committed iteration(s) {redone:?} dispatched again"))
+    } else if &end != baseline {
+        Err(format!("kill at {n} (twice: {twice}): ended with\n{end:#?}\ninstead of\n{baseline:#?}"))
+    } else {
+        Ok(())
+    })
+}
+
+#[test]
+fn until_survives_a_kill_at_every_state_changing_call() {
+    let (s, args) = until_scenario();
+    let baseline = until_end(&s, run(&s, &args, None));
+    assert_eq!((baseline.code, baseline.status.as_str(), baseline.iterations), (0, "done", 2), "{baseline:#?}");
+    assert_eq!(log_lines(&s), vec!["1", "2"]);
+    let (trials, failures) = soak(|n, twice| until_trial(n, twice, &baseline));
+    eprintln!("until soak: {} failure(s) in {trials} trials", failures.len());
+    for f in &failures {
+        eprintln!("  {}", f.lines().next().unwrap_or_default());
+    }
+    assert!(trials > 20, "the hook killed too few runs: {trials}");
+    assert!(failures.is_empty(), "{} failure(s) in {trials} trials; first:\n{}", failures.len(), failures[0]);
+}
+
+// ------------------------------------------------------------------------------- implement
+
+/// Two tasks through implementer → spec review → quality review, then the suite: task 1
+/// edits a tracked file, task 2 adds one. Every answer is a function of the task, so a redone
+/// task leaves the tree as the first attempt did.
+fn implement_scenario() -> (Scenario, Vec<String>) {
+    let s = Scenario::new();
+    s.write("shared.txt", "base\n");
+    s.write(
+        "PLAN.md",
+        "# Plan\n\n## Task 1: Edit shared\n\nAppend one to shared.txt.\n\n## Task 2: Add t2\n\nCreate t2.txt.\n",
+    );
+    s.commit("plan");
+    let agent = s.agent(
+        "agent.py",
+        r#"
+role = req['role']
+tid = str(ctx.get('task_id'))
+open(state_path('log'), 'a').write('%s %s %s\n' % (tid, role, ctx.get('phase', '')))
+def out(d):
+    print(json.dumps({'work_result': d, 'usage': {'input_tokens': 100, 'output_tokens': 10}}))
+    sys.exit(0)
+if role == 'implementer':
+    if tid == '1':
+        open('shared.txt', 'w').write('base\none\n')
+    else:
+        open('t2.txt', 'w').write('two\n')
+    out({'status': 'DONE', 'summary': 'task %s' % tid, 'applied_changes': True})
+if role == 'spec-reviewer':
+    out({'status': 'compliant', 'issues': []})
+if role == 'quality-reviewer':
+    out({'verdict': 'approved', 'issues': []})
+sys.exit(3)
+"#,
+    );
+    let args =
+        ["implement", "--plan", "PLAN.md", "--iter-id", "it-1", "--test-cmd", "test -f t2.txt", "--json", "--agent"]
+            .iter()
+            .map(|a| a.to_string())
+            .chain([agent])
+            .collect();
+    (s, args)
+}
+
+/// What an `implement` trial ended with.
+#[derive(Debug, PartialEq)]
+struct ImplementEnd {
+    code: i32,
+    report: serde_json::Value,
+    tree: BTreeMap<String, String>,
+}
+
+/// Drops what differs between runs: run ids, commit shas (each scenario's commits, and the
+/// snapshots' dangling commits, carry the wall time), the run-level spend (a resumed run spends only what it redoes; per-task figures stay).
+fn scrub(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(o) => {
+            for k in ["run_id", "sha", "snapshot_sha", "recovery", "head_sha"] {
+                o.remove(k);
+            }
+            if let Some(serde_json::Value::Object(st)) = o.get_mut("stats") {
+                st.remove("dispatches");
+                st.remove("tokens");
+            }
+            o.values_mut().for_each(scrub);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(scrub),
+        serde_json::Value::String(s) => *s = normalize(s),
+        _ => {}
+    }
+}
+
+fn implement_end(s: &Scenario, end: End) -> ImplementEnd {
+    let End::Exited(code, stdout) = end else { panic!("the clean rerun was killed") };
+    let root = s.root().display().to_string();
+    let mut report: serde_json::Value =
+        serde_json::from_str(&stdout.replace(&root, "<root>")).unwrap_or(serde_json::Value::String(stdout));
+    scrub(&mut report);
+    ImplementEnd { code, report, tree: files(s.root(), &[".git", ".work", ".agents", ".agent-state"]) }
+}
+
+/// The tasks the progress record says are DONE.
+fn done_tasks(s: &Scenario) -> Vec<String> {
+    let text = std::fs::read_to_string(s.path(".work/iterations/it-1/progress.json")).unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
+    v["ended"]
+        .as_array()
+        .map(|a| {
+            a.iter().filter(|t| t["status"] == "DONE").filter_map(|t| t["id"].as_str().map(str::to_string)).collect()
+        })
+        .unwrap_or_default()
+}
+
+fn implement_trial(n: u64, twice: bool, baseline: &ImplementEnd) -> Option<Result<(), String>> {
+    let (s, args) = implement_scenario();
+    if let End::Exited(..) = run(&s, &args, Some(n)) {
+        return None;
+    }
+    let done_before = done_tasks(&s);
+    let logged_before = log_lines(&s).len();
+    // A recovery that is not killed ends the iteration (a later run starts afresh).
+    let end = match twice.then(|| run(&s, &args, Some(n))) {
+        Some(e @ End::Exited(..)) => implement_end(&s, e),
+        _ => implement_end(&s, run(&s, &args, None)),
+    };
+    let redone: Vec<String> = log_lines(&s)[logged_before..]
+        .iter()
+        .filter(|l| done_before.iter().any(|t| l.starts_with(&format!("{t} "))))
+        .cloned()
+        .collect();
+    Some(if !redone.is_empty() {
+        Err(format!("kill at {n} (twice: {twice}): DONE task(s) dispatched again: {redone:?}"))
+    } else if &end != baseline {
+        Err(format!("kill at {n} (twice: {twice}): ended with\n{end:#?}\ninstead of\n{baseline:#?}"))
+    } else {
+        Ok(())
+    })
+}
+
+#[test]
+fn implement_survives_a_kill_at_every_state_changing_call() {
+    let (s, args) = implement_scenario();
+    let baseline = implement_end(&s, run(&s, &args, None));
+    assert_eq!((baseline.code, &baseline.report["status"]), (0, &serde_json::json!("DONE")), "{baseline:#?}");
+    assert_eq!(log_lines(&s).len(), 6, "three dispatches a task");
+    let (trials, failures) = soak(|n, twice| implement_trial(n, twice, &baseline));
+    eprintln!("implement soak: {} failure(s) in {trials} trials", failures.len());
+    for f in &failures {
+        eprintln!("  {}", f.lines().next().unwrap_or_default());
+    }
+    assert!(trials > 10, "the hook killed too few runs: {trials}");
+    assert!(failures.is_empty(), "{} failure(s) in {trials} trials; first:\n{}", failures.len(), failures[0]);
+}
