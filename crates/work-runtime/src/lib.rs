@@ -24,9 +24,9 @@ pub mod fsx;
 pub mod redact;
 pub mod run;
 pub mod spawn;
-pub mod suggest;
-pub mod tree_guard;
 pub mod spawn_stream;
 pub mod stage;
+pub mod suggest;
+pub mod tree_guard;
 
 pub use exit::ExitStatus;

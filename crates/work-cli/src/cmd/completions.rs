@@ -62,7 +62,7 @@ pub fn run_man(args: ManArgs) -> CmdResult {
         let p = dir.join(name);
         work_runtime::fsx::write_atomic(&p, &bytes)
             .map_err(|e| CliError::Runtime(format!("write `{}`: {e}", p.display())))?;
-        println!("{}", p.display());
+        work_run::output::line(p.display().to_string());
         Ok::<(), CliError>(())
     };
     cmd.build();

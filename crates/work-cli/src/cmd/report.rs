@@ -39,6 +39,6 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
     let html = work_history::report::render(&summary, &detail, &ctx.redactor, &ctx.clock.now_rfc3339());
     work_runtime::fsx::write_atomic(&out, html.as_bytes())
         .map_err(|e| CliError::Runtime(format!("write the report `{}`: {e}", out.display())))?;
-    println!("{}", out.display());
+    work_run::output::line(out.display().to_string());
     Ok(ExitStatus::Done)
 }

@@ -74,11 +74,14 @@ fn list(global: &Global, json: bool) -> CmdResult {
     let runs = Store::new(&ctx.state_dir).list().map_err(|e| CliError::Runtime(e.to_string()))?;
     if json {
         let rows: Vec<Value> = runs.iter().map(row_json).collect();
-        println!("{}", ctx.redactor.redact(&Value::Array(rows).to_string()));
+        work_run::output::json(&Value::Array(rows));
         return Ok(ExitStatus::Done);
     }
     if runs.is_empty() {
-        println!("No runs yet in {} (start one: work exhaust WHAT).", ctx.state_dir.join("runs").display());
+        work_run::output::line(format!(
+            "No runs yet in {} (start one: work exhaust WHAT).",
+            ctx.state_dir.join("runs").display()
+        ));
         return Ok(ExitStatus::Done);
     }
     let mut lines = vec![format!(
@@ -100,8 +103,8 @@ fn list(global: &Global, json: bool) -> CmdResult {
             format!("${:.4}", s.cost_usd),
         ));
     }
-    println!("{}", ctx.redactor.redact(&lines.join("\n")));
-    println!("\n{} run(s). Look at one: work show RUN · work report RUN", runs.len());
+    work_run::output::line(lines.join("\n"));
+    work_run::output::line(format!("\n{} run(s). Look at one: work show RUN · work report RUN", runs.len()));
     Ok(ExitStatus::Done)
 }
 
@@ -116,20 +119,20 @@ fn gc(global: &Global, older_than: &str, json: bool) -> CmdResult {
     let ctx = Ctx::new(global)?;
     let report = Store::new(&ctx.state_dir).gc(secs, ctx.clock.now()).map_err(|e| CliError::Runtime(e.to_string()))?;
     if json {
-        println!("{}", serde_json::to_string(&report).unwrap_or_else(|_| "{}".into()));
+        work_run::output::json(&serde_json::to_value(&report).unwrap_or_default());
         return Ok(ExitStatus::Done);
     }
     for id in &report.removed {
-        println!("removed {id}");
+        work_run::output::line(format!("removed {id}"));
     }
     for id in &report.kept_running {
-        println!("kept {id} (still running)");
+        work_run::output::line(format!("kept {id} (still running)"));
     }
-    println!(
+    work_run::output::line(format!(
         "{} run(s) removed, {} still running kept, {} younger than {older_than} kept.",
         report.removed.len(),
         report.kept_running.len(),
         report.kept
-    );
+    ));
     Ok(ExitStatus::Done)
 }

@@ -37,9 +37,9 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
     let detail = store.detail(&summary).map_err(|e| CliError::Runtime(e.to_string()))?;
     if args.json {
         let v = json!({"run": summary, "detail": detail});
-        println!("{}", ctx.redactor.redact_json(&v));
+        work_run::output::json(&v);
     } else {
-        println!("{}", ctx.redactor.redact(&render(&summary, &detail)));
+        work_run::output::line(render(&summary, &detail));
     }
     Ok(ExitStatus::Done)
 }

@@ -367,7 +367,8 @@ fn schedule_check_current_require_schedule_and_the_plan_flag() {
     let before = s.read(&format!("{DIR}/state.json"));
     assert_eq!(lp(&s, &["cohort", "schedule", DIR, "--plan", "other-plan.md", "--expect-run-id", &run]).0, 1);
     assert_eq!(s.read(&format!("{DIR}/state.json")), before);
-    let (code, out, err) = lp(&s, &["cohort", "schedule", DIR, "--plan", &format!("{DIR}/plan.md"), "--expect-run-id", &run]);
+    let (code, out, err) =
+        lp(&s, &["cohort", "schedule", DIR, "--plan", &format!("{DIR}/plan.md"), "--expect-run-id", &run]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("wave 1: T1") && out.contains("wave 2: T2"), "{out}");
     assert_eq!(lp(&s, &["cohort", "schedule", "check-current", DIR]).0, 0);
