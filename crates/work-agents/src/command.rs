@@ -1,4 +1,4 @@
-//! The command backend: `work.dispatch.v1` over stdin/stdout (CONTRACTS §2.1).
+//! The command backend: `work.dispatch.v1` over stdin/stdout.
 //!
 //! The program is started once per attempt in the repository root, receives the request as
 //! one JSON object on stdin (then EOF), and answers with one JSON document on stdout and exit

@@ -8,7 +8,7 @@
 //! [`AgentError::Malformed`](work_runtime::dispatch::AgentError::Malformed). Every process is
 //! started through the runtime's spawner, which kills the whole process group on timeout.
 //!
-//! - [`command`]: any program speaking the command protocol (CONTRACTS §2.1);
+//! - [`command`]: any program speaking the command protocol;
 //! - [`claude`]: the Claude Code CLI, headless (`claude -p --output-format json --json-schema …`);
 //! - [`codex`]: the Codex CLI (`codex exec --json --output-schema FILE …`);
 //! - [`openai`]: an OpenAI-compatible Chat Completions endpoint with a JSON-schema response format;

@@ -10,7 +10,7 @@ use work_runtime::budget::Spent;
 /// The journal format version.
 pub const JOURNAL_VERSION: u32 = 1;
 
-/// One round's record (the seed's `rounds[]` entry).
+/// One round's record (the `rounds[]` entry).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct RoundRecord {
@@ -54,7 +54,7 @@ pub struct Gate3Record {
 
 /// The journal (and master object).
 ///
-/// Every field has a default, so a journal in the seed's minimal shape
+/// Every field has a default, so a journal in the minimal shape
 /// (`{"seen": [], "anglesUsed": [], "dryCounter": 0, "rounds": [], "droppedDueToBudget": []}`)
 /// resumes: its `seen` ids dedup, its used angles are never re-run as fresh.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,4 +1,4 @@
-//! `work exhaust`: discovery until dry (seed: work-exhaust.md, CONTRACTS §3).
+//! `work exhaust`: discovery until dry.
 //!
 //! Rounds of parallel finders (one per angle, in waves under a cap) meet at a barrier where
 //! the engine — never an agent — re-reads every `PATH:LINE` (gate 2), dedups against

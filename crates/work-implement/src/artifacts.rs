@@ -1,4 +1,4 @@
-//! `stats.json` and `BLOCKED.md`, rendered in code (seed: the finalize agent is gone; the
+//! `stats.json` and `BLOCKED.md`, rendered in code (the finalize agent is gone; the
 //! templates are the single source). Two runtime slots are filled at the end: `{{DATE}}` (the
 //! clock's `%F`) and `{{FILES_TOUCHED}}` (`git status --porcelain`: the count in stats.json,
 //! the listing in BLOCKED.md).

@@ -36,7 +36,7 @@ pub struct Settings {
     pub max_repairs: u32,
     /// Concurrency cap of the per-task plan-extract fan-out.
     pub concurrency: usize,
-    /// Batched plan extraction only under this estimate, in bytes (seed: 20k).
+    /// Batched plan extraction only under this estimate, in bytes.
     pub batch_ceiling_bytes: u64,
     /// Repository-relative paths left out of every tree measurement (the preflight's
     /// `excluded_paths`: an uncommitted plan file).

@@ -1,5 +1,5 @@
 //! Task selection: the deterministic plan parser (no agent, no truncation) for plans in the
-//! documented form, and, for free-form plans, the seed's agent index/extract with its
+//! documented form, and, for free-form plans, the agent index/extract with its
 //! cardinality guards (#22, #29):
 //!
 //! - plan-index lists ids + titles + byte estimates and a `total_tasks` counted independently;

@@ -1,7 +1,7 @@
-//! `work implement` and `work edit` (CONTRACTS §6; seed: implement-pipeline-changelog.md):
+//! `work implement` and `work edit`:
 //! the per-task implementer → spec review → quality review pipeline that no agent can fool.
 //!
-//! Every defence the seed's changelog records is code here, not an agent's judgement:
+//! Every defence the changelog records is code here, not an agent's judgement:
 //!
 //! - [`carrier`]: carrier guards before any dispatch (#24);
 //! - [`tree`]: the folded preflight (#29), diff fingerprints, task-boundary snapshots (#23),

@@ -1,4 +1,4 @@
-//! The end-report (CONTRACTS §6) and the per-task outcomes it carries.
+//! The end-report and the per-task outcomes it carries.
 
 use crate::carrier::Mode;
 use crate::env::{Counter, GateRun};

@@ -1,7 +1,7 @@
 //! The per-task loop: implementer (write) → spec reviewer → quality reviewer, each a separate
 //! pinned dispatch; re-loops are code.
 //!
-//! - Spec `unclear` ⇒ spec-ambiguous BLOCKED at once (seed: the unclear route).
+//! - Spec `unclear` ⇒ spec-ambiguous BLOCKED at once.
 //! - Quality findings carry `severity: important|minor`. An all-minor `changes_requested`
 //!   after at least one quality repair ends the loop with the findings as concerns (the minor
 //!   valve); important findings use the whole repair budget, then BLOCK.
@@ -9,7 +9,7 @@
 //!   and surface as concerns (seed #10).
 //! - Every reviewed diff state's fingerprint is kept in a set: a repair that lands on an
 //!   already-seen state (no-op, or A-B-A) stops re-reviewing; with an important finding
-//!   standing that is BLOCKED, otherwise a neutral concern (seed: fingerprint exit).
+//!   standing that is BLOCKED, otherwise a neutral concern.
 //! - A quality repair that changes the diff goes back through the spec reviewer before the next
 //!   quality review (same spec repair budget): a repair that drifts off the task cannot end
 //!   DONE, and every diff state the quality reviewer approves was spec-compliant.

@@ -1,5 +1,5 @@
 //! `work loop run`: the agent-driven PLAN → EXECUTE → GATES → REVIEW → DECIDE loop of the
-//! work-loop seed (CONTRACTS §5, last paragraph), on top of the deterministic spine in
+//! work-loop design, on top of the deterministic spine in
 //! `work_loop` — every state change is an engine transition or a cohort verb, with their
 //! guards and locks.
 //!

@@ -1,4 +1,4 @@
-//! Light or full mode (the seed's "Select: light or full mode"): decided by risk, not size.
+//! Light or full mode (the "Select: light or full mode"): decided by risk, not size.
 //!
 //! The decision is deterministic and recorded with its reasons, in this order:
 //!

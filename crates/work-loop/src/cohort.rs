@@ -1,5 +1,5 @@
 //! `work loop cohort …`: the bookkeeping beside the engine, in `<spec-dir>/state.json`
-//! (the seed's `loop-cohort.py`).
+//! (the `loop-cohort.py`).
 //!
 //! It keeps the run id it was paired with, the approved baseline (hashes and status fields of
 //! spec.md and plan.md), the wave schedule and pointer, the retry counters and caps, the review
@@ -321,7 +321,7 @@ pub(crate) fn artifacts(sd: &SpecDir) -> Result<(String, String, Option<String>,
 /// Once a baseline exists: a no-op when spec.md and plan.md are unchanged; a refusal (exit 1,
 /// `stale_baseline`, naming the file that changed) when either changed — unless `rebaseline`
 /// (`--rebaseline`, an explicit decision) is set, which records a new baseline and keeps the old
-/// one in `baseline_history`. The seed: "refuses if changed, no-op if not".
+/// one in `baseline_history`. The design: "refuses if changed, no-op if not".
 pub fn approve_plan(sd: &SpecDir, expect: Option<&str>, rebaseline: bool, clock: &dyn Clock) -> LoopResult {
     mutate(sd, expect, |st| {
         let (spec_sha, plan_sha, spec_status, plan_status) = artifacts(sd)?;
@@ -376,7 +376,7 @@ pub fn approve_plan(sd: &SpecDir, expect: Option<&str>, rebaseline: bool, clock:
     })
 }
 
-/// `cohort schedule`: waves from plan.md's tasks (CONTRACTS §6); resets the wave pointer.
+/// `cohort schedule`: waves from plan.md's tasks; resets the wave pointer.
 pub fn schedule(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
     mutate(sd, expect, |st| {
         let text = sd
@@ -547,7 +547,7 @@ pub enum ReviewRecord {
     AllSkipped,
 }
 
-/// `cohort review record`. Not idempotent (the seed says so): every call is a round.
+/// `cohort review record`. Not idempotent (the design says so): every call is a round.
 pub fn review_record(
     root: &Path,
     sd: &SpecDir,
@@ -719,7 +719,7 @@ fn plan_review_status(sd: &SpecDir, st: &CohortState) -> Result<(&'static str, O
 }
 
 /// `cohort plan mark-reviewed`: records plan.md's hash as reviewed (after pre-EXECUTE review
-/// is adjudicated clean). An extension: the seed records it implicitly.
+/// is adjudicated clean). An extension: the design records it implicitly.
 pub fn plan_mark_reviewed(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
     mutate(sd, expect, |st| {
         let text = sd

@@ -1,4 +1,4 @@
-//! `work loop engine …`: the state machine (the seed's `loop-engine.py`) over
+//! `work loop engine …`: the state machine (the `loop-engine.py`) over
 //! `<spec-dir>/engine-state.json`, driven by the binding table in [`crate::table`].
 //!
 //! - `init` refuses when engine-state.json exists; it creates a run id.
@@ -574,7 +574,7 @@ pub fn reset(sd: &SpecDir) -> LoopResult {
     ))
 }
 
-/// Where a fresh session picks up (the seed's Session Resumption protocol, steps 2–6).
+/// Where a fresh session picks up (the Session Resumption protocol, steps 2–6).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Route {
     /// A stable code (`wait-spec-approval`, `fire-spec-approved`, `reissue-wave-advance`, …).

@@ -1,11 +1,11 @@
-//! `work loop`: the work-loop seed's deterministic scripts (CONTRACTS §5) — the engine state
+//! `work loop`: the work-loop deterministic scripts — the engine state
 //! machine, the cohort bookkeeping, the spec-status lint, the workspace preflight and the
 //! base-freshness check — plus the plan parser shared with `work implement` ([`plan`]).
 //!
 //! No agent runs here: every rule is code, every path from outside is confined to the
 //! repository root before any read or write, and every state file is written atomically.
 //!
-//! Where the seed had to be interpreted (retry caps, review round counting, the adjudication
+//! Where the design had to be interpreted (retry caps, review round counting, the adjudication
 //! artifact, the plan-locked and wave guards, `--intent-incomplete`, `pending_human_wait`,
 //! cycle ids, plan review tracking, approve-plan baselines, the status vocabulary, deferral
 //! anchors, the workspace.toml layout and finding codes, base-freshness rules, init/reset, the

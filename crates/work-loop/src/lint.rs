@@ -1,4 +1,4 @@
-//! `work loop lint-spec-status --root DIR` (the seed's `lint-spec-status.py`): mechanical
+//! `work loop lint-spec-status --root DIR` (the `lint-spec-status.py`): mechanical
 //! doc-drift checks over `DIR/docs/specs/*/spec.md` (and their plan.md):
 //!
 //! - status vocabulary: spec.md uses Draft | Approved | Implementing | Shipped | Archived; the

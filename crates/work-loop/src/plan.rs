@@ -1,4 +1,4 @@
-//! The plan format parsed without any agent (CONTRACTS §6), shared by `work loop cohort
+//! The plan format parsed without any agent, shared by `work loop cohort
 //! schedule` and `work implement`.
 //!
 //! A task is a markdown heading of level 2, 3 or 4 that reads `Task <id>: <title>`:
@@ -92,7 +92,7 @@ pub enum PlanError {
     },
 }
 
-/// Parses a plan in the CONTRACTS §6 format and validates it (see the module docs).
+/// Parses a plan in the documented format (docs/plan-format.md) and validates it (see the module docs).
 pub fn parse_plan(text: &str) -> Result<Plan, PlanError> {
     let mut tasks: Vec<Task> = Vec::new();
     let mut body: Vec<&str> = Vec::new();

@@ -1,4 +1,4 @@
-//! The engine's state table (CONTRACTS §5, binding): states, events, and the one transition
+//! The engine's state table: states, events, and the one transition
 //! each legal `(state, event)` pair takes, with its guard. Everything else is illegal.
 //!
 //! [`render_markdown`] prints the table as implemented; `docs/loop-state-table.md` is that
@@ -141,7 +141,7 @@ const fn row(event: Event, from: State, to: State, guard: Guard, wait: Wait) -> 
     Transition { event, from, to_code: to, to_spec_plan: to, guard, wait }
 }
 
-/// The whole table, in the order of CONTRACTS §5.
+/// The whole table, in the documented order (docs/loop-state-table.md).
 pub const TRANSITIONS: &[Transition] = &[
     row(Event::SpecReady, State::SpecPlanDrafting, State::SpecPlanReview, Guard::None, Wait::Keep),
     row(Event::FindingsRemain, State::SpecPlanReview, State::SpecPlanDrafting, Guard::None, Wait::Keep),

@@ -1,4 +1,4 @@
-//! `work loop workspace-status [--json] [--spec PATH]`: the seed's canonical preflight over
+//! `work loop workspace-status [--json] [--spec PATH]`: the canonical preflight over
 //! `workspace.toml`.
 //!
 //! Raw membership (`[work].queue`, `[work].active`, at the top level or inside an active

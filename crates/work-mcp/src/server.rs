@@ -168,7 +168,8 @@ impl WorkServer {
             }
             Backing::Child => {}
         }
-        if let Ok(parent) = std::env::var(crate::child::NESTED_VAR) {
+        let is_workflow = WORKFLOW_TOOLS.iter().any(|(name, _)| *name == entry.def.name);
+        if is_workflow && let Ok(parent) = std::env::var(crate::child::NESTED_VAR) {
             return error_text(format!(
                 "{}: refused: this server runs inside an agent that a `work` run started from MCP server {parent} \
                  dispatched ({} is set); a workflow here would recurse into the same loop. Give nested agents \
@@ -215,7 +216,9 @@ impl WorkServer {
         token: Option<rmcp::model::ProgressToken>,
         ctx: &RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let wrap = |d: Value| if d.is_object() { d } else { json!({"result": d}) };
+        // Structured content is an object: the run list is `{"runs": [...]}`, as without a child.
+        let key = if def.name == "runs_list" { "runs" } else { "result" };
+        let wrap = |d: Value| if d.is_object() { d } else { json!({ key: d }) };
         match ended {
             Ended::Done(d) => structured(wrap(d)),
             Ended::Unsuccessful(d) => {

@@ -1,4 +1,4 @@
-//! The process exit codes every `work` command keeps (CONTRACTS §1).
+//! The process exit codes every `work` command keeps.
 
 /// How a `work` command ended. The numeric values are the process exit codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

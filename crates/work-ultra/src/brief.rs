@@ -1,4 +1,4 @@
-//! The implementer's brief (the seed's subagent template: TASK, DELIVERABLE, SCOPE, VERIFY,
+//! The implementer's brief (the subagent template: TASK, DELIVERABLE, SCOPE, VERIFY,
 //! STOP WHEN; an executable assignment, not a context handoff), its answer schema, and the
 //! answer as the engine reads it.
 

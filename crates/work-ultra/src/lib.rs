@@ -1,4 +1,4 @@
-//! `work ultra`: the evidence-driven goal runner (CONTRACTS §7, seed: ultrawork.md).
+//! `work ultra`: the evidence-driven goal runner.
 //!
 //! A goal ([`goal::Goal`], read from `GOAL.toml`) names an objective, a tier with its
 //! justification, success criteria (a scenario command, a PASS/FAIL observable, the evidence
@@ -6,9 +6,9 @@
 //!
 //! - captures every criterion RED before any implementation dispatch (a behaviour-change
 //!   criterion that already passes stops the run: there is no failing-first proof);
-//! - dispatches the implementer (workspace-write) with the seed's brief, then re-runs every
+//! - dispatches the implementer (workspace-write) with the brief, then re-runs every
 //!   scenario itself: a criterion is green only by the engine's observation, never a claim;
-//! - stops on the seed's rules: all green (after a final full pass), the identical failure
+//! - stops on the rules: all green (after a final full pass), the identical failure
 //!   twice in a row, attempts exhausted, an agent blocker, leftover state (any failed cleanup
 //!   receipt that still holds, including a scenario process that escaped its group and could
 //!   not be killed), and the agent changing the engine's own records (`evidence-tampered`);

@@ -1,6 +1,6 @@
 //! The until-gate: is an until-clause something a machine can check?
 //!
-//! The seed refuses a vague until ("ask once; do not start"). The engine cannot ask, so it
+//! The design refuses a vague until ("ask once; do not start"). The engine cannot ask, so it
 //! refuses with examples (exit 2) unless the clause is checkable. This module is a small,
 //! deterministic classifier over the clause's text:
 //!

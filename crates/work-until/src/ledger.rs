@@ -1,4 +1,4 @@
-//! The ledger (`master.md`), the iteration record (`reports/NN.md`), and the seed's
+//! The ledger (`master.md`), the iteration record (`reports/NN.md`), and the
 //! `compact-master` as code.
 //!
 //! The ledger is markdown a person can read and edit; the engine parses it back by section

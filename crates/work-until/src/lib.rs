@@ -1,5 +1,4 @@
-//! `work until`: one worker at a time until a checkable condition holds (seed: work-until.md,
-//! CONTRACTS §4).
+//! `work until`: one worker at a time until a checkable condition holds.
 //!
 //! The parent (this crate) keeps the until-clause and the ledger; the worker keeps the sweat;
 //! the hand-off lives in session files under `<state>/sessions/<id>/`:

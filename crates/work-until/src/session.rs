@@ -1,4 +1,4 @@
-//! Session files under `<state>/sessions/<id>/` and the seed's `init-session` and
+//! Session files under `<state>/sessions/<id>/` and the `init-session` and
 //! `resolve-resume` scripts as code.
 //!
 //! `meta.md` is a readable table followed by a fenced `json` block that is the machine source
@@ -483,7 +483,7 @@ pub fn resume_command(meta: &Meta) -> Option<String> {
 
 /// Whether a resume may start without `--yes`: the hint is a session's exact id, or there is
 /// no hint and exactly one resumable session. A recommendation among several sessions, or a
-/// fuzzy hint (a word of an id, goal or until-clause), needs `--yes` (seed: never
+/// fuzzy hint (a word of an id, goal or until-clause), needs `--yes` (never
 /// auto-continue on a guess).
 pub fn is_definite_pick(hint: Option<&str>, candidates: &[Session]) -> bool {
     match hint.map(str::trim).filter(|h| !h.is_empty()) {

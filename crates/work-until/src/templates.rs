@@ -1,4 +1,4 @@
-//! The seed's templates as code: the hand-off (`handoff.md`, what the next worker is told),
+//! The templates as code: the hand-off (`handoff.md`, what the next worker is told),
 //! the worker brief (the dispatch prompt) and the recon brief.
 
 use crate::ledger::{Ledger, VerifyResult, one_line};

@@ -1,4 +1,4 @@
-//! `work loop`: the work-loop seed's scripts as subcommands (CONTRACTS §5) —
+//! `work loop`: the work-loop scripts as subcommands —
 //! `engine`, `cohort`, `lint-spec-status`, `workspace-status`, `base-freshness`.
 //!
 //! The logic lives in `work_loop`; this module parses arguments, resolves the repository root

@@ -20,7 +20,7 @@ use work_runtime::ExitStatus;
 pub struct Args {
     /// A run id (or a unique prefix), or an exhaust task, until session, ultra goal or task id.
     #[arg(value_name = "RUN|TASK")]
-    pub run: String,
+    pub run_id: String,
     /// Print the run as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -33,7 +33,7 @@ const MAX_ROWS: usize = 30;
 pub fn run(global: &Global, args: Args) -> CmdResult {
     let ctx = Ctx::new(global)?;
     let store = Store::new(&ctx.state_dir);
-    let summary = store.resolve(&args.run).map_err(|e| CliError::bad(e.to_string()))?;
+    let summary = store.resolve(&args.run_id).map_err(|e| CliError::bad(e.to_string()))?;
     let detail = store.detail(&summary).map_err(|e| CliError::Runtime(e.to_string()))?;
     if args.json {
         let v = json!({"run": summary, "detail": detail});

@@ -66,7 +66,13 @@ fn swap_race_leaks(s: &Scenario, secret_dir: &std::path::Path) -> (usize, usize)
     stop.store(true, Ordering::Relaxed);
     swapper.join().expect("join the swapper");
     let journal = std::fs::read_to_string(s.path(".work/quality-journals/work-exhaust-lines.json")).unwrap_or_default();
-    (journal.matches("TOP-SECRET").count() + out.matches("TOP-SECRET").count(), journal.matches("inside line").count())
+    // The swap shows as a tree change around the read-only finders (their answers dropped, or the
+    // swapped path refused as written during the round), or gate 2 re-reads an in-repo line:
+    // either way something ran against the race, and nothing from outside may come through.
+    let defended = journal.matches("inside line").count()
+        + journal.matches("read-only finder changed the tree").count()
+        + journal.matches("written during").count();
+    (journal.matches("TOP-SECRET").count() + out.matches("TOP-SECRET").count(), defended)
 }
 
 #[test]
@@ -83,7 +89,7 @@ fn a_symlink_swapped_under_gate_2_never_leaks_outside_content() {
         honest += h;
     }
     assert_eq!(leaks, 0, "outside lines reached the journal or stdout");
-    assert!(honest > 0, "no in-repo line was ever re-read: the race test tested nothing");
+    assert!(honest > 0, "no finder answer met the race: the race test tested nothing");
 }
 
 #[test]

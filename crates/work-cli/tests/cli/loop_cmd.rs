@@ -351,7 +351,7 @@ fn check_does_not_fail_on_plan_edits_after_the_seal() {
     s.run(&["loop", "engine", "reset", DIR]);
     s.run(&["loop", "cohort", "reset", DIR]);
     let run = sealed(&s);
-    // The seed's finish: plan.md Status: Done. Bare check still passes in CODE-*.
+    // The finish: plan.md Status: Done. Bare check still passes in CODE-*.
     plan(&s, "Done");
     let c = s.run_json(&["loop", "cohort", "check", DIR, "--expect-run-id", &run, "--json"], 0);
     assert_eq!(
@@ -391,7 +391,7 @@ fn spec_dir_flag_and_the_only_spec_dir_with_state() {
         .expect("run")
         .to_string();
     s.run_json(&["loop", "cohort", "init", "--spec-dir", DIR, "--run-id", &run, "--json"], 0);
-    // The seed's prose forms, without a spec directory.
+    // The prose forms, without a spec directory.
     let (code, out, err) = s.run(&["loop", "engine", "transition", "spec-ready"]);
     assert_eq!(code, 0, "{out} {err}");
     assert!(err.contains(&format!("using spec directory `{DIR}`")), "{err}");

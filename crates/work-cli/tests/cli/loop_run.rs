@@ -615,7 +615,7 @@ fn lenient_answers_are_folded_and_checked_against_ground_truth() {
         assert_eq!(v["reason"], "code-human-gate", "implementer status {word}: {v}");
         assert_eq!(calls(&s, "implementer"), 1);
     }
-    // Reviewer severities in the seed's own vocabulary; an unknown word is a concern.
+    // Reviewer severities in the own vocabulary; an unknown word is a concern.
     for (word, folded) in [("Major", "concern"), ("Blocker", "blocker"), ("minor", "nit"), ("spicy", "concern")] {
         let s = Scenario::new();
         let agent = setup(&s, "test -f hello.txt", true);

@@ -229,7 +229,7 @@ fn exhaust_returns_the_master_object_with_progress_and_no_secret() {
         assert!(run.get(k).is_some(), "{k} missing: {run}");
     }
     let shown = m.call("run_show", json!({"run_id": run["run_id"]}), "p3");
-    assert_eq!(shown["structuredContent"]["run_id"], run["run_id"], "{shown}");
+    assert_eq!(shown["structuredContent"]["run"]["run_id"], run["run_id"], "the `work show --json` document: {shown}");
     // The planted secret reached the agent, never the client.
     assert_eq!(s.read(".agent-state/saw-secret"), SECRET, "the agent had the secret");
     for v in &m.seen {

@@ -445,7 +445,7 @@ fn pids_in(s: &Scenario, rel: &str) -> Vec<i32> {
 }
 
 #[test]
-fn a_claimed_killed_process_that_still_runs_blocks_done() {
+fn a_process_the_implementer_leaves_running_is_gone_before_the_engine_observes() {
     let s = Scenario::new();
     s.write("GOAL.toml", LIGHT);
     let agent = s.agent(
@@ -459,17 +459,19 @@ print(json.dumps({"status": "done", "summary": "fixed", "claims": [], "cleanup":
     );
     let (code, out, err) = s.run(&["ultra", "GOAL.toml", "--agent", &agent, "--json"]);
     let pids = pids_in(&s, ".agent-state/pids");
-    kill(&pids);
+    let survivors: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
+    kill(&survivors);
     assert_eq!(pids.len(), 1, "{err}");
+    // The process left its session, but the runtime contains every dispatch: it is killed when
+    // the implementer's dispatch ends, so nothing it left can answer a criterion afterwards,
+    // and the claimed cleanup is verified by the engine.
+    assert!(survivors.is_empty(), "the implementer's detached process {survivors:?} outlived its dispatch");
     let out: Value = serde_json::from_str(&out).expect("json");
-    assert_eq!(code, 1, "{out}");
-    assert_eq!(out["stop_reason"], "leftover-state");
-    assert_eq!(criterion(&out, "happy")["status"], "green");
-    let pid = pids[0];
-    assert!(out["stop_detail"].as_str().expect("detail").contains(&format!("pid {pid} still runs")), "{out}");
-    let pad = s.read(".work/goals/greet/notepad.md");
-    let review = pad.lines().find(|l| l.starts_with("- cleanup receipts:")).unwrap_or_else(|| panic!("{pad}"));
-    assert!(review.contains("1 failed") && review.contains(&format!("pid {pid}")), "{review}");
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["stop_reason"], "all-green");
+    let receipts = s.read_json(".work/goals/greet/receipts.json");
+    let claim = receipts["receipts"].as_array().expect("list").iter().find(|r| r["source"] == "agent").cloned();
+    assert_eq!(claim.map(|r| r["verified"].clone()), Some(Value::Bool(true)), "{receipts}");
 }
 
 #[test]
@@ -492,16 +494,9 @@ fn a_process_a_scenario_detaches_is_found_and_killed_by_the_engine() {
     kill(&survivors);
     assert_eq!(code, 0, "{out}\n{err}");
     assert_eq!(leaks.len(), 3, "red, attempt-1 and green each leaked one");
+    // The runtime kills what a scenario detached when the scenario ends; the engine's own
+    // sweep afterwards is a second line of defence that finds nothing left.
     assert!(survivors.is_empty(), "the scenario's detached processes {survivors:?} outlived it");
-    let receipts = s.read_json(".work/goals/greet/receipts.json");
-    let killed: Vec<&Value> = receipts["receipts"]
-        .as_array()
-        .expect("list")
-        .iter()
-        .filter(|r| r["source"] == "engine" && r["check"].as_str().is_some_and(|c| c.contains("escaped")))
-        .collect();
-    assert_eq!(killed.len(), 3, "{receipts}");
-    assert!(killed.iter().all(|r| r["verified"] == true), "{receipts}");
 }
 
 #[test]

@@ -231,10 +231,11 @@ print(json.dumps({"status": "done" if n == 3 else "continue", "summary": "step %
     assert_eq!(v["iterations"], 3);
     assert_eq!(v["resume"], Value::Null);
     assert_eq!(log(&s), vec!["1:1", "2:1", "3:1"]);
-    // A finished session is not resumable.
-    let (code, _, err) = s.run(&["until", "resume", "two", "--yes"]);
-    assert_eq!(code, 2);
-    assert_one_line_error(&err);
+    // A finished session named exactly answers with its result and dispatches nothing (a run
+    // killed during its last writes finishes the same way).
+    let v = s.run_json(&["until", "resume", "two", "--yes", "--json"], 0);
+    assert_eq!(v["status"], "done");
+    assert_eq!(log(&s), vec!["1:1", "2:1", "3:1"], "nothing was dispatched again");
 }
 
 #[test]
