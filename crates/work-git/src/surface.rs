@@ -314,7 +314,9 @@ impl CheckSurface {
                 (Some((d, _)), _) if *d == frozen.digest => None,
                 (Some(_), Role::Pinned) => Some("changed"),
                 (Some((_, lines)), Role::Test) => match (edits, &frozen.lines, lines) {
-                    (TestEdits::Add, Some(old), Some(new)) if only_appended(old, new) => None,
+                    (TestEdits::Add, Some(old), Some(new)) if only_appended(old, new) => {
+                        if inserts_a_skip(root, path, old, new) { Some("edited (a test is skipped)") } else { None }
+                    }
                     _ => Some("edited"),
                 },
             };
@@ -324,6 +326,29 @@ impl CheckSurface {
         }
         out
     }
+}
+
+/// Markers that switch a test off, in the usual runners (pytest, unittest, Rust, Go, jest,
+/// mocha, vitest, RSpec).
+const SKIP_MARKERS: &[&str] =
+    &["skip", "xfail", "#[ignore", "xit(", "xdescribe(", "xtest(", ".todo(", "t.skip", "pending(", ".only("];
+
+/// True when a line added to a test file switches a test off (or narrows the suite).
+fn inserts_a_skip(root: &Path, rel: &str, old: &[String], new: &[String]) -> bool {
+    let Ok((text, _)) = work_runtime::fsx::read_text_capped(&root.join(rel), READ_CAP) else { return false };
+    let lines: Vec<&str> = text.lines().collect();
+    let mut old_it = old.iter().peekable();
+    for (i, h) in new.iter().enumerate() {
+        if old_it.peek().is_some_and(|o| *o == h) {
+            old_it.next();
+            continue;
+        }
+        let added = lines.get(i).map(|l| l.to_ascii_lowercase()).unwrap_or_default();
+        if SKIP_MARKERS.iter().any(|m| added.contains(m)) {
+            return true;
+        }
+    }
+    false
 }
 
 /// True when every line of `old` is still in `new`, in order (lines were only added).
@@ -392,6 +417,18 @@ mod tests {
         write(root, "tests/test_new.py", "def test_new(): pass\n");
         assert!(s.changes(root, TestEdits::Add).is_empty());
         assert_eq!(s.changes(root, TestEdits::None).len(), 1);
+        // Switching a test off by inserting a marker keeps every old line, and is still caught.
+        write(
+            root,
+            "tests/test_a.py",
+            "import pytest\ndef test_one():\n    assert f() == 1\n\ndef test_two():\n    assert f() == 1\n",
+        );
+        assert!(s.changes(root, TestEdits::Add).is_empty(), "an import above is an addition");
+        write(root, "tests/test_a.py", "@pytest.mark.skip\ndef test_one():\n    assert f() == 1\n");
+        assert_eq!(
+            describe(&s.changes(root, TestEdits::Add)),
+            "test file `tests/test_a.py` edited (a test is skipped)"
+        );
         // Weakening an assertion, skipping, or deleting: never allowed.
         write(root, "tests/test_a.py", "import pytest\n@pytest.mark.skip\ndef test_one():\n    assert True\n");
         fs::remove_file(root.join("pkg/b_test.go")).expect("rm");

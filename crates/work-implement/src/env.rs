@@ -120,6 +120,29 @@ fn tail(text: &str, lines: usize) -> String {
 }
 
 impl Env {
+    /// Freezes what judges the run before the first dispatch: the scripts the test command
+    /// (and `extra` commands) name, the project's and the test runners' configuration, and the
+    /// test tree (see `work_git::surface`).
+    pub fn freeze_checks(&self, extra: &[String]) -> work_git::surface::CheckSurface {
+        let mut cmds = vec![self.settings.test_cmd.clone()];
+        cmds.extend(extra.iter().cloned());
+        work_git::surface::CheckSurface::freeze(&self.run.root, &cmds, work_git::surface::Named::All)
+    }
+
+    /// Why the run is BLOCKED `check-tampered` when an agent changed what judges it (a test
+    /// may be added; a check script, the configuration or an existing test may not change).
+    pub fn check_tampered(&self, surface: &work_git::surface::CheckSurface) -> Option<String> {
+        let changes = surface.changes(&self.run.root, work_git::surface::TestEdits::Add);
+        if changes.is_empty() {
+            return None;
+        }
+        let what = work_git::surface::describe(&changes);
+        self.run.emit("check-surface.changed", serde_json::json!({"changes": what}));
+        Some(format!(
+            "an agent changed what judges the run: {what}; a suite is only as honest as the scripts and tests it runs: restore them (git diff shows the change) and run again"
+        ))
+    }
+
     /// A pipeline environment.
     pub fn new(run: RunContext, roles: BTreeMap<String, RoleDispatch>, settings: Settings) -> Self {
         let tree = Tree::new(&run.root, &run.state_dir).excluding(&settings.exclude);

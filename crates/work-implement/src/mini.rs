@@ -43,6 +43,7 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> EndReport {
     let mut report = EndReport::new(Status::Blocked, Mode::Mini, Some(input.iter_id.clone()), String::new());
     report.preflight = Some(input.preflight.clone());
     let red_cmd = env.red_test_command(&input.red_test);
+    let surface = env.freeze_checks(std::slice::from_ref(&red_cmd));
     let before = env.gate("red-before", &red_cmd).await;
     let mut detail = json!({"red_test": input.red_test, "red_command": red_cmd, "red_before": before});
     if before.green {
@@ -138,6 +139,13 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> EndReport {
             format!("the tree is clean after the fix: nothing was changed (the implementer said {status})"),
         );
         report.detail = Some(detail);
+        return end(env, report);
+    }
+    if let Some(why) = env.check_tampered(&surface) {
+        report.status = crate::report::Status::Blocked;
+        report.kind = Some("check-tampered".into());
+        report.reason = why.clone();
+        report.blocked_detail = Some(json!({"kind": "check-tampered", "reason": why}));
         return end(env, report);
     }
     let after = env.gate("red-after", &red_cmd).await;

@@ -41,6 +41,9 @@ pub struct Progress {
     /// The run ended (whatever its status): a later run of the iteration starts afresh.
     #[serde(default)]
     pub finished: bool,
+    /// What judges the iteration, frozen before its first task (a resume compares with it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_surface: Option<work_git::surface::CheckSurface>,
 }
 
 /// A task the record says was started and not ended.
@@ -90,6 +93,7 @@ impl Progress {
             tree,
             in_progress: None,
             finished: false,
+            check_surface: None,
         }
     }
 

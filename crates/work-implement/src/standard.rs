@@ -107,6 +107,11 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
     env.run.emit("plan.selected", json!({"tasks": tasks.iter().map(|t| &t.id).collect::<Vec<_>>()}));
     let multi = tasks.len() > 1;
     let mut progress = resume_progress(env, &iter, &mut report);
+    if progress.check_surface.is_none() {
+        progress.check_surface = Some(env.freeze_checks(&[]));
+        save_progress(env, &progress);
+    }
+    let surface = progress.check_surface.clone().unwrap_or_default();
     let mut prev: Option<Snapshot> = progress.snapshots.last().cloned();
     report.snapshots = progress.snapshots.clone();
     let mut stopped = false;
@@ -257,6 +262,13 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
             }
             Err(reason) => report.concerns.push(format!("task {}: e2e tester gave no answer: {reason}", t.id)),
         }
+    }
+    if let Some(why) = env.check_tampered(&surface) {
+        report.status = crate::report::Status::Blocked;
+        report.kind = Some("check-tampered".into());
+        report.reason = why.clone();
+        report.blocked_detail = Some(json!({"kind": "check-tampered", "reason": why}));
+        return end(env, report, extraction);
     }
     // End-verify leg 2: the engine's own suite run.
     let suite = env.gate("suite", &env.settings.test_cmd).await;

@@ -127,6 +127,33 @@ struct Ctx<'a, 'b> {
     env: &'a LoopEnv<'b>,
     git: Option<Git>,
     exclude: Vec<String>,
+    /// What judges `done`, frozen before the session's first dispatch (see `check_surface`).
+    surface: Option<work_git::surface::CheckSurface>,
+}
+
+/// The file beside `meta.md` that keeps the check surface the session froze.
+const SURFACE_FILE: &str = "check-surface.json";
+
+/// The verify command's check surface (its check scripts, the configuration, the test tree),
+/// frozen the first time the session runs with a verify command and kept in the session, so a
+/// later run compares with the same freeze.
+fn check_surface(env: &LoopEnv<'_>, session: &Session) -> Option<work_git::surface::CheckSurface> {
+    let verify = session.meta.verify.as_ref()?;
+    let path = session.dir.join(SURFACE_FILE);
+    if let Ok(Some(text)) = work_runtime::fsx::read_optional(&path)
+        && let Ok(s) = serde_json::from_str(&text)
+    {
+        return Some(s);
+    }
+    let s = work_git::surface::CheckSurface::freeze(
+        &env.run.root,
+        std::slice::from_ref(verify),
+        work_git::surface::Named::CheckLike,
+    );
+    if let Err(e) = env.run.write_state(&path, &s) {
+        env.run.emit("until.surface.unsaved", json!({"error": e.to_string()}));
+    }
+    Some(s)
 }
 
 impl Ctx<'_, '_> {
@@ -205,7 +232,8 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
     {
         exclude.push(format!("{}/", rel.display()));
     }
-    let cx = Ctx { env, git, exclude };
+    let surface = check_surface(env, session);
+    let cx = Ctx { env, git, exclude, surface };
     let run = env.run;
 
     // Roll the meta and the ledger forward from the archives (the commit points), and note
@@ -458,6 +486,23 @@ async fn decide(
     let mut stall_check = rep.status == ReportStatus::Continue;
     let (status, reason, decision) = match rep.status {
         ReportStatus::Done => match meta.verify.clone() {
+            Some(cmd)
+                if let Some(changes) = cx
+                    .surface
+                    .as_ref()
+                    .map(|s| s.changes(&cx.env.run.root, work_git::surface::TestEdits::Add))
+                    .filter(|c| !c.is_empty()) =>
+            {
+                let what = work_git::surface::describe(&changes);
+                cx.env.run.emit("until.check-tampered", json!({"changes": what}));
+                (
+                    Some(SessionStatus::Blocked),
+                    format!(
+                        "check-tampered: the worker changed what judges it ({what}); `{cmd}` is only as honest as the files it runs: restore them (git diff shows the change)"
+                    ),
+                    "check-tampered".to_string(),
+                )
+            }
             Some(cmd) => {
                 let v = cx.verify(&cmd).await;
                 let passed = v.passed;

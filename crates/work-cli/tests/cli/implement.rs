@@ -1222,3 +1222,47 @@ fn budget_flags_are_checked_before_anything_runs() {
         assert_eq!(dispatches(&s), 0);
     }
 }
+
+// ---------------------------------------------------------------- the check surface
+
+/// A repository with a committed suite script and a committed test it runs.
+fn repo_with_suite() -> Scenario {
+    let s = repo_with_plan(&[("1", "Add greeting", "Create hello.txt and a test for it.")]);
+    s.write("run_tests.sh", "for t in tests/*.sh; do sh \"$t\" || exit 1; done\n");
+    s.write("tests/test_base.sh", "grep -q base shared.txt\n");
+    s.commit("suite");
+    s
+}
+
+#[test]
+fn an_implementer_that_weakens_the_suite_is_blocked_and_its_honest_twin_is_not() {
+    // Rewriting the suite script to pass.
+    let s = repo_with_suite();
+    let a = agent(
+        &s,
+        "if role == 'implementer':\n    write('hello.txt', 'hi\\n')\n    write('run_tests.sh', 'exit 0\\n')\n    out(DONE)",
+    );
+    let r = implement(&s, &a, "sh run_tests.sh", &[], 1);
+    assert_eq!(r["status"], "BLOCKED", "{r}");
+    assert_eq!(r["kind"], "check-tampered", "{r}");
+    assert!(r["reason"].as_str().is_some_and(|x| x.contains("run_tests.sh")), "{r}");
+
+    // Deleting a test the suite runs.
+    let s = repo_with_suite();
+    let a = agent(
+        &s,
+        "if role == 'implementer':\n    write('hello.txt', 'hi\\n')\n    os.remove('tests/test_base.sh')\n    out(DONE)",
+    );
+    let r = implement(&s, &a, "sh run_tests.sh", &[], 1);
+    assert_eq!(r["kind"], "check-tampered", "{r}");
+    assert!(r["reason"].as_str().is_some_and(|x| x.contains("tests/test_base.sh")), "{r}");
+
+    // The honest twin writes the code and adds a test: DONE.
+    let s = repo_with_suite();
+    let a = agent(
+        &s,
+        "if role == 'implementer':\n    write('hello.txt', 'hi\\n')\n    write('tests/test_hello.sh', 'test -f hello.txt\\n')\n    out(DONE)",
+    );
+    let r = implement(&s, &a, "sh run_tests.sh", &[], 0);
+    assert_eq!(r["status"], "DONE", "{r}");
+}

@@ -581,3 +581,60 @@ fn a_token_budget_stops_a_new_session_and_bad_budgets_are_refused() {
     }
     assert_eq!(log(&s).len(), 2, "nothing dispatched");
 }
+
+/// A repository whose verify is a committed check script, with a committed test beside it.
+fn checked_repo() -> Scenario {
+    let s = Scenario::new();
+    s.write("check.sh", "grep -q 'fn ready' src/lib.rs\n");
+    s.write("tests/test_lib.sh", "grep -q 'pub fn' src/lib.rs\n");
+    s.write("src/lib.rs", "pub fn f() {}\n");
+    s.commit("code, check and test");
+    s
+}
+
+#[test]
+fn a_worker_that_rewrites_the_verify_script_or_a_test_is_blocked_and_its_honest_twin_is_not() {
+    // The liar makes the check pass instead of doing the work.
+    let s = checked_repo();
+    let liar = worker(
+        &s,
+        r#"open('check.sh', 'w').write('exit 0\n')
+print(json.dumps({"status": "done", "summary": "done"}))"#,
+    );
+    let v = s.run_json(
+        &["until", "`sh check.sh` exits 0", "--goal", "g", "--verify", "sh check.sh", "--agent", &liar, "--json"],
+        1,
+    );
+    assert_eq!(v["status"], "blocked", "{v}");
+    let reason = v["stoppedReason"].as_str().unwrap_or_default();
+    assert!(reason.contains("check-tampered") && reason.contains("check.sh"), "{v}");
+
+    // Deleting a test is caught the same way (adding one is not).
+    let s = checked_repo();
+    let liar = worker(
+        &s,
+        r#"import os
+os.remove('tests/test_lib.sh')
+open('src/lib.rs', 'a').write('pub fn ready() {}\n')
+print(json.dumps({"status": "done", "summary": "done"}))"#,
+    );
+    let v = s.run_json(
+        &["until", "`sh check.sh` exits 0", "--goal", "g", "--verify", "sh check.sh", "--agent", &liar, "--json"],
+        1,
+    );
+    assert!(v["stoppedReason"].as_str().unwrap_or_default().contains("tests/test_lib.sh"), "{v}");
+
+    // The honest twin does the work and adds a test.
+    let s = checked_repo();
+    let honest = worker(
+        &s,
+        r#"open('src/lib.rs', 'a').write('pub fn ready() {}\n')
+open('tests/test_ready.sh', 'w').write("grep -q 'fn ready' src/lib.rs\n")
+print(json.dumps({"status": "done", "summary": "added ready()"}))"#,
+    );
+    let v = s.run_json(
+        &["until", "`sh check.sh` exits 0", "--goal", "g", "--verify", "sh check.sh", "--agent", &honest, "--json"],
+        0,
+    );
+    assert_eq!(v["status"], "done", "{v}");
+}
