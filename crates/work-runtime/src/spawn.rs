@@ -347,7 +347,8 @@ async fn collect(task: Option<tokio::task::JoinHandle<(Vec<u8>, bool)>>, timed_o
     }
 }
 
-async fn read_capped<R: AsyncRead + Unpin>(mut r: R, cap: usize) -> (Vec<u8>, bool) {
+/// Reads `r` to its end, keeping at most `cap` bytes; true when more came than was kept.
+pub(crate) async fn read_capped<R: AsyncRead + Unpin>(mut r: R, cap: usize) -> (Vec<u8>, bool) {
     let mut kept = Vec::new();
     let mut truncated = false;
     let mut buf = vec![0u8; 64 * 1024];

@@ -11,10 +11,10 @@
 //! [`RunningChild::interrupt`] signals the child only, not its group: a `work` child
 //! handles SIGINT by killing its own agents' groups and leaving its journals whole.
 
-use crate::spawn::{ProcessOutput, ProcessSpec, SpawnError, Spawner};
+use crate::spawn::{ProcessOutput, ProcessSpec, SpawnError, Spawner, read_capped};
 use std::process::Stdio;
 use std::time::Instant;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::task::JoinHandle;
 
 /// A started child: interrupt it, then [`wait`](RunningChild::wait) for what it left.
@@ -153,25 +153,6 @@ impl Drop for RunningChild {
             self.kill_group();
         }
     }
-}
-
-async fn read_capped<R: AsyncRead + Unpin>(mut r: R, cap: usize) -> (Vec<u8>, bool) {
-    let mut kept = Vec::new();
-    let mut truncated = false;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match r.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = cap.saturating_sub(kept.len());
-                if n > room {
-                    truncated = true;
-                }
-                kept.extend_from_slice(&buf[..n.min(room)]);
-            }
-        }
-    }
-    (kept, truncated)
 }
 
 #[cfg(test)]
