@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # test-tool: server
+# test-tool: optional test(/ext_real_model/)
 # A real tiny model behind an OpenAI-compatible endpoint for `ext_real_model` (see
 # scripts/real-model-server.sh). `start` prints `export WORK_REAL_MODEL_URL=…`; `stop` stops it.
 set -euo pipefail
