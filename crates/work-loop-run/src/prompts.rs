@@ -17,26 +17,29 @@ pub const ADJUDICATOR: &str = "finding-adjudicator";
 /// Implements one plan task, or one fix.
 pub const IMPLEMENTER: &str = "implementer";
 
-/// The drafter's answer: any object. Its `status` is read leniently (any case; `blocked`
-/// stops, every other word, `done` / `drafted` / `ok` included, is a claim the engine checks
-/// against the files actually written).
+/// The drafter's answer: `status` is `drafted` (a claim the engine checks against the files
+/// actually written) or `blocked` (the run stops with the summary).
 pub fn drafter_schema() -> Value {
     json!({
         "type": "object",
+        "additionalProperties": false,
+        "required": ["status", "summary"],
         "properties": {
-            "status": {"type": "string"},
+            "status": {"enum": ["drafted", "blocked"]},
             "summary": {"type": "string"}
         }
     })
 }
 
-/// The implementer's answer. `status` is a claim read leniently (any case; `blocked` stops,
-/// any other word is checked against the tree).
+/// The implementer's answer: `status` is `done` (a claim checked against the tree) or
+/// `blocked`.
 pub fn implementer_schema() -> Value {
     json!({
         "type": "object",
+        "additionalProperties": false,
+        "required": ["status", "summary"],
         "properties": {
-            "status": {"type": "string"},
+            "status": {"enum": ["done", "blocked"]},
             "summary": {"type": "string"},
             "files_changed": {"type": "array", "items": {"type": "string"}}
         }
@@ -52,19 +55,22 @@ pub fn says_blocked(answer: &Value) -> bool {
         .is_some_and(|s| s.trim().trim_matches(|c: char| !c.is_alphanumeric()).eq_ignore_ascii_case("blocked"))
 }
 
-/// A reviewer's report. Only `findings` is required; each finding's `severity` is any word
-/// and is folded by [`fold_severity`], a missing `id` becomes `F<n>`.
+/// A reviewer's report: a `verdict` and every finding with its `severity` (`blocker`,
+/// `concern` or `nit`); a missing `id` becomes `F<n>`.
 pub fn report_schema() -> Value {
     json!({
         "type": "object",
-        "required": ["findings"],
+        "additionalProperties": false,
+        "required": ["verdict", "findings"],
         "properties": {
-            "verdict": {"type": "string"},
+            "verdict": {"enum": ["clean", "findings"]},
             "findings": {"type": "array", "items": {
                 "type": "object",
+                "additionalProperties": false,
+                "required": ["severity", "title"],
                 "properties": {
-                    "id": {"type": ["string", "integer"]},
-                    "severity": {"type": "string"},
+                    "id": {"type": "string"},
+                    "severity": {"enum": ["blocker", "concern", "nit"]},
                     "title": {"type": "string"},
                     "file": {"type": "string"},
                     "line": {"type": ["integer", "null"]},
@@ -80,16 +86,17 @@ pub fn report_schema() -> Value {
 pub fn adjudication_schema() -> Value {
     json!({
         "type": "object",
+        "additionalProperties": false,
         "required": ["findings"],
         "properties": {
-            "status": {"type": "string"},
             "findings": {"type": "array", "items": {
                 "type": "object",
+                "additionalProperties": false,
                 "required": ["id", "disposition"],
                 "properties": {
-                    "id": {"type": ["string", "integer"]},
+                    "id": {"type": "string"},
                     "disposition": {"enum": ["sustained", "refuted", "indeterminate"]},
-                    "severity": {"type": "string"},
+                    "severity": {"enum": ["blocker", "concern", "nit"]},
                     "reason": {"type": "string"},
                     "fix": {"type": "string"}
                 }
@@ -98,47 +105,16 @@ pub fn adjudication_schema() -> Value {
     })
 }
 
-/// The engine's three severities, from a reviewer's word. The vocabulary is the work-loop method's own:
-/// its severity legend (blocker / major / minor / advisory) and the reviewer contract
-/// (Blockers / Concerns / Nits), plus common synonyms, in any case, singular or plural, with or
-/// without the legend's colour marks. The first recognised word wins. An unknown or missing
-/// word fails closed as `concern`, the highest severity short of a blocker: the finding is still
-/// adjudicated and, when sustained, fixed, but it never escalates light mode on a guess.
+/// The engine's severity of a finding: `blocker`, `concern` or `nit` (case and surrounding
+/// blanks aside). Fresh answers are held to that enum by their schema; a record written
+/// elsewhere with any other word fails closed as `concern`, the highest severity short of a
+/// blocker: it is still adjudicated and, when sustained, fixed, but never escalates light mode
+/// on a guess.
 pub fn fold_severity(raw: &str) -> &'static str {
-    const BLOCKER: &[&str] = &["blocker", "blocking", "critical", "severe", "high", "p0", "p1", "must", "error"];
-    const CONCERN: &[&str] = &["concern", "major", "medium", "moderate", "important", "p2", "warning", "should"];
-    const NIT: &[&str] = &[
-        "nit",
-        "nitpick",
-        "minor",
-        "advisory",
-        "low",
-        "trivial",
-        "info",
-        "informational",
-        "style",
-        "suggestion",
-        "optional",
-        "cosmetic",
-        "p3",
-        "note",
-    ];
-    for word in raw.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
-        let w = word.to_lowercase();
-        let singular = w.strip_suffix('s').filter(|s| !s.is_empty()).unwrap_or(&w).to_string();
-        for (set, name) in [(BLOCKER, "blocker"), (CONCERN, "concern"), (NIT, "nit")] {
-            if set.contains(&w.as_str()) || set.contains(&singular.as_str()) {
-                return name;
-            }
-        }
-    }
-    // The legend's colour marks, when no word was given.
-    if raw.contains('🟥') {
-        "blocker"
-    } else if raw.contains('🟨') || raw.contains('⚪') {
-        "nit"
-    } else {
-        "concern"
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "blocker" => "blocker",
+        "nit" => "nit",
+        _ => "concern",
     }
 }
 
@@ -269,21 +245,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn severities_fold_the_seeds_vocabulary_and_fail_closed() {
+    fn severities_have_one_spelling_and_fail_closed() {
         for (raw, folded) in [
             ("blocker", "blocker"),
-            ("Blocker", "blocker"),
-            ("Blockers", "blocker"),
-            ("🟥 blocker", "blocker"),
-            ("CRITICAL", "blocker"),
+            (" Blocker ", "blocker"),
+            ("nit", "nit"),
+            ("concern", "concern"),
             ("major", "concern"),
-            ("Concerns", "concern"),
-            ("🟧 major", "concern"),
-            ("minor", "nit"),
-            ("Nits", "nit"),
-            ("advisory", "nit"),
-            ("⚪", "nit"),
-            ("spicy", "concern"),
+            ("critical", "concern"),
             ("", "concern"),
         ] {
             assert_eq!(fold_severity(raw), folded, "{raw}");

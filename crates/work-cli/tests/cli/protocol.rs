@@ -132,7 +132,7 @@ fn roles() -> Vec<Role> {
             access: "workspace-write",
             context: "`phase` = `draft`, `spec_dir`, `mode`, `missing` (the files to write)",
             schema: lr::drafter_schema(),
-            example: json!({"status": "done", "summary": "wrote spec.md and plan.md"}),
+            example: json!({"status": "drafted", "summary": "wrote spec.md and plan.md"}),
         },
         Role {
             workflow: "loop run",
@@ -140,7 +140,7 @@ fn roles() -> Vec<Role> {
             access: "read-only",
             context: "`phase` (`spec-plan` or `code`), `spec_dir`, `review_unit`, `round`",
             schema: lr::report_schema(),
-            example: json!({"verdict": "changes", "findings": [{"id": "F1", "severity": "concern", "title": "no test for the error path",
+            example: json!({"verdict": "findings", "findings": [{"id": "F1", "severity": "concern", "title": "no test for the error path",
                 "file": "src/lib.rs", "line": 40, "detail": "parse() returns Err but no test reaches it", "fix": "add a failing test"}]}),
         },
         Role {
@@ -149,7 +149,7 @@ fn roles() -> Vec<Role> {
             access: "read-only",
             context: "`phase`, `spec_dir`, `review_unit`, `round`, the report's findings",
             schema: lr::adjudication_schema(),
-            example: json!({"status": "done", "findings": [{"id": "F1", "disposition": "sustained", "severity": "concern",
+            example: json!({"findings": [{"id": "F1", "disposition": "sustained", "severity": "concern",
                 "reason": "the error path is untested", "fix": "add a failing test"}]}),
         },
         Role {
