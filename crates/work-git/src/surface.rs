@@ -70,7 +70,8 @@ pub enum Named {
     /// Every named file: the command is a check (a verify command, a gate, a test command).
     All,
     /// Only files that read as checks — under a test directory, or named like one (`check`,
-    /// `verify`, `test`, `spec`, `scenario`, `assert`, `e2e`, `smoke`, `validate`): the command
+    /// `verify`, `test`, `spec`, `scenario`, `assert`, `e2e`, `smoke`, `validate`, `gate`, `lint`,
+    /// `suite`): the command
     /// may run the very code the agent is asked to change (`sh greet.sh`).
     CheckLike,
 }
@@ -83,7 +84,8 @@ pub fn is_check_like(rel: &str) -> bool {
     if parts.iter().any(|d| is_test_dir(d)) || is_test_name(name) {
         return true;
     }
-    const WORDS: &[&str] = &["check", "verify", "test", "spec", "scenario", "assert", "e2e", "smoke", "validate"];
+    const WORDS: &[&str] =
+        &["check", "verify", "test", "spec", "scenario", "assert", "e2e", "smoke", "validate", "gate", "lint", "suite"];
     name.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| WORDS.iter().any(|k| w.starts_with(k)))
 }
 

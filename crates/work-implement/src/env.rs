@@ -126,7 +126,7 @@ impl Env {
     pub fn freeze_checks(&self, extra: &[String]) -> work_git::surface::CheckSurface {
         let mut cmds = vec![self.settings.test_cmd.clone()];
         cmds.extend(extra.iter().cloned());
-        work_git::surface::CheckSurface::freeze(&self.run.root, &cmds, work_git::surface::Named::All)
+        work_git::surface::CheckSurface::freeze(&self.run.root, &cmds, work_git::surface::Named::CheckLike)
     }
 
     /// Why the run is BLOCKED `check-tampered` when an agent changed what judges it (a test

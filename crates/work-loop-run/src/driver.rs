@@ -874,8 +874,11 @@ impl Driver {
     fn freeze_check_surface(&mut self) {
         if self.rs.check_surface.is_none() {
             let cmds: Vec<&str> = self.s.gates.iter().map(|(_, c)| c.as_str()).collect();
-            self.rs.check_surface =
-                Some(work_git::surface::CheckSurface::freeze(&self.run.root, &cmds, work_git::surface::Named::All));
+            self.rs.check_surface = Some(work_git::surface::CheckSurface::freeze(
+                &self.run.root,
+                &cmds,
+                work_git::surface::Named::CheckLike,
+            ));
         }
     }
 
