@@ -34,6 +34,16 @@ pub mod stop {
 /// How many different angles the consecutive all-failed rounds with one cause must cover to
 /// stop the run.
 pub const FAIL_FAST_ANGLES: usize = 2;
+/// The most items a finder's `context.seen` lists (the most recent ones; `seenTotal` counts
+/// them all), so that a dispatch record stays the same size however many items are known.
+pub const SEEN_CONTEXT_CAP: usize = 100;
+
+/// A finder's `context.seen`: `id` and `location` of the [`SEEN_CONTEXT_CAP`] most recent items,
+/// oldest first.
+pub(crate) fn seen_summary(items: &[Value]) -> Vec<Value> {
+    let recent = &items[items.len().saturating_sub(SEEN_CONTEXT_CAP)..];
+    recent.iter().map(|it| json!({"id": it.get("id"), "location": it.get("location")})).collect()
+}
 
 /// What one `work exhaust` run is asked to do.
 #[derive(Debug, Clone)]
@@ -308,18 +318,13 @@ impl<'a> Engine<'a> {
     fn finder_spec(&self, angle: &str, round: u32) -> DispatchSpec {
         let p = self.params;
         let j = &self.journal;
-        const SUMMARY_CAP: usize = 500;
-        let seen_summary: Vec<Value> = j
-            .items
-            .iter()
-            .take(SUMMARY_CAP)
-            .map(|it| json!({"id": it.get("id"), "location": it.get("location")}))
-            .collect();
+        let seen_summary = seen_summary(&j.items);
         let prompt = format!(
             "You are one finder in an exhaustive discovery loop.\n\
              GOAL: find {what}.\n{context}\
              YOUR ANGLE: {angle} — search only through this angle; other finders cover the others.\n\
-             Round {round}. {n} item(s) are already known (see context.seen); do not repeat them.\n\
+             Round {round}. {n} item(s) are already known (context.seen lists the {shown} most recent); \
+             do not repeat them.\n\
              Work read-only. For every item give a stable kebab-case `id`, a `title`, a `location` as \
              PATH:LINE relative to the repository root (or a named concept when no file applies), the \
              `evidence` you saw, and a `severity` (critical|high|medium|low). The engine re-reads every \
@@ -328,6 +333,7 @@ impl<'a> Engine<'a> {
             what = p.what,
             context = p.context.as_deref().map(|c| format!("CONTEXT: {c}\n")).unwrap_or_default(),
             n = j.seen.len(),
+            shown = seen_summary.len(),
         );
         DispatchSpec {
             role: "finder".into(),
@@ -770,5 +776,19 @@ impl<'a> Engine<'a> {
         }
         let suffix = if failed { " · gate-3 failed — not counted as dry" } else { "" };
         self.commit_round(rec, suffix, stopped)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finders_see_only_the_most_recent_items() {
+        let items: Vec<Value> = (0..250).map(|i| json!({"id": format!("i-{i}"), "location": "a.rs:1"})).collect();
+        let seen = seen_summary(&items);
+        assert_eq!(seen.len(), SEEN_CONTEXT_CAP);
+        assert_eq!((seen[0]["id"].as_str(), seen[99]["id"].as_str()), (Some("i-150"), Some("i-249")));
+        assert_eq!(seen_summary(&items[..3]).len(), 3, "fewer items than the cap: all of them");
     }
 }
