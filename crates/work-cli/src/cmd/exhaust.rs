@@ -246,9 +246,11 @@ fn run_locked(
                 )));
             }
             // New angles join the pool; angles already used are never re-run as fresh ones.
-            for angle in &pool {
-                if !j.pool.contains(angle) && !j.angles_used.contains(angle) {
-                    j.pool.push(angle.clone());
+            let mut known: std::collections::HashSet<String> =
+                j.pool.iter().chain(j.angles_used.iter()).cloned().collect();
+            for angle in pool {
+                if known.insert(angle.clone()) {
+                    j.pool.push(angle);
                 }
             }
             j
