@@ -63,6 +63,8 @@ pub struct AnthropicAgent {
     max_tokens: u64,
     prices: (Option<f64>, Option<f64>),
     fixed_key: Option<Option<String>>,
+    /// The one HTTP client every request of this backend goes through (connections reused).
+    client: http::Client,
 }
 
 /// The schema sent for native structured output ([`crate::schema::anthropic`]).
@@ -99,6 +101,7 @@ impl AnthropicAgent {
             },
             prices: (def.input_usd_per_mtok, def.output_usd_per_mtok),
             fixed_key: None,
+            client: http::Client::new(),
         })
     }
 
@@ -245,7 +248,7 @@ impl Agent for AnthropicAgent {
             secret: Some(key),
             key_var: Some(self.key_var.clone()),
         };
-        match http::post(post, options.timeout).await {
+        match http::post(&self.client, post, options.timeout).await {
             Ok(raw) => self.parse(raw, request.schema.is_some()),
             Err(f) => Err(AgentError::Failed { reason: f.reason, raw: f.raw, usage: Usage::default() }),
         }
@@ -295,6 +298,19 @@ mod tests {
 
     async fn invoke(a: &AnthropicAgent, req: &DispatchRequest) -> Result<AgentReply, AgentError> {
         a.invoke(req, InvokeOptions { timeout: Duration::from_secs(10) }).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sequential_requests_reuse_one_connection() {
+        let n = 6;
+        let answer = || message(json!([{"type": "text", "text": "{\"items\": []}"}]), "end_turn");
+        let server = TestServer::start_keep_alive((0..n).map(|_| Reply::json(200, answer())).collect());
+        let a = agent(&server, |_| {});
+        for _ in 0..n {
+            assert_eq!(invoke(&a, &request("opus", "xhigh")).await.expect("ok").document, json!({"items": []}));
+        }
+        assert_eq!(server.requests().len(), n);
+        assert_eq!(server.connections(), 1, "{n} sequential requests over one kept-alive connection");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,11 @@
 //! anything quoted from the server or the transport.
 //!
 //! The client is `ureq` (blocking, rustls with ring and the webpki roots, no gzip): a small
-//! dependency tree that compiles quickly, run on tokio's blocking pool.
+//! dependency tree that compiles quickly, run on tokio's blocking pool. Each backend builds ONE
+//! [`Client`] and sends every request through it: its connections are kept alive and reused
+//! (a bounded pool of [`POOL_SIZE`] idle connections per host, enough for the largest wave
+//! cap in use), so N sequential requests to one host cost one TCP (and TLS) handshake, and a
+//! wave of N concurrent ones at most N.
 
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -19,6 +23,38 @@ pub(crate) const MAX_RETRIES: u32 = 2;
 pub(crate) const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
 /// The largest response body read.
 const BODY_CAP: u64 = 16 * 1024 * 1024;
+/// Idle connections kept per host (and in all) by one [`Client`]: one per dispatch slot at
+/// wave caps up to this size; a larger wave opens more but keeps only this many.
+pub(crate) const POOL_SIZE: usize = 256;
+/// How long an idle connection is kept before it is closed.
+const IDLE_AGE: Duration = Duration::from_secs(60);
+
+/// One backend's HTTP client: a keep-alive connection pool shared by all its requests
+/// (cheap to clone; clones share the pool).
+#[derive(Debug, Clone)]
+pub(crate) struct Client {
+    agent: ureq::Agent,
+}
+
+impl Client {
+    /// A client with a bounded keep-alive pool.
+    pub(crate) fn new() -> Self {
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_idle_connections(POOL_SIZE)
+            .max_idle_connections_per_host(POOL_SIZE)
+            .max_idle_age(IDLE_AGE)
+            .build()
+            .into();
+        Self { agent }
+    }
+}
+
+impl Default for Client {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 /// One POST to make.
 #[derive(Debug, Clone)]
@@ -81,16 +117,17 @@ fn retry_after(value: Option<&str>) -> Option<Duration> {
     (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(3600.0)))
 }
 
-/// Makes the call on tokio's blocking pool; the body of a 2xx answer, or why not.
-pub(crate) async fn post(call: Post, timeout: Duration) -> Result<String, HttpFailure> {
-    match tokio::task::spawn_blocking(move || post_blocking(&call, timeout)).await {
+/// Makes the call through `client` on tokio's blocking pool; the body of a 2xx answer, or why not.
+pub(crate) async fn post(client: &Client, call: Post, timeout: Duration) -> Result<String, HttpFailure> {
+    let client = client.clone();
+    match tokio::task::spawn_blocking(move || post_blocking(&client, &call, timeout)).await {
         Ok(r) => r,
         Err(e) => Err(HttpFailure { reason: format!("the HTTP task ended abnormally: {e}"), raw: String::new() }),
     }
 }
 
 /// The blocking call.
-pub(crate) fn post_blocking(call: &Post, timeout: Duration) -> Result<String, HttpFailure> {
+pub(crate) fn post_blocking(client: &Client, call: &Post, timeout: Duration) -> Result<String, HttpFailure> {
     let secret = call.secret.as_deref();
     // Capped so that the deadline cannot overflow, whatever the caller passed.
     let timeout = timeout.min(Duration::from_secs(work_config::MAX_TIMEOUT_SECS));
@@ -103,9 +140,7 @@ pub(crate) fn post_blocking(call: &Post, timeout: Duration) -> Result<String, Ht
         if left.is_zero() {
             return Err(fail(format!("timed out after {:.1}s", timeout.as_secs_f64()), ""));
         }
-        let agent: ureq::Agent =
-            ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(left)).build().into();
-        let mut req = agent.post(call.url.as_str());
+        let mut req = client.agent.post(call.url.as_str()).config().timeout_global(Some(left)).build();
         for (k, v) in &call.headers {
             req = req.header(k.as_str(), v.as_str());
         }
@@ -212,7 +247,7 @@ mod tests {
             secret: None,
             key_var: None,
         };
-        let e = post_blocking(&call, Duration::MAX).expect_err("nothing listens on port 9");
+        let e = post_blocking(&Client::new(), &call, Duration::MAX).expect_err("nothing listens on port 9");
         assert!(!e.reason.contains('\n'), "{}", e.reason);
     }
 }

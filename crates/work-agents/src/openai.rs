@@ -57,6 +57,8 @@ pub struct OpenAiAgent {
     prices: (Option<f64>, Option<f64>),
     /// A key given directly (tests), instead of the environment.
     fixed_key: Option<Option<String>>,
+    /// The one HTTP client every request of this backend goes through (connections reused).
+    client: http::Client,
 }
 
 /// True for OpenAI model families that take `reasoning_effort`.
@@ -123,6 +125,7 @@ impl OpenAiAgent {
             max_tokens: def.max_tokens,
             prices: (def.input_usd_per_mtok, def.output_usd_per_mtok),
             fixed_key: None,
+            client: http::Client::new(),
         })
     }
 
@@ -260,7 +263,7 @@ impl Agent for OpenAiAgent {
         };
         let strict_sent = self.format == ResponseFormat::JsonSchema
             && request.schema.as_ref().is_some_and(|s| crate::schema::openai_strict(s).is_some());
-        match http::post(post, options.timeout).await {
+        match http::post(&self.client, post, options.timeout).await {
             Ok(raw) => {
                 let mut reply = self.parse(raw)?;
                 if let (true, Some(original)) = (strict_sent, &request.schema) {
@@ -321,6 +324,41 @@ mod tests {
                 reason.clone()
             }
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sequential_requests_reuse_one_connection() {
+        let n = 8;
+        let replies = (0..n).map(|i| Reply::json(200, completion(&format!(r#"{{"items": [{i}]}}"#)))).collect();
+        let server = TestServer::start_keep_alive(replies);
+        let a = agent(&server, |_| {});
+        for i in 0..n {
+            let reply = invoke(&a, &request("opus", "xhigh"), 10).await.expect("ok");
+            assert_eq!(reply.document, json!({"items": [i]}));
+        }
+        assert_eq!(server.requests().len(), n);
+        assert_eq!(server.connections(), 1, "{n} sequential requests over one kept-alive connection");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_waves_open_at_most_one_connection_per_slot() {
+        let (slots, waves) = (4, 3);
+        let replies = (0..slots * waves).map(|_| Reply::json(200, completion(r#"{"items": []}"#))).collect();
+        let server = TestServer::start_keep_alive(replies);
+        let a = agent(&server, |_| {});
+        for _ in 0..waves {
+            let mut wave = tokio::task::JoinSet::new();
+            for _ in 0..slots {
+                let a = a.clone();
+                wave.spawn(async move { invoke(&a, &request("opus", "xhigh"), 10).await });
+            }
+            while let Some(r) = wave.join_next().await {
+                assert_eq!(r.expect("joined").expect("ok").document, json!({"items": []}));
+            }
+        }
+        assert_eq!(server.requests().len(), slots * waves);
+        let opened = server.connections();
+        assert!((1..=slots).contains(&opened), "{opened} connections for {waves} waves of {slots}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,9 +1,12 @@
 //! A scripted HTTP server for the HTTP backends' tests: loopback only, bounded in
-//! connections and lifetime, one scripted reply per connection, every request recorded.
+//! connections and lifetime, every request recorded. [`TestServer::start`] answers one
+//! scripted reply per connection and closes it; [`TestServer::start_keep_alive`] keeps each
+//! connection open for further requests (HTTP/1.1 keep-alive) and counts accepted connections.
 
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -70,6 +73,7 @@ pub(crate) struct TestServer {
     port: u16,
     requests: Arc<Mutex<Vec<Recorded>>>,
     stop: Arc<AtomicBool>,
+    connections: Arc<AtomicUsize>,
 }
 
 impl TestServer {
@@ -97,7 +101,43 @@ impl TestServer {
                 }
             }
         });
-        Self { port, requests, stop }
+        Self { port, requests, stop, connections: Arc::new(AtomicUsize::new(0)) }
+    }
+
+    /// Starts a keep-alive server on 127.0.0.1: every accepted connection is served on its own
+    /// thread, request after request, each answered with the next of `replies` (then 500s).
+    pub fn start_keep_alive(replies: Vec<Reply>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let port = listener.local_addr().expect("addr").port();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let connections = Arc::new(AtomicUsize::new(0));
+        let max_connections = replies.len() + 4;
+        let queue = Arc::new(Mutex::new(VecDeque::from(replies)));
+        let (reqs, stopped, count) = (requests.clone(), stop.clone(), connections.clone());
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            while !stopped.load(Ordering::SeqCst)
+                && started.elapsed() < LIFETIME
+                && count.load(Ordering::SeqCst) < max_connections
+            {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        count.fetch_add(1, Ordering::SeqCst);
+                        let (queue, reqs, stopped) = (queue.clone(), reqs.clone(), stopped.clone());
+                        std::thread::spawn(move || serve_keep_alive(stream, &queue, &reqs, &stopped));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        Self { port, requests, stop, connections }
+    }
+
+    /// TCP connections accepted so far (keep-alive servers only).
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
     }
 
     /// The base URL (`http://127.0.0.1:PORT/v1`).
@@ -124,9 +164,46 @@ fn serve(stream: TcpStream, reply: Reply, requests: &Mutex<Vec<Recorded>>) {
         Ok(s) => s,
         Err(_) => return,
     });
+    if let Some(recorded) = read_request(&mut reader) {
+        if let Ok(mut r) = requests.lock() {
+            r.push(recorded);
+        }
+        write_reply(stream, &reply, false);
+    }
+}
+
+fn serve_keep_alive(
+    stream: TcpStream,
+    queue: &Mutex<VecDeque<Reply>>,
+    requests: &Mutex<Vec<Recorded>>,
+    stop: &AtomicBool,
+) {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut reader = BufReader::new(match stream.try_clone() {
+        Ok(s) => s,
+        Err(_) => return,
+    });
+    while !stop.load(Ordering::SeqCst) {
+        let Some(recorded) = read_request(&mut reader) else { return };
+        if let Ok(mut r) = requests.lock() {
+            r.push(recorded);
+        }
+        let reply = queue.lock().ok().and_then(|mut q| q.pop_front());
+        let reply = reply.unwrap_or_else(|| Reply::text(500, "no scripted reply left"));
+        match stream.try_clone() {
+            Ok(s) => write_reply(s, &reply, true),
+            Err(_) => return,
+        }
+    }
+}
+
+/// Reads one request; `None` at end of stream or on a read error.
+fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Recorded> {
     let mut line = String::new();
-    if reader.read_line(&mut line).is_err() {
-        return;
+    match reader.read_line(&mut line) {
+        Ok(0) | Err(_) => return None,
+        Ok(_) => {}
     }
     let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
     let mut headers = Vec::new();
@@ -148,34 +225,40 @@ fn serve(stream: TcpStream, reply: Reply, requests: &Mutex<Vec<Recorded>>) {
         body.resize(len.min(64 * 1024 * 1024), 0);
         let _ = reader.read_exact(&mut body);
     } else if find("transfer-encoding").is_some_and(|t| t.contains("chunked")) {
-        loop {
-            let mut size = String::new();
-            if reader.read_line(&mut size).is_err() {
-                break;
-            }
-            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-            if n == 0 {
-                let mut end = String::new();
-                let _ = reader.read_line(&mut end);
-                break;
-            }
-            let mut chunk = vec![0; n];
-            if reader.read_exact(&mut chunk).is_err() {
-                break;
-            }
-            body.extend_from_slice(&chunk);
-            let mut crlf = String::new();
-            let _ = reader.read_line(&mut crlf);
+        read_chunked(reader, &mut body);
+    }
+    Some(Recorded { path, headers, body: String::from_utf8_lossy(&body).into_owned() })
+}
+
+fn read_chunked(reader: &mut BufReader<TcpStream>, body: &mut Vec<u8>) {
+    loop {
+        let mut size = String::new();
+        if reader.read_line(&mut size).is_err() {
+            break;
         }
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            let mut end = String::new();
+            let _ = reader.read_line(&mut end);
+            break;
+        }
+        let mut chunk = vec![0; n];
+        if reader.read_exact(&mut chunk).is_err() {
+            break;
+        }
+        body.extend_from_slice(&chunk);
+        let mut crlf = String::new();
+        let _ = reader.read_line(&mut crlf);
     }
-    if let Ok(mut r) = requests.lock() {
-        r.push(Recorded { path, headers, body: String::from_utf8_lossy(&body).into_owned() });
-    }
+}
+
+fn write_reply(mut stream: TcpStream, reply: &Reply, keep_alive: bool) {
     if !reply.delay.is_zero() {
         std::thread::sleep(reply.delay);
     }
+    let connection = if keep_alive { "keep-alive" } else { "close" };
     let mut out = format!(
-        "HTTP/1.1 {} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
+        "HTTP/1.1 {} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: {connection}\r\n",
         reply.status,
         reply.body.len()
     );
@@ -184,7 +267,6 @@ fn serve(stream: TcpStream, reply: Reply, requests: &Mutex<Vec<Recorded>>) {
     }
     out.push_str("\r\n");
     out.push_str(&reply.body);
-    let mut stream = stream;
     let _ = stream.write_all(out.as_bytes());
     let _ = stream.flush();
 }

@@ -2,6 +2,7 @@
 //! dry-counter update with the False-DRY guard → gate 3 before the K-th qualifying dry round
 //! commits → journal → next round.
 
+use crate::angle_sets::AngleSets;
 use crate::items::{
     Gate2, Gate2Rules, Location, Rejected, accepted_item, canonical_location, classify_location, concept_key,
     dedup_keys, gate2_with, normalize_id,
@@ -34,6 +35,16 @@ pub mod stop {
 /// How many different angles the consecutive all-failed rounds with one cause must cover to
 /// stop the run.
 pub const FAIL_FAST_ANGLES: usize = 2;
+/// The most items a finder's `context.seen` lists (the most recent ones; `seenTotal` counts
+/// them all), so that a dispatch record stays the same size however many items are known.
+pub const SEEN_CONTEXT_CAP: usize = 100;
+
+/// A finder's `context.seen`: `id` and `location` of the [`SEEN_CONTEXT_CAP`] most recent items,
+/// oldest first.
+pub(crate) fn seen_summary(items: &[Value]) -> Vec<Value> {
+    let recent = &items[items.len().saturating_sub(SEEN_CONTEXT_CAP)..];
+    recent.iter().map(|it| json!({"id": it.get("id"), "location": it.get("location")})).collect()
+}
 
 /// What one `work exhaust` run is asked to do.
 #[derive(Debug, Clone)]
@@ -126,6 +137,8 @@ pub struct Engine<'a> {
     dispatcher: &'a Dispatcher,
     params: &'a Params,
     journal: Journal,
+    /// Membership of the journal's angle lists.
+    angles: AngleSets,
     dedup: HashSet<String>,
     rules: Gate2Rules,
     /// Paths written during any finder wave of this run: never citable.
@@ -147,9 +160,21 @@ impl<'a> Engine<'a> {
         }
         journal.k = params.k;
         let dedup = journal.dedup_set();
+        let angles = AngleSets::of(&journal);
         let forbidden = std::fs::canonicalize(&run.state_dir).into_iter().collect();
         let rules = Gate2Rules { forbidden, scope: params.scope.clone() };
-        Self { run, dispatcher, params, journal, dedup, rules, written: HashSet::new(), tracked: None, failing: None }
+        Self {
+            run,
+            dispatcher,
+            params,
+            journal,
+            angles,
+            dedup,
+            rules,
+            written: HashSet::new(),
+            tracked: None,
+            failing: None,
+        }
     }
 
     fn save(&mut self) -> Result<(), ExhaustError> {
@@ -242,8 +267,10 @@ impl<'a> Engine<'a> {
     /// Angles still to run, in order, for a stop record.
     fn remaining_angles(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
-        for a in self.journal.retry_queue.iter().chain(self.journal.pool[self.journal.cursor..].iter()) {
-            if !self.journal.angles_used.contains(a) && !self.journal.given_up.contains(a) && !out.contains(a) {
+        let mut listed: HashSet<&str> = HashSet::new();
+        let pool = self.journal.pool.get(self.journal.cursor..).unwrap_or_default();
+        for a in self.journal.retry_queue.iter().chain(pool.iter()) {
+            if !self.angles.is_used(a) && !self.angles.is_given_up(a) && listed.insert(a) {
                 out.push(a.clone());
             }
         }
@@ -284,23 +311,25 @@ impl<'a> Engine<'a> {
     fn pick_angles(&self) -> Vec<(String, usize, bool)> {
         let j = &self.journal;
         let want = self.params.angles_per_round.max(1);
+        let s = &self.angles;
         let mut picks: Vec<(String, usize, bool)> = Vec::new();
+        let mut picked: HashSet<&str> = HashSet::new();
         for a in &j.retry_queue {
             if picks.len() >= want {
                 break;
             }
-            if !j.given_up.contains(a) && !j.angles_used.contains(a) && !picks.iter().any(|p| &p.0 == a) {
+            if !s.is_given_up(a) && !s.is_used(a) && picked.insert(a) {
                 picks.push((a.clone(), j.cursor, true));
             }
         }
         let mut cursor = j.cursor;
         while picks.len() < want && cursor < j.pool.len() {
-            let a = j.pool[cursor].clone();
+            let a = &j.pool[cursor];
             cursor += 1;
-            if j.given_up.contains(&a) || picks.iter().any(|p| p.0 == a) || j.retry_queue.contains(&a) {
+            if s.is_given_up(a) || s.is_queued(a) || !picked.insert(a) {
                 continue;
             }
-            picks.push((a, cursor, false));
+            picks.push((a.clone(), cursor, false));
         }
         picks
     }
@@ -308,18 +337,13 @@ impl<'a> Engine<'a> {
     fn finder_spec(&self, angle: &str, round: u32) -> DispatchSpec {
         let p = self.params;
         let j = &self.journal;
-        const SUMMARY_CAP: usize = 500;
-        let seen_summary: Vec<Value> = j
-            .items
-            .iter()
-            .take(SUMMARY_CAP)
-            .map(|it| json!({"id": it.get("id"), "location": it.get("location")}))
-            .collect();
+        let seen_summary = seen_summary(&j.items);
         let prompt = format!(
             "You are one finder in an exhaustive discovery loop.\n\
              GOAL: find {what}.\n{context}\
              YOUR ANGLE: {angle} — search only through this angle; other finders cover the others.\n\
-             Round {round}. {n} item(s) are already known (see context.seen); do not repeat them.\n\
+             Round {round}. {n} item(s) are already known (context.seen lists the {shown} most recent); \
+             do not repeat them.\n\
              Work read-only. For every item give a stable kebab-case `id`, a `title`, a `location` as \
              PATH:LINE relative to the repository root (or a named concept when no file applies), the \
              `evidence` you saw, and a `severity` (critical|high|medium|low). The engine re-reads every \
@@ -328,6 +352,7 @@ impl<'a> Engine<'a> {
             what = p.what,
             context = p.context.as_deref().map(|c| format!("CONTEXT: {c}\n")).unwrap_or_default(),
             n = j.seen.len(),
+            shown = seen_summary.len(),
         );
         DispatchSpec {
             role: "finder".into(),
@@ -428,16 +453,11 @@ impl<'a> Engine<'a> {
                     self.journal.cursor = self.journal.cursor.max(*cursor_after);
                 }
             }
-            for (a, _, from_retry) in &picks {
-                if *from_retry {
-                    self.journal.retry_queue.retain(|r| r != a);
-                }
-            }
+            let from_queue = picks.iter().filter(|p| p.2).map(|p| p.0.as_str());
+            self.angles.unqueue(&mut self.journal, from_queue);
             for (a, _, _) in &cut {
                 self.drop_for_budget(a, &format!("cut from round {n} (dispatches budget)"));
-                if !self.journal.retry_queue.contains(a) {
-                    self.journal.retry_queue.push(a.clone());
-                }
+                self.angles.queue_retry(&mut self.journal, a);
             }
             let angles: Vec<String> = picks.iter().map(|p| p.0.clone()).collect();
             if self.finder_round(n, k, &angles).await? {
@@ -523,7 +543,6 @@ impl<'a> Engine<'a> {
 
     /// A round of finders. Returns true when the loop stopped.
     async fn finder_round(&mut self, n: u32, k: u32, angles: &[String]) -> Result<bool, ExhaustError> {
-        let used_before: HashSet<String> = self.journal.angles_used.iter().cloned().collect();
         let specs: Vec<DispatchSpec> = angles.iter().map(|a| self.finder_spec(a, n)).collect();
         self.run.emit("round.start", json!({"round": n, "angles": angles, "cap": self.params.concurrency}));
         let outcomes = self.read_only_waves(n, specs).await;
@@ -547,12 +566,11 @@ impl<'a> Engine<'a> {
             match outcome.output() {
                 Some(out) => {
                     any_ok = true;
-                    if !used_before.contains(angle) {
+                    // The round's angles are distinct: not used yet means not used before it.
+                    if !self.angles.is_used(angle) {
                         ran_fresh = true;
                     }
-                    if !self.journal.angles_used.contains(angle) {
-                        self.journal.angles_used.push(angle.clone());
-                    }
+                    self.angles.mark_used(&mut self.journal, angle);
                     let items: Vec<Map<String, Value>> = out
                         .get("items")
                         .and_then(Value::as_array)
@@ -569,9 +587,7 @@ impl<'a> Engine<'a> {
                 None => {
                     if let DispatchOutcome::OverBudget { .. } = outcome {
                         self.drop_for_budget(angle, &format!("not run in round {n} (budget)"));
-                        if !self.journal.retry_queue.contains(angle) {
-                            self.journal.retry_queue.push(angle.clone());
-                        }
+                        self.angles.queue_retry(&mut self.journal, angle);
                         continue;
                     }
                     rec.failed_finders += 1;
@@ -587,14 +603,12 @@ impl<'a> Engine<'a> {
                         json!({"round": n, "angle": angle, "reason": reason, "failures": count}),
                     );
                     if count >= 2 {
-                        if !self.journal.given_up.contains(angle) {
-                            self.journal.given_up.push(angle.clone());
-                        }
-                        self.journal.retry_queue.retain(|r| r != angle);
+                        self.angles.give_up(&mut self.journal, angle);
+                        self.angles.unqueue(&mut self.journal, [angle.as_str()]);
                         rec.angles_given_up.push(angle.clone());
                         self.gap(format!("angle {angle}: given up, its finder failed in two rounds (last: {reason})"));
-                    } else if !self.journal.angles_used.contains(angle) && !self.journal.retry_queue.contains(angle) {
-                        self.journal.retry_queue.push(angle.clone());
+                    } else if !self.angles.is_used(angle) {
+                        self.angles.queue_retry(&mut self.journal, angle);
                     }
                 }
             }
@@ -770,5 +784,19 @@ impl<'a> Engine<'a> {
         }
         let suffix = if failed { " · gate-3 failed — not counted as dry" } else { "" };
         self.commit_round(rec, suffix, stopped)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finders_see_only_the_most_recent_items() {
+        let items: Vec<Value> = (0..250).map(|i| json!({"id": format!("i-{i}"), "location": "a.rs:1"})).collect();
+        let seen = seen_summary(&items);
+        assert_eq!(seen.len(), SEEN_CONTEXT_CAP);
+        assert_eq!((seen[0]["id"].as_str(), seen[99]["id"].as_str()), (Some("i-150"), Some("i-249")));
+        assert_eq!(seen_summary(&items[..3]).len(), 3, "fewer items than the cap: all of them");
     }
 }

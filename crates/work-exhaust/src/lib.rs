@@ -13,6 +13,7 @@
 //! - [`journal`]: the journal and master object;
 //! - [`engine`]: the round loop.
 
+mod angle_sets;
 pub mod angles;
 pub mod engine;
 pub mod items;

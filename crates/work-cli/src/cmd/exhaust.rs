@@ -44,7 +44,7 @@ pub struct Args {
     /// `--budget-dispatches`, `--budget-tokens`, `--budget-usd`.
     #[command(flatten)]
     pub budget: BudgetArgs,
-    /// Wave cap (default min(16, cores − 2), at least 1).
+    /// Wave cap (default 8: finders wait on models, not on the CPU; at least 1).
     #[arg(long, value_name = "N")]
     pub concurrency: Option<usize>,
     /// The finders' backend (SPEC or a name from work.toml).
@@ -87,11 +87,11 @@ pub fn slug(what: &str) -> String {
     s
 }
 
-/// The default wave cap: min(16, cores − 2), at least 1.
-pub fn default_concurrency() -> usize {
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    cores.saturating_sub(2).clamp(1, 16)
-}
+/// The default wave cap when neither `--concurrency` nor `concurrency` in work.toml sets one.
+///
+/// A constant, not derived from the core count: finders spend their time waiting on a model
+/// (I/O-bound), so a 2-core machine runs a wave of 8 as well as a 32-core one does.
+pub const DEFAULT_CONCURRENCY: usize = 8;
 
 fn validate(a: &Args) -> Result<(), CliError> {
     if a.what.trim().is_empty() {
@@ -246,16 +246,18 @@ fn run_locked(
                 )));
             }
             // New angles join the pool; angles already used are never re-run as fresh ones.
-            for angle in &pool {
-                if !j.pool.contains(angle) && !j.angles_used.contains(angle) {
-                    j.pool.push(angle.clone());
+            let mut known: std::collections::HashSet<String> =
+                j.pool.iter().chain(j.angles_used.iter()).cloned().collect();
+            for angle in pool {
+                if known.insert(angle.clone()) {
+                    j.pool.push(angle);
                 }
             }
             j
         }
         None => Journal::new(&task, &a.what, a.k, pool),
     };
-    let concurrency = a.concurrency.or(ctx.config.concurrency).unwrap_or_else(default_concurrency).max(1);
+    let concurrency = a.concurrency.or(ctx.config.concurrency).unwrap_or(DEFAULT_CONCURRENCY).max(1);
     let budget = a.budget.budget();
     let params = Params {
         what: a.what.clone(),

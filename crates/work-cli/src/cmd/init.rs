@@ -26,7 +26,7 @@ const HEAD: &str = r#"# work.toml: how `work` runs agents in this repository. Ev
 # or the name of an [agents.NAME] entry below. `work agents check` tells which work here.
 agent = "claude"
 
-# At most this many agents at once (default: min(16, cores - 2)).
+# At most this many agents at once (default: 8; agents wait on models, not on the CPU).
 # concurrency = 4
 
 # Models that are never dispatched (case-insensitive substring match).

@@ -282,6 +282,22 @@ fn built_in_sweep_pool_when_no_angles_given() {
 }
 
 #[test]
+fn the_default_cap_is_eight_whatever_the_core_count() {
+    let s = jobs_repo();
+    let agent = table_finder(&s, "{}");
+    let angles = (0..10).map(|i| format!("a{i}")).collect::<Vec<_>>().join(",");
+    let args = ["exhaust", "things", "-k", "2", "--angles", &angles, "--angles-per-round", "10", "--agent", &agent];
+    s.run_json(&[&args[..], &["--json"]].concat(), 0);
+    let runs = std::fs::read_dir(s.path(".work/runs")).expect("runs").next().expect("a run").expect("entry").path();
+    let events = std::fs::read_to_string(runs.join("events.jsonl")).expect("events");
+    let parsed: Vec<Value> = events.lines().map(|l| serde_json::from_str::<Value>(l).expect("json line")).collect();
+    let start = parsed.iter().find(|e| e["kind"] == "exhaust.start").expect("exhaust.start");
+    assert_eq!(start["cap"], 8, "the default cap does not follow the core count");
+    let fanout = parsed.iter().find(|e| e["kind"] == "fanout.start").expect("a fan-out");
+    assert!(fanout["cap"] == 8 && fanout["size"] == 10, "{fanout}");
+}
+
+#[test]
 fn waves_respect_the_cap_and_log_it() {
     let s = jobs_repo();
     let agent = table_finder(&s, "{}");

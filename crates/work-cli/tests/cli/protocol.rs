@@ -24,7 +24,7 @@ fn roles() -> Vec<Role> {
             workflow: "exhaust",
             role: "finder",
             access: "read-only",
-            context: "`angle`, `round`, `what`, `context` (the `--context` text or null), `k`, `dryCounter`, `seen` (a summary of what is already known: `id`, `location`), `seenTotal`",
+            context: "`angle`, `round`, `what`, `context` (the `--context` text or null), `k`, `dryCounter`, `seen` (`id`, `location` of the 100 most recently found items, oldest first), `seenTotal` (how many items are known in all)",
             schema: work_exhaust::finder_schema(),
             example: json!({"angle": "error-paths", "items": [{"id": "src/lib.rs:12", "title": "unwrap on user input",
                 "location": "src/lib.rs:12", "evidence": "let n = s.parse::<u32>().unwrap();", "severity": "medium"}],
