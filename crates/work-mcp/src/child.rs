@@ -68,7 +68,7 @@ impl Launcher {
         // them (a nested Claude Code loading the same plugin) refuses to start workflows.
         let spec = ProcessSpec::new(self.exe.display().to_string(), args, &self.cwd)
             .with_env(NESTED_VAR, std::process::id().to_string());
-        let child = match Spawner.start(&spec) {
+        let child = match Spawner.start(&spec).await {
             Ok(c) => c,
             Err(e) => return Ended::Failed(self.redactor.redact(&e.to_string()).into_owned()),
         };

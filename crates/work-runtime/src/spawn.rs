@@ -162,9 +162,13 @@ pub enum SpawnError {
 pub struct Spawner;
 
 impl Spawner {
-    /// Runs a process to completion (or to its timeout) and captures its output.
-    pub async fn run(&self, spec: &ProcessSpec) -> Result<ProcessOutput, SpawnError> {
-        use std::os::unix::process::ExitStatusExt;
+    /// Starts `spec` contained (its own process group, the marker every descendant inherits,
+    /// the parent-death signal, tracked for the sweeps; see `contain`). The guard ends what the
+    /// process leaves behind when it is ended, or kills its group when dropped first.
+    pub(crate) async fn spawn_contained(
+        &self,
+        spec: &ProcessSpec,
+    ) -> Result<(tokio::process::Child, Option<Ended>), SpawnError> {
         if !spec.cwd.is_dir() {
             return Err(SpawnError::NoCwd { program: spec.program.clone(), cwd: spec.cwd.display().to_string() });
         }
@@ -184,17 +188,24 @@ impl Spawner {
         let marker = crate::contain::new_marker();
         cmd.env(crate::contain::OWNER_VAR, &marker);
         crate::contain::arm(&mut cmd);
-        let started = Instant::now();
-        let mut child = crate::contain::spawn_tracked(cmd, marker.clone()).await.map_err(|e| {
+        let child = crate::contain::spawn_tracked(cmd, marker.clone()).await.map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
                 SpawnError::NotFound { program: spec.program.clone() }
             } else {
                 SpawnError::Io { program: spec.program.clone(), source: e }
             }
         })?;
+        // Untracks and ends what the process left, whichever way its owner ends.
+        let guard = child.id().map(|p| Ended { pgid: p as i32, marker, done: false });
+        Ok((child, guard))
+    }
+
+    /// Runs a process to completion (or to its timeout) and captures its output.
+    pub async fn run(&self, spec: &ProcessSpec) -> Result<ProcessOutput, SpawnError> {
+        use std::os::unix::process::ExitStatusExt;
+        let started = Instant::now();
+        let (mut child, guard) = self.spawn_contained(spec).await?;
         let pgid = child.id().map(|p| p as i32);
-        // Untracks and ends what the process left, whichever way this future ends.
-        let guard = pgid.map(|pg| Ended { pgid: pg, marker: marker.clone(), done: false });
 
         let stdin_task = match (child.stdin.take(), spec.stdin.clone()) {
             (Some(mut w), Some(bytes)) => Some(tokio::spawn(async move {
@@ -297,14 +308,15 @@ impl Spawner {
 
 /// Ends what a process left once its main process has ended; when the future that ran it is
 /// dropped first (its caller gave up), the drop does it instead.
-struct Ended {
+#[derive(Debug)]
+pub(crate) struct Ended {
     pgid: i32,
     marker: String,
     done: bool,
 }
 
 impl Ended {
-    async fn end(mut self) {
+    pub(crate) async fn end(mut self) {
         self.done = true;
         crate::contain::untrack(self.pgid);
         crate::contain::end_dispatch(self.pgid, std::mem::take(&mut self.marker)).await;

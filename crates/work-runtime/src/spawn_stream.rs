@@ -12,7 +12,6 @@
 //! handles SIGINT by killing its own agents' groups and leaving its journals whole.
 
 use crate::spawn::{ProcessOutput, ProcessSpec, SpawnError, Spawner, read_capped};
-use std::process::Stdio;
 use std::time::Instant;
 use tokio::io::AsyncWriteExt;
 use tokio::task::JoinHandle;
@@ -27,34 +26,15 @@ pub struct RunningChild {
     out: Option<JoinHandle<(Vec<u8>, bool)>>,
     err: Option<JoinHandle<(Vec<u8>, bool)>>,
     reaped: bool,
+    /// Ends what the child leaves behind (contained like every process the spawner starts).
+    guard: Option<crate::spawn::Ended>,
 }
 
 impl Spawner {
     /// Starts `spec` and returns at once with a handle (the spec's timeout is not applied:
     /// the caller decides when to interrupt).
-    pub fn start(&self, spec: &ProcessSpec) -> Result<RunningChild, SpawnError> {
-        if !spec.cwd.is_dir() {
-            return Err(SpawnError::NoCwd { program: spec.program.clone(), cwd: spec.cwd.display().to_string() });
-        }
-        #[expect(clippy::disallowed_methods, reason = "the runtime's spawner is the one chokepoint for processes")]
-        let mut cmd = tokio::process::Command::new(&spec.program);
-        cmd.args(&spec.args)
-            .current_dir(&spec.cwd)
-            .stdin(if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        for (k, v) in &spec.env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                SpawnError::NotFound { program: spec.program.clone() }
-            } else {
-                SpawnError::Io { program: spec.program.clone(), source: e }
-            }
-        })?;
+    pub async fn start(&self, spec: &ProcessSpec) -> Result<RunningChild, SpawnError> {
+        let (mut child, guard) = self.spawn_contained(spec).await?;
         if let (Some(mut w), Some(bytes)) = (child.stdin.take(), spec.stdin.clone()) {
             tokio::spawn(async move {
                 // A child that exits without reading its stdin gives EPIPE: not our failure.
@@ -71,6 +51,7 @@ impl Spawner {
             child,
             started: Instant::now(),
             reaped: false,
+            guard,
         })
     }
 }
@@ -99,6 +80,9 @@ impl RunningChild {
         let status = self.child.wait().await;
         self.reaped = true;
         self.kill_group();
+        if let Some(g) = self.guard.take() {
+            g.end().await;
+        }
         let out = match self.out.take() {
             Some(t) => t.await.unwrap_or_default(),
             None => (Vec::new(), false),
@@ -164,6 +148,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let child = Spawner
             .start(&ProcessSpec::shell("cat; echo err >&2; exit 3", dir.path()).with_stdin(b"hi".to_vec()))
+            .await
             .expect("starts");
         let out = child.wait().await.expect("waits");
         assert_eq!(out.code, Some(3));
@@ -176,7 +161,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         // The child says when its trap is set, so the signal cannot arrive before it.
         let script = "trap 'echo interrupted; exit 130' INT; echo ready > ready; while :; do sleep 0.05; done";
-        let child = Spawner.start(&ProcessSpec::shell(script, dir.path())).expect("starts");
+        let child = Spawner.start(&ProcessSpec::shell(script, dir.path())).await.expect("starts");
         while !dir.path().join("ready").exists() {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
@@ -187,10 +172,30 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_descendant_that_left_the_group_is_ended_with_the_child() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // The liar: a grandchild in its own session, which a group kill alone misses.
+        let script = "python3 -c \"import subprocess; p = subprocess.Popen(['sleep', '60'], start_new_session=True); open('gc', 'w').write(str(p.pid))\"";
+        let child = Spawner.start(&ProcessSpec::shell(script, dir.path())).await.expect("starts");
+        let out = child.wait().await.expect("waits");
+        assert_eq!(out.code, Some(0), "{}", out.stderr_text());
+        let pid: i32 = std::fs::read_to_string(dir.path().join("gc")).expect("pid").trim().parse().expect("a pid");
+        let mut gone = false;
+        for _ in 0..100 {
+            if !crate::fsx::process_alive(pid) {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert!(gone, "the detached grandchild {pid} outlived the started child");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn dropping_the_handle_kills_the_group() {
         let dir = tempfile::tempdir().expect("tempdir");
         let script = "(sleep 30) & echo $! > bg; wait";
-        let child = Spawner.start(&ProcessSpec::shell(script, dir.path())).expect("starts");
+        let child = Spawner.start(&ProcessSpec::shell(script, dir.path())).await.expect("starts");
         let bg = dir.path().join("bg");
         let pid = loop {
             if let Ok(t) = std::fs::read_to_string(&bg)
