@@ -98,6 +98,7 @@ pub enum ExhaustError {
 pub fn finder_schema() -> Value {
     json!({
         "type": "object",
+        "additionalProperties": false,
         "required": ["angle", "items"],
         "properties": {
             "angle": {"type": "string"},
@@ -105,6 +106,7 @@ pub fn finder_schema() -> Value {
                 "type": "array",
                 "items": {
                     "type": "object",
+                    "additionalProperties": false,
                     "required": ["id", "title", "location"],
                     "properties": {
                         "id": {"type": "string", "minLength": 1},

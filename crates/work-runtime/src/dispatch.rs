@@ -354,7 +354,11 @@ impl Dispatcher {
             let (verdict, raw, attempt_usage) = match result {
                 Ok(reply) => {
                     let v = match &spec.schema {
-                        Some(schema) => validate(schema, &reply.document).map(|_| reply.document.clone()),
+                        Some(schema) => {
+                            let mut doc = reply.document.clone();
+                            crate::enum_fold::fold_enum_words(schema, &mut doc);
+                            validate(schema, &doc).map(|_| doc)
+                        }
                         None => Ok(reply.document.clone()),
                     };
                     match v {

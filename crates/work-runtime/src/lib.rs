@@ -17,6 +17,7 @@ pub mod budget;
 pub mod clock;
 pub mod contain;
 pub mod dispatch;
+pub mod enum_fold;
 pub mod events;
 pub mod exit;
 pub mod faults;

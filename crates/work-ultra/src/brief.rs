@@ -7,19 +7,22 @@ use serde_json::{Value, json};
 
 /// The JSON Schema of the implementer's answer. Only `status` is required: a minimal honest
 /// answer (`{"status": "done"}`) is read the first time, never re-dispatched as malformed.
-/// The status word is free (`done`, `partial`, `blocked`, any case): GREEN comes from the
-/// engine's observation, and only `blocked` changes what the engine does.
+/// GREEN comes from the engine's observation whatever the word; only `blocked` changes what
+/// the engine does.
 pub fn answer_schema() -> Value {
     json!({
         "type": "object",
+        "additionalProperties": false,
         "required": ["status"],
         "properties": {
-            "status": {"type": "string", "minLength": 1},
+            "status": {"enum": ["done", "partial", "blocked"],
+                       "description": "done: you believe every targeted criterion passes (the engine observes); partial: some work remains; blocked: you cannot go on"},
             "summary": {"type": ["string", "null"]},
             "claims": {
                 "type": ["array", "null"],
                 "items": {
-                    "type": ["object", "string"],
+                    "type": "object",
+                    "additionalProperties": false,
                     "properties": {
                         "criterion": {"type": ["string", "null"]},
                         "claim": {"type": ["string", "null"]},
@@ -30,12 +33,13 @@ pub fn answer_schema() -> Value {
             "cleanup": {
                 "type": ["array", "null"],
                 "items": {
-                    "type": ["object", "string"],
+                    "type": "object",
+                    "additionalProperties": false,
                     "properties": {
                         "resource": {"type": ["string", "null"]},
                         "action": {"type": ["string", "null"]},
                         "path": {"type": ["string", "null"]},
-                        "pid": {"type": ["integer", "string", "null"]}
+                        "pid": {"type": ["integer", "null"]}
                     }
                 }
             },
@@ -264,14 +268,25 @@ mod tests {
         let a = Answer::from_value(&ok).expect("reads");
         assert_eq!(a.cleanup[0].path.as_deref(), Some("tmp"));
 
-        let bare = json!({"status": "Done"});
+        let bare = json!({"status": "done"});
         assert!(work_runtime::dispatch::validate(&schema, &bare).is_ok());
         let a = Answer::from_value(&bare).expect("reads");
         assert_eq!((a.status.as_str(), a.summary.as_str(), a.claims.len(), a.cleanup.len()), ("done", "", 0, 0));
         assert!(!a.is_blocked());
 
+        // One shape per field: claims and receipts are objects, a pid an integer, the status one
+        // of three words (the dispatcher folds its case before validating).
+        for loose in [
+            json!({"status": "done", "claims": ["made it pass"]}),
+            json!({"status": "done", "cleanup": [{"pid": "42"}]}),
+            json!({"status": "done", "cleanup": ["rm -rf tmp"]}),
+            json!({"status": "finished"}),
+            json!({"status": "done", "verdict": "done"}),
+        ] {
+            assert!(work_runtime::dispatch::validate(&schema, &loose).is_err(), "{loose}");
+        }
+        // A record read back from elsewhere is still read leniently.
         let loose = json!({"status": "BLOCKED", "claims": ["made it pass"], "cleanup": [{"pid": "42"}, "rm -rf tmp"], "blocker": null});
-        assert!(work_runtime::dispatch::validate(&schema, &loose).is_ok());
         let a = Answer::from_value(&loose).expect("reads");
         assert!(a.is_blocked());
         assert_eq!(a.claims[0].claim, "made it pass");
