@@ -82,3 +82,8 @@ fn loop_run_without_credentials_fails_fast() {
 fn a_failed_attempt_is_charged_what_was_billed() {
     w::a_failed_attempt_is_charged_what_was_billed(CLI);
 }
+
+#[test]
+fn a_subagent_is_charged() {
+    w::a_subagent_is_charged(CLI);
+}

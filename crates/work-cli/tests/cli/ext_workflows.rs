@@ -701,3 +701,46 @@ pub fn schema_files_are_removed_on_an_interrupt(which: Cli) {
     assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(schema_files(), Vec::<String>::new(), "the interrupted run left its schema file");
 }
+
+/// A Claude Code worker that starts a subagent: the dispatch is charged the subagent's calls
+/// too (the result's `modelUsage`; its `usage` counts the main conversation alone).
+pub fn a_subagent_is_charged(which: Cli) {
+    assert_eq!(which, Cli::Claude, "Codex has no subagents");
+    let s = Scenario::new();
+    s.write("notes.md", "todo\n");
+    s.commit("notes");
+    let root = s.root().display().to_string();
+    let cli = RealCli::new(
+        which,
+        Script::new(vec![
+            Rule::new("SUBAGENT: count the notes", vec![Step::Text("one notes file".into())]),
+            Rule::new(
+                "You are the worker for iteration 1",
+                vec![
+                    Step::Subagent("SUBAGENT: count the notes".into()),
+                    Step::Write { path: format!("{root}/READY"), content: "ok\n".into() },
+                    Step::Answer(json!({"status": "done", "summary": "wrote READY", "changes_claimed": ["READY"],
+                        "blocker": null, "next_steps": [], "decisions": [], "evidence": ["wrote READY"]})),
+                ],
+            ),
+        ]),
+    );
+    let v = cli.run_json(
+        &s,
+        &["until", "file READY exists", "--goal", "g", "--verify", "test -e READY", "--agent", which.name()],
+        0,
+    );
+    assert_eq!(v["status"], "done", "{v:#}\n{}", cli.summary());
+    assert!(!cli.server.requests_for(0).is_empty(), "the subagent ran: {}", cli.summary());
+    let calls = cli.server.requests().iter().filter(|r| r.api == work_model_server::Api::Messages).count() as u64;
+    let ev = events(&s);
+    let end = of_kind(&ev, "dispatch.end");
+    let ok = end.iter().find(|e| e["outcome"] == "ok").unwrap_or_else(|| panic!("an answer: {ev:?}"));
+    let tokens = |k: &str| ok["usage"][k].as_u64().unwrap_or(0);
+    assert_eq!(
+        (tokens("input_tokens"), tokens("output_tokens")),
+        (100 * calls, 10 * calls),
+        "every call, the subagent's included, is charged ({calls} calls): {ok}\n{}",
+        cli.summary()
+    );
+}
