@@ -105,6 +105,8 @@ pub struct ClaudeAgent {
     max_budget_usd: Option<f64>,
     /// `claude --version`, read once: `Some(None)` when it could not be read.
     version: Arc<OnceLock<Option<Version>>>,
+    /// The stdout cap of one run.
+    output_cap: usize,
 }
 
 impl ClaudeAgent {
@@ -118,7 +120,14 @@ impl ClaudeAgent {
             max_turns: def.max_turns,
             max_budget_usd: def.max_budget_usd,
             version: Arc::new(OnceLock::new()),
+            output_cap: crate::CLI_OUTPUT_CAP,
         }
+    }
+
+    /// Caps one run's stdout at `cap` bytes instead of [`crate::CLI_OUTPUT_CAP`] (tests).
+    pub fn with_output_cap(mut self, cap: usize) -> Self {
+        self.output_cap = cap;
+        self
     }
 
     /// Uses `version` instead of asking the CLI (tests).
@@ -317,7 +326,7 @@ impl Agent for ClaudeAgent {
         let mut spec = ProcessSpec::new(self.program.clone(), self.args(request), &self.root)
             .with_stdin(crate::brief(request).into_bytes())
             .with_timeout(Some(options.timeout));
-        spec.output_cap = crate::CLI_OUTPUT_CAP;
+        spec.output_cap = self.output_cap;
         let out = Spawner.run(&spec).await.map_err(|e| AgentError::Failed {
             reason: e.to_string(),
             raw: String::new(),
@@ -327,6 +336,7 @@ impl Agent for ClaudeAgent {
             return Err(crate::truncated_output(
                 out.stdout_text(),
                 result_object(&out.stdout_text()).as_ref().map(result_usage),
+                self.output_cap,
             ));
         }
         let end = (!out.success()).then(|| out.describe_end());
@@ -474,6 +484,31 @@ mod tests {
         let out = result(json!({"is_error": true, "result": "API Error: 401 invalid x-api-key"}));
         let (k, reason) = kind(&classify(out, "", Some("exit code 1".into()), true));
         assert_eq!((k, reason.as_str()), ("failed", "exit code 1: API Error: 401 invalid x-api-key"));
+    }
+
+    /// A fake `claude` whose result object is 10 MiB long (a long result text).
+    const BIG_CLAUDE: &str = r#"
+if sys.argv[1:] == ["--version"]:
+    print("2.1.332 (Claude Code)")
+    sys.exit(0)
+print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "result": "x" * (10 << 20),
+                  "structured_output": {"items": []}, "usage": {"input_tokens": 5, "output_tokens": 2}}))
+"#;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_long_result_keeps_its_answer_and_a_cut_one_fails() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let program = crate::fake_program(dir.path(), "claude", BIG_CLAUDE).display().to_string();
+        let opts = InvokeOptions { timeout: std::time::Duration::from_secs(60) };
+        let req = crate::test_request(Access::ReadOnly);
+        let a = ClaudeAgent::new(None, &AgentDef::default(), dir.path()).with_program(program.clone());
+        assert_eq!(a.invoke(&req, opts).await.expect("answers").document, json!({"items": []}));
+        let cut =
+            ClaudeAgent::new(None, &AgentDef::default(), dir.path()).with_program(program).with_output_cap(1 << 20);
+        match cut.invoke(&req, opts).await {
+            Err(AgentError::Failed { reason, .. }) => assert!(reason.contains("stdout exceeded"), "{reason}"),
+            other => panic!("a cut result fails (not retried as malformed): {other:?}"),
+        }
     }
 
     #[test]

@@ -49,6 +49,8 @@ pub struct CodexAgent {
     prices: (Option<f64>, Option<f64>),
     /// `codex --version`, read once: `Some(None)` when it could not be read.
     version: Arc<OnceLock<Option<crate::claude::Version>>>,
+    /// The stdout cap of one run.
+    output_cap: usize,
 }
 
 /// The first Codex CLI taking `model_reasoning_effort = "xhigh"` (it arrived with
@@ -85,7 +87,14 @@ impl CodexAgent {
             extra_args: def.extra_args.clone(),
             prices: (def.input_usd_per_mtok, def.output_usd_per_mtok),
             version: Arc::new(OnceLock::new()),
+            output_cap: crate::CLI_OUTPUT_CAP,
         }
+    }
+
+    /// Caps one run's stdout at `cap` bytes instead of [`crate::CLI_OUTPUT_CAP`] (tests).
+    pub fn with_output_cap(mut self, cap: usize) -> Self {
+        self.output_cap = cap;
+        self
     }
 
     /// Uses `version` instead of asking the CLI (tests).
@@ -243,7 +252,7 @@ impl Agent for CodexAgent {
         )
         .with_stdin(crate::brief(request).into_bytes())
         .with_timeout(Some(options.timeout));
-        spec.output_cap = crate::CLI_OUTPUT_CAP;
+        spec.output_cap = self.output_cap;
         let out = Spawner.run(&spec).await;
         drop(schema_file);
         let out = out.map_err(|e| failed(e.to_string()))?;
@@ -251,7 +260,7 @@ impl Agent for CodexAgent {
         let billed = session::thread_id(&stdout).and_then(|t| session::rollout_usage(&t));
         let secrets = session::secrets();
         let mut result = if out.stdout_truncated {
-            Err(crate::truncated_output(stdout, None))
+            Err(crate::truncated_output(stdout, None, self.output_cap))
         } else {
             let end = (!out.success()).then(|| out.describe_end());
             self.classify(stdout, &out.stderr_text(), end)
@@ -402,6 +411,35 @@ print(json.dumps({"type": "turn.completed", "usage": {"input_tokens": 5, "output
             a.invoke(&req, InvokeOptions { timeout: std::time::Duration::from_secs(30) }).await.expect("answers");
         assert_eq!(reply.document["items"][0], json!({"id": "x", "title": "t", "location": "a.rs:1"}));
         assert_eq!(work_runtime::dispatch::validate(&original, &reply.document), Ok(()));
+    }
+
+    /// A fake `codex` whose stream carries a 10 MiB command output before the answer (what a
+    /// few large command outputs add up to).
+    const BIG_CODEX: &str = r#"
+if sys.argv[1:] == ["--version"]:
+    print("codex-cli 0.171.0")
+    sys.exit(0)
+print(json.dumps({"type": "thread.started", "thread_id": "no-such-thread"}))
+print(json.dumps({"type": "item.completed", "item": {"id": "c", "type": "command_execution", "aggregated_output": "x" * (10 << 20)}}))
+print(json.dumps({"type": "item.completed", "item": {"id": "m", "type": "agent_message", "text": "{\"items\": []}"}}))
+print(json.dumps({"type": "turn.completed", "usage": {"input_tokens": 5, "output_tokens": 2}}))
+"#;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_long_stream_keeps_its_answer_and_a_cut_one_fails() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let program = crate::fake_program(dir.path(), "codex", BIG_CODEX).display().to_string();
+        let opts = InvokeOptions { timeout: std::time::Duration::from_secs(60) };
+        let req = crate::test_request(Access::ReadOnly);
+        let a = CodexAgent::new(None, &AgentDef::default(), dir.path()).with_program(program.clone());
+        let reply = a.invoke(&req, opts).await.expect("10 MiB of tool output do not lose the answer");
+        assert_eq!(reply.document, json!({"items": []}));
+        let cut =
+            CodexAgent::new(None, &AgentDef::default(), dir.path()).with_program(program).with_output_cap(1 << 20);
+        match cut.invoke(&req, opts).await {
+            Err(AgentError::Failed { reason, .. }) => assert!(reason.contains("stdout exceeded"), "{reason}"),
+            other => panic!("a cut stream fails (not retried as malformed): {other:?}"),
+        }
     }
 
     /// The strict-mode check the fake CLIs in tests run on a schema (Python), shared with the

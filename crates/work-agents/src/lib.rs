@@ -235,11 +235,12 @@ pub fn brief(request: &work_runtime::dispatch::DispatchRequest) -> String {
     )
 }
 
-/// The failure of a run whose stdout overflowed [`CLI_OUTPUT_CAP`]: the answer is lost, and
-/// the attempt fails (a failure is not retried, so the run is never paid twice silently).
-pub(crate) fn truncated_output(stdout: String, usage: Option<Usage>) -> work_runtime::dispatch::AgentError {
+/// The failure of a run whose stdout overflowed its cap ([`CLI_OUTPUT_CAP`]): the answer is
+/// lost, and the attempt fails (a failure is not retried, so the run is never paid twice
+/// silently).
+pub(crate) fn truncated_output(stdout: String, usage: Option<Usage>, cap: usize) -> work_runtime::dispatch::AgentError {
     work_runtime::dispatch::AgentError::Failed {
-        reason: format!("stdout exceeded {CLI_OUTPUT_CAP} bytes: the answer was cut off"),
+        reason: format!("stdout exceeded {cap} bytes: the answer was cut off"),
         raw: tail(&stdout, 2000),
         usage: usage.unwrap_or_default(),
     }
@@ -279,6 +280,17 @@ pub(crate) fn test_request(access: work_runtime::dispatch::Access) -> work_runti
         schema: Some(serde_json::json!({"type": "object", "required": ["items"]})),
         context: serde_json::json!({"angle": "a", "round": 1}),
     }
+}
+
+/// Writes an executable Python program `name` into `dir` (a fake CLI for tests).
+#[cfg(test)]
+pub(crate) fn fake_program(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, format!("#!/usr/bin/env python3\nimport json, sys\n{body}")).expect("write the fake");
+    let mut perm = std::fs::metadata(&p).expect("stat").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&p, perm).expect("chmod");
+    p
 }
 
 #[cfg(test)]

@@ -215,6 +215,7 @@ pub fn dispatcher(
         run.root.clone(),
         std::time::Duration::from_secs(role.timeout_secs.max(1)),
     )
+    .with_fail_streak(run.fail_streak.clone())
 }
 
 /// Builds the multi-threaded tokio runtime commands run on.

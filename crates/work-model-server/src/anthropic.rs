@@ -67,6 +67,10 @@ fn block(step: &Step, offered: &[String], n: usize) -> (Value, &'static str) {
         Step::Edit { path, old, new } => {
             tool("Edit", json!({"file_path": path, "old_string": old, "new_string": new, "replace_all": false}))
         }
+        Step::Subagent(prompt) => tool(
+            "Agent",
+            json!({"description": "scripted subagent", "prompt": prompt, "subagent_type": "general-purpose"}),
+        ),
         Step::Answer(doc) if offered.iter().any(|t| t == "StructuredOutput") => tool("StructuredOutput", doc.clone()),
         Step::Answer(doc) => (json!({"type": "text", "text": doc.to_string()}), "end_turn"),
         Step::Text(t) => (json!({"type": "text", "text": t}), "end_turn"),
@@ -170,6 +174,11 @@ mod tests {
         assert_eq!(
             (b["name"].as_str(), b["input"].clone(), stop),
             (Some("StructuredOutput"), json!({"a": 1}), "tool_use")
+        );
+        let (b, stop) = block(&Step::Subagent("SUB: look".into()), &[], 2);
+        assert_eq!(
+            (b["name"].as_str(), b["input"]["prompt"].as_str(), stop),
+            (Some("Agent"), Some("SUB: look"), "tool_use")
         );
     }
 }

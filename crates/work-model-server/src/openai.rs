@@ -98,7 +98,7 @@ fn item(step: &Step, tools: &[(String, String)], n: usize) -> Value {
             }
         }
         Step::Answer(doc) => message(doc.to_string()),
-        Step::Text(t) => message(t.clone()),
+        Step::Text(t) | Step::Subagent(t) => message(t.clone()),
         Step::Error { .. } | Step::Hang | Step::Cut => message(String::new()),
     }
 }

@@ -30,6 +30,10 @@ pub enum Step {
         /// Its replacement.
         new: String,
     },
+    /// Start a subagent with this prompt (Claude Code's `Agent` tool; its own requests carry
+    /// the prompt as their brief, so a rule can script it). Codex has no subagents: there it
+    /// is plain text ending the turn.
+    Subagent(String),
     /// The final answer: a `StructuredOutput` call when the client offers that tool, else the
     /// document as the assistant's text.
     Answer(Value),

@@ -8,10 +8,18 @@
 //! events and recorded (request and response) beside the event log.
 //!
 //! Null-handling: a failed or dropped dispatch is an outcome of its own, never an empty answer.
+//!
+//! Fail fast ([`fail_fast`]): the dispatchers of one run share a failure streak; once the
+//! agent failed for one cause on two different subjects in a row, further dispatches fail at
+//! once with that cause (nothing is started or charged) and [`Dispatcher::failing`] names it,
+//! so that the workflow stops with `agent-failing`.
+
+pub mod fail_fast;
 
 use crate::budget::{BudgetTracker, Usage};
 use crate::events::EventLog;
 use async_trait::async_trait;
+use fail_fast::FailStreak;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -268,6 +276,7 @@ pub struct Dispatcher {
     workflow: String,
     cwd: PathBuf,
     timeout: Duration,
+    streak: Arc<FailStreak>,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -295,7 +304,20 @@ impl Dispatcher {
         cwd: PathBuf,
         timeout: Duration,
     ) -> Self {
-        Self { agent, events, budget, workflow: workflow.into(), cwd, timeout }
+        Self { agent, events, budget, workflow: workflow.into(), cwd, timeout, streak: Arc::default() }
+    }
+
+    /// Shares `streak` (the run's) instead of a streak of its own: every dispatcher of a run
+    /// fails fast together.
+    pub fn with_fail_streak(mut self, streak: Arc<FailStreak>) -> Self {
+        self.streak = streak;
+        self
+    }
+
+    /// The cause when the run's agent is failing (see [`fail_fast`]): dispatches are no longer
+    /// run, and the workflow should stop with `agent-failing`.
+    pub fn failing(&self) -> Option<String> {
+        self.streak.failing()
     }
 
     /// The backend's description.
@@ -311,9 +333,37 @@ impl Dispatcher {
     /// Runs one dispatch: attempt, validate, retry once when malformed.
     pub async fn dispatch(&self, spec: DispatchSpec) -> DispatchOutcome {
         let n = self.events.next_dispatch_number();
+        let subject = format!("{}/{}", spec.role, spec.label);
         // The id names the record files: no secret inside a file name, whole or altered.
         let id = format!("d{n:04}-{}-{}", safe_label(&spec.role), safe_label(&spec.label));
         let dispatch_id = self.events.redactor().redact_name(&id).into_owned();
+        if let Some(cause) = self.streak.failing() {
+            self.events.emit(
+                "dispatch.skipped",
+                json!({"dispatch_id": dispatch_id, "reason": fail_fast::AGENT_FAILING, "cause": cause}),
+            );
+            return DispatchOutcome::Failed { dispatch_id, reason: cause };
+        }
+        let outcome = self.attempts(spec, dispatch_id).await;
+        self.note_outcome(&outcome, &subject);
+        outcome
+    }
+
+    /// Feeds the run's failure streak with how a dispatch ended.
+    fn note_outcome(&self, outcome: &DispatchOutcome, subject: &str) {
+        match outcome {
+            DispatchOutcome::Ok { .. } | DispatchOutcome::Dropped { .. } => self.streak.answered(),
+            DispatchOutcome::Failed { reason, .. } => {
+                if self.streak.failed(subject, reason) {
+                    self.events.emit("agent.failing", json!({"cause": reason, "agent": self.agent.describe()}));
+                }
+            }
+            DispatchOutcome::OverBudget { .. } => {}
+        }
+    }
+
+    /// The attempts of one dispatch: attempt, validate, retry once when malformed.
+    async fn attempts(&self, spec: DispatchSpec, dispatch_id: String) -> DispatchOutcome {
         let mut usage = Usage::default();
         let mut last_error = String::new();
         for attempt in 1..=2u32 {
@@ -504,6 +554,26 @@ mod tests {
         let fail = AgentError::Failed { reason: "exit code 1".into(), raw: String::new(), usage: Usage::default() };
         let d = dispatcher(vec![Err(fail)], Budget::default());
         assert!(matches!(d.dispatch(spec()).await, DispatchOutcome::Failed { .. }));
+    }
+
+    #[tokio::test]
+    async fn two_subjects_failing_for_one_cause_stop_the_agent_being_run() {
+        let fail = || {
+            Err(AgentError::Failed { reason: "Invalid API key".into(), raw: String::new(), usage: Usage::default() })
+        };
+        // Two answers only: a third invocation would find none and panic.
+        let d = dispatcher(vec![fail(), fail()], Budget::default());
+        let labelled = |l: &str| DispatchSpec { label: l.into(), ..spec() };
+        assert!(matches!(d.dispatch(labelled("a")).await, DispatchOutcome::Failed { .. }));
+        assert_eq!(d.failing(), None, "one failure is not a streak");
+        assert!(matches!(d.dispatch(labelled("b")).await, DispatchOutcome::Failed { .. }));
+        assert_eq!(d.failing().as_deref(), Some("Invalid API key"));
+        let shared = d.clone().with_fail_streak(d.streak.clone());
+        match shared.dispatch(labelled("c")).await {
+            DispatchOutcome::Failed { reason, .. } => assert_eq!(reason, "Invalid API key", "the cause, not run"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(d.budget().spent().dispatches, 2, "the skipped dispatch cost nothing");
     }
 
     #[tokio::test]

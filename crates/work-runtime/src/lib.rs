@@ -24,6 +24,7 @@ pub mod faults;
 pub mod fsx;
 pub mod redact;
 pub mod run;
+pub mod scratch;
 pub mod spawn;
 pub mod spawn_stream;
 pub mod stage;

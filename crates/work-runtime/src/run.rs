@@ -62,6 +62,8 @@ pub struct RunContext {
     pub spawner: Spawner,
     /// The redactor applied to everything persisted.
     pub redactor: Redactor,
+    /// The failure streak every dispatcher of the run shares (fail fast).
+    pub fail_streak: Arc<crate::dispatch::fail_fast::FailStreak>,
     progress: ProgressSink,
 }
 
@@ -102,6 +104,7 @@ impl RunContext {
             budget: Arc::new(BudgetTracker::with_roles(budget, already_spent, already_by_role)),
             spawner: Spawner,
             redactor,
+            fail_streak: Arc::default(),
             progress,
         })
     }

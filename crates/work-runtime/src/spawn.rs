@@ -340,6 +340,7 @@ impl Drop for Ended {
 /// so that no agent outlives it and keeps spending.
 pub fn kill_all_children() {
     crate::contain::end_all();
+    crate::scratch::remove_all();
 }
 
 /// The captured stream of a process that has ended, and whose leftovers have been ended: every

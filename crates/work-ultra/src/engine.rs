@@ -93,6 +93,9 @@ pub enum StopReason {
     /// The implementer changed what judges it: a scenario's script, the project's or a test
     /// runner's configuration, or an existing test.
     CheckTampered,
+    /// The agent failed consecutive attempts for one cause (a logged-out CLI, a refused key):
+    /// the dispatcher's fail-fast streak tripped.
+    AgentFailing,
 }
 
 impl StopReason {
@@ -109,6 +112,7 @@ impl StopReason {
             StopReason::EvidenceTampered => "evidence-tampered",
             StopReason::Budget => "budget",
             StopReason::CheckTampered => "check-tampered",
+            StopReason::AgentFailing => "agent-failing",
         }
     }
 }
@@ -565,6 +569,13 @@ impl Runner<'_, '_> {
             self.env.run.progress(&format!("attempt {n}: {}", observed.join(" · ")));
 
             // Stop rules.
+            if let (DispatchOutcome::Failed { .. }, Some(cause)) = (&outcome, self.env.dispatcher.failing()) {
+                let detail = format!(
+                    "the agent is failing: consecutive attempts failed for one cause: {}; check the agent (`work agents check`), then run the goal again",
+                    one_line(&cause, 300)
+                );
+                return self.stop(GoalStatus::Blocked, StopReason::AgentFailing, detail, attempts_this_run, true);
+            }
             let mut repeated = Vec::new();
             for id in &ids {
                 if self.is_green(id) {

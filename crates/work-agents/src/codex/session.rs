@@ -160,7 +160,8 @@ pub(crate) fn credential_source() -> Result<Option<String>, String> {
 }
 
 /// A schema written for `--output-schema`, removed when dropped (also when the dispatch is
-/// cancelled); files left by a process that was killed are swept by the next one.
+/// cancelled) and on SIGINT/SIGTERM ([`work_runtime::scratch`]); files left by a process that
+/// was killed are swept by the next one.
 pub(crate) struct SchemaFile(PathBuf);
 
 impl SchemaFile {
@@ -174,8 +175,11 @@ impl SchemaFile {
             std::process::id(),
             request.attempt
         ));
-        work_runtime::fsx::write_json_atomic(&path, schema)
-            .map_err(|e| format!("write the output schema to {}: {e}", path.display()))?;
+        work_runtime::scratch::register(&path);
+        if let Err(e) = work_runtime::fsx::write_json_atomic(&path, schema) {
+            work_runtime::scratch::forget(&path);
+            return Err(format!("write the output schema to {}: {e}", path.display()));
+        }
         Ok(Self(path))
     }
 
@@ -188,6 +192,7 @@ impl SchemaFile {
 impl Drop for SchemaFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+        work_runtime::scratch::forget(&self.0);
     }
 }
 

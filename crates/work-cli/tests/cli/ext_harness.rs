@@ -103,11 +103,17 @@ impl RealCli {
 
     /// Writes CODEX_HOME/config.toml naming the scripted provider, plus `extra` TOML.
     pub fn write_codex_config(&self, extra: &str) {
+        self.write_codex_provider("SCRIPTED_MODEL_KEY", extra);
+    }
+
+    /// Writes CODEX_HOME/config.toml naming the scripted provider, whose key is read from
+    /// `env_key`, plus `extra` TOML.
+    pub fn write_codex_provider(&self, env_key: &str, extra: &str) {
         let home = self.codex_home();
         std::fs::create_dir_all(&home).expect("mkdir CODEX_HOME");
         let text = format!(
             "model = \"gpt-5-codex\"\nmodel_provider = \"scripted\"\n{extra}\n[model_providers.scripted]\nname = \"scripted\"\n\
-             base_url = \"{}\"\nwire_api = \"responses\"\nenv_key = \"SCRIPTED_MODEL_KEY\"\n\
+             base_url = \"{}\"\nwire_api = \"responses\"\nenv_key = \"{env_key}\"\n\
              request_max_retries = 0\nstream_max_retries = 0\n",
             self.server.v1_url()
         );
@@ -119,23 +125,55 @@ impl RealCli {
         self.dir.path().join("bin")
     }
 
+    /// The variables `work` runs with (set, removed): the CLI on PATH, a private HOME, the CLI
+    /// pointed at the server with the key.
+    fn env(&self) -> (Vec<(&'static str, String)>, Vec<&'static str>) {
+        let path = format!("{}:{}", self.bin_dir().display(), std::env::var("PATH").unwrap_or_default());
+        let mut set = vec![("PATH", path), ("HOME", self.home().display().to_string())];
+        let mut remove = vec!["XDG_CONFIG_HOME"];
+        match self.cli {
+            Cli::Claude => {
+                set.extend([
+                    ("ANTHROPIC_BASE_URL", self.server.base_url()),
+                    ("ANTHROPIC_API_KEY", KEY.to_string()),
+                    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+                    ("DISABLE_AUTOUPDATER", "1".into()),
+                    ("DISABLE_TELEMETRY", "1".into()),
+                    ("DISABLE_ERROR_REPORTING", "1".into()),
+                ]);
+            }
+            Cli::Codex => {
+                set.extend([
+                    ("CODEX_HOME", self.codex_home().display().to_string()),
+                    ("SCRIPTED_MODEL_KEY", KEY.to_string()),
+                ]);
+                remove.push("OPENAI_API_KEY");
+            }
+        }
+        (set, remove)
+    }
+
     /// `work` in the scenario, with the CLI on PATH and pointed at the server.
     pub fn work(&self, s: &Scenario) -> Command {
         let mut c = s.work();
-        let path = format!("{}:{}", self.bin_dir().display(), std::env::var("PATH").unwrap_or_default());
-        c.env("PATH", path).env("HOME", self.home()).env_remove("XDG_CONFIG_HOME");
-        match self.cli {
-            Cli::Claude => {
-                c.env("ANTHROPIC_BASE_URL", self.server.base_url())
-                    .env("ANTHROPIC_API_KEY", KEY)
-                    .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-                    .env("DISABLE_AUTOUPDATER", "1")
-                    .env("DISABLE_TELEMETRY", "1")
-                    .env("DISABLE_ERROR_REPORTING", "1");
-            }
-            Cli::Codex => {
-                c.env("CODEX_HOME", self.codex_home()).env("SCRIPTED_MODEL_KEY", KEY).env_remove("OPENAI_API_KEY");
-            }
+        let (set, remove) = self.env();
+        c.envs(set);
+        for r in remove {
+            c.env_remove(r);
+        }
+        c
+    }
+
+    /// The same `work` as a plain process (for a test that signals it mid-run).
+    pub fn work_process(&self, s: &Scenario) -> std::process::Command {
+        #[expect(clippy::disallowed_methods, reason = "the test needs a `work` it can signal mid-dispatch")]
+        let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"));
+        c.current_dir(s.root()).env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z").env("NO_COLOR", "1");
+        c.env_remove("ANTHROPIC_API_KEY");
+        let (set, remove) = self.env();
+        c.envs(set);
+        for r in remove {
+            c.env_remove(r);
         }
         c
     }
