@@ -28,6 +28,12 @@ struct Cli {
     /// Override a work.toml setting (`-c concurrency=4`, `-c roles.finder.model=opus`).
     #[arg(short = 'c', value_name = "KEY=VALUE", global = true)]
     config: Vec<String>,
+    /// Say only errors and the final summary line on stderr (nothing but the document with `--json`).
+    #[arg(short = 'q', long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
+    /// Also say each dispatch's start and end on stderr: role, model, duration, tokens, cost.
+    #[arg(short = 'v', long, global = true)]
+    verbose: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -131,6 +137,12 @@ fn parse_error(e: clap::Error) -> i32 {
 }
 
 fn run(cli: Cli) -> CmdResult {
+    use work_run::progress::{Verbosity, set_verbosity};
+    set_verbosity(match (cli.quiet, cli.verbose) {
+        (true, _) => Verbosity::Quiet,
+        (false, true) => Verbosity::Verbose,
+        (false, false) => Verbosity::Normal,
+    });
     let global = ctx::Global { directory: cli.directory, state_dir: cli.state_dir, overrides: cli.config };
     match cli.command {
         Command::Exhaust(a) => cmd::exhaust::run(&global, a),
