@@ -8,8 +8,9 @@
 mod budget_args;
 mod cmd;
 mod ctx;
+mod examples;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 use work_run::output;
 use work_run::status::{self, RunStatus};
@@ -71,11 +72,17 @@ enum Command {
     Mcp(cmd::mcp::Args),
 }
 
+/// The command definitions with every command's EXAMPLES section (`examples`): what is
+/// parsed, and what completions and man pages are generated from.
+pub fn command() -> clap::Command {
+    examples::apply(Cli::command())
+}
+
 /// What a command returns: its exit status. Bad input is an [`ctx::CliError::BadInput`].
 pub type CmdResult = Result<ExitStatus, ctx::CliError>;
 
 fn main() {
-    let cli = match Cli::try_parse() {
+    let cli = match command().try_get_matches().and_then(|m| Cli::from_arg_matches(&m)) {
         Ok(c) => c,
         Err(e) => std::process::exit(parse_error(e)),
     };
@@ -127,13 +134,25 @@ fn parse_error(e: clap::Error) -> i32 {
                     _ => break,
                 }
             }
-            output::err_line(&format!("error: failed to parse arguments: {first} (see `work --help`)"));
-            for l in lines.filter(|l| l.starts_with("tip:") || l.starts_with("Usage:")) {
+            let rest: Vec<&str> = lines
+                .filter(|l| l.starts_with("tip:") || l.starts_with("Usage:") || l.starts_with("[possible values:"))
+                .collect();
+            output::err_line(&format!("error: failed to parse arguments: {first} (see `{} --help`)", help_path(&rest)));
+            for l in rest {
                 output::err_line(&format!("  {l}"));
             }
             code(ExitStatus::BadInput)
         }
     }
+}
+
+/// The command whose help explains a parse error, read from clap's usage line
+/// (`Usage: work exhaust --angles <A,B,…> <WHAT>` ⇒ `work exhaust`).
+fn help_path(rest: &[&str]) -> String {
+    let usage = rest.iter().find_map(|l| l.strip_prefix("Usage:")).unwrap_or("work");
+    let words: Vec<&str> =
+        usage.split_whitespace().take_while(|w| !w.starts_with(['-', '<', '[']) && *w == w.to_lowercase()).collect();
+    if words.first() == Some(&"work") { words.join(" ") } else { "work".into() }
 }
 
 fn run(cli: Cli) -> CmdResult {
