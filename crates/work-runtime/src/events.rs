@@ -415,6 +415,62 @@ mod tests {
         .expect("open")
     }
 
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<Observed>>);
+
+    impl Observer for Seen {
+        fn observe(&self, e: &Observed) {
+            self.0.lock().expect("lock").push(e.clone());
+        }
+    }
+
+    #[test]
+    fn observers_get_the_typed_events_a_display_follows_after_they_are_logged() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let l = log(dir.path());
+        let seen = Arc::new(Seen::default());
+        l.observe(seen.clone());
+        l.announce_total(Unit::Round, 3);
+        l.emit("round.start", json!({"round": 1}));
+        l.emit("dispatch.start", json!({"dispatch_id": "d1", "attempt": 1, "role": "finder", "model": "m"}));
+        let usage = json!({"input_tokens": 10, "output_tokens": 5, "cost_usd": 0.25});
+        l.emit(
+            "dispatch.end",
+            json!({"dispatch_id": "d1", "attempt": 1, "outcome": "failed", "reason": "x", "usage": usage}),
+        );
+        l.emit("journal.saved", json!({"rounds": 1, "seen": 0}));
+        l.emit("plan.selected", json!({"tasks": ["1", "2"]}));
+        l.emit("oracle.ran", json!({"items": 0}));
+        l.emit("progress.total", json!({"unit": "galaxy", "total": 3}));
+        let got = seen.0.lock().expect("lock").clone();
+        assert_eq!(
+            got,
+            vec![
+                Observed::Total { unit: Unit::Round, total: 3 },
+                Observed::StepStarted { unit: Unit::Round, n: Some(1) },
+                Observed::DispatchStarted {
+                    dispatch_id: "d1".into(),
+                    attempt: 1,
+                    role: "finder".into(),
+                    model: "m".into()
+                },
+                Observed::DispatchEnded {
+                    dispatch_id: "d1".into(),
+                    attempt: 1,
+                    end: AttemptEnd::Failed,
+                    reason: Some("x".into()),
+                    tokens: 15,
+                    cost_usd: 0.25
+                },
+                Observed::StepEnded { unit: Unit::Round, done: Some(1) },
+                Observed::Total { unit: Unit::Task, total: 2 },
+            ],
+            "kinds no display follows, and an unknown unit, are not observed"
+        );
+        // Every observed event is in the log too.
+        assert_eq!(read_log(&dir.path().join("events.jsonl")).expect("read").len(), 8);
+    }
+
     #[test]
     fn a_torn_last_line_is_skipped_and_the_next_append_starts_fresh() {
         let dir = tempfile::tempdir().expect("tempdir");
