@@ -238,7 +238,7 @@ impl Renderer {
                 None => l.multi.add(ProgressBar::new_spinner()),
             };
             row.set_style(style("  {prefix} {elapsed:>4}"));
-            row.set_prefix(format!("{} {role:<12} {model:<10} {id}", l.paint(Glyph::Running)));
+            row.set_prefix(format!("{} {role:<16} {model:<10} {id}", l.paint(Glyph::Running)));
             row.enable_steady_tick(Duration::from_millis(500));
             row
         });
@@ -271,7 +271,7 @@ impl Renderer {
             row.set_style(style("  {prefix}"));
             let (role, model) = (&f.role, &f.model);
             row.set_prefix(format!(
-                "{} {role:<12} {model:<10} {id} {took} · {}{why}",
+                "{} {role:<16} {model:<10} {id} {took} · {}{why}",
                 l.paint(glyph),
                 tokens_text(tokens)
             ));
