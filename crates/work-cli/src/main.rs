@@ -89,6 +89,8 @@ fn main() {
     let status = match run(cli) {
         Ok(status) => RunStatus::Ended(status),
         Err(e) => {
+            // A live display a failed run left is cleared before the error line.
+            work_run::progress::finish();
             let line = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
             output::err_line(&format!("error: failed to {line}"));
             RunStatus::Ended(e.exit_status())
