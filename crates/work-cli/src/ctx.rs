@@ -167,7 +167,7 @@ impl Ctx {
         already_spent: work_runtime::budget::Spent,
         already_by_role: std::collections::BTreeMap<String, work_runtime::budget::Spent>,
     ) -> Result<work_runtime::run::RunContext, CliError> {
-        work_runtime::run::RunContext::start_with_id(
+        let run = work_runtime::run::RunContext::start_with_id(
             work_runtime::run::RunOptions {
                 root: self.root.clone(),
                 state_dir: self.state_dir.clone(),
@@ -176,12 +176,15 @@ impl Ctx {
                 budget,
                 already_spent,
                 already_by_role,
-                progress: work_runtime::run::ProgressSink::Stderr,
+                // The one renderer (work_run::progress) prints the run's lines from its events.
+                progress: work_runtime::run::ProgressSink::Silent,
             },
             workflow,
             run_id,
         )
-        .map_err(|e| CliError::Runtime(format!("create the run directory under {}: {e}", self.state_dir.display())))
+        .map_err(|e| CliError::Runtime(format!("create the run directory under {}: {e}", self.state_dir.display())))?;
+        work_run::progress::attach(&run);
+        Ok(run)
     }
 
     /// Takes the working-tree lock for `run_id` (a second writer on this tree is refused at once).

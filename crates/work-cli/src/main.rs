@@ -8,8 +8,9 @@
 mod budget_args;
 mod cmd;
 mod ctx;
+mod examples;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 use work_run::output;
 use work_run::status::{self, RunStatus};
@@ -28,6 +29,12 @@ struct Cli {
     /// Override a work.toml setting (`-c concurrency=4`, `-c roles.finder.model=opus`).
     #[arg(short = 'c', value_name = "KEY=VALUE", global = true)]
     config: Vec<String>,
+    /// Say only errors and the final summary line on stderr (nothing but the document with `--json`).
+    #[arg(short = 'q', long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
+    /// Also say each dispatch's start and end on stderr: role, model, duration, tokens, cost.
+    #[arg(short = 'v', long, global = true)]
+    verbose: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -65,17 +72,25 @@ enum Command {
     Mcp(cmd::mcp::Args),
 }
 
+/// The command definitions with every command's EXAMPLES section (`examples`): what is
+/// parsed, and what completions and man pages are generated from.
+pub fn command() -> clap::Command {
+    examples::apply(Cli::command())
+}
+
 /// What a command returns: its exit status. Bad input is an [`ctx::CliError::BadInput`].
 pub type CmdResult = Result<ExitStatus, ctx::CliError>;
 
 fn main() {
-    let cli = match Cli::try_parse() {
+    let cli = match command().try_get_matches().and_then(|m| Cli::from_arg_matches(&m)) {
         Ok(c) => c,
         Err(e) => std::process::exit(parse_error(e)),
     };
     let status = match run(cli) {
         Ok(status) => RunStatus::Ended(status),
         Err(e) => {
+            // A live display a failed run left is cleared before the error line.
+            work_run::progress::finish();
             let line = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
             output::err_line(&format!("error: failed to {line}"));
             RunStatus::Ended(e.exit_status())
@@ -121,8 +136,11 @@ fn parse_error(e: clap::Error) -> i32 {
                     _ => break,
                 }
             }
-            output::err_line(&format!("error: failed to parse arguments: {first} (see `work --help`)"));
-            for l in lines.filter(|l| l.starts_with("tip:") || l.starts_with("Usage:")) {
+            let rest: Vec<&str> = lines
+                .filter(|l| l.starts_with("tip:") || l.starts_with("Usage:") || l.starts_with("[possible values:"))
+                .collect();
+            output::err_line(&format!("error: failed to parse arguments: {first} (see `{} --help`)", help_path(&rest)));
+            for l in rest {
                 output::err_line(&format!("  {l}"));
             }
             code(ExitStatus::BadInput)
@@ -130,7 +148,22 @@ fn parse_error(e: clap::Error) -> i32 {
     }
 }
 
+/// The command whose help explains a parse error, read from clap's usage line
+/// (`Usage: work exhaust --angles <A,B,…> <WHAT>` ⇒ `work exhaust`).
+fn help_path(rest: &[&str]) -> String {
+    let usage = rest.iter().find_map(|l| l.strip_prefix("Usage:")).unwrap_or("work");
+    let words: Vec<&str> =
+        usage.split_whitespace().take_while(|w| !w.starts_with(['-', '<', '[']) && *w == w.to_lowercase()).collect();
+    if words.first() == Some(&"work") { words.join(" ") } else { "work".into() }
+}
+
 fn run(cli: Cli) -> CmdResult {
+    use work_run::progress::{Verbosity, set_verbosity};
+    set_verbosity(match (cli.quiet, cli.verbose) {
+        (true, _) => Verbosity::Quiet,
+        (false, true) => Verbosity::Verbose,
+        (false, false) => Verbosity::Normal,
+    });
     let global = ctx::Global { directory: cli.directory, state_dir: cli.state_dir, overrides: cli.config };
     match cli.command {
         Command::Exhaust(a) => cmd::exhaust::run(&global, a),

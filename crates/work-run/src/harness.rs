@@ -58,6 +58,30 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// The run id, read from the event log's directory (`runs/<run-id>/events.jsonl`).
+    pub fn run_id(&self) -> Option<String> {
+        let dir = self.events.as_ref()?.parent()?;
+        dir.file_name().map(|n| n.to_string_lossy().into_owned())
+    }
+
+    /// What was spent, on one line: dispatches, tokens and cost.
+    pub fn spent_line(&self) -> String {
+        let u = &self.spent.usage;
+        format!(
+            "{} dispatch(es) · {} tokens ({} in, {} out) · ${:.4}",
+            self.spent.dispatches,
+            u.input_tokens + u.output_tokens,
+            u.input_tokens,
+            u.output_tokens,
+            u.cost_usd
+        )
+    }
+
+    /// What to run to look at this run again.
+    fn look_back(&self) -> Option<String> {
+        self.run_id().map(|id| format!("work show {id} · work report {id}"))
+    }
+
     /// The summary lines.
     pub fn lines(&self) -> Vec<String> {
         let mut out = vec![format!("outcome: {}", self.outcome)];
@@ -68,18 +92,16 @@ impl Summary {
                 out.push(format!("  … and {} more", self.total - self.items.len()));
             }
         }
-        let u = &self.spent.usage;
-        let cost = if u.cost_usd > 0.0 { format!(" · ${:.4}", u.cost_usd) } else { String::new() };
-        out.push(format!(
-            "spent: {} dispatch(es) · {} tokens ({} in, {} out){cost}{}",
-            self.spent.dispatches,
-            u.input_tokens + u.output_tokens,
-            u.input_tokens,
-            u.output_tokens,
-            overshoot(&self.spent, &self.budget)
-        ));
+        out.push(format!("spent: {}", self.spent_line()));
+        let limits = budget_lines(&self.spent, &self.budget);
+        if !limits.is_empty() {
+            out.push(format!("budget: {}", limits.join(" · ")));
+        }
         if let Some(n) = &self.next {
             out.push(format!("next: {n}"));
+        }
+        if let Some(l) = self.look_back() {
+            out.push(format!("look back: {l}"));
         }
         if let Some(e) = &self.events {
             out.push(format!("events: {}", e.display()));
@@ -87,30 +109,57 @@ impl Summary {
         out
     }
 
+    /// The one line a quiet run ends with: the outcome, the spending (and any overshoot) and
+    /// what to run next.
+    pub fn final_line(&self) -> String {
+        let mut line = format!("{} · spent {}", self.outcome, self.spent_line());
+        let over: Vec<String> =
+            budget_lines(&self.spent, &self.budget).into_iter().filter(|l| l.contains("(+")).collect();
+        if !over.is_empty() {
+            line.push_str(&format!(" · over budget: {}", over.join(", ")));
+        }
+        match (&self.next, self.look_back()) {
+            (Some(n), _) => line.push_str(&format!(" · next: {n}")),
+            (None, Some(l)) => line.push_str(&format!(" · look back: {l}")),
+            (None, None) => {}
+        }
+        line
+    }
+
     /// Prints the summary for a person, on stderr beside the progress lines: stdout holds the
-    /// command's result alone (its human lines, or the `--json` document).
+    /// command's result alone (its human lines, or the `--json` document). The live display
+    /// is cleared first; a quiet run prints [`Summary::final_line`] alone, or nothing when its
+    /// result was a `--json` document.
     pub fn print(&self) {
-        for l in self.lines() {
-            output::err_line(&l);
+        crate::progress::finish();
+        match crate::progress::verbosity() {
+            crate::progress::Verbosity::Quiet if output::wrote_json() => {}
+            crate::progress::Verbosity::Quiet => output::err_line(&self.final_line()),
+            _ => self.lines().iter().for_each(|l| output::err_line(l)),
         }
     }
 }
 
-/// How far the spending went past a limit (a dispatch in flight finishes after the limit).
-fn overshoot(spent: &Spent, budget: &Budget) -> String {
+/// Each limit in force with what was spent against it, and how far past it the run went (a
+/// dispatch in flight finishes after the limit): "spent $0.84 of $0.50 (+68%)".
+fn budget_lines(spent: &Spent, budget: &Budget) -> Vec<String> {
+    let pct = |used: f64, max: f64| {
+        if used > max && max > 0.0 { format!(" (+{:.0}%)", (used - max) / max * 100.0) } else { String::new() }
+    };
     let mut parts = Vec::new();
+    if let Some(max) = budget.max_usd {
+        let used = spent.usage.cost_usd;
+        parts.push(format!("spent ${used:.2} of ${max:.2}{}", pct(used, max)));
+    }
     if let Some(max) = budget.max_tokens {
         let used = spent.usage.input_tokens + spent.usage.output_tokens;
-        if used > max {
-            parts.push(format!("{} tokens over the {max}-token budget", used - max));
-        }
+        parts.push(format!("spent {used} of {max} tokens{}", pct(used as f64, max as f64)));
     }
-    if let Some(max) = budget.max_usd
-        && spent.usage.cost_usd > max
-    {
-        parts.push(format!("${:.4} over the ${max} budget", spent.usage.cost_usd - max));
+    if let Some(max) = budget.max_dispatches {
+        let used = spent.dispatches;
+        parts.push(format!("spent {used} of {max} dispatches{}", pct(used as f64, max as f64)));
     }
-    if parts.is_empty() { String::new() } else { format!(" ({})", parts.join(", ")) }
+    parts
 }
 
 /// What `drive` hands back.
@@ -226,6 +275,36 @@ mod tests {
         fn is_bad_input(e: &E) -> bool {
             matches!(e, E::Bad(_) | E::Lock(_))
         }
+    }
+
+    #[test]
+    fn the_summary_shows_tokens_cost_the_overshoot_and_what_to_run_next() {
+        let usage = work_runtime::budget::Usage { input_tokens: 900, output_tokens: 300, cost_usd: 0.84 };
+        let spent = Spent { dispatches: 3, usage };
+        let s = Summary {
+            outcome: "budget".into(),
+            spent,
+            budget: Budget { max_usd: Some(0.5), max_tokens: Some(2000), ..Budget::default() },
+            events: Some(PathBuf::from(".work/runs/r-1/events.jsonl")),
+            ..Summary::default()
+        };
+        let lines = s.lines();
+        assert!(
+            lines.contains(&"spent: 3 dispatch(es) · 1200 tokens (900 in, 300 out) · $0.8400".to_string()),
+            "{lines:?}"
+        );
+        assert!(
+            lines.contains(&"budget: spent $0.84 of $0.50 (+68%) · spent 1200 of 2000 tokens".to_string()),
+            "{lines:?}"
+        );
+        assert!(lines.contains(&"look back: work show r-1 · work report r-1".to_string()), "{lines:?}");
+        let last = s.final_line();
+        assert!(
+            last.starts_with("budget · spent 3 dispatch(es)")
+                && last.contains("over budget: spent $0.84 of $0.50 (+68%)"),
+            "{last}"
+        );
+        assert!(last.ends_with("look back: work show r-1 · work report r-1"), "{last}");
     }
 
     #[test]

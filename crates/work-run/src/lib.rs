@@ -7,10 +7,13 @@
 //!   full disk);
 //! - [`status`]: every workflow's typed outcome mapped to a [`status::RunStatus`], and the one
 //!   exhaustive [`status::exit_code`];
-//! - [`signals`]: SIGINT / SIGTERM, with the exact resume command.
+//! - [`signals`]: SIGINT / SIGTERM, with the exact resume command;
+//! - [`progress`]: the one renderer of a run's typed events on stderr (a live status list on
+//!   a terminal, plain lines otherwise) and the `-q` / `-v` verbosity.
 
 pub mod harness;
 pub mod lock;
 pub mod output;
+pub mod progress;
 pub mod signals;
 pub mod status;

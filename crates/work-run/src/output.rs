@@ -6,8 +6,9 @@
 //! disk, `> /dev/full`) is remembered and turned into one `error:` line and exit 1 by
 //! [`crate::status::exit_code`]. After the first failure nothing more is written.
 //!
-//! Lines on stderr go through [`err_line`], which is redacted the same way and ignores a
-//! closed or full stderr (there is nowhere left to say so).
+//! Lines on stderr go through [`err_line`], which is redacted the same way, writes above a
+//! live progress display ([`crate::progress`]) and ignores a closed or full stderr (there is
+//! nowhere left to say so).
 
 #![allow(clippy::disallowed_macros, reason = "the one place that writes stdout")]
 
@@ -29,11 +30,12 @@ pub enum WriteFailure {
 struct Writer {
     redactor: Redactor,
     failure: Option<WriteFailure>,
+    json: bool,
 }
 
 fn writer() -> MutexGuard<'static, Writer> {
     static W: OnceLock<Mutex<Writer>> = OnceLock::new();
-    let m = W.get_or_init(|| Mutex::new(Writer { redactor: Redactor::from_env(), failure: None }));
+    let m = W.get_or_init(|| Mutex::new(Writer { redactor: Redactor::from_env(), failure: None, json: false }));
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
@@ -72,6 +74,7 @@ pub fn line(text: impl AsRef<str>) {
 /// result, nothing else.
 pub fn json(value: &Value) {
     let mut w = writer();
+    w.json = true;
     let v = w.redactor.redact_json(value);
     match serde_json::to_string_pretty(&v) {
         Ok(mut s) => {
@@ -88,7 +91,15 @@ pub fn json(value: &Value) {
 /// Writes one line (redacted) on stderr; a closed or full stderr is ignored.
 pub fn err_line(text: &str) {
     let r = writer().redactor.clone();
-    let _ = writeln!(io::stderr().lock(), "{}", r.redact(text));
+    let text = r.redact(text);
+    crate::progress::suspended(|| {
+        let _ = writeln!(io::stderr().lock(), "{text}");
+    });
+}
+
+/// True once a `--json` document was written (a quiet run then says nothing more).
+pub fn wrote_json() -> bool {
+    writer().json
 }
 
 /// The first failure writing stdout, if any.

@@ -32,6 +32,7 @@ pub fn watch(rt: &tokio::runtime::Runtime) {
             _ = term.recv() => Interrupt::Sigterm,
         };
         work_runtime::spawn::kill_all_children();
+        crate::progress::finish();
         crate::output::err_line(&interrupted_line());
         std::process::exit(exit_code(RunStatus::Interrupted(which)));
     });

@@ -24,6 +24,7 @@ pub struct EventLog {
     clock: Arc<dyn Clock>,
     redactor: Redactor,
     dispatches: std::sync::atomic::AtomicU64,
+    observers: Mutex<Vec<Arc<dyn Observer>>>,
 }
 
 impl std::fmt::Debug for EventLog {
@@ -49,6 +50,7 @@ impl EventLog {
             clock,
             redactor,
             dispatches: Default::default(),
+            observers: Default::default(),
         })
     }
 
@@ -61,6 +63,7 @@ impl EventLog {
             clock,
             redactor: Redactor::default(),
             dispatches: Default::default(),
+            observers: Default::default(),
         }
     }
 
@@ -89,6 +92,7 @@ impl EventLog {
                 obj.entry(k).or_insert(v);
             }
         }
+        let observed = Observed::from_event(kind, &obj);
         if let Some(f) = guard.1.as_mut() {
             let mut line = Value::Object(obj).to_string();
             line.push('\n');
@@ -99,6 +103,35 @@ impl EventLog {
                 eprintln!("warning: failed to append to the event log: {e}");
             }
         }
+        drop(guard);
+        if let Some(o) = observed {
+            self.notify(&o);
+        }
+    }
+
+    /// Adds an observer: every event from now on that [`Observed`] types is handed to it,
+    /// after it is in the log (a live display follows the log, it never feeds it).
+    pub fn observe(&self, observer: Arc<dyn Observer>) {
+        if let Ok(mut v) = self.observers.lock() {
+            v.push(observer);
+        }
+    }
+
+    fn notify(&self, e: &Observed) {
+        let observers = match self.observers.lock() {
+            Ok(v) => v.clone(),
+            Err(_) => return,
+        };
+        for o in observers {
+            o.observe(e);
+        }
+    }
+
+    /// Logs how many steps of `unit` a run will take at most (`progress.total`): what a
+    /// display draws its done/total bar against (a round cap, a plan's tasks, an iteration
+    /// maximum, a goal's criteria).
+    pub fn announce_total(&self, unit: Unit, total: u64) {
+        self.emit("progress.total", json!({"unit": unit.as_str(), "total": total}));
     }
 
     /// Writes the record of one dispatch attempt beside the log and returns its path
@@ -129,6 +162,209 @@ impl EventLog {
     pub fn redactor(&self) -> &Redactor {
         &self.redactor
     }
+}
+
+/// What a run counts in steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Unit {
+    /// An exhaust round.
+    Round,
+    /// An until iteration.
+    Iteration,
+    /// A task of a plan (implement, loop run).
+    Task,
+    /// A success criterion of a goal (ultra).
+    Criterion,
+}
+
+impl Unit {
+    /// The word in the log and on the bar ("round").
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unit::Round => "round",
+            Unit::Iteration => "iteration",
+            Unit::Task => "task",
+            Unit::Criterion => "criterion",
+        }
+    }
+
+    /// The word for several ("rounds").
+    pub fn plural(self) -> &'static str {
+        match self {
+            Unit::Round => "rounds",
+            Unit::Iteration => "iterations",
+            Unit::Task => "tasks",
+            Unit::Criterion => "criteria",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        [Unit::Round, Unit::Iteration, Unit::Task, Unit::Criterion].into_iter().find(|u| u.as_str() == s)
+    }
+}
+
+/// How one dispatch attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptEnd {
+    /// A valid answer.
+    Ok,
+    /// An answer that did not validate (retried once, then dropped).
+    Malformed,
+    /// The agent failed (exit code, kill, timeout).
+    Failed,
+}
+
+/// The events a live display follows, typed from what the log records (an event of another
+/// kind is not observed). Built from the redacted event, so nothing here holds a secret.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Observed {
+    /// `run.start`.
+    RunStarted {
+        /// The workflow.
+        workflow: String,
+    },
+    /// `dispatch.start`: an attempt is in flight.
+    DispatchStarted {
+        /// The dispatch id.
+        dispatch_id: String,
+        /// 1 or 2.
+        attempt: u64,
+        /// The role.
+        role: String,
+        /// The model pin.
+        model: String,
+    },
+    /// `dispatch.end`: an attempt ended.
+    DispatchEnded {
+        /// The dispatch id.
+        dispatch_id: String,
+        /// 1 or 2.
+        attempt: u64,
+        /// How it ended.
+        end: AttemptEnd,
+        /// Why it was not `Ok`.
+        reason: Option<String>,
+        /// Tokens it used (input + output).
+        tokens: u64,
+        /// What it cost.
+        cost_usd: f64,
+    },
+    /// `dispatch.over_budget`: a dispatch refused by the budget.
+    OverBudget {
+        /// The dispatch id.
+        dispatch_id: String,
+    },
+    /// A step began (`round.start`, `until.iteration.start`).
+    StepStarted {
+        /// What kind of step.
+        unit: Unit,
+        /// Its number, when known.
+        n: Option<u64>,
+    },
+    /// A step ended: `done` steps are done in all when known (`journal.saved` counts the
+    /// rounds), else one more is (`task.end`, `task.resumed`, `loop.task.done`).
+    StepEnded {
+        /// What kind of step.
+        unit: Unit,
+        /// How many are done, when the event says.
+        done: Option<u64>,
+    },
+    /// At most this many steps (`progress.total`, `plan.selected`).
+    Total {
+        /// What kind of step.
+        unit: Unit,
+        /// How many.
+        total: u64,
+    },
+    /// `ultra.observe`: a criterion observed passing or failing.
+    Criterion {
+        /// The criterion id.
+        id: String,
+        /// True when it passed.
+        pass: bool,
+    },
+    /// The run cannot go on without a change (`until.check-tampered`, `check-surface.changed`,
+    /// `budget.stop`).
+    Blocked {
+        /// Why.
+        reason: String,
+    },
+    /// `progress`: one human line.
+    Line(String),
+    /// `run.end`.
+    RunEnded {
+        /// The outcome word.
+        outcome: String,
+    },
+}
+
+impl Observed {
+    /// Types an event from its kind and fields; None for a kind no display follows.
+    pub fn from_event(kind: &str, f: &Map<String, Value>) -> Option<Self> {
+        let text = |k: &str| f.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        let num = |k: &str| f.get(k).and_then(Value::as_u64);
+        let step_started = |unit, k: &str| Some(Observed::StepStarted { unit, n: num(k) });
+        Some(match kind {
+            "run.start" => Observed::RunStarted { workflow: text("workflow") },
+            "run.end" => Observed::RunEnded { outcome: text("outcome") },
+            "progress" => Observed::Line(text("line")),
+            "dispatch.start" => Observed::DispatchStarted {
+                dispatch_id: text("dispatch_id"),
+                attempt: num("attempt").unwrap_or(1),
+                role: text("role"),
+                model: text("model"),
+            },
+            "dispatch.end" => {
+                let usage = f.get("usage");
+                let u = |k: &str| usage.and_then(|u| u.get(k)).and_then(Value::as_u64).unwrap_or(0);
+                Observed::DispatchEnded {
+                    dispatch_id: text("dispatch_id"),
+                    attempt: num("attempt").unwrap_or(1),
+                    end: match f.get("outcome").and_then(Value::as_str) {
+                        Some("ok") => AttemptEnd::Ok,
+                        Some("malformed") => AttemptEnd::Malformed,
+                        _ => AttemptEnd::Failed,
+                    },
+                    reason: f.get("reason").and_then(Value::as_str).map(str::to_string),
+                    tokens: u("input_tokens") + u("output_tokens"),
+                    cost_usd: usage.and_then(|u| u.get("cost_usd")).and_then(Value::as_f64).unwrap_or(0.0),
+                }
+            }
+            "dispatch.over_budget" => Observed::OverBudget { dispatch_id: text("dispatch_id") },
+            "round.start" => return step_started(Unit::Round, "round"),
+            "until.iteration.start" => return step_started(Unit::Iteration, "iteration"),
+            "journal.saved" => Observed::StepEnded { unit: Unit::Round, done: num("rounds") },
+            "until.iteration.end" => Observed::StepEnded { unit: Unit::Iteration, done: num("iteration") },
+            "task.end" | "task.resumed" | "loop.task.done" => Observed::StepEnded { unit: Unit::Task, done: None },
+            "plan.selected" => Observed::Total {
+                unit: Unit::Task,
+                total: f.get("tasks").and_then(Value::as_array).map_or(0, |a| a.len() as u64),
+            },
+            "progress.total" => Observed::Total { unit: Unit::parse(&text("unit"))?, total: num("total")? },
+            "ultra.observe" => Observed::Criterion { id: text("criterion"), pass: text("verdict") == "pass" },
+            "until.check-tampered" | "check-surface.changed" => {
+                Observed::Blocked { reason: format!("what judges the run changed: {}", changes(f.get("changes"))) }
+            }
+            "budget.stop" => Observed::Blocked { reason: format!("budget: refused {}", text("refused")) },
+            _ => return None,
+        })
+    }
+}
+
+fn changes(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    }
+}
+
+/// Follows a run's events as they are logged (a live display). Called on the thread that
+/// logged the event, after the line is written; it must not block.
+pub trait Observer: Send + Sync {
+    /// One typed event.
+    fn observe(&self, event: &Observed);
 }
 
 /// True when the file exists, is not empty and does not end with a newline.
@@ -177,6 +413,62 @@ mod tests {
             Redactor::default(),
         )
         .expect("open")
+    }
+
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<Observed>>);
+
+    impl Observer for Seen {
+        fn observe(&self, e: &Observed) {
+            self.0.lock().expect("lock").push(e.clone());
+        }
+    }
+
+    #[test]
+    fn observers_get_the_typed_events_a_display_follows_after_they_are_logged() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let l = log(dir.path());
+        let seen = Arc::new(Seen::default());
+        l.observe(seen.clone());
+        l.announce_total(Unit::Round, 3);
+        l.emit("round.start", json!({"round": 1}));
+        l.emit("dispatch.start", json!({"dispatch_id": "d1", "attempt": 1, "role": "finder", "model": "m"}));
+        let usage = json!({"input_tokens": 10, "output_tokens": 5, "cost_usd": 0.25});
+        l.emit(
+            "dispatch.end",
+            json!({"dispatch_id": "d1", "attempt": 1, "outcome": "failed", "reason": "x", "usage": usage}),
+        );
+        l.emit("journal.saved", json!({"rounds": 1, "seen": 0}));
+        l.emit("plan.selected", json!({"tasks": ["1", "2"]}));
+        l.emit("oracle.ran", json!({"items": 0}));
+        l.emit("progress.total", json!({"unit": "galaxy", "total": 3}));
+        let got = seen.0.lock().expect("lock").clone();
+        assert_eq!(
+            got,
+            vec![
+                Observed::Total { unit: Unit::Round, total: 3 },
+                Observed::StepStarted { unit: Unit::Round, n: Some(1) },
+                Observed::DispatchStarted {
+                    dispatch_id: "d1".into(),
+                    attempt: 1,
+                    role: "finder".into(),
+                    model: "m".into()
+                },
+                Observed::DispatchEnded {
+                    dispatch_id: "d1".into(),
+                    attempt: 1,
+                    end: AttemptEnd::Failed,
+                    reason: Some("x".into()),
+                    tokens: 15,
+                    cost_usd: 0.25
+                },
+                Observed::StepEnded { unit: Unit::Round, done: Some(1) },
+                Observed::Total { unit: Unit::Task, total: 2 },
+            ],
+            "kinds no display follows, and an unknown unit, are not observed"
+        );
+        // Every observed event is in the log too.
+        assert_eq!(read_log(&dir.path().join("events.jsonl")).expect("read").len(), 8);
     }
 
     #[test]

@@ -4,7 +4,6 @@
 
 use crate::CmdResult;
 use crate::ctx::CliError;
-use clap::CommandFactory;
 use std::path::PathBuf;
 use work_runtime::ExitStatus;
 
@@ -30,7 +29,7 @@ pub struct ManArgs {
 
 /// Runs `work completions`.
 pub fn run(args: Args) -> CmdResult {
-    let mut cmd = crate::Cli::command();
+    let mut cmd = crate::command();
     let mut buf = Vec::new();
     clap_complete::generate(args.shell, &mut cmd, "work", &mut buf);
     print_bytes(&buf)
@@ -54,7 +53,7 @@ fn page(cmd: clap::Command) -> Result<Vec<u8>, CliError> {
 
 /// Runs `work man`.
 pub fn run_man(args: ManArgs) -> CmdResult {
-    let mut cmd = crate::Cli::command();
+    let mut cmd = crate::command();
     let Some(dir) = args.out_dir else {
         return print_bytes(&page(cmd)?);
     };

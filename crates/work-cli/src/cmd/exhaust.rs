@@ -279,6 +279,9 @@ fn run_locked(
         preflight_final_oracles(ctx, &params.final_oracles, oracle_timeout)?;
     }
     let run = ctx.start_resumed_run("exhaust", budget, journal.spent, journal.spent_by_role.clone())?;
+    if let Some(n) = a.max_rounds {
+        run.events.announce_total(work_runtime::events::Unit::Round, n.into());
+    }
     let d = ctx::dispatcher(&run, &role, agent);
     run.emit(
         "exhaust.start",
@@ -340,7 +343,13 @@ fn summary(run: &work_runtime::run::RunContext, j: &Journal, reason: &str) -> wo
         items,
         spent: run.budget.spent(),
         budget: run.budget.budget(),
-        next: None,
+        next: match work_run::status::ExhaustStop::parse(reason) {
+            work_run::status::ExhaustStop::KDry | work_run::status::ExhaustStop::Exhausted => None,
+            work_run::status::ExhaustStop::Budget | work_run::status::ExhaustStop::CallerTarget => {
+                Some("the same command with a larger budget or --max-rounds resumes from the journal".into())
+            }
+            work_run::status::ExhaustStop::Other => Some("the same command resumes from the journal".into()),
+        },
         events: Some(run.run_dir().join("events.jsonl")),
     }
 }

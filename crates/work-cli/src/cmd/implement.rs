@@ -146,7 +146,7 @@ fn early_exit(ctx: &Ctx, workflow: &str, json: bool, report: EndReport) -> CmdRe
         run.finish(report.status.as_str(), serde_json::json!({"kind": report.kind}));
         report.run_id = Some(run.run_id.clone());
     }
-    emit(ctx, json, &report)
+    emit(ctx, json, &report, None)
 }
 
 /// The flag that carries a carrier field, for a refusal of the command line itself.
@@ -224,7 +224,9 @@ fn lock_iteration(
     Ok((run_id, it, tree))
 }
 
-fn emit(ctx: &Ctx, json: bool, report: &EndReport) -> CmdResult {
+/// Prints the end-report (`--json` or human lines) and the run summary; `run` is the run
+/// that dispatched (its spending and budget go in the summary).
+fn emit(ctx: &Ctx, json: bool, report: &EndReport, run: Option<&work_runtime::run::RunContext>) -> CmdResult {
     if json {
         ctx::print_json(&report.to_json());
     } else {
@@ -253,12 +255,15 @@ fn emit(ctx: &Ctx, json: bool, report: &EndReport) -> CmdResult {
         items: report.files.iter().take(20).cloned().collect(),
         next: match report.status {
             Status::Done => None,
-            Status::Blocked | Status::Partial | Status::NeedsContext => {
-                report.artifacts.blocked_md.as_ref().map(|b| format!("read {b}"))
-            }
+            Status::Blocked | Status::Partial | Status::NeedsContext => report
+                .artifacts
+                .blocked_md
+                .as_ref()
+                .map(|b| format!("read {b}; the same command (same --iter-id) continues task by task")),
         },
         events,
-        ..Default::default()
+        spent: run.map(|r| r.budget.spent()).unwrap_or_default(),
+        budget: run.map(|r| r.budget.budget()).unwrap_or_default(),
     };
     summary.print();
     Ok(work_run::status::iteration(report.status))
@@ -445,7 +450,7 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
             };
             let report = ctx::runtime()?.block_on(work_implement::mini::run_mini(&env, input));
             run.finish(report.status.as_str(), serde_json::json!({"kind": report.kind}));
-            emit(&ctx, a.run.json, &report)
+            emit(&ctx, a.run.json, &report, Some(&run))
         }
         _ => {
             let plan_arg = c.plan_path.clone().unwrap_or_default();
@@ -481,7 +486,7 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
             };
             let report = ctx::runtime()?.block_on(work_implement::standard::run_standard(&env, input));
             run.finish(report.status.as_str(), serde_json::json!({"kind": report.kind}));
-            emit(&ctx, a.run.json, &report)
+            emit(&ctx, a.run.json, &report, Some(&run))
         }
     }
 }
@@ -524,5 +529,5 @@ pub fn run_edit(global: &Global, a: EditArgs) -> CmdResult {
     };
     let report = ctx::runtime()?.block_on(work_implement::edit::run_edit(&env, input));
     run.finish(report.status.as_str(), serde_json::json!({"kind": report.kind}));
-    emit(&ctx, a.run.json, &report)
+    emit(&ctx, a.run.json, &report, Some(&run))
 }

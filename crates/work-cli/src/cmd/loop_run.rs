@@ -193,9 +193,19 @@ pub fn run(global: &Global, a: RunArgs) -> CmdResult {
             (role.role.clone(), RoleDispatch { model: role.model.clone(), effort: role.effort.clone(), dispatcher })
         })
         .collect();
+    let (tracker, events) = (run.budget.clone(), run.run_dir().join("events.jsonl"));
     let rt = ctx::runtime()?;
     let report = rt.block_on(Driver::new(run, roles, settings, sd).drive());
-    render(&report, &resume_flags(&a), a.json);
+    let next = render(&report, &resume_flags(&a), a.json);
+    work_run::harness::Summary {
+        outcome: format!("{} ({})", report.outcome, report.reason),
+        spent: tracker.spent(),
+        budget: tracker.budget(),
+        next: (!next.is_empty()).then(|| next.join(" · or ")),
+        events: Some(events),
+        ..Default::default()
+    }
+    .print();
     drop(lock);
     Ok(report.exit)
 }
@@ -235,14 +245,20 @@ fn complete_resume(v: &mut serde_json::Value, extra: &str) {
     }
 }
 
-fn render(r: &Report, extra: &str, json: bool) {
+/// Prints the result and returns the commands that continue the run (for the summary).
+fn render(r: &Report, extra: &str, json: bool) -> Vec<String> {
     let mut doc = serde_json::to_value(r).unwrap_or(serde_json::Value::Null);
     if !extra.is_empty() {
         complete_resume(&mut doc, extra);
     }
+    let next: Vec<String> = doc
+        .get("next")
+        .and_then(serde_json::Value::as_object)
+        .map(|o| o.values().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
     if json {
         print_json(&doc);
-        return;
+        return next;
     }
     let line = |k: &str| doc.get(k).and_then(serde_json::Value::as_str).unwrap_or("-").to_string();
     work_run::output::line(format!("{}: {} ({})", line("outcome"), line("message"), line("reason")));
@@ -262,6 +278,7 @@ fn render(r: &Report, extra: &str, json: bool) {
             }
         }
     }
+    next
 }
 
 #[cfg(test)]

@@ -111,6 +111,7 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
         }
     };
     let run = ctx.start_run_as(run_id, "ultra", args.budget.budget(), Spent::default(), Default::default())?;
+    run.events.announce_total(work_runtime::events::Unit::Criterion, goal.criteria.len() as u64);
     let mut st = existing
         .unwrap_or_else(|| GoalState::new(&goal.id, &goal.objective, goal.tier, &shown, &run.clock.now_rfc3339()));
     let dispatcher = crate::ctx::dispatcher(&run, &role, agent);

@@ -216,6 +216,7 @@ fn run_new(global: &Global, args: Args, until: String) -> CmdResult {
     run.progress(&format!("until: {} · verify: {}", one_line(&m.until), m.verify.as_deref().unwrap_or("(none)")));
     run.progress(&format!("goal: {}", one_line(&m.goal)));
     run.progress(&format!("max {} · mode {} · recon {}", m.max, m.mode.as_str(), if m.recon { "yes" } else { "no" }));
+    run.events.announce_total(work_runtime::events::Unit::Iteration, m.max.into());
     let timeout = Duration::from_secs(args.verify_timeout.unwrap_or(900));
     let d = crate::ctx::dispatcher(&run, &role, agent);
     let env = LoopEnv {
@@ -276,6 +277,7 @@ fn run_resume(global: &Global, args: Args) -> CmdResult {
     if let Some(max) = args.max {
         s.meta.max = max;
     }
+    run.events.announce_total(work_runtime::events::Unit::Iteration, s.meta.max.into());
     if let Some(mode) = args.mode {
         s.meta.mode = if mode == ModeArg::HumanGate { Mode::HumanGate } else { Mode::Auto };
     }

@@ -133,12 +133,17 @@ impl Scenario {
 }
 
 /// Asserts that a failed command printed exactly one line on stderr (the one-line error rule);
-/// an argument error may follow it with clap's own `tip:` and `Usage:` lines.
+/// an argument error may follow it with clap's own `tip:`, `[possible values: …]` and `Usage:` lines.
 pub fn assert_one_line_error(stderr: &str) {
     let lines: Vec<&str> = stderr
         .lines()
         .filter(|l| !l.trim().is_empty())
-        .filter(|l| !(l.starts_with("  ") && (l.trim().starts_with("tip:") || l.trim().starts_with("Usage:"))))
+        .filter(|l| {
+            !(l.starts_with("  ")
+                && (l.trim().starts_with("tip:")
+                    || l.trim().starts_with("Usage:")
+                    || l.trim().starts_with("[possible values:")))
+        })
         .collect();
     assert_eq!(lines.len(), 1, "expected a one-line error, got:\n{stderr}");
     assert!(lines[0].starts_with("error: "), "expected `error: …`, got {:?}", lines[0]);
