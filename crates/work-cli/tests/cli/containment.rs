@@ -113,7 +113,7 @@ fn a_detaching_agent_leaves_nothing_after_a_normal_dispatch() {
 fn a_detaching_agent_leaves_nothing_after_a_timeout() {
     let s = repo();
     let agent = hostile_finder(&s, "hang");
-    let (code, out, err) = s.run(&exhaust_args(&agent, "timeouts.dispatch_secs=1"));
+    let (code, out, err) = s.run(&exhaust_args(&agent, "timeouts.dispatch_secs=3"));
     assert!(code == 0 || code == 1, "code {code}\nstdout:\n{out}\nstderr:\n{err}");
     assert!(out.contains("timed out"), "the finders timed out:\n{out}");
     let (alive, survived) = survivors(&s, Duration::ZERO);
