@@ -3,6 +3,8 @@
 //! Every call runs `git` through the runtime's spawner (blocking; callable from async code
 //! running on a multi-threaded runtime, and from plain synchronous code).
 
+pub mod looked;
+pub mod suite_report;
 pub mod surface;
 
 use sha2::{Digest, Sha256};
