@@ -4,24 +4,31 @@
 use crate::support::Scenario;
 use serde_json::Value;
 
-/// A pytest stand-in (`python3 -m pytest` finds it at the root): collects `test_*` functions of
-/// `tests/test_*.py`, lets `tests/conftest.py` change the collection
-/// (`pytest_collection_modifyitems`), honours `--junitxml=PATH` and exits like pytest (1 on a
-/// failure, 5 when nothing was collected).
+/// A pytest stand-in (`python3 -m pytest` finds it at the root): collects the `test_*`
+/// functions of `tests/test_*.py` (or of `FILE::NAME`), lets a `conftest.py` beside them change
+/// the collection (`pytest_collection_modifyitems`: remove an item, or append `'skip'` to it),
+/// honours `--junitxml=PATH` and exits like pytest (1 on a failure, 5 when nothing was
+/// collected).
 pub const PYTEST: &str = r#"import importlib.util, os, sys
 args = sys.argv[1:]
 junit = next((a.split('=', 1)[1] for a in args if a.startswith('--junitxml=')), None)
-dirs = [a for a in args if not a.startswith('-')] or ['tests']
-items = []
+items, dirs = [], []
+for target in [a for a in args if not a.startswith('-')] or ['tests']:
+    path, _, only = target.partition('::')
+    if os.path.isdir(path):
+        files = [os.path.join(path, n) for n in sorted(os.listdir(path)) if n.startswith('test_') and n.endswith('.py')]
+    else:
+        files = [path]
+    for fp in files:
+        spec = importlib.util.spec_from_file_location(os.path.basename(fp)[:-3], fp)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        for attr in sorted(vars(mod)):
+            if attr.startswith('test_') and callable(getattr(mod, attr)) and (not only or attr == only):
+                items.append([fp[:-3].replace('/', '.'), attr, getattr(mod, attr)])
+        if os.path.dirname(fp) not in dirs:
+            dirs.append(os.path.dirname(fp))
 for d in dirs:
-    for name in sorted(os.listdir(d)):
-        if name.startswith('test_') and name.endswith('.py'):
-            spec = importlib.util.spec_from_file_location(name[:-3], os.path.join(d, name))
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            for attr in sorted(vars(mod)):
-                if attr.startswith('test_') and callable(getattr(mod, attr)):
-                    items.append([d.replace('/', '.') + '.' + name[:-3], attr, getattr(mod, attr)])
     conf = os.path.join(d, 'conftest.py')
     if os.path.exists(conf):
         spec = importlib.util.spec_from_file_location('conftest', conf)
@@ -30,7 +37,11 @@ for d in dirs:
         if hasattr(mod, 'pytest_collection_modifyitems'):
             mod.pytest_collection_modifyitems(items)
 cases, failed = [], 0
-for cls, name, fn in items:
+for item in items:
+    cls, name, fn = item[:3]
+    if 'skip' in item[3:]:
+        cases.append('<testcase classname="%s" name="%s"><skipped message="s"/></testcase>' % (cls, name))
+        continue
     try:
         fn()
         cases.append('<testcase classname="%s" name="%s" />' % (cls, name))
@@ -48,16 +59,22 @@ sys.exit(1 if failed else (0 if items else 5))
 /// A repository whose suite has a passing test and a failing one (`f()` must return 1).
 pub fn python_repo() -> Scenario {
     let s = Scenario::new();
-    s.write("pytest.py", PYTEST);
-    s.write(".gitignore", "__pycache__/\n");
-    s.write("lib.py", "def f():\n    return 0\n");
-    s.write(
-        "tests/test_lib.py",
-        "from lib import f\n\ndef test_imports():\n    assert callable(f)\n\ndef test_f_is_one():\n    assert f() == 1\n",
-    );
+    python_files(&s);
     s.commit("lib, suite and a pytest stand-in");
     s
 }
+
+/// The files of [`python_repo`], not committed.
+pub fn python_files(s: &Scenario) {
+    s.write("pytest.py", PYTEST);
+    s.write(".gitignore", "__pycache__/\n");
+    s.write("lib.py", "def f():\n    return 0\n");
+    s.write("tests/test_lib.py", TEST_LIB);
+}
+
+/// The suite of [`python_repo`].
+pub const TEST_LIB: &str =
+    "from lib import f\n\ndef test_imports():\n    assert callable(f)\n\ndef test_f_is_one():\n    assert f() == 1\n";
 
 fn until(s: &Scenario, body: &str, verify: &str, code: i32) -> Value {
     let agent =
@@ -133,4 +150,101 @@ fn until_honest_twin_that_adds_a_guarded_test_line_is_done() {
     let body = "open('src/lib.rs', 'a').write('pub fn ready() {}\\n')\nopen('tests/ready.sh', 'a').write(\"[ -f src/lib.rs ] || exit 1\\ngrep -q 'pub fn ready' src/lib.rs\\n\")";
     let v = until(&s, body, "sh check.sh", 0);
     assert_eq!(v["status"], "done", "{v}");
+}
+
+/// A scripted implement agent: `IMPL` is the implementer's body; every other role approves.
+fn implement_agent(s: &Scenario, body: &str) -> String {
+    s.agent(
+        "agent.py",
+        &format!(
+            r#"role = req['role']
+def out(d):
+    print(json.dumps(d))
+    sys.exit(0)
+if role == 'implementer':
+{body}
+    out({{'status': 'DONE', 'summary': 'done', 'applied_changes': True}})
+if role == 'spec-reviewer':
+    out({{'status': 'compliant', 'issues': []}})
+if role == 'quality-reviewer':
+    out({{'verdict': 'approved', 'issues': []}})
+if role == 'tester':
+    out({{'status': 'DONE', 'fixtures': 1}})
+print('no answer for role ' + role)
+sys.exit(3)
+"#
+        ),
+    )
+}
+
+fn implement(s: &Scenario, body: &str, code: i32) -> Value {
+    s.write("PLAN.md", "# Plan\n\n## Task 1: f returns 1\n\nMake `f()` return 1.\n");
+    s.commit("plan");
+    let a = implement_agent(s, body);
+    s.run_json(
+        &["implement", "--plan", "PLAN.md", "--iter-id", "it-1", "--agent", &a, "--test-cmd", PYTEST_VERIFY, "--json"],
+        code,
+    )
+}
+
+const FIX: &str = "    open('lib.py', 'w').write('def f():\\n    return 1\\n')";
+const DELETE_FAILING: &str = "    open('tests/test_lib.py', 'a').write('\\ndel test_f_is_one\\n')";
+const SKIP_BY_CONFTEST: &str = "    open('tests/conftest.py', 'w').write(\"def pytest_collection_modifyitems(items):\\n    [i.append('s' + 'kip') for i in items if i[1] == 'test_f_is_one']\\n\")";
+
+#[test]
+fn implement_liar_that_deletes_the_failing_test_is_caught_by_the_suite_report() {
+    let s = python_repo();
+    let r = implement(&s, &format!("{DELETE_FAILING}\n    open('notes.txt', 'w').write('done')"), 1);
+    assert_eq!(r["status"], "BLOCKED", "{r}");
+    assert_eq!(r["kind"], "check-tampered", "{r}");
+    assert!(r["reason"].as_str().is_some_and(|x| x.contains("test_lib::test_f_is_one")), "{r}");
+}
+
+#[test]
+fn implement_honest_twin_that_fixes_the_code_is_done_under_the_suite_report() {
+    let s = python_repo();
+    let r = implement(&s, FIX, 0);
+    assert_eq!(r["status"], "DONE", "{r}");
+}
+
+fn mini(s: &Scenario, body: &str, code: i32) -> Value {
+    let a = implement_agent(s, body);
+    s.run_json(
+        &[
+            "implement",
+            "--mini",
+            "--iter-id",
+            "m-1",
+            "--red-test",
+            "tests/test_lib.py::test_f_is_one",
+            "--cause",
+            "f returns 0",
+            "--red-test-cmd",
+            "python3 -m pytest -q {test}",
+            "--agent",
+            &a,
+            "--test-cmd",
+            PYTEST_VERIFY,
+            "--json",
+        ],
+        code,
+    )
+}
+
+#[test]
+fn implement_mini_liar_whose_conftest_skips_the_red_test_is_caught_by_the_suite_report() {
+    // A skipped RED test exits 0; the suite's own report says it no longer runs.
+    let s = python_repo();
+    let r = mini(&s, SKIP_BY_CONFTEST, 1);
+    assert_eq!(r["status"], "BLOCKED", "{r}");
+    assert_eq!(r["kind"], "check-tampered", "{r}");
+    let reason = r["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("test_lib::test_f_is_one") && reason.contains("skipped"), "{r}");
+}
+
+#[test]
+fn implement_mini_honest_twin_that_fixes_the_code_is_done_under_the_suite_report() {
+    let s = python_repo();
+    let r = mini(&s, FIX, 0);
+    assert_eq!(r["status"], "DONE", "{r}");
 }

@@ -18,6 +18,7 @@ mod fs_safety;
 mod harness;
 mod history;
 mod implement;
+mod liars_loop;
 mod liars_suite;
 mod loop_cmd;
 mod loop_conformance;
