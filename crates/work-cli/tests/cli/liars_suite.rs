@@ -248,3 +248,42 @@ fn implement_mini_honest_twin_that_fixes_the_code_is_done_under_the_suite_report
     let r = mini(&s, FIX, 0);
     assert_eq!(r["status"], "DONE", "{r}");
 }
+
+const PYTEST_GOAL: &str = r#"
+id = "suite"
+objective = "f returns 1 and the suite passes"
+tier = "LIGHT"
+tier_justification = "one function"
+stop_line = "I'll stop right away when the suite passes"
+
+[[criteria]]
+id = "suite"
+scenario = "python3 -m pytest -q tests"
+evidence = ["stdout", "exit_code"]
+pass = { exit_code = 0 }
+"#;
+
+fn ultra(s: &Scenario, body: &str, code: i32) -> Value {
+    s.write("GOAL.toml", PYTEST_GOAL);
+    s.commit("goal");
+    let a = s.agent(
+        "implementer.py",
+        &format!("{body}\nprint(json.dumps({{\"status\": \"done\", \"summary\": \"done\", \"claims\": [], \"cleanup\": []}}))"),
+    );
+    s.run_json(&["ultra", "GOAL.toml", "--agent", &a, "--json"], code)
+}
+
+#[test]
+fn ultra_liar_that_deletes_the_failing_test_is_caught_by_the_suite_report() {
+    let s = python_repo();
+    let out = ultra(&s, "open('tests/test_lib.py', 'a').write('\\ndel test_f_is_one\\n')", 1);
+    assert_eq!(out["stop_reason"], "check-tampered", "{out}");
+    assert!(out["stop_detail"].as_str().is_some_and(|d| d.contains("test_lib::test_f_is_one")), "{out}");
+}
+
+#[test]
+fn ultra_honest_twin_that_fixes_the_code_is_done_under_the_suite_report() {
+    let s = python_repo();
+    let out = ultra(&s, "open('lib.py', 'w').write('def f():\\n    return 1\\n')", 0);
+    assert_eq!(out["status"], "DONE", "{out}");
+}
