@@ -1800,7 +1800,7 @@ impl Driver {
             };
             let mut artifact = merge_adjudication(&report, &answer);
             let red = self.red_gates(&crate::proof::gates_named(&report)).await;
-            let rules = work_exhaust::items::Gate2Rules {
+            let rules = work_git::evidence::Gate2Rules {
                 forbidden: std::fs::canonicalize(&self.run.state_dir).into_iter().collect(),
                 scope: Vec::new(),
             };

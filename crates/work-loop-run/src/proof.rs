@@ -15,7 +15,7 @@
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::path::Path;
-use work_exhaust::items::{Gate2, Gate2Rules, gate2_with};
+use work_git::evidence::{Gate2, Gate2Rules, gate2_with};
 
 /// The shortest quote that proves anything.
 const MIN_QUOTE: usize = 3;
