@@ -8,7 +8,8 @@
 //! every round and is the resume source.
 //!
 //! - [`angles`]: the built-in sweep pool;
-//! - [`items`]: dedup keys and gate 2;
+//! - [`items`]: dedup keys, and gate 2 (re-exported from `work_git::evidence`, which `loop run`
+//!   shares for an adjudicator's evidence);
 //! - [`oracle`]: oracle commands and their output;
 //! - [`journal`]: the journal and master object;
 //! - [`engine`]: the round loop.
@@ -18,8 +19,9 @@ pub mod angles;
 pub mod engine;
 pub mod items;
 pub mod journal;
-pub mod locate;
 pub mod oracle;
 
 pub use engine::{Engine, ExhaustError, Params, finder_schema};
 pub use journal::Journal;
+/// Prose locations and quoted evidence (moved to `work_git::locate`, shared with `loop run`).
+pub use work_git::locate;

@@ -3,6 +3,10 @@
 //! Every call runs `git` through the runtime's spawner (blocking; callable from async code
 //! running on a multi-threaded runtime, and from plain synchronous code).
 
+pub mod evidence;
+pub mod locate;
+pub mod looked;
+pub mod suite_report;
 pub mod surface;
 
 use sha2::{Digest, Sha256};

@@ -18,10 +18,13 @@
 //! always allowed. Nothing is followed out of the root: symlinks are recorded by their target
 //! text, never read through.
 
+use crate::suite_report::{self, Probe, SuiteReport};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
+use std::time::Duration;
+use work_runtime::spawn::Spawner;
 
 /// The most a single surface file may hold for its content to be compared (larger files are
 /// compared by size and a hash of their first bytes).
@@ -106,6 +109,10 @@ pub enum Role {
     Pinned,
     /// Part of the test tree.
     Test,
+    /// A test in a runner's own report (see [`crate::suite_report`]).
+    Reported,
+    /// A test runner whose report was read before the first dispatch.
+    Runner,
 }
 
 /// One frozen file.
@@ -136,6 +143,8 @@ impl std::fmt::Display for SurfaceChange {
         let role = match self.role {
             Role::Pinned => "check file",
             Role::Test => "test file",
+            Role::Reported => "test",
+            Role::Runner => "test runner",
         };
         write!(f, "{role} `{}` {}", self.path, self.what)
     }
@@ -146,6 +155,16 @@ impl std::fmt::Display for SurfaceChange {
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CheckSurface {
     files: BTreeMap<String, Frozen>,
+    /// The suites' own reports before the first dispatch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    suites: Vec<SuiteBaseline>,
+}
+
+/// A runner's report recorded before the first dispatch.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct SuiteBaseline {
+    probe: Probe,
+    report: SuiteReport,
 }
 
 /// Reads a file's digest and (for test files) its lines, without following a symlink.
@@ -296,6 +315,58 @@ impl CheckSurface {
         }
     }
 
+    /// Records the own report of every test runner `commands` run that can give one (see
+    /// [`crate::suite_report`]): the baseline [`CheckSurface::suite_changes`] compares with. A
+    /// runner that gives no report now is left to the file-level freeze. Runs each suite once.
+    pub async fn record_suites<S: AsRef<str>>(
+        &mut self,
+        spawner: &Spawner,
+        root: &Path,
+        commands: &[S],
+        timeout: Option<Duration>,
+    ) {
+        for cmd in commands {
+            for probe in suite_report::detect(cmd.as_ref()) {
+                if self.suites.iter().any(|b| b.probe.report_command == probe.report_command) {
+                    continue;
+                }
+                if let Some(report) = suite_report::run(spawner, root, &probe, timeout).await {
+                    self.suites.push(SuiteBaseline { probe, report });
+                }
+            }
+        }
+    }
+
+    /// The runners whose baseline report was recorded: `(command part, collected, skipped)`.
+    pub fn suites(&self) -> Vec<(&str, usize, usize)> {
+        self.suites
+            .iter()
+            .map(|b| (b.probe.part.as_str(), b.report.collected(), b.report.count(suite_report::Outcome::Skipped)))
+            .collect()
+    }
+
+    /// Runs every recorded runner again and names the tests its report lost since the baseline
+    /// (gone, skipped where they ran, added skipped), and a runner that gives no report now.
+    /// Call it when a verdict is green: a red verdict needs no second look.
+    pub async fn suite_changes(&self, spawner: &Spawner, root: &Path, timeout: Option<Duration>) -> Vec<SurfaceChange> {
+        let mut out = Vec::new();
+        for b in &self.suites {
+            match suite_report::run(spawner, root, &b.probe, timeout).await {
+                None => out.push(SurfaceChange {
+                    path: b.probe.part.clone(),
+                    role: Role::Runner,
+                    what: "gave no report (it gave one before the first dispatch)",
+                }),
+                Some(now) => out.extend(suite_report::compare(&b.report, &now).into_iter().map(|l| SurfaceChange {
+                    path: l.test,
+                    role: Role::Reported,
+                    what: l.what,
+                })),
+            }
+        }
+        out
+    }
+
     /// The frozen paths, sorted.
     pub fn paths(&self) -> Vec<&str> {
         self.files.keys().map(String::as_str).collect()
@@ -314,10 +385,10 @@ impl CheckSurface {
             let what = match (&now, frozen.role) {
                 (None, _) => Some("deleted"),
                 (Some((d, _)), _) if *d == frozen.digest => None,
-                (Some(_), Role::Pinned) => Some("changed"),
+                (Some(_), Role::Pinned | Role::Reported | Role::Runner) => Some("changed"),
                 (Some((_, lines)), Role::Test) => match (edits, &frozen.lines, lines) {
                     (TestEdits::Add, Some(old), Some(new)) if only_appended(old, new) => {
-                        if inserts_a_skip(root, path, old, new) { Some("edited (a test is skipped)") } else { None }
+                        added_lines_problem(root, path, old, new)
                     }
                     _ => Some("edited"),
                 },
@@ -335,22 +406,99 @@ impl CheckSurface {
 const SKIP_MARKERS: &[&str] =
     &["skip", "xfail", "#[ignore", "xit(", "xdescribe(", "xtest(", ".todo(", "t.skip", "pending(", ".only("];
 
-/// True when a line added to a test file switches a test off (or narrows the suite).
-fn inserts_a_skip(root: &Path, rel: &str, old: &[String], new: &[String]) -> bool {
-    let Ok((text, _)) = work_runtime::fsx::read_text_capped(&root.join(rel), READ_CAP) else { return false };
+/// Calls that end the whole process (a test file has no business ending the suite).
+const PROCESS_EXITS: &[&str] = &[
+    "sys.exit(",
+    "os._exit(",
+    "raise systemexit",
+    "pytest.exit(",
+    "process.exit(",
+    "os.exit(",
+    "process::exit(",
+    "runtime.goexit(",
+];
+
+/// What an added line does to the test file it was added to, when it ends the check early or
+/// makes existing lines vacuous: `None` for an honest addition.
+///
+/// - a skip marker (`skip`, `xfail`, `#[ignore]`, `.only(` …) anywhere;
+/// - a process exit anywhere (`sys.exit(`, `process.exit(`, `os.Exit(` …, a shell `exit` with no
+///   status or status 0, a bare `exit()`/`quit()`): it ends the suite, or makes a check script
+///   pass whatever came before;
+/// - a `return` or an always-false condition (`if False:`, `if (false)`, `if 0`) or a `try`
+///   directly above an existing line at the same or a deeper indentation: the existing lines
+///   no longer run, or their failure is swallowed. A helper's `return` above the next
+///   function (a shallower line) is honest.
+fn added_line_problem(line: &str, next_old_indent: Option<usize>) -> Option<&'static str> {
+    let lower = line.trim().to_ascii_lowercase();
+    if PROCESS_EXITS.iter().any(|m| lower.contains(m)) || is_bare_exit(&lower) {
+        return Some("edited (a check ends early)");
+    }
+    if SKIP_MARKERS.iter().any(|m| contains_word(&lower, m)) {
+        return Some("edited (a test is skipped)");
+    }
+    let indent = line.len() - line.trim_start().len();
+    let shadows = next_old_indent.is_some_and(|n| n >= indent);
+    let word = lower.split(|c: char| !c.is_ascii_alphanumeric() && c != '_').next().unwrap_or_default();
+    if shadows && word == "return" {
+        return Some("edited (a check ends early)");
+    }
+    let squeezed: String = lower.chars().filter(|c| !c.is_whitespace()).collect();
+    const DEAD: &[&str] = &["iffalse", "if(false)", "if0", "if(0)", "while(false)", "whilefalse", "iftrue==false"];
+    if shadows && (DEAD.iter().any(|d| squeezed.starts_with(d)) || matches!(squeezed.as_str(), "try:" | "try{")) {
+        return Some("edited (a check is made vacuous)");
+    }
+    None
+}
+
+/// True when `marker` occurs in `line` not as the tail of a longer word (`xit(` is not in
+/// `exit(`).
+fn contains_word(line: &str, marker: &str) -> bool {
+    line.match_indices(marker).any(|(i, _)| {
+        !marker.starts_with(|c: char| c.is_ascii_alphabetic())
+            || !line[..i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+/// A shell `exit` with no status or status 0 (the last statement of the line, comments
+/// aside), or a bare `exit()`/`quit()` (Python): a success whatever ran before.
+fn is_bare_exit(lower: &str) -> bool {
+    let code = lower.split(" #").next().unwrap_or(lower).trim().trim_end_matches(';').trim();
+    let stmt = code.rsplit(['&', '|', ';']).next().unwrap_or(code).trim();
+    matches!(stmt, "exit" | "exit 0" | "exit()" | "exit(0)" | "quit()" | "quit(0)")
+}
+
+/// Why a test file that kept every old line is still refused: an added line switches a test
+/// off, ends the check early or makes existing lines vacuous (see [`added_line_problem`]).
+fn added_lines_problem(root: &Path, rel: &str, old: &[String], new: &[String]) -> Option<&'static str> {
+    let Ok((text, _)) = work_runtime::fsx::read_text_capped(&root.join(rel), READ_CAP) else { return None };
     let lines: Vec<&str> = text.lines().collect();
     let mut old_it = old.iter().peekable();
-    for (i, h) in new.iter().enumerate() {
-        if old_it.peek().is_some_and(|o| *o == h) {
-            old_it.next();
+    let is_old: Vec<bool> = new
+        .iter()
+        .map(|h| {
+            let hit = old_it.peek().is_some_and(|o| *o == h);
+            if hit {
+                old_it.next();
+            }
+            hit
+        })
+        .collect();
+    for (i, kept) in is_old.iter().enumerate() {
+        if *kept {
             continue;
         }
-        let added = lines.get(i).map(|l| l.to_ascii_lowercase()).unwrap_or_default();
-        if SKIP_MARKERS.iter().any(|m| added.contains(m)) {
-            return true;
+        let line = lines.get(i).copied().unwrap_or_default();
+        // The next non-blank line, when it is an existing one: its indentation.
+        let next_old_indent = (i + 1..lines.len())
+            .find(|&j| !lines[j].trim().is_empty())
+            .filter(|&j| is_old.get(j).copied().unwrap_or(false))
+            .map(|j| lines[j].len() - lines[j].trim_start().len());
+        if let Some(why) = added_line_problem(line, next_old_indent) {
+            return Some(why);
         }
     }
-    false
+    None
 }
 
 /// True when every line of `old` is still in `new`, in order (lines were only added).
@@ -436,6 +584,54 @@ mod tests {
         fs::remove_file(root.join("pkg/b_test.go")).expect("rm");
         let ch = s.changes(root, TestEdits::Add);
         assert_eq!(describe(&ch), "test file `pkg/b_test.go` deleted; test file `tests/test_a.py` edited");
+    }
+
+    #[test]
+    fn an_added_line_that_ends_a_check_early_is_caught_and_an_honest_addition_is_not() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        let py = "def test_one():\n    assert f() == 1\n";
+        let sh = "grep -q hello out.txt\n";
+        let js = "test('a', () => {\n  expect(f()).toBe(1);\n});\n";
+        write(root, "tests/test_a.py", py);
+        write(root, "tests/lib.sh", sh);
+        write(root, "tests/a.test.js", js);
+        let s = CheckSurface::freeze(root, &["python3 -m pytest"], Named::All);
+        let caught = |rel: &str, text: &str| {
+            write(root, rel, text);
+            let ch = describe(&s.changes(root, TestEdits::Add));
+            write(root, "tests/test_a.py", py);
+            write(root, "tests/lib.sh", sh);
+            write(root, "tests/a.test.js", js);
+            ch
+        };
+        for (rel, liar) in [
+            ("tests/test_a.py", "import sys\nsys.exit(0)\ndef test_one():\n    assert f() == 1\n"),
+            ("tests/test_a.py", "def test_one():\n    return\n    assert f() == 1\n"),
+            ("tests/a.test.js", "test('a', () => {\n  if (false)\n  expect(f()).toBe(1);\n});\n"),
+            ("tests/lib.sh", "grep -q hello out.txt\nexit 0\n"),
+            ("tests/lib.sh", "exit\ngrep -q hello out.txt\n"),
+            ("tests/lib.sh", "true && exit 0 # done\ngrep -q hello out.txt\n"),
+            ("tests/a.test.js", "test('a', () => {\n  return;\n  expect(f()).toBe(1);\n});\n"),
+            ("tests/a.test.js", "process.exit(0);\ntest('a', () => {\n  expect(f()).toBe(1);\n});\n"),
+            ("tests/a.test.js", "test('a', () => {\n  try {\n  expect(f()).toBe(1);\n  } catch (e) {}\n});\n"),
+        ] {
+            let ch = caught(rel, liar);
+            assert!(ch.contains("ends early") || ch.contains("vacuous"), "{rel}: {liar:?} gave {ch:?}");
+        }
+        for (rel, honest) in [
+            (
+                "tests/test_a.py",
+                "def helper():\n    return 1\n\ndef test_one():\n    assert f() == 1\n\ndef test_two():\n    if f():\n        return\n    assert helper() == 1\n",
+            ),
+            ("tests/lib.sh", "[ -f out.txt ] || exit 1\ngrep -q hello out.txt\ngrep -q world out.txt\n"),
+            (
+                "tests/a.test.js",
+                "function g() {\n  return 1;\n}\ntest('a', () => {\n  expect(f()).toBe(1);\n});\ntest('b', () => {\n  try {\n    g();\n  } finally {}\n});\n",
+            ),
+        ] {
+            assert_eq!(caught(rel, honest), "", "{rel}: an honest addition is allowed");
+        }
     }
 
     #[test]

@@ -89,7 +89,7 @@ pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
     let mut report = EndReport::new(Status::Blocked, Mode::Edit, Some(input.iter_id.clone()), String::new());
     report.preflight = Some(input.preflight.clone());
     let mut task = TaskOutcome::new("edit", &input.description);
-    let surface = env.freeze_checks(&[]);
+    let surface = env.freeze_checks(&[]).await;
     let ctx =
         |round: u32| json!({"task_id": "edit", "iter_id": input.iter_id, "def_site": input.def_site, "round": round});
     let mut detail = json!({"def_site": input.def_site, "sites": null, "applied_changes": null,
@@ -208,6 +208,13 @@ pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
             "debug",
             format!("the suite is red after the edit ({}): a regression", suite.end),
         );
+        return end(env, report, task, detail);
+    }
+    if let Some(why) = env.suite_lost(&surface).await {
+        report.status = crate::report::Status::Blocked;
+        report.kind = Some("check-tampered".into());
+        report.reason = why.clone();
+        report.blocked_detail = Some(json!({"kind": "check-tampered", "reason": why}));
         return end(env, report, task, detail);
     }
     // Phase 3: the authoritative backstop, never told what the edit agent claimed.

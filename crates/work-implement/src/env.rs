@@ -122,11 +122,34 @@ fn tail(text: &str, lines: usize) -> String {
 impl Env {
     /// Freezes what judges the run before the first dispatch: the scripts the test command
     /// (and `extra` commands) name, the project's and the test runners' configuration, and the
-    /// test tree (see `work_git::surface`).
-    pub fn freeze_checks(&self, extra: &[String]) -> work_git::surface::CheckSurface {
+    /// test tree (see `work_git::surface`); the test runners they run report their suite
+    /// once here (the baseline [`Env::suite_lost`] compares with).
+    pub async fn freeze_checks(&self, extra: &[String]) -> work_git::surface::CheckSurface {
         let mut cmds = vec![self.settings.test_cmd.clone()];
         cmds.extend(extra.iter().cloned());
-        work_git::surface::CheckSurface::freeze(&self.run.root, &cmds, work_git::surface::Named::CheckLike)
+        let mut s = work_git::surface::CheckSurface::freeze(&self.run.root, &cmds, work_git::surface::Named::CheckLike);
+        s.record_suites(&self.run.spawner, &self.run.root, &cmds, self.settings.gate_timeout).await;
+        for (part, collected, skipped) in s.suites() {
+            self.run.emit(
+                "suite.baseline",
+                serde_json::json!({"command": part, "collected": collected, "skipped": skipped}),
+            );
+        }
+        s
+    }
+
+    /// Why a green run is BLOCKED `check-tampered` when the suite's own report lost tests since
+    /// the baseline (gone, skipped where they ran, added skipped).
+    pub async fn suite_lost(&self, surface: &work_git::surface::CheckSurface) -> Option<String> {
+        let lost = surface.suite_changes(&self.run.spawner, &self.run.root, self.settings.gate_timeout).await;
+        if lost.is_empty() {
+            return None;
+        }
+        let what = work_git::surface::describe(&lost);
+        self.run.emit("check-surface.changed", serde_json::json!({"changes": what}));
+        Some(format!(
+            "the suite is green but its own report lost tests since the run started: {what}; adding tests is the only change allowed: restore them (git diff shows the change) and run again"
+        ))
     }
 
     /// Why the run is BLOCKED `check-tampered` when an agent changed what judges it (a test

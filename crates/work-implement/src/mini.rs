@@ -43,7 +43,7 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> EndReport {
     let mut report = EndReport::new(Status::Blocked, Mode::Mini, Some(input.iter_id.clone()), String::new());
     report.preflight = Some(input.preflight.clone());
     let red_cmd = env.red_test_command(&input.red_test);
-    let surface = env.freeze_checks(std::slice::from_ref(&red_cmd));
+    let surface = env.freeze_checks(std::slice::from_ref(&red_cmd)).await;
     let before = env.gate("red-before", &red_cmd).await;
     let mut detail = json!({"red_test": input.red_test, "red_command": red_cmd, "red_before": before});
     if before.green {
@@ -169,6 +169,12 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> EndReport {
             format!("the RED test passes but the suite is red ({}): a regression", suite.end),
         );
         report.blocked_detail = Some(json!({"suite": suite}));
+        report.detail = Some(detail);
+        return end(env, report);
+    }
+    if let Some(why) = env.suite_lost(&surface).await {
+        blocked(&mut report, "check-tampered", why);
+        report.route = None;
         report.detail = Some(detail);
         return end(env, report);
     }

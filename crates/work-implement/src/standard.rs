@@ -108,7 +108,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
     let multi = tasks.len() > 1;
     let mut progress = resume_progress(env, &iter, &mut report);
     if progress.check_surface.is_none() {
-        progress.check_surface = Some(env.freeze_checks(&[]));
+        progress.check_surface = Some(env.freeze_checks(&[]).await);
         save_progress(env, &progress);
     }
     let surface = progress.check_surface.clone().unwrap_or_default();
@@ -286,6 +286,12 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
         report.route = Some("debug".into());
         report.reason = format!("the suite is red after the iteration ({}): route back to debug, RED first", suite.end);
         report.blocked_detail = Some(json!({"suite": suite}));
+        return end(env, report, extraction);
+    }
+    if let Some(why) = env.suite_lost(&surface).await {
+        report.kind = Some("check-tampered".into());
+        report.reason = why.clone();
+        report.blocked_detail = Some(json!({"kind": "check-tampered", "reason": why}));
         return end(env, report, extraction);
     }
     report.status = Status::Done;

@@ -252,13 +252,15 @@ pub fn merge_adjudication(report: &Value, answer: &Value) -> Value {
                 m.insert(k.into(), v);
             }
         }
-        for k in ["title", "file", "line", "detail"] {
+        for k in ["title", "file", "line", "detail", "gate"] {
             if let Some(v) = rf.get(k) {
                 m.insert(k.into(), v.clone());
             }
         }
-        if let Some(r) = a.get("reason") {
-            m.insert("reason".into(), r.clone());
+        for k in ["reason", "evidence"] {
+            if let Some(v) = a.get(k) {
+                m.insert(k.into(), v.clone());
+            }
         }
         out.push(Value::Object(m));
     }
@@ -337,6 +339,14 @@ struct AskError {
     fatal: Option<&'static str>,
     /// What happened.
     message: String,
+}
+
+/// Why a reviewer's report was not taken: the reviewer counts as missing, or the run stops.
+enum AskOr {
+    /// The reviewer counts as missing (why).
+    Missing(String),
+    /// A stop (a violation, the budget).
+    Fatal(AskError),
 }
 
 impl AskError {
@@ -870,16 +880,37 @@ impl Driver {
         self.s.gates = self.rs.pinned_gates.clone().unwrap_or_default();
     }
 
-    /// Freezes what judges the code phase (see `work_git::surface`), once.
-    fn freeze_check_surface(&mut self) {
+    /// Freezes what judges the code phase (see `work_git::surface`), once; the test runners the
+    /// gates run report their suite here (the baseline green gates are compared with).
+    async fn freeze_check_surface(&mut self) {
         if self.rs.check_surface.is_none() {
             let cmds: Vec<&str> = self.s.gates.iter().map(|(_, c)| c.as_str()).collect();
-            self.rs.check_surface = Some(work_git::surface::CheckSurface::freeze(
-                &self.run.root,
-                &cmds,
-                work_git::surface::Named::CheckLike,
-            ));
+            let mut s =
+                work_git::surface::CheckSurface::freeze(&self.run.root, &cmds, work_git::surface::Named::CheckLike);
+            s.record_suites(&self.run.spawner, &self.run.root, &cmds, self.s.gate_timeout).await;
+            for (part, collected, skipped) in s.suites() {
+                self.run.emit("suite.baseline", json!({ "command": part, "collected": collected, "skipped": skipped }));
+            }
+            self.rs.check_surface = Some(s);
         }
+    }
+
+    /// A stop when green gates ran a suite that lost tests since the code phase began (see
+    /// `work_git::suite_report`).
+    async fn suite_report_stop(&self) -> Option<Report> {
+        let surface = self.rs.check_surface.as_ref()?;
+        let lost = surface.suite_changes(&self.run.spawner, &self.run.root, self.s.gate_timeout).await;
+        if lost.is_empty() {
+            return None;
+        }
+        let what = work_git::surface::describe(&lost);
+        self.run.emit("check-surface.changed", json!({ "changes": what }));
+        Some(self.blocked(
+            "check-tampered",
+            format!(
+                "the gates are green but their suite lost tests since the code phase began: {what}. Adding tests is the only change allowed: restore them (git diff shows the change), then resume"
+            ),
+        ))
     }
 
     /// A stop when the implementer changed what judges it: a gate's script, the configuration,
@@ -1384,7 +1415,7 @@ impl Driver {
             self.save()?;
         }
         if self.rs.check_surface.is_none() {
-            self.freeze_check_surface();
+            self.freeze_check_surface().await;
             self.save()?;
         }
         let units = st.history.iter().filter(|h| h.event == "blocker-applied").count();
@@ -1563,6 +1594,9 @@ impl Driver {
         }
         self.rs.last_gates = runs;
         self.save()?;
+        if !red && let Some(r) = self.suite_report_stop().await {
+            return Ok(Some(r));
+        }
         let c = self.cohort()?;
         let wave = Some(c.current_wave_index);
         if !red {
@@ -1609,6 +1643,8 @@ impl Driver {
             "review_unit": unit,
             "round": round_no,
         });
+        // What a clean verdict must show it read (one of them at least).
+        let mut changed = vec![self.rel("spec.md"), self.rel("plan.md")];
         let target = if phase == "spec-plan" {
             format!("the spec `{}` and plan `{}`", self.rel("spec.md"), self.rel("plan.md"))
         } else {
@@ -1616,6 +1652,7 @@ impl Driver {
             // diff travels in the context, so nothing the implementer touched is hidden.
             let base = self.review_base();
             let snap = self.snapshot_since(&base)?;
+            changed = snap.keys().cloned().collect();
             let against = if base.is_empty() {
                 "the empty tree (no commit yet): every file".to_string()
             } else {
@@ -1681,11 +1718,28 @@ impl Driver {
         }
         for (i, role) in roles.iter().enumerate() {
             let base = format!("reviews/{unit}/r{round_no}-{role}");
-            let report = match outcomes.get(&i) {
-                Some(DispatchOutcome::Ok { output, .. }) => prompts::normalize_report(output),
-                other => {
-                    let why = other.and_then(DispatchOutcome::failure_reason).unwrap_or_else(|| "did not run".into());
-                    let msg = format!("the mandatory {role} is missing: its dispatch {why}");
+            let first = match outcomes.get(&i) {
+                Some(DispatchOutcome::Ok { output, .. }) => Ok(prompts::normalize_report(output)),
+                other => Err(format!(
+                    "its dispatch {}",
+                    other.and_then(DispatchOutcome::failure_reason).unwrap_or_else(|| "did not run".into())
+                )),
+            };
+            let proven = match first {
+                Ok(report) => {
+                    self.proven(role, phase, report, &changed, &shared, &target, &format!("{unit}-r{round_no}")).await
+                }
+                Err(why) => Err(AskOr::Missing(why)),
+            };
+            let report = match proven {
+                Ok(report) => report,
+                Err(AskOr::Fatal(e)) if e.fatal == Some("budget") => return self.budget_round(round_no, e.message),
+                Err(AskOr::Fatal(e)) => {
+                    round.stop = Some((e.code(""), e.message, ExitStatus::Unsuccessful));
+                    return Ok(round);
+                }
+                Err(AskOr::Missing(why)) => {
+                    let msg = format!("the mandatory {role} is missing: {why}");
                     self.push_outcome(ReviewerOutcome {
                         round: round_no,
                         role: (*role).into(),
@@ -1744,7 +1798,17 @@ impl Driver {
                     continue;
                 }
             };
-            let artifact = merge_adjudication(&report, &answer);
+            let mut artifact = merge_adjudication(&report, &answer);
+            let red = self.red_gates(&crate::proof::gates_named(&report)).await;
+            let rules = work_git::evidence::Gate2Rules {
+                forbidden: std::fs::canonicalize(&self.run.state_dir).into_iter().collect(),
+                scope: Vec::new(),
+            };
+            let overrides = crate::proof::check_adjudication(&mut artifact, &self.run.root, &rules, &red);
+            if !overrides.is_empty() {
+                self.run.emit("adjudication.overridden", json!({ "reviewer": role, "notes": overrides }));
+                artifact["engine"] = json!(overrides);
+            }
             let adj_rel = self.write_json(&format!("{base}.adjudication.json"), &artifact)?;
             let text = serde_json::to_string(&artifact).unwrap_or_default();
             let class = adjudication::classify(&text, &adj_rel)?;
@@ -1835,6 +1899,59 @@ impl Driver {
         }
         self.save()?;
         Ok(round)
+    }
+
+    /// A reviewer's report once it proves the reviewer looked (see `crate::proof`): a clean
+    /// verdict that names none of `changed` in `files_read` is refused, the reviewer is asked
+    /// once more with the reason, and a second such answer counts the reviewer as missing.
+    #[allow(clippy::too_many_arguments)]
+    async fn proven(
+        &self,
+        role: &str,
+        phase: &str,
+        report: Value,
+        changed: &[String],
+        context: &Value,
+        target: &str,
+        label: &str,
+    ) -> Result<Value, AskOr> {
+        let check = |r: &Value| match r.get("verdict").and_then(Value::as_str) {
+            Some("clean") => work_git::looked::check_files_read(&work_git::looked::files_read(r), changed),
+            _ => Ok(()),
+        };
+        let Err(why) = check(&report) else { return Ok(report) };
+        self.run.emit("review.unproven", json!({ "reviewer": role, "why": why, "attempt": 1 }));
+        let prompt = format!(
+            "{}\nYour previous answer was refused: {why}. Read the change, then answer again.",
+            prompts::review_brief(role, phase, self.sd.rel(), target)
+        );
+        let again = self
+            .ask(role, Access::ReadOnly, prompt, prompts::report_schema(), context.clone(), &format!("{label}-again"))
+            .await
+            .map_err(|e| if e.fatal.is_some() { AskOr::Fatal(e) } else { AskOr::Missing(e.message) })?;
+        let again = prompts::normalize_report(&again);
+        match check(&again) {
+            Ok(()) => Ok(again),
+            Err(why) => {
+                self.run.emit("review.unproven", json!({ "reviewer": role, "why": why, "attempt": 2 }));
+                Err(AskOr::Missing(format!("its clean verdict was refused twice: {why}")))
+            }
+        }
+    }
+
+    /// The pinned gates among `names` that are red now (the engine runs each once).
+    async fn red_gates(&self, names: &std::collections::BTreeSet<String>) -> std::collections::BTreeSet<String> {
+        let mut red = std::collections::BTreeSet::new();
+        for (name, cmd) in self.s.gates.iter().filter(|(n, _)| names.contains(n)) {
+            self.run.emit("gate.start", json!({ "gate": name, "command": cmd, "for": "a finding about the gate" }));
+            let green =
+                self.run.spawner.shell(cmd, &self.run.root, self.s.gate_timeout).await.is_ok_and(|o| o.success());
+            self.run.emit("gate.end", json!({ "gate": name, "green": green, "for": "a finding about the gate" }));
+            if !green {
+                red.insert(name.clone());
+            }
+        }
+        red
     }
 
     fn push_outcome(&mut self, o: ReviewerOutcome) -> Result<ReviewerOutcome, LoopError> {

@@ -7,6 +7,8 @@
 //!   invocation resumes from `engine-state.json`.
 //! - [`risk`]: light or full mode, by risk triggers.
 //! - [`prompts`]: the roles, their briefs and answer schemas.
+//! - [`proof`]: reviewers prove they looked; refutations cite re-read evidence; a red gate's
+//!   finding stays sustained.
 //! - [`state`]: `<spec-dir>/loop-run.json`, the driver's own progress.
 //! - [`verdict`]: the `review-verdict.v1` record, one per review unit.
 //! - [`status`]: rewriting spec.md / plan.md status lines.
@@ -16,6 +18,7 @@
 
 pub mod driver;
 pub mod prompts;
+pub mod proof;
 pub mod risk;
 pub mod state;
 pub mod status;

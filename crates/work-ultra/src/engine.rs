@@ -320,7 +320,12 @@ impl Runner<'_, '_> {
         // The check surface is frozen before the first implementation dispatch.
         let mut checks: Vec<String> = goal.criteria.iter().map(|c| c.scenario.clone()).collect();
         checks.extend(goal.criteria.iter().filter_map(|c| c.cleanup.clone()));
-        let surface = work_git::surface::CheckSurface::freeze(&root, &checks, work_git::surface::Named::CheckLike);
+        let mut surface = work_git::surface::CheckSurface::freeze(&root, &checks, work_git::surface::Named::CheckLike);
+        // A criterion that runs a test runner: its suite's own report is the baseline the final
+        // full pass is compared with.
+        let longest = goal.criteria.iter().map(|c| c.timeout_secs).max().map(Duration::from_secs);
+        let scenarios: Vec<&str> = goal.criteria.iter().map(|c| c.scenario.as_str()).collect();
+        surface.record_suites(&self.env.run.spawner, &root, &scenarios, longest).await;
         let mut attempts_run: BTreeMap<String, u32> = BTreeMap::new();
         let mut last_fail: BTreeMap<String, String> = BTreeMap::new();
         let mut attempts_this_run = 0u32;
@@ -336,6 +341,14 @@ impl Runner<'_, '_> {
                 if goal.criteria.iter().any(|c| !self.is_green(&c.id)) {
                     notes.push("the final full pass failed a criterion that had passed: make it pass reliably".into());
                     continue;
+                }
+                let lost = surface.suite_changes(&self.env.run.spawner, &root, longest).await;
+                if !lost.is_empty() {
+                    let what = work_git::surface::describe(&lost);
+                    let detail = format!(
+                        "every criterion passes, but the suite a criterion runs lost tests since the goal's run started: {what}. Adding tests is the only change allowed: restore them (git diff shows the change), then run the goal again"
+                    );
+                    return self.stop(GoalStatus::Blocked, StopReason::CheckTampered, detail, attempts_this_run, true);
                 }
                 let leftovers = self.leftovers();
                 if !leftovers.is_empty() {

@@ -136,8 +136,9 @@ const SURFACE_FILE: &str = "check-surface.json";
 
 /// The verify command's check surface (its check scripts, the configuration, the test tree),
 /// frozen the first time the session runs with a verify command and kept in the session, so a
-/// later run compares with the same freeze.
-fn check_surface(env: &LoopEnv<'_>, session: &Session) -> Option<work_git::surface::CheckSurface> {
+/// later run compares with the same freeze. The test runners the verify command runs report
+/// their suite once here (the baseline a green verify is compared with).
+async fn check_surface(env: &LoopEnv<'_>, session: &Session) -> Option<work_git::surface::CheckSurface> {
     let verify = session.meta.verify.as_ref()?;
     let path = session.dir.join(SURFACE_FILE);
     if let Ok(Some(text)) = work_runtime::fsx::read_optional(&path)
@@ -145,11 +146,15 @@ fn check_surface(env: &LoopEnv<'_>, session: &Session) -> Option<work_git::surfa
     {
         return Some(s);
     }
-    let s = work_git::surface::CheckSurface::freeze(
+    let mut s = work_git::surface::CheckSurface::freeze(
         &env.run.root,
         std::slice::from_ref(verify),
         work_git::surface::Named::CheckLike,
     );
+    s.record_suites(&env.run.spawner, &env.run.root, std::slice::from_ref(verify), Some(env.verify_timeout)).await;
+    for (part, collected, skipped) in s.suites() {
+        env.run.emit("until.suite.baseline", json!({"command": part, "collected": collected, "skipped": skipped}));
+    }
     if let Err(e) = env.run.write_state(&path, &s) {
         env.run.emit("until.surface.unsaved", json!({"error": e.to_string()}));
     }
@@ -232,7 +237,7 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
     {
         exclude.push(format!("{}/", rel.display()));
     }
-    let surface = check_surface(env, session);
+    let surface = check_surface(env, session).await;
     let cx = Ctx { env, git, exclude, surface };
     let run = env.run;
 
@@ -508,7 +513,23 @@ async fn decide(
                 let passed = v.passed;
                 let end = v.end.clone();
                 record.verify = Some(v);
-                if passed {
+                let lost = match (&cx.surface, passed) {
+                    (Some(s), true) => {
+                        s.suite_changes(&cx.env.run.spawner, &cx.env.run.root, Some(cx.env.verify_timeout)).await
+                    }
+                    _ => Vec::new(),
+                };
+                if passed && !lost.is_empty() {
+                    let what = work_git::surface::describe(&lost);
+                    cx.env.run.emit("until.check-tampered", json!({"changes": what}));
+                    (
+                        Some(SessionStatus::Blocked),
+                        format!(
+                            "check-tampered: `{cmd}` exited 0 but its suite lost tests since the session started ({what}); adding tests is the only change allowed: restore them (git diff shows the change)"
+                        ),
+                        "check-tampered".to_string(),
+                    )
+                } else if passed {
                     meta.empty_streak = 0;
                     (Some(SessionStatus::Done), format!("done: `{cmd}` exited 0"), "done (verified)".to_string())
                 } else {

@@ -4,7 +4,7 @@
 use crate::support::{Scenario, assert_one_line_error};
 use serde_json::Value;
 
-const DIR: &str = "docs/specs/hello";
+pub(crate) const DIR: &str = "docs/specs/hello";
 
 /// The scripted agent. Knobs are files under `.agent-state/` (`knob(name)`), so one script
 /// serves every scenario:
@@ -26,6 +26,15 @@ const DIR: &str = "docs/specs/hello";
 /// - `reviewer-tamper`: the code reviewer resets the cohort's review retry count;
 /// - `reviewer-edit`: the code reviewer (read-only) appends to hello.txt;
 /// - `adj-tamper`: the adjudicator rewrites the reviewer's persisted report.
+/// - `reviewer-lazy`: the code reviewer answers clean without naming a file it read (`once`:
+///   only its first answer);
+/// - `finding-gate`: the code reviewer's finding is about the gate of that name;
+/// - `gate-red-by-reviewer`: the code reviewer leaves `.agent-state/gate-red` (a gate reading
+///   it turns red after GATES passed);
+/// - `adj-evidence`: how the adjudicator backs a refutation: `quote` (default: the finding's
+///   line, re-read), `none`, `wrong` (a quote that is not there), `outside` (`../x:1`).
+///
+/// A clean reviewer names the changed files it read (`files_read`).
 ///
 /// Every code reviewer's context is kept in `review-ctx` (the last one).
 const AGENT: &str = r#"
@@ -91,13 +100,22 @@ if role in ('adversarial-reviewer', 'quality-reviewer'):
             open(p, 'w').write(json.dumps(st))
         if knob('reviewer-edit') and role == 'adversarial-reviewer':
             open('hello.txt', 'a').write('the reviewer was here\n')
+    if role == 'adversarial-reviewer' and phase == 'code' and knob('gate-red-by-reviewer'):
+        open(state_path('gate-red'), 'w').write('1')
     if role == 'adversarial-reviewer' and phase == 'code' and knob('review-finding'):
         sev = knob('finding-severity', 'blocker')
         title = 'hello.txt greets nobody' + (' (round %d)' % ctx['round'] if knob('vary-finding') else '')
-        out({'verdict': 'findings', 'findings': [{'id': 'F1', 'severity': sev, 'title': title, 'file': 'hello.txt', 'line': 1, 'fix': 'name the reader'}]})
+        f = {'id': 'F1', 'severity': sev, 'title': title, 'file': 'hello.txt', 'line': 1, 'fix': 'name the reader'}
+        if knob('finding-gate'):
+            f['gate'] = knob('finding-gate')
+        out({'verdict': 'findings', 'findings': [f], 'files_read': ['hello.txt']})
     if phase == 'spec-plan' and knob('spec-finding') and bump('spec-reviews') == 1:
         out({'verdict': 'findings', 'findings': [{'id': 'S1', 'severity': 'concern', 'title': 'no acceptance criterion for the greeting text', 'file': ctx['spec_dir'] + '/spec.md'}]})
-    out({'verdict': 'clean', 'findings': []})
+    lazy = knob('reviewer-lazy')
+    if phase == 'code' and role == 'adversarial-reviewer' and lazy and (lazy != 'once' or bump('lazy') == 1):
+        out({'verdict': 'clean', 'findings': []})
+    read = ctx.get('changed_paths') if phase == 'code' else [ctx['spec_dir'] + '/spec.md', ctx['spec_dir'] + '/plan.md']
+    out({'verdict': 'clean', 'findings': [], 'files_read': read or []})
 if role == 'finding-adjudicator':
     findings = ctx['report']['findings']
     if knob('adj-tamper'):
@@ -110,12 +128,21 @@ if role == 'finding-adjudicator':
         seen = bump('adj-code-with-findings')
         if seen <= rounds:
             disp = 'sustained'
-    out({'findings': [{'id': f['id'], 'disposition': disp, 'reason': 'checked hello.txt'} for f in findings]})
+    def answer(f):
+        a = {'id': f['id'], 'disposition': disp, 'reason': 'checked hello.txt'}
+        how = knob('adj-evidence', 'quote')
+        if disp == 'refuted' and how != 'none' and f.get('file') and f.get('line'):
+            lines = open(f['file']).read().splitlines() if os.path.exists(f['file']) else ['']
+            quote = {'wrong': 'this line is not in the file', 'outside': lines[0]}.get(how, lines[f['line'] - 1])
+            loc = '../outside.txt:1' if how == 'outside' else '%s:%d' % (f['file'], f['line'])
+            a['evidence'] = {'location': loc, 'quote': quote}
+        return a
+    out({'findings': [answer(f) for f in findings]})
 print('unknown role ' + role)
 sys.exit(1)
 "#;
 
-fn setup(s: &Scenario, test_gate: &str, approved: bool) -> String {
+pub(crate) fn setup(s: &Scenario, test_gate: &str, approved: bool) -> String {
     s.write("work.toml", &format!("[gates]\ntest = {test_gate:?}\n"));
     s.write("README.md", "demo\n");
     if approved {
@@ -131,17 +158,17 @@ fn setup(s: &Scenario, test_gate: &str, approved: bool) -> String {
     s.agent("agent.py", AGENT)
 }
 
-fn knob(s: &Scenario, name: &str, value: &str) {
+pub(crate) fn knob(s: &Scenario, name: &str, value: &str) {
     s.write(&format!(".agent-state/{name}"), value);
 }
 
-fn calls(s: &Scenario, role: &str) -> u32 {
+pub(crate) fn calls(s: &Scenario, role: &str) -> u32 {
     std::fs::read_to_string(s.path(&format!(".agent-state/calls-{role}")))
         .map(|t| t.trim().parse().unwrap_or(0))
         .unwrap_or(0)
 }
 
-fn log(s: &Scenario) -> Vec<Value> {
+pub(crate) fn log(s: &Scenario) -> Vec<Value> {
     std::fs::read_to_string(s.path(".agent-state/log"))
         .unwrap_or_default()
         .lines()
@@ -159,7 +186,7 @@ fn set_status(s: &Scenario, file: &str, status: &str) {
     s.write(&p, &(out.join("\n") + "\n"));
 }
 
-fn run(s: &Scenario, agent: &str, extra: &[&str], code: i32) -> Value {
+pub(crate) fn run(s: &Scenario, agent: &str, extra: &[&str], code: i32) -> Value {
     let mut args = vec!["loop", "run", DIR, "--agent", agent, "--json"];
     args.extend_from_slice(extra);
     s.run_json(&args, code)
@@ -168,7 +195,7 @@ fn run(s: &Scenario, agent: &str, extra: &[&str], code: i32) -> Value {
 /// A run over approved spec.md / plan.md: the first invocation pauses at the spec gate (an
 /// approval that predates the gate is confirmed by a person), the first resume at the plan
 /// gate, the second resume runs on and ends with `code`.
-fn start(s: &Scenario, agent: &str, extra: &[&str], code: i32) -> Value {
+pub(crate) fn start(s: &Scenario, agent: &str, extra: &[&str], code: i32) -> Value {
     let v = run(s, agent, extra, 3);
     assert_eq!(v["reason"], "spec-human-gate", "{v}");
     let v = run(s, agent, &["--resume"], 3);
@@ -176,11 +203,11 @@ fn start(s: &Scenario, agent: &str, extra: &[&str], code: i32) -> Value {
     run(s, agent, &["--resume"], code)
 }
 
-fn transitions(v: &Value) -> Vec<String> {
+pub(crate) fn transitions(v: &Value) -> Vec<String> {
     v["transitions"].as_array().expect("transitions").iter().map(|t| t.as_str().unwrap_or("").to_string()).collect()
 }
 
-fn engine(s: &Scenario) -> Value {
+pub(crate) fn engine(s: &Scenario) -> Value {
     s.read_json(&format!("{DIR}/engine-state.json"))
 }
 

@@ -19,6 +19,8 @@ mod harness;
 mod help;
 mod history;
 mod implement;
+mod liars_loop;
+mod liars_suite;
 mod loop_cmd;
 mod loop_conformance;
 mod loop_run;

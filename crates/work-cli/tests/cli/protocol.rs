@@ -140,7 +140,7 @@ fn roles() -> Vec<Role> {
             access: "read-only",
             context: "`phase` (`spec-plan` or `code`), `spec_dir`, `review_unit`, `round`",
             schema: lr::report_schema(),
-            example: json!({"verdict": "findings", "findings": [{"id": "F1", "severity": "concern", "title": "no test for the error path",
+            example: json!({"verdict": "findings", "files_read": ["src/lib.rs"], "findings": [{"id": "F1", "severity": "concern", "title": "no test for the error path",
                 "file": "src/lib.rs", "line": 40, "detail": "parse() returns Err but no test reaches it", "fix": "add a failing test"}]}),
         },
         Role {
@@ -150,7 +150,9 @@ fn roles() -> Vec<Role> {
             context: "`phase`, `spec_dir`, `review_unit`, `round`, the report's findings",
             schema: lr::adjudication_schema(),
             example: json!({"findings": [{"id": "F1", "disposition": "sustained", "severity": "concern",
-                "reason": "the error path is untested", "fix": "add a failing test"}]}),
+                "reason": "the error path is untested", "fix": "add a failing test"},
+                {"id": "F2", "disposition": "refuted", "reason": "the input is checked before the call",
+                "evidence": {"location": "src/lib.rs:12", "quote": "if input.is_empty() {"}}]}),
         },
         Role {
             workflow: "loop run",
