@@ -6,8 +6,8 @@ finding-adjudicator and implementer.
 - The drafter writes a missing spec.md and plan.md into `context.spec_dir`; the plan has one
   task in the task format (docs/plan-format.md): "Create `hello.txt` containing `hi`."
 - The implementer writes every "Create `PATH` containing `TEXT`" file its brief names.
-- The reviewers check that every such file of the plan holds its text: clean, or one blocker
-  finding per file that does not.
+- The reviewers read spec.md, plan.md and every file the plan names (`files_read`), and check
+  that each such file holds its text: clean, or one blocker finding per file that does not.
 - The adjudicator sustains every finding it is given (it never refutes what it did not check).
 """
 import json
@@ -67,14 +67,17 @@ def implement(root, prompt):
 
 
 def review(root, ctx):
-    plan = read(os.path.join(root, ctx["spec_dir"], "plan.md")) or ""
+    plan_path = os.path.join(ctx["spec_dir"], "plan.md")
+    plan = read(os.path.join(root, plan_path)) or ""
+    files_read = [os.path.join(ctx["spec_dir"], "spec.md"), plan_path]
     findings = []
     if ctx.get("phase") == "code":
+        files_read += [p for p, _ in CREATE.findall(plan)]
         for n, (path, text) in enumerate(CREATE.findall(plan), start=1):
             if (read(os.path.join(root, path)) or "").strip() != text:
                 findings.append({"id": f"F{n}", "severity": "blocker", "title": f"{path} does not hold {text!r}",
                                  "file": path, "fix": f"write {text!r} to {path}"})
-    return {"verdict": "findings" if findings else "clean", "findings": findings}
+    return {"verdict": "findings" if findings else "clean", "findings": findings, "files_read": files_read}
 
 
 def adjudicate(ctx):

@@ -443,7 +443,8 @@ pub fn loop_run_implements_reviews_and_reaches_the_merge_gate(which: Cli) {
     s.commit("init");
     let base = s.git(&["rev-parse", "HEAD"]);
     let root = s.root().display().to_string();
-    let clean = json!({"verdict": "clean", "findings": []});
+    let clean = json!({"verdict": "clean", "findings": [],
+                       "files_read": [format!("{LOOP_DIR}/spec.md"), format!("{LOOP_DIR}/plan.md"), "hello.txt".to_string()]});
     let cli = RealCli::new(
         which,
         Script::new(vec![
