@@ -3,6 +3,7 @@
 //! Every call runs `git` through the runtime's spawner (blocking; callable from async code
 //! running on a multi-threaded runtime, and from plain synchronous code).
 
+pub mod evidence;
 pub mod integrity;
 pub mod snapshot;
 pub mod surface;

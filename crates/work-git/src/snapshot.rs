@@ -54,15 +54,21 @@ impl Git {
         let _guard = TempIndex(path.clone());
         let index = path.display().to_string();
         let env = [("GIT_INDEX_FILE", index.as_str())];
-        if self.head_sha().is_some() {
-            self.run_env(&["read-tree", "HEAD"], &env)?;
-        } else {
-            self.run_env(&["read-tree", "--empty"], &env)?;
+        let born = self.head_sha().is_some();
+        self.run_env(&["read-tree", if born { "HEAD" } else { "--empty" }], &env)?;
+        self.run_env(&["add", "-A", "--ignore-errors", "--", "."], &env)?;
+        // The exclusions are put back as HEAD has them (an exclude pathspec on `add` fails
+        // when the path is ignored).
+        let excluded: Vec<String> = exclude_dirs(exclude).map(|e| format!(":(literal){e}")).collect();
+        if !excluded.is_empty() {
+            let mut args: Vec<&str> = if born {
+                vec!["reset", "-q", "HEAD", "--"]
+            } else {
+                vec!["rm", "-r", "-q", "--cached", "--ignore-unmatch", "--"]
+            };
+            args.extend(excluded.iter().map(String::as_str));
+            self.run_env(&args, &env)?;
         }
-        let mut args: Vec<String> = ["add", "-A", "--ignore-errors", "--", "."].iter().map(|s| s.to_string()).collect();
-        args.extend(exclude_dirs(exclude).map(|e| format!(":(exclude,literal){e}")));
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        self.run_env(&refs, &env)?;
         Ok(self.run_env(&["write-tree"], &env)?.trim().to_string())
     }
 
