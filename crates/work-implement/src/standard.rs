@@ -109,28 +109,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
     env.run.emit("plan.selected", json!({"tasks": tasks.iter().map(|t| &t.id).collect::<Vec<_>>()}));
     let multi = tasks.len() > 1;
     let mut progress = resume_progress(env, &iter, &mut report);
-    if progress.check_surface.is_none() {
-        progress.check_surface = Some(env.freeze_checks(&[]));
-        save_progress(env, &progress);
-    }
-    match progress.git_seal.clone() {
-        Some(seal) => env.pin_seal(seal),
-        None => {
-            progress.git_seal = env.seal();
-            save_progress(env, &progress);
-        }
-    }
-    match progress.byproducts.clone() {
-        Some(b) => env.pin_byproducts(b),
-        None if !env.no_suite() => {
-            // The suite once, by the engine, before any dispatch: what it leaves is residue.
-            env.learn_byproducts("baseline", &env.settings.test_cmd).await;
-            progress.byproducts = Some(env.byproducts());
-            progress.tree = env.tree.fingerprint().ok();
-            save_progress(env, &progress);
-        }
-        None => {}
-    }
+    freeze_ground_truth(env, &mut progress).await;
     let surface = progress.check_surface.clone().unwrap_or_default();
     let mut prev: Option<Snapshot> = progress.snapshots.last().cloned();
     report.snapshots = progress.snapshots.clone();
@@ -417,6 +396,38 @@ fn e2e_blocked(report: &mut EndReport, t: &TaskSpec, kind: &str, reason: String,
     report.reason = reason;
     report.blocked_detail = Some(json!({"task_id": t.id, "kind": kind, "findings": findings}));
     false
+}
+
+/// Freezes what judges the iteration before its first dispatch, or takes what its first run
+/// froze: the check surface, git's sealed view, and the residue of a baseline suite run by the
+/// engine (never evidence). One progress write for all three.
+async fn freeze_ground_truth(env: &Env, progress: &mut Progress) {
+    let mut fresh = false;
+    if progress.check_surface.is_none() {
+        progress.check_surface = Some(env.freeze_checks(&[]));
+        fresh = true;
+    }
+    match progress.git_seal.clone() {
+        Some(seal) => env.pin_seal(seal),
+        None => {
+            progress.git_seal = env.seal();
+            fresh = true;
+        }
+    }
+    match progress.byproducts.clone() {
+        Some(b) => env.pin_byproducts(b),
+        None if !env.no_suite() => {
+            // The suite once, by the engine, before any dispatch: what it leaves is residue.
+            env.learn_byproducts("baseline", &env.settings.test_cmd).await;
+            progress.byproducts = Some(env.byproducts());
+            progress.tree = env.tree.fingerprint().ok();
+            fresh = true;
+        }
+        None => {}
+    }
+    if fresh {
+        save_progress(env, progress);
+    }
 }
 
 /// The iteration's progress record: the one a killed run left (its preflight shown in the
