@@ -3,9 +3,12 @@
 //! Every call runs `git` through the runtime's spawner (blocking; callable from async code
 //! running on a multi-threaded runtime, and from plain synchronous code).
 
+pub mod byproducts;
 pub mod evidence;
+pub mod integrity;
 pub mod locate;
 pub mod looked;
+pub mod snapshot;
 pub mod suite_report;
 pub mod surface;
 
@@ -262,9 +265,16 @@ fn hash_entry(root: &Path, rel: &str) -> Option<String> {
 }
 
 fn run_in(dir: &Path, args: &[&str]) -> Result<String, GitError> {
-    let spec = ProcessSpec::new("git", args.iter().map(|s| s.to_string()).collect(), dir)
+    run_in_env(dir, args, &[])
+}
+
+fn run_in_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String, GitError> {
+    let mut spec = ProcessSpec::new("git", args.iter().map(|s| s.to_string()).collect(), dir)
         .with_env("GIT_TERMINAL_PROMPT", "0")
         .with_env("LC_ALL", "C");
+    for (k, v) in env {
+        spec = spec.with_env(*k, *v);
+    }
     let out = Spawner.run_blocking(&spec).map_err(|e| GitError::Spawn(e.to_string()))?;
     if out.success() {
         Ok(out.stdout_text())

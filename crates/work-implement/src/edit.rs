@@ -185,6 +185,13 @@ pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
             }
         }
     }
+    if let Some(why) = env.git_tampered() {
+        report.status = crate::report::Status::Blocked;
+        report.kind = Some("git-tampered".into());
+        report.reason = why.clone();
+        report.blocked_detail = Some(json!({"kind": "git-tampered", "reason": why}));
+        return end(env, report, task, detail);
+    }
     if let Some(why) = env.check_tampered(&surface) {
         report.status = crate::report::Status::Blocked;
         report.kind = Some("check-tampered".into());

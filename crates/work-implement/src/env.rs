@@ -100,6 +100,11 @@ pub struct Env {
     /// task 1 (spec-review)"); once set, the run ends BLOCKED `budget` (see
     /// [`crate::report::EndReport::stop_for_budget`]).
     budget_refused: std::sync::Mutex<Option<String>>,
+    /// git's view of the tree when the run started (index flags, exclude, attributes, hooks,
+    /// the configuration that changes what git shows); see [`Env::git_tampered`].
+    seal: std::sync::Mutex<Option<work_git::integrity::Seal>>,
+    /// What the engine's own baseline check run left in the tree (never an agent's evidence).
+    byproducts: std::sync::Mutex<work_git::byproducts::Byproducts>,
 }
 
 /// "spec-reviewer dispatch for task 1 (spec-review)" from a dispatch's role and context.
@@ -166,11 +171,88 @@ impl Env {
         ))
     }
 
+    /// Why the run is BLOCKED `git-tampered` when an agent changed git's view of the tree since
+    /// the run started: an index flag (`assume-unchanged`, `skip-worktree`), `info/exclude`, a
+    /// `.gitattributes`, a hook, or a filter or diff driver in the configuration — each can hide
+    /// a change from `git status` and `git diff` without touching the file.
+    pub fn git_tampered(&self) -> Option<String> {
+        let seal = self.seal()?;
+        let now = match self.tree.git().seal() {
+            Ok(s) => s,
+            Err(e) => return Some(format!("git's view of the tree could not be read again: {e}")),
+        };
+        let changes = seal.changes(&now);
+        if changes.is_empty() {
+            return None;
+        }
+        let what = work_git::integrity::describe(&changes);
+        self.run.emit("git.tampered", serde_json::json!({"changes": changes}));
+        Some(format!(
+            "an agent changed git's view of the tree: {what}; index flags, exclude files, attributes, hooks and drivers can hide a change from git status and git diff: undo it (e.g. `git update-index --no-skip-worktree <path>`, `git update-index --no-assume-unchanged <path>`) and run again"
+        ))
+    }
+
+    /// The seal the run compares with (taken when the run started).
+    pub fn seal(&self) -> Option<work_git::integrity::Seal> {
+        self.seal.lock().ok().and_then(|s| s.clone())
+    }
+
+    /// Compares with `seal` from now on (a resumed run keeps the seal of its first run).
+    pub fn pin_seal(&self, seal: work_git::integrity::Seal) {
+        if let Ok(mut s) = self.seal.lock() {
+            *s = Some(seal);
+        }
+    }
+
+    /// What the engine's own check runs leave behind (see [`Env::learn_byproducts`]).
+    pub fn byproducts(&self) -> work_git::byproducts::Byproducts {
+        self.byproducts.lock().map(|b| b.clone()).unwrap_or_default()
+    }
+
+    /// Leaves `b` out of the positive evidence from now on.
+    pub fn pin_byproducts(&self, b: work_git::byproducts::Byproducts) {
+        if let Ok(mut s) = self.byproducts.lock() {
+            *s = b;
+        }
+    }
+
+    /// Runs `cmd` (a gate) before any dispatch and learns what it leaves in the tree: those
+    /// files are never positive evidence (`work_git::evidence`). The gate's run is returned.
+    pub async fn learn_byproducts(&self, what: &str, cmd: &str) -> GateRun {
+        let before = self.tree.dirty_state();
+        let run = self.gate(what, cmd).await;
+        if let (Ok(before), Ok(after)) = (before, self.tree.dirty_state()) {
+            let b = work_git::byproducts::Byproducts::learn(self.tree.git(), &before, &after);
+            if !b.is_empty() {
+                self.run.emit("byproducts.learned", serde_json::json!({"paths": b.paths, "dirs": b.dirs}));
+            }
+            self.pin_byproducts(b);
+        }
+        run
+    }
+
+    /// `git status --porcelain` lines (`XY path`) without the byproducts of the engine's own
+    /// check runs: what counts as a change.
+    pub fn evidence(&self, lines: Vec<String>) -> Vec<String> {
+        let b = self.byproducts();
+        lines.into_iter().filter(|l| !b.is_byproduct(l.get(3..).unwrap_or("").trim())).collect()
+    }
+
     /// A pipeline environment.
     pub fn new(run: RunContext, roles: BTreeMap<String, RoleDispatch>, settings: Settings) -> Self {
         let tree = Tree::new(&run.root, &run.state_dir).excluding(&settings.exclude);
         let base_head = tree.git().head_sha();
-        Self { run, roles, settings, tree, base_head, budget_refused: std::sync::Mutex::new(None) }
+        let seal = std::sync::Mutex::new(tree.git().seal().ok());
+        Self {
+            run,
+            roles,
+            settings,
+            tree,
+            base_head,
+            budget_refused: std::sync::Mutex::new(None),
+            seal,
+            byproducts: std::sync::Mutex::default(),
+        }
     }
 
     /// Whether HEAD moved since the run started (an agent committed, reset or switched

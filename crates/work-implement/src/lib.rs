@@ -4,8 +4,9 @@
 //! Every defence the changelog records is code here, not an agent's judgement:
 //!
 //! - [`carrier`]: carrier guards before any dispatch (#24);
-//! - [`tree`]: the folded preflight (#29), diff fingerprints, task-boundary snapshots (#23),
-//!   the untracked-aware `files_touched` (#12);
+//! - [`tree`]: the folded preflight (#29), whole-tree fingerprints and task-boundary
+//!   snapshots through a temporary index (#23, loss per path and per line), the task's own
+//!   reviewer diff, the untracked-aware `files_touched` (#12);
 //! - [`extract`]: the deterministic plan parser, or the agent index/extract under cardinality
 //!   guards (#22, #29);
 //! - [`task_loop`]: the per-task loop with the unclear route, the minor valve, the HOLD clause
@@ -50,7 +51,7 @@
 //! | `implementer` | write | `implement`, `spec-repair`, `quality-repair`, `mini` | `{status: DONE\|DONE_WITH_CONCERNS\|BLOCKED\|NEEDS_CONTEXT, summary, applied_changes: bool, concerns, held: [{finding, reason}], reason}` |
 //! | `spec-reviewer` | read-only | `spec-review` | `{status: compliant\|non_compliant\|unclear, issues, ambiguity}` |
 //! | `quality-reviewer` | read-only | `quality-review` | `{verdict: approved\|changes_requested, issues?: [{severity: important\|minor, text}]}` |
-//! | `tester` | write | `e2e` | `{status: DONE\|FAILED\|BLOCKED, fixtures, summary}` |
+//! | `tester` | read-only (fixtures under `context.fixtures_dir`, outside the tree) | `e2e` | `{status: DONE\|FAILED\|BLOCKED, fixtures, summary}` |
 //! | `editor` | write | – (`round`) | `{status: DONE\|HOLE\|BLOCKED, applied_changes: bool, sites, hole: null or {route: specify\|tdd, detail}}` |
 //!
 //! A task is E2E when its title has the word `E2E` or its body a line `E2E: yes`.

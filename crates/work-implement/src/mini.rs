@@ -43,8 +43,10 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> EndReport {
     let mut report = EndReport::new(Status::Blocked, Mode::Mini, Some(input.iter_id.clone()), String::new());
     report.preflight = Some(input.preflight.clone());
     let red_cmd = env.red_test_command(&input.red_test);
+    // The engine's own RED run first: what it leaves is residue, and the check surface (and
+    // the suite report's baseline run) is recorded after it.
+    let before = env.learn_byproducts("red-before", &red_cmd).await;
     let surface = env.freeze_checks(std::slice::from_ref(&red_cmd)).await;
-    let before = env.gate("red-before", &red_cmd).await;
     let mut detail = json!({"red_test": input.red_test, "red_command": red_cmd, "red_before": before});
     if before.green {
         blocked(
@@ -124,6 +126,7 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> EndReport {
     report.tasks.push(task);
     match env.tree.porcelain_since(&baseline) {
         Ok(lines) => {
+            let lines = env.evidence(lines);
             report.files_touched = Some(lines.len());
             report.files = lines;
         }
@@ -139,6 +142,13 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> EndReport {
             format!("the tree is clean after the fix: nothing was changed (the implementer said {status})"),
         );
         report.detail = Some(detail);
+        return end(env, report);
+    }
+    if let Some(why) = env.git_tampered() {
+        report.status = Status::Blocked;
+        report.kind = Some("git-tampered".into());
+        report.reason = why.clone();
+        report.blocked_detail = Some(json!({"kind": "git-tampered", "reason": why}));
         return end(env, report);
     }
     if let Some(why) = env.check_tampered(&surface) {

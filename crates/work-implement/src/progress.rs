@@ -44,6 +44,12 @@ pub struct Progress {
     /// What judges the iteration, frozen before its first task (a resume compares with it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check_surface: Option<work_git::surface::CheckSurface>,
+    /// git's view of the tree when the iteration started (a resume compares with it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_seal: Option<work_git::integrity::Seal>,
+    /// What the engine's baseline suite run left in the tree (never evidence).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub byproducts: Option<work_git::byproducts::Byproducts>,
 }
 
 /// A task the record says was started and not ended.
@@ -94,6 +100,8 @@ impl Progress {
             in_progress: None,
             finished: false,
             check_surface: None,
+            git_seal: None,
+            byproducts: None,
         }
     }
 

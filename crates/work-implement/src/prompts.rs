@@ -20,6 +20,26 @@ pub fn cap(text: &str, cap: usize) -> String {
     format!("{}\n[… cut at {cap} bytes of {}]", &text[..end], text.len())
 }
 
+/// A task's change as its reviewers read it: what earlier tasks changed (summarised, already
+/// reviewed), then the task's own diff, whole (the engine refuses one too large to review).
+pub fn render_task_diff(d: &crate::tree::TaskDiff) -> String {
+    let mut out = String::new();
+    if !d.earlier.is_empty() {
+        out.push_str("EARLIER TASKS OF THIS RUN CHANGED (already reviewed; not this task's change):\n");
+        for p in &d.earlier {
+            out.push_str(&format!("- {p}\n"));
+        }
+        out.push('\n');
+    }
+    if d.paths.is_empty() {
+        out.push_str("THIS TASK CHANGED NOTHING.\n");
+    } else {
+        out.push_str(&format!("THIS TASK'S CHANGE ({}):\n", d.paths.join(", ")));
+        out.push_str(&d.text);
+    }
+    out
+}
+
 const NO_DISCARD: &str = "Never discard work with `git checkout -- <file>`, `git restore <file>`, `git stash`, \
 `git reset` or `git clean`: other tasks' uncommitted work shares this tree. Over-reach is undone by editing back; a \
 broken intermediate state is repaired forward or reported BLOCKED. Do not commit.";
@@ -175,7 +195,7 @@ pub fn spec_review(id: &str, text: &str, implementer_summary: &str, diff: &str) 
     format!(
         "You are the SPEC-COMPLIANCE REVIEWER of task {id}. Read-only.\n\n\
 TASK TEXT (verbatim):\n-----\n{text}\n-----\n\nTHE IMPLEMENTER SAYS: {implementer_summary}\n\n\
-THE DIFF (git diff HEAD plus untracked files):\n{}\n\n\
+THE DIFF (the task's own change, untracked files included):\n{diff}\n\n\
 Check that the diff does what the task text requires — no more, no less. Do not trust the implementer's summary: \
 read the diff.\n\
 TASK TEXT VS REALITY: when a requirement's literal is contradicted by verified reality, or by another requirement \
@@ -183,8 +203,7 @@ of the same task, the plan is defective: answer `unclear` and name the contradic
 outranks non_compliant for a verified contradiction. Verify a documented deviation yourself; an unforced deviation \
 stays non_compliant.\n\
 Answer with one JSON object: {{\"status\": \"compliant\"|\"non_compliant\"|\"unclear\", \"issues\": [\"…\"], \
-\"ambiguity\": \"…\"}}.",
-        cap(diff, DIFF_CAP)
+\"ambiguity\": \"…\"}}."
     )
 }
 
@@ -192,20 +211,22 @@ Answer with one JSON object: {{\"status\": \"compliant\"|\"non_compliant\"|\"unc
 pub fn quality_review(id: &str, diff: &str) -> String {
     format!(
         "You are the QUALITY REVIEWER of task {id}. Read-only. You review the code, not the plan.\n\n\
-THE DIFF (git diff HEAD plus untracked files):\n{}\n\n\
+THE DIFF (the task's own change, untracked files included):\n{diff}\n\n\
 Look for real bugs, missing error handling, unclear names, dead code, missing tests. Classify every finding \
 honestly: `important` when it is a defect that must not ship; `minor` for polish (naming, comments, style). \
 Answer with one JSON object: {{\"verdict\": \"approved\"|\"changes_requested\", \"issues\": [{{\"severity\": \
-\"important\"|\"minor\", \"text\": \"…\"}}]}}.",
-        cap(diff, DIFF_CAP)
+\"important\"|\"minor\", \"text\": \"…\"}}]}}."
     )
 }
 
-/// The tester's brief for an E2E task.
-pub fn tester(id: &str, text: &str, diff: &str) -> String {
+/// The tester's brief for an E2E task: read-only in the tree, fixtures under `fixtures_dir`.
+pub fn tester(id: &str, text: &str, diff: &str, fixtures_dir: &str) -> String {
     format!(
-        "You are the TESTER of E2E task {id}. Exercise the change end to end with fixtures; write fixtures only \
-under tests or fixture directories. {NO_DISCARD}\n\nTASK TEXT:\n-----\n{text}\n-----\n\nTHE DIFF:\n{}\n\n\
+        "You are the TESTER of E2E task {id}. Exercise the change end to end with fixtures. You are READ-ONLY in the \
+repository: write every fixture, scratch file and output under `{fixtures_dir}` (outside the tree) and nowhere \
+else; the engine compares the tree before and after you and a tester that changed it is BLOCKED. Never edit a \
+test, the code or a check. Answer FAILED when the change does not work end to end: the engine blocks on it.\n\n\
+TASK TEXT:\n-----\n{text}\n-----\n\nTHE DIFF:\n{}\n\n\
 Answer with one JSON object: {{\"status\": \"DONE\"|\"FAILED\"|\"BLOCKED\", \"fixtures\": N, \"summary\": \"…\"}}.",
         cap(diff, DIFF_CAP)
     )

@@ -20,8 +20,10 @@ use crate::report::{EndReport, Stats, Status, TaskOutcome, TaskStatus};
 use crate::task_loop::{self, TaskSpec};
 use crate::tree::{Preflight, Snapshot, lost_paths};
 use serde_json::{Value, json};
+use work_git::snapshot::LostLines;
 use work_loop::plan::{Plan, PlanError, parse_plan};
 use work_runtime::dispatch::Access;
+use work_runtime::tree_guard::TreeSnapshot;
 
 /// How a plan text is read.
 #[derive(Debug, Clone)]
@@ -107,10 +109,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
     env.run.emit("plan.selected", json!({"tasks": tasks.iter().map(|t| &t.id).collect::<Vec<_>>()}));
     let multi = tasks.len() > 1;
     let mut progress = resume_progress(env, &iter, &mut report);
-    if progress.check_surface.is_none() {
-        progress.check_surface = Some(env.freeze_checks(&[]).await);
-        save_progress(env, &progress);
-    }
+    freeze_ground_truth(env, &mut progress).await;
     let surface = progress.check_surface.clone().unwrap_or_default();
     let mut prev: Option<Snapshot> = progress.snapshots.last().cloned();
     report.snapshots = progress.snapshots.clone();
@@ -149,6 +148,20 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
                             mark_rest(&mut report, &tasks);
                             return end(env, report, extraction);
                         }
+                        match env.tree.lost_lines(p, &snap) {
+                            Ok(lines) => {
+                                let lines = unplanned_losses(&env.run.root, t, lines);
+                                if !lines.is_empty() {
+                                    report.snapshots.push(snap.clone());
+                                    lines_lost_verdict(&mut report, p, &snap, lines);
+                                    mark_rest(&mut report, &tasks);
+                                    return end(env, report, extraction);
+                                }
+                            }
+                            Err(e) => report
+                                .concerns
+                                .push(format!("per-line snapshot comparison after task {} failed: {e}", t.id)),
+                        }
                     }
                     report.snapshots.push(snap.clone());
                     progress.end_task(
@@ -170,9 +183,11 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
             stopped = true;
         }
     }
-    // End-verify leg 1: files_touched, before E2E fixtures and artifacts.
+    // End-verify leg 1: files_touched, before E2E fixtures and artifacts, without what the
+    // engine's own suite runs leave.
     match env.tree.porcelain() {
         Ok(lines) => {
+            let lines = env.evidence(lines);
             report.files_touched = Some(lines.len());
             report.files = lines;
         }
@@ -217,51 +232,19 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
         );
         return end(env, report, extraction);
     }
-    // E2E tasks go to the tester (after files_touched was measured).
+    // E2E tasks go to the tester: read-only in the tree, its fixtures in a directory of the
+    // engine's outside it.
     for (i, t) in tasks.iter().enumerate() {
-        if !t.e2e {
-            continue;
-        }
-        let diff = env.tree.diff_text().unwrap_or_default();
-        let mut c = Counter::default();
-        let r = env
-            .ask(
-                &mut c,
-                "tester",
-                Access::WorkspaceWrite,
-                prompts::tester(&t.id, &t.text, &diff),
-                prompts::tester_schema(),
-                json!({"task_id": t.id, "iter_id": iter, "phase": "e2e"}),
-                &t.id,
-            )
-            .await;
-        let o = &mut report.tasks[i];
-        o.spent.dispatches += c.dispatches;
-        o.spent.tokens += c.tokens;
-        if let Some(m) = env.head_moved() {
-            report.kind = Some("head-moved".into());
-            report.reason = format!(
-                "{} during the E2E tester of task {}; the pipeline never commits — undo the commit(s) and run again",
-                m.describe(),
-                t.id
-            );
-            report.blocked_detail = Some(json!({"task_id": t.id, "kind": "head-moved", "head": m}));
+        if t.e2e && !e2e(env, &iter, t, i, &mut report).await {
             return end(env, report, extraction);
         }
-        match r.map(|d| answers::tester(&d)) {
-            Ok(doc) => {
-                let fixtures = doc["fixtures"].as_u64().unwrap_or(0);
-                if doc["status"].as_str() != Some("DONE") || fixtures == 0 {
-                    report.concerns.push(format!(
-                        "task {}: e2e status {} with {fixtures} fixture(s)",
-                        t.id,
-                        doc["status"].as_str().unwrap_or("?")
-                    ));
-                }
-                o.e2e_result = Some(doc);
-            }
-            Err(reason) => report.concerns.push(format!("task {}: e2e tester gave no answer: {reason}", t.id)),
-        }
+    }
+    if let Some(why) = env.git_tampered() {
+        report.status = Status::Blocked;
+        report.kind = Some("git-tampered".into());
+        report.reason = why.clone();
+        report.blocked_detail = Some(json!({"kind": "git-tampered", "reason": why}));
+        return end(env, report, extraction);
     }
     if let Some(why) = env.check_tampered(&surface) {
         report.status = crate::report::Status::Blocked;
@@ -301,6 +284,157 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
         report.files_touched.unwrap_or(0)
     );
     end(env, report, extraction)
+}
+
+/// Runs the E2E tester of task `t` (report index `i`): read-only in the tree, fixtures under a
+/// temporary directory outside it. A tester that changed the tree, answered FAILED or BLOCKED,
+/// or gave no answer ends the run BLOCKED (false is returned, the report says why).
+async fn e2e(env: &Env, iter: &str, t: &TaskSpec, i: usize, report: &mut EndReport) -> bool {
+    let safe: String = t.id.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+    let fixtures = std::env::temp_dir().join(format!("work-e2e-{}-{safe}", env.run.run_id));
+    if let Err(e) = work_runtime::fsx::ensure_dir(&fixtures) {
+        return e2e_blocked(report, t, "git", format!("create the tester's fixture directory: {e}"), Value::Null);
+    }
+    let diff = env.tree.diff_text().unwrap_or_default();
+    let keep_out = [env.run.run_dir(), fixtures.clone()];
+    let tree_before = env.tree.snapshot_tree();
+    let before = TreeSnapshot::take(&env.run.root, &keep_out);
+    let mut c = Counter::default();
+    let r = env
+        .ask(
+            &mut c,
+            "tester",
+            Access::ReadOnly,
+            prompts::tester(&t.id, &t.text, &diff, &fixtures.display().to_string()),
+            prompts::tester_schema(),
+            json!({"task_id": t.id, "iter_id": iter, "phase": "e2e", "fixtures_dir": fixtures.display().to_string()}),
+            &t.id,
+        )
+        .await;
+    let after = TreeSnapshot::take(&env.run.root, &keep_out);
+    let tree_after = env.tree.snapshot_tree();
+    let _ = std::fs::remove_dir_all(&fixtures);
+    let o = &mut report.tasks[i];
+    o.spent.dispatches += c.dispatches;
+    o.spent.tokens += c.tokens;
+    if let Some(m) = env.head_moved() {
+        report.kind = Some("head-moved".into());
+        report.reason = format!(
+            "{} during the E2E tester of task {}; the pipeline never commits — undo the commit(s) and run again",
+            m.describe(),
+            t.id
+        );
+        report.blocked_detail = Some(json!({"task_id": t.id, "kind": "head-moved", "head": m}));
+        return false;
+    }
+    let changed = tester_writes(env, (tree_before, tree_after), (before, after));
+    if !changed.is_empty() {
+        let what = work_runtime::tree_guard::describe_changes(&changed);
+        let reason = format!(
+            "task {}: the E2E tester changed the tree ({what}); the tester is read-only: its fixtures belong in the directory the engine gives it, and the change it made is not evidence — undo it and run again",
+            t.id
+        );
+        return e2e_blocked(report, t, "tester-wrote-tree", reason, json!(changed));
+    }
+    match r.map(|d| answers::tester(&d)) {
+        Ok(doc) => {
+            let status = doc["status"].as_str().unwrap_or("?").to_string();
+            let n = doc["fixtures"].as_u64().unwrap_or(0);
+            let summary = doc["summary"].as_str().unwrap_or("").to_string();
+            report.tasks[i].e2e_result = Some(doc.clone());
+            match status.as_str() {
+                "DONE" => {
+                    if n == 0 {
+                        report.concerns.push(format!("task {}: e2e status DONE with 0 fixture(s)", t.id));
+                    }
+                    true
+                }
+                _ => {
+                    let kind = if status == "FAILED" { "e2e-failed" } else { "e2e-blocked" };
+                    let reason = format!("task {}: the E2E tester answered {status}: {summary}", t.id);
+                    e2e_blocked(report, t, kind, reason, doc)
+                }
+            }
+        }
+        Err(reason) => e2e_blocked(
+            report,
+            t,
+            "dispatch-failed",
+            format!("task {}: e2e tester gave no answer: {reason}", t.id),
+            Value::Null,
+        ),
+    }
+}
+
+/// What a read-only tester changed: every path the whole-tree snapshot shows changed (tracked
+/// and untracked, not ignored), and anything under `.git/` or the state directory. Ignored
+/// scratch files are not evidence and are let be.
+fn tester_writes(
+    env: &Env,
+    trees: (Result<String, work_git::GitError>, Result<String, work_git::GitError>),
+    guards: (std::io::Result<TreeSnapshot>, std::io::Result<TreeSnapshot>),
+) -> Vec<String> {
+    let mut out = Vec::new();
+    match trees {
+        (Ok(a), Ok(b)) if a != b => match env.tree.git().tree_diff_names(&a, &b) {
+            Ok(names) => out.extend(names.into_iter().map(|n| format!("~{n}"))),
+            Err(e) => out.push(format!("?the tree could not be compared: {e}")),
+        },
+        (Ok(_), Ok(_)) => {}
+        (Err(e), _) | (_, Err(e)) => out.push(format!("?the tree could not be read: {e}")),
+    }
+    let state = env.run.state_dir.strip_prefix(&env.run.root).ok().map(|p| p.to_string_lossy().into_owned());
+    match guards {
+        (Ok(b), Ok(a)) => out.extend(b.changes(&a).into_iter().filter(|c| {
+            let p = &c[1..];
+            p == ".git"
+                || p.starts_with(".git/")
+                || state.as_deref().is_some_and(|s| !s.is_empty() && (p == s || p.starts_with(&format!("{s}/"))))
+        })),
+        (Err(e), _) | (_, Err(e)) => out.push(format!("?the tree could not be read: {e}")),
+    }
+    out
+}
+
+fn e2e_blocked(report: &mut EndReport, t: &TaskSpec, kind: &str, reason: String, findings: Value) -> bool {
+    report.status = Status::Blocked;
+    report.kind = Some(kind.into());
+    report.reason = reason;
+    report.blocked_detail = Some(json!({"task_id": t.id, "kind": kind, "findings": findings}));
+    false
+}
+
+/// Freezes what judges the iteration before its first dispatch, or takes what its first run
+/// froze: the check surface, git's sealed view, and the residue of a baseline suite run by the
+/// engine (never evidence). One progress write for all three.
+async fn freeze_ground_truth(env: &Env, progress: &mut Progress) {
+    let mut fresh = false;
+    match progress.git_seal.clone() {
+        Some(seal) => env.pin_seal(seal),
+        None => {
+            progress.git_seal = env.seal();
+            fresh = true;
+        }
+    }
+    match progress.byproducts.clone() {
+        Some(b) => env.pin_byproducts(b),
+        None if !env.no_suite() => {
+            // The suite once, by the engine, before any dispatch: what it leaves is residue.
+            env.learn_byproducts("baseline", &env.settings.test_cmd).await;
+            progress.byproducts = Some(env.byproducts());
+            progress.tree = env.tree.fingerprint().ok();
+            fresh = true;
+        }
+        None => {}
+    }
+    // After the baseline run, so the suite report's own run adds no residue of its own.
+    if progress.check_surface.is_none() {
+        progress.check_surface = Some(env.freeze_checks(&[]).await);
+        fresh = true;
+    }
+    if fresh {
+        save_progress(env, progress);
+    }
 }
 
 /// The iteration's progress record: the one a killed run left (its preflight shown in the
@@ -366,6 +500,56 @@ the next; recover from snapshot {sha} (`{}`); adjudicate against the snapshot",
     }));
 }
 
+/// The lost lines the plan does not account for: a line the task's own text quotes, or the
+/// lines of a file the task's text names and that is gone (a planned deletion), are planned.
+fn unplanned_losses(root: &std::path::Path, task: &TaskSpec, lost: Vec<LostLines>) -> Vec<LostLines> {
+    let text = &task.text;
+    lost.into_iter()
+        .filter_map(|mut l| {
+            let name = l.path.rsplit('/').next().unwrap_or(&l.path);
+            let gone = std::fs::symlink_metadata(root.join(&l.path)).is_err();
+            if gone && (text.contains(&l.path) || text.contains(name)) {
+                return None;
+            }
+            l.lines.retain(|line| !text.contains(line.trim()));
+            if l.lines.is_empty() { None } else { Some(l) }
+        })
+        .collect()
+}
+
+fn lines_lost_verdict(report: &mut EndReport, prev: &Snapshot, next: &Snapshot, lost: Vec<LostLines>) {
+    let sha = prev.sha.clone().unwrap_or_default();
+    let named: Vec<String> = lost
+        .iter()
+        .map(|l| {
+            let first: Vec<String> = l.lines.iter().take(3).map(|x| format!("`{x}`")).collect();
+            let more = l.lines.len().saturating_sub(3);
+            let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+            format!("{} ({}{more})", l.path, first.join(", "))
+        })
+        .collect();
+    let recovery: Vec<String> = lost.iter().map(|l| format!("git show {sha}:{}", l.path)).collect();
+    report.status = Status::Blocked;
+    report.kind = Some("snapshot-loss".into());
+    report.reason = format!(
+        "lines an earlier task added are gone at the next boundary ({} → {}) and the task's text does not say so: {}; recover from snapshot {sha} (`{}`); adjudicate against the snapshot",
+        prev.boundary,
+        next.boundary,
+        named.join("; "),
+        recovery.first().cloned().unwrap_or_default()
+    );
+    let outcomes: Vec<Value> =
+        report.tasks.iter().map(|t| json!({"id": t.id, "status": t.status, "reason": t.reason})).collect();
+    report.blocked_detail = Some(json!({
+        "lost_lines": lost,
+        "lost_paths": lost.iter().map(|l| l.path.clone()).collect::<Vec<_>>(),
+        "boundary": {"from": prev.boundary, "to": next.boundary},
+        "snapshot_sha": sha,
+        "recovery": recovery,
+        "task_outcomes": outcomes,
+    }));
+}
+
 fn end(env: &Env, mut report: EndReport, extraction: Counter) -> EndReport {
     if let Some(refused) = env.budget_refused() {
         report.stop_for_budget(&refused, &env.run.budget.stop_line());
@@ -373,6 +557,7 @@ fn end(env: &Env, mut report: EndReport, extraction: Counter) -> EndReport {
     if report.files_touched.is_none()
         && let Ok(lines) = env.tree.porcelain()
     {
+        let lines = env.evidence(lines);
         report.files_touched = Some(lines.len());
         report.files = lines;
     }

@@ -24,6 +24,7 @@ use crate::answers;
 use crate::env::Env;
 use crate::prompts;
 use crate::report::{TaskOutcome, TaskStatus};
+use crate::tree::TaskDiff;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use work_runtime::dispatch::Access;
@@ -129,7 +130,7 @@ pub async fn run_task(env: &Env, iter: &str, task: &TaskSpec, start: Option<Opti
     out.e2e = task.e2e;
     env.run.progress(&format!("task {}: {}", task.id, task.title));
     let fp_start = start.unwrap_or_else(|| env.tree.fingerprint().ok());
-    let mut result = drive(env, iter, task, &mut out).await;
+    let mut result = drive(env, iter, task, &mut out, fp_start.as_deref()).await;
     // A reviewer (or anything else) may have committed too: the last word is HEAD's.
     if !matches!(&result, Err(Stop::Blocked { kind: "head-moved", .. }))
         && let Err(stop) = head_guard(env, &task.id, "the task")
@@ -224,6 +225,9 @@ async fn implementer_turn(
         .map_err(|r| blocked(env.failed_kind(), format!("task {}: {r}", task.id)))?;
     let doc = answers::implementer(&doc);
     head_guard(env, &task.id, &format!("the implementer's {phase} dispatch"))?;
+    if let Some(why) = env.git_tampered() {
+        return Err(blocked("git-tampered", format!("task {} ({phase}): {why}", task.id)));
+    }
     absorb(out, &doc, phase)?;
     Ok(doc)
 }
@@ -246,11 +250,13 @@ async fn spec_gate(
     out: &mut TaskOutcome,
     st: &mut SpecState,
     when: &str,
+    start: Option<&str>,
 ) -> Result<(), Stop> {
     let max = env.settings.max_repairs;
     loop {
-        let diff = env.tree.diff_text().map_err(git_err)?;
-        let fp = env.tree.fingerprint().map_err(git_err)?;
+        let d = review_diff(env, task, start)?;
+        let diff = prompts::render_task_diff(&d);
+        let fp = d.tree.clone();
         out.reviews += 1;
         let r = env
             .ask(
@@ -326,7 +332,28 @@ async fn spec_gate(
     }
 }
 
-async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome) -> Result<(), Stop> {
+/// The task's own diff for a reviewer, with the tree it shows; BLOCKED `too-large-to-review`
+/// when it does not fit a reviewer's brief (a diff is never cut for a reviewer: what is cut
+/// is not reviewed).
+fn review_diff(env: &Env, task: &TaskSpec, start: Option<&str>) -> Result<TaskDiff, Stop> {
+    let d = env.tree.task_diff(start).map_err(git_err)?;
+    if d.text.len() > prompts::DIFF_CAP {
+        return Err(Stop::Blocked {
+            kind: "too-large-to-review",
+            reason: format!(
+                "task {}: the task's diff is too large to review ({} bytes, the reviewers read at most {}): {}; split the task or leave generated and bulk files out of the tree",
+                task.id,
+                d.text.len(),
+                prompts::DIFF_CAP,
+                d.paths.iter().take(8).cloned().collect::<Vec<_>>().join(", ")
+            ),
+            findings: d.paths.iter().cloned().map(Value::String).collect(),
+        });
+    }
+    Ok(d)
+}
+
+async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome, start: Option<&str>) -> Result<(), Stop> {
     let max = env.settings.max_repairs;
     let doc = implementer_turn(
         env,
@@ -341,7 +368,7 @@ async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome) ->
     let mut spec = SpecState { summary: doc["summary"].as_str().unwrap_or("").to_string(), ..SpecState::default() };
 
     // Spec compliance.
-    spec_gate(env, iter, task, out, &mut spec, "").await?;
+    spec_gate(env, iter, task, out, &mut spec, "", start).await?;
 
     // Quality. Every state the quality reviewer sees has passed the spec gate: a quality
     // repair that changes the diff goes back through it first (a repair must not drift off
@@ -349,8 +376,9 @@ async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome) ->
     let mut seen: BTreeSet<String> = BTreeSet::new();
     let mut repairs = 0u32;
     loop {
-        let diff = env.tree.diff_text().map_err(git_err)?;
-        seen.insert(env.tree.fingerprint().map_err(git_err)?);
+        let d = review_diff(env, task, start)?;
+        let diff = prompts::render_task_diff(&d);
+        seen.insert(d.tree.clone());
         out.fingerprints = seen.len();
         out.reviews += 1;
         let r = env
@@ -437,7 +465,7 @@ async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome) ->
         if let Some(s) = doc["summary"].as_str() {
             spec.summary = s.to_string();
         }
-        spec_gate(env, iter, task, out, &mut spec, &format!(" after quality repair {repairs}")).await?;
+        spec_gate(env, iter, task, out, &mut spec, &format!(" after quality repair {repairs}"), start).await?;
     }
 }
 

@@ -5,6 +5,7 @@
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::path::Path;
+use work_git::snapshot::LostLines;
 use work_git::{Base, Compare, Git, GitError, TreeState, is_excluded};
 
 /// The folded preflight verdict (seed #29): run first, before the plan is read.
@@ -71,10 +72,14 @@ pub struct Snapshot {
     pub boundary: String,
     /// The task id.
     pub task_id: String,
-    /// `git stash create` (a dangling commit; null when nothing tracked differs from HEAD).
+    /// A dangling commit of the whole tree, tracked and untracked files (null when nothing
+    /// differs from HEAD).
     pub sha: Option<String>,
-    /// `git diff HEAD --name-only --no-renames`.
+    /// The paths that differ from HEAD (tracked and untracked).
     pub paths: Vec<String>,
+    /// The whole tree's id (see [`Tree::snapshot_tree`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<String>,
 }
 
 /// The repository as the pipeline sees it.
@@ -185,85 +190,95 @@ impl Tree {
         })
     }
 
-    /// The diff against HEAD with untracked files' contents, as text (what reviewers read).
+    /// The whole working tree (tracked and untracked, outside the exclusions) as a git tree
+    /// id, written through a temporary index: no index flag or intent-to-add entry hides a
+    /// file's content from it (see `work_git::snapshot`).
+    pub fn snapshot_tree(&self) -> Result<String, GitError> {
+        self.git.snapshot_tree(&self.exclude)
+    }
+
+    /// The tree every measurement starts from: HEAD's (the empty tree on an unborn branch).
+    pub fn base_tree(&self) -> Result<String, GitError> {
+        self.git.base_tree()
+    }
+
+    /// The whole tree's change since HEAD, as text (what the tester reads).
     pub fn diff_text(&self) -> Result<String, GitError> {
-        let mut text = String::new();
-        if self.git.head_sha().is_some() {
-            text = self.git.diff_text("HEAD", &["--no-color", "--binary"], &self.exclude)?;
-        }
-        for e in self.git.status()? {
-            if e.code == "??" && self.keep(&e.path) {
-                text.push_str(&untracked_text(self.git.root(), &e.path));
-            }
-        }
-        Ok(text)
+        let now = self.snapshot_tree()?;
+        self.git.tree_diff_text(&self.base_tree()?, &now)
     }
 
-    /// A sha256 of [`Tree::diff_text`]: equal fingerprints mean equal diff states.
+    /// What a reviewer of one task reads: the task's own change (from `start`, the tree when
+    /// the task started, to now) and a one-line-per-path summary of what earlier tasks changed.
+    pub fn task_diff(&self, start: Option<&str>) -> Result<TaskDiff, GitError> {
+        let base = self.base_tree()?;
+        let start = start.map(str::to_string).unwrap_or_else(|| base.clone());
+        let now = self.snapshot_tree()?;
+        Ok(TaskDiff {
+            text: self.git.tree_diff_text(&start, &now)?,
+            tree: now.clone(),
+            paths: self.git.tree_diff_summary(&start, &now)?,
+            earlier: self.git.tree_diff_summary(&base, &start)?,
+        })
+    }
+
+    /// The fingerprint of the tree's state: its whole-tree snapshot id (equal ids, equal trees).
     pub fn fingerprint(&self) -> Result<String, GitError> {
-        use sha2::{Digest, Sha256};
-        Ok(hex::encode(Sha256::digest(self.diff_text()?.as_bytes())))
+        self.snapshot_tree()
     }
 
-    /// `git diff HEAD --name-only --no-renames` (tracked changes only: checkout cannot discard
-    /// an untracked file, so untracked files are outside the snapshot guard's threat model).
+    /// The paths that differ from HEAD (tracked and untracked), hashed through a whole-tree
+    /// snapshot, never read from the index.
     pub fn head_changed_paths(&self) -> Result<BTreeSet<String>, GitError> {
-        if self.git.head_sha().is_none() {
-            return Ok(BTreeSet::new());
-        }
-        Ok(self.git.diff_names(&["HEAD"])?.into_iter().filter(|p| self.keep(p)).collect())
+        let now = self.snapshot_tree()?;
+        Ok(self.git.tree_diff_names(&self.base_tree()?, &now)?.into_iter().filter(|p| self.keep(p)).collect())
     }
 
-    /// Records a task boundary: `git stash create` plus the HEAD-modified path set.
+    /// Records a task boundary: the whole tree as a dangling commit (tracked and untracked
+    /// files; `git show <sha>:<path>` recovers any of them) and the paths that differ from HEAD.
     pub fn snapshot(&self, task_id: &str) -> Result<Snapshot, GitError> {
-        let paths: Vec<String> = self.head_changed_paths()?.into_iter().collect();
-        let sha = if paths.is_empty() { None } else { self.stash_create() };
-        Ok(Snapshot { boundary: format!("after task {task_id}"), task_id: task_id.into(), sha, paths })
+        let tree = self.snapshot_tree()?;
+        let paths: Vec<String> = self.git.tree_diff_names(&self.base_tree()?, &tree)?;
+        let sha = if paths.is_empty() {
+            None
+        } else {
+            self.git.snapshot_commit(&tree, &format!("work: snapshot after task {task_id}")).ok()
+        };
+        Ok(Snapshot {
+            boundary: format!("after task {task_id}"),
+            task_id: task_id.into(),
+            sha,
+            paths,
+            tree: Some(tree),
+        })
     }
-}
 
-impl Tree {
-    /// `git stash create`, retried with a stand-in identity when the repository has none (the
-    /// snapshot is a dangling commit, so the identity is never seen on a branch). `None` when
-    /// it cannot be made: the path comparison still runs without a recovery sha.
-    fn stash_create(&self) -> Option<String> {
-        match self.git.stash_create() {
-            Ok(sha) => sha,
-            Err(_) => self
-                .git
-                .run(&["-c", "user.name=work", "-c", "user.email=work@localhost", "stash", "create"])
-                .ok()
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty()),
+    /// The lines earlier tasks added (up to `prev`) that are gone at `next`, per path.
+    pub fn lost_lines(&self, prev: &Snapshot, next: &Snapshot) -> Result<Vec<LostLines>, GitError> {
+        match (&prev.tree, &next.tree) {
+            (Some(a), Some(b)) => self.git.lost_lines(&self.base_tree()?, a, b),
+            _ => Ok(Vec::new()),
         }
     }
 }
 
-/// The paths HEAD-modified at `prev` and gone at `next` (seed #23).
+/// One task's change as its reviewers read it (see [`Tree::task_diff`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskDiff {
+    /// The tree the diff leads to (the fingerprint of the state reviewed).
+    pub tree: String,
+    /// The diff of the task's own change.
+    pub text: String,
+    /// `path (+a -r)` of each path the task changed.
+    pub paths: Vec<String>,
+    /// `path (+a -r)` of each path earlier tasks of the run changed (already reviewed).
+    pub earlier: Vec<String>,
+}
+
+/// The paths HEAD-modified (or new) at `prev` and back to HEAD at `next` (seed #23).
 pub fn lost_paths(prev: &Snapshot, next: &Snapshot) -> Vec<String> {
     let now: BTreeSet<&String> = next.paths.iter().collect();
     prev.paths.iter().filter(|p| !now.contains(p)).cloned().collect()
-}
-
-/// Cap on the bytes of one untracked file copied into the diff reviewers read.
-const UNTRACKED_CAP: u64 = 1024 * 1024;
-
-/// How an untracked file appears in the diff text: its content (capped), read without following
-/// a symlink (a symlink shows its target, never what it points to); a FIFO or device is named,
-/// never opened to wait on.
-fn untracked_text(root: &std::path::Path, rel: &str) -> String {
-    match work_runtime::fsx::read_confined_prefix(root, rel, UNTRACKED_CAP) {
-        Ok((content, cut)) => format!(
-            "untracked {rel} ({} bytes{})\n{}\n",
-            content.len(),
-            if cut { ", cut" } else { "" },
-            String::from_utf8_lossy(&content)
-        ),
-        Err(e) => match work_runtime::fsx::symlink_target_confined(root, rel) {
-            Some(target) => format!("untracked {rel} (symlink to `{target}`, not followed)\n"),
-            None => format!("untracked {rel} (not read: {e})\n"),
-        },
-    }
 }
 
 #[cfg(test)]
@@ -297,7 +312,7 @@ mod tests {
         assert_eq!(f0, t.fingerprint().expect("fp"), "A-B-A returns to the same fingerprint");
         std::fs::write(d.path().join("new.txt"), "n\n").expect("write");
         assert_eq!(t.dirty_paths().expect("dirty"), vec!["new.txt".to_string()]);
-        assert!(t.head_changed_paths().expect("paths").is_empty(), "untracked is outside the snapshot set");
+        assert_eq!(t.head_changed_paths().expect("paths").into_iter().collect::<Vec<_>>(), vec!["new.txt"]);
     }
 
     #[test]

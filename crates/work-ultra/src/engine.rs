@@ -96,6 +96,9 @@ pub enum StopReason {
     /// The agent failed consecutive attempts for one cause (a logged-out CLI, a refused key):
     /// the dispatcher's fail-fast streak tripped.
     AgentFailing,
+    /// The implementer changed git's view of the tree: an index flag, an exclude file, an
+    /// attribute, a hook or a driver in the configuration (see `work_git::integrity`).
+    GitTampered,
 }
 
 impl StopReason {
@@ -113,6 +116,7 @@ impl StopReason {
             StopReason::Budget => "budget",
             StopReason::CheckTampered => "check-tampered",
             StopReason::AgentFailing => "agent-failing",
+            StopReason::GitTampered => "git-tampered",
         }
     }
 }
@@ -326,6 +330,8 @@ impl Runner<'_, '_> {
         let longest = goal.criteria.iter().map(|c| c.timeout_secs).max().map(Duration::from_secs);
         let scenarios: Vec<&str> = goal.criteria.iter().map(|c| c.scenario.as_str()).collect();
         surface.record_suites(&self.env.run.spawner, &root, &scenarios, longest).await;
+        let git = work_git::Git::new(&root);
+        let seal = if git.is_repo() { git.seal().ok() } else { None };
         let mut attempts_run: BTreeMap<String, u32> = BTreeMap::new();
         let mut last_fail: BTreeMap<String, String> = BTreeMap::new();
         let mut attempts_this_run = 0u32;
@@ -487,6 +493,16 @@ impl Runner<'_, '_> {
                     "the implementer changed what judges it during attempt {n}: {what}. A criterion is only as honest as the scripts and tests it runs: restore them (git diff shows the change), then run the goal again"
                 );
                 return self.stop(GoalStatus::Blocked, StopReason::CheckTampered, detail, attempts_this_run, true);
+            }
+            if let Some(what) = git_tampered(&git, seal.as_ref()) {
+                self.note(&format!(
+                    "- dispatch {}: the implementer changed git's view of the tree: {what}\n",
+                    outcome.dispatch_id()
+                ))?;
+                let detail = format!(
+                    "the implementer changed git's view of the tree during attempt {n}: {what}. Index flags, exclude files, attributes, hooks and drivers hide a change from git status and git diff: undo it, then run the goal again"
+                );
+                return self.stop(GoalStatus::Blocked, StopReason::GitTampered, detail, attempts_this_run, true);
             }
             if over_budget {
                 self.note(&format!(
@@ -1213,4 +1229,14 @@ fn ticks(ids: &[String]) -> String {
 fn one_line(s: &str, max: usize) -> String {
     let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if s.chars().count() > max { format!("{}…", s.chars().take(max).collect::<String>()) } else { s }
+}
+
+/// What changed in git's view of the tree since `seal` (one line), if anything.
+fn git_tampered(git: &work_git::Git, seal: Option<&work_git::integrity::Seal>) -> Option<String> {
+    let seal = seal?;
+    let changes = match git.seal() {
+        Ok(now) => seal.changes(&now),
+        Err(e) => vec![format!("git's view could not be read again: {e}")],
+    };
+    if changes.is_empty() { None } else { Some(work_git::integrity::describe(&changes)) }
 }

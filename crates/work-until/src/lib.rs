@@ -14,6 +14,7 @@
 pub mod intent;
 pub mod ledger;
 pub mod report;
+mod seal;
 pub mod session;
 pub mod templates;
 pub mod workflow;

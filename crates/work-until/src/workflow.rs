@@ -129,6 +129,8 @@ struct Ctx<'a, 'b> {
     exclude: Vec<String>,
     /// What judges `done`, frozen before the session's first dispatch (see `check_surface`).
     surface: Option<work_git::surface::CheckSurface>,
+    /// git's view of the tree when the session first ran (see `crate::seal`).
+    seal: Option<work_git::integrity::Seal>,
 }
 
 /// The file beside `meta.md` that keeps the check surface the session froze.
@@ -238,7 +240,8 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
         exclude.push(format!("{}/", rel.display()));
     }
     let surface = check_surface(env, session).await;
-    let cx = Ctx { env, git, exclude, surface };
+    let seal = crate::seal::session_seal(env, session, git.as_ref());
+    let cx = Ctx { env, git, exclude, surface, seal };
     let run = env.run;
 
     // Roll the meta and the ledger forward from the archives (the commit points), and note
@@ -478,6 +481,10 @@ async fn decide(
     session: &mut Session,
     record: &mut IterationRecord,
 ) -> (Option<SessionStatus>, String) {
+    if let Some(why) = crate::seal::tampered(cx.env, cx.seal.as_ref(), cx.git.as_ref()) {
+        record.decision = "git-tampered".to_string();
+        return (Some(SessionStatus::Blocked), why);
+    }
     let meta = &mut session.meta;
     let rep = &record.report;
     let blocker_norm = rep.blocker.as_deref().map(normalize_blocker).filter(|b| !b.is_empty());

@@ -102,10 +102,10 @@ fn roles() -> Vec<Role> {
         Role {
             workflow: "implement",
             role: "tester",
-            access: "workspace-write",
-            context: "`task_id`, `iter_id`, `phase` = `e2e` (tasks marked E2E)",
+            access: "read-only",
+            context: "`task_id`, `iter_id`, `phase` = `e2e` (tasks marked E2E), `fixtures_dir` (a directory outside the tree: the only place it writes)",
             schema: im::tester_schema(),
-            example: json!({"status": "DONE", "fixtures": 2, "summary": "two end-to-end fixtures under tests/e2e"}),
+            example: json!({"status": "DONE", "fixtures": 2, "summary": "two end-to-end fixtures under the fixtures directory"}),
         },
         Role {
             workflow: "edit",

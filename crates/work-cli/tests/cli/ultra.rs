@@ -698,3 +698,32 @@ print(json.dumps({"status": "done", "summary": "fixed", "claims": [], "cleanup":
     assert_eq!(out["stop_reason"], "check-tampered", "{out}");
     assert!(out["stop_detail"].as_str().is_some_and(|d| d.contains("tests/test_greet.sh")), "{out}");
 }
+
+#[test]
+fn an_implementer_that_hides_a_change_from_git_is_blocked_and_its_honest_twin_is_not() {
+    for hide in [
+        "open('.git/info/exclude', 'a').write('notes.txt\\n')",
+        "import subprocess\nsubprocess.run(['git', 'update-index', '--assume-unchanged', 'check.sh'])",
+    ] {
+        let s = checked_repo();
+        let liar = s.agent(
+            "liar.py",
+            &format!(
+                "bump('calls')\nopen('greet.sh', 'w').write('echo \"hello, world\"\\n')\nopen('notes.txt', 'w').write('x')\n{hide}\nprint(json.dumps({{\"status\": \"done\", \"summary\": \"fixed\", \"claims\": [], \"cleanup\": []}}))"
+            ),
+        );
+        let out = s.run_json(&["ultra", "GOAL.toml", "--agent", &liar, "--json"], 1);
+        assert_eq!(out["status"], "BLOCKED", "{hide}: {out}");
+        assert_eq!(out["stop_reason"], "git-tampered", "{hide}: {out}");
+    }
+    let s = checked_repo();
+    let honest = s.agent(
+        "honest.py",
+        r#"bump('calls')
+open('greet.sh', 'w').write('echo "hello, world"\n')
+open('notes.txt', 'w').write('x')
+print(json.dumps({"status": "done", "summary": "wrote greet.sh", "claims": [], "cleanup": []}))"#,
+    );
+    let out = s.run_json(&["ultra", "GOAL.toml", "--agent", &honest, "--json"], 0);
+    assert_eq!(out["stop_reason"], "all-green", "{out}");
+}

@@ -638,3 +638,39 @@ print(json.dumps({"status": "done", "summary": "added ready()"}))"#,
     );
     assert_eq!(v["status"], "done", "{v}");
 }
+
+#[test]
+fn a_worker_that_hides_a_change_from_git_is_blocked_and_its_honest_twin_is_not() {
+    for hide in [
+        "subprocess.run(['git', 'update-index', '--skip-worktree', 'src/lib.rs'])",
+        "open('.git/info/exclude', 'a').write('backdoor.rs\\n')",
+        "open('.gitattributes', 'w').write('*.rs -diff\\n')",
+    ] {
+        let s = checked_repo();
+        let liar = worker(
+            &s,
+            &format!(
+                "import subprocess\nopen('src/lib.rs', 'a').write('pub fn ready() {{}}\\n')\nopen('backdoor.rs', 'w').write('x')\n{hide}\nprint(json.dumps({{\"status\": \"done\", \"summary\": \"done\"}}))"
+            ),
+        );
+        let v = s.run_json(
+            &["until", "`sh check.sh` exits 0", "--goal", "g", "--verify", "sh check.sh", "--agent", &liar, "--json"],
+            1,
+        );
+        assert_eq!(v["status"], "blocked", "{hide}: {v}");
+        let reason = v["stoppedReason"].as_str().unwrap_or_default();
+        assert!(reason.starts_with("git-tampered"), "{hide}: {v}");
+    }
+    let s = checked_repo();
+    let honest = worker(
+        &s,
+        r#"open('src/lib.rs', 'a').write('pub fn ready() {}\n')
+open('backdoor.rs', 'w').write('x')
+print(json.dumps({"status": "done", "summary": "added ready()"}))"#,
+    );
+    let v = s.run_json(
+        &["until", "`sh check.sh` exits 0", "--goal", "g", "--verify", "sh check.sh", "--agent", &honest, "--json"],
+        0,
+    );
+    assert_eq!(v["status"], "done", "{v}");
+}

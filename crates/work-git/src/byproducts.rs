@@ -1,0 +1,84 @@
+//! Positive evidence: what counts as an agent's change.
+//!
+//! A dirty byte is not work. Running a project's own checks leaves files behind — `.pyc` files
+//! in `__pycache__/`, `.pytest_cache/`, a log the suite appends to — and an agent that only runs
+//! the suite would otherwise "change" the tree. [`Byproducts::learn`] compares the tree before
+//! and after a baseline run of the checks by the engine itself (before any agent is
+//! dispatched) and keeps what that run created or changed: the exact paths, and the names of
+//! the directories it created that hold no tracked file (`__pycache__`, `.cache`), so the same
+//! byproduct elsewhere in the tree (`src/__pycache__/new.pyc`) is one too.
+//! [`Byproducts::is_byproduct`] then tells evidence from residue.
+
+use crate::{Compare, Git, TreeState};
+use std::collections::BTreeSet;
+
+/// What the engine's own check runs leave in the tree (see the module documentation).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Byproducts {
+    /// Paths the baseline run created or changed.
+    pub paths: BTreeSet<String>,
+    /// Names of the directories it created that hold no tracked file.
+    pub dirs: BTreeSet<String>,
+}
+
+impl Byproducts {
+    /// What a baseline check run changed between `before` and `after` (two
+    /// [`Git::tree_state`]s around it).
+    pub fn learn(git: &Git, before: &TreeState, after: &TreeState) -> Byproducts {
+        let paths: BTreeSet<String> = after.changed_since(before, Compare::Content).into_iter().collect();
+        let mut dirs = BTreeSet::new();
+        for p in &paths {
+            let Some((dir, _)) = p.rsplit_once('/') else { continue };
+            let tracked = git.run(&["ls-files", "--", dir]).map(|o| !o.trim().is_empty()).unwrap_or(true);
+            if !tracked && let Some(name) = dir.rsplit('/').next() {
+                dirs.insert(name.to_string());
+            }
+        }
+        Byproducts { paths, dirs }
+    }
+
+    /// True when `path` is residue of a check run rather than work: a path the baseline run
+    /// left, or one under a directory named like one it created.
+    pub fn is_byproduct(&self, path: &str) -> bool {
+        if self.paths.contains(path) {
+            return true;
+        }
+        let mut parts: Vec<&str> = path.split('/').collect();
+        parts.pop();
+        parts.iter().any(|d| self.dirs.contains(*d))
+    }
+
+    /// True when nothing was learned.
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty() && self.dirs.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Base;
+
+    #[test]
+    fn a_baseline_run_teaches_its_residue_and_nothing_else() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let g = Git::new(d.path());
+        g.run(&["init", "-q"]).expect("init");
+        std::fs::create_dir_all(d.path().join("tests")).expect("mkdir");
+        std::fs::write(d.path().join("tests/t.py"), "x\n").expect("write");
+        g.run(&["add", "-A"]).expect("add");
+        g.run(&["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-m", "x"]).expect("commit");
+        let before = g.tree_state::<&str>(Base::Status, &[]).expect("state");
+        std::fs::create_dir_all(d.path().join("tests/__pycache__")).expect("mkdir");
+        std::fs::write(d.path().join("tests/__pycache__/t.pyc"), "b").expect("write");
+        std::fs::write(d.path().join("suite.log"), "ran").expect("write");
+        let after = g.tree_state::<&str>(Base::Status, &[]).expect("state");
+        let b = Byproducts::learn(&g, &before, &after);
+        assert_eq!(b.dirs, BTreeSet::from(["__pycache__".to_string()]), "tests/ holds tracked files: not learned");
+        assert!(b.is_byproduct("suite.log"));
+        assert!(b.is_byproduct("src/pkg/__pycache__/new.cpython-311.pyc"));
+        assert!(!b.is_byproduct("src/pkg/new.py"));
+        assert!(!b.is_byproduct("tests/test_new.py"));
+        assert!(!b.is_byproduct("notes.txt"));
+    }
+}

@@ -1,0 +1,283 @@
+//! Whole-tree snapshots, independent of the index.
+//!
+//! [`Git::snapshot_tree`] writes the working tree as a git tree object through a temporary
+//! index: `read-tree HEAD`, `add -A`, `write-tree`, with `GIT_INDEX_FILE` pointing at a file of
+//! the engine's own. Tracked and untracked files are in it (ignored ones are not), and nothing
+//! of the real index is trusted: an `assume-unchanged` or `skip-worktree` flag, an
+//! intent-to-add entry or a staged-then-reverted change cannot hide a file's content, and the
+//! real index is never written. Two snapshots compare by their tree ids (equal ids, equal
+//! trees); [`Git::tree_diff_text`] shows what changed between them and [`Git::lost_lines`]
+//! names, per path, the lines one step added that a later step removed.
+
+use crate::{Git, GitError, exclude_dirs, split_z};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Distinguishes the temporary index files of one process.
+static NEXT_INDEX: AtomicU64 = AtomicU64::new(0);
+
+/// The identity snapshot commits carry (they are dangling: never on a branch).
+const IDENTITY: [(&str, &str); 4] = [
+    ("GIT_AUTHOR_NAME", "work"),
+    ("GIT_AUTHOR_EMAIL", "work@localhost"),
+    ("GIT_COMMITTER_NAME", "work"),
+    ("GIT_COMMITTER_EMAIL", "work@localhost"),
+];
+
+/// Lines of one path that an earlier step added and a later step removed.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LostLines {
+    /// The path, relative to the root.
+    pub path: String,
+    /// The lines, as they were.
+    pub lines: Vec<String>,
+}
+
+/// Removes a temporary index file when dropped.
+struct TempIndex(std::path::PathBuf);
+
+impl Drop for TempIndex {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+impl Git {
+    /// The working tree (tracked and untracked, not ignored, outside `exclude`) as a tree id,
+    /// written through a temporary index (see the module documentation).
+    pub fn snapshot_tree<S: AsRef<str>>(&self, exclude: &[S]) -> Result<String, GitError> {
+        let n = NEXT_INDEX.fetch_add(1, Ordering::Relaxed);
+        let name = format!("work-snapshot-{}-{n}.index", std::process::id());
+        let rel = self.run(&["rev-parse", "--git-path", &name])?;
+        let path = std::path::PathBuf::from(rel.trim());
+        let path = if path.is_absolute() { path } else { self.root.join(path) };
+        let _guard = TempIndex(path.clone());
+        let index = path.display().to_string();
+        let env = [("GIT_INDEX_FILE", index.as_str())];
+        let born = self.head_sha().is_some();
+        self.run_env(&["read-tree", if born { "HEAD" } else { "--empty" }], &env)?;
+        self.run_env(&["add", "-A", "--ignore-errors", "--", "."], &env)?;
+        // The exclusions are put back as HEAD has them (an exclude pathspec on `add` fails
+        // when the path is ignored).
+        let excluded: Vec<String> = exclude_dirs(exclude).map(|e| format!(":(literal){e}")).collect();
+        if !excluded.is_empty() {
+            let mut args: Vec<&str> = if born {
+                vec!["reset", "-q", "HEAD", "--"]
+            } else {
+                vec!["rm", "-r", "-q", "--cached", "--ignore-unmatch", "--"]
+            };
+            args.extend(excluded.iter().map(String::as_str));
+            self.run_env(&args, &env)?;
+        }
+        Ok(self.run_env(&["write-tree"], &env)?.trim().to_string())
+    }
+
+    /// The tree every snapshot is measured from: HEAD's, or the empty tree on an unborn branch.
+    pub fn base_tree(&self) -> Result<String, GitError> {
+        match self.head_sha() {
+            Some(_) => Ok(self.run(&["rev-parse", "HEAD^{tree}"])?.trim().to_string()),
+            None => self.snapshot_tree(&["."]),
+        }
+    }
+
+    /// A dangling commit of `tree` (its parent HEAD, when there is one) that `git show
+    /// <commit>:<path>` recovers files from.
+    pub fn snapshot_commit(&self, tree: &str, message: &str) -> Result<String, GitError> {
+        let head = self.head_sha();
+        let mut args = vec!["commit-tree", tree, "-m", message];
+        if let Some(h) = head.as_deref() {
+            args.extend(["-p", h]);
+        }
+        Ok(self.run_env(&args, &IDENTITY)?.trim().to_string())
+    }
+
+    /// The paths that differ between two trees.
+    pub fn tree_diff_names(&self, from: &str, to: &str) -> Result<Vec<String>, GitError> {
+        Ok(split_z(&self.run(&["diff-tree", "-r", "-z", "--name-only", "--no-renames", from, to])?))
+    }
+
+    /// The diff between two trees as a reviewer reads it (no external diff, no text
+    /// conversion, no renames).
+    pub fn tree_diff_text(&self, from: &str, to: &str) -> Result<String, GitError> {
+        self.run(&["diff", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", from, to])
+    }
+
+    /// `path (+added -removed)` for every path that differs between two trees.
+    pub fn tree_diff_summary(&self, from: &str, to: &str) -> Result<Vec<String>, GitError> {
+        let out = self.run(&["diff", "--numstat", "--no-renames", "-z", from, to])?;
+        Ok(split_z(&out)
+            .iter()
+            .filter_map(|l| {
+                let mut parts = l.splitn(3, '\t');
+                let (a, r, p) = (parts.next()?, parts.next()?, parts.next()?);
+                Some(format!("{p} (+{a} -{r})"))
+            })
+            .collect())
+    }
+
+    /// The lines `base → prev` added that `prev → next` removed, per path (a line counted as
+    /// often as it was both added and removed). Lines without a letter or digit (`}`, blank)
+    /// are not counted: they carry no work of their own.
+    pub fn lost_lines(&self, base: &str, prev: &str, next: &str) -> Result<Vec<LostLines>, GitError> {
+        let added = hunk_lines(&self.zero_context_diff(base, prev)?, '+');
+        let removed = hunk_lines(&self.zero_context_diff(prev, next)?, '-');
+        let mut out = Vec::new();
+        for (path, gone) in removed {
+            let Some(had) = added.get(&path) else { continue };
+            let mut pool: BTreeMap<&str, usize> = BTreeMap::new();
+            for l in had {
+                *pool.entry(l.as_str()).or_default() += 1;
+            }
+            let mut lines = Vec::new();
+            for l in gone {
+                if let Some(n) = pool.get_mut(l.as_str())
+                    && *n > 0
+                {
+                    *n -= 1;
+                    if l.chars().any(char::is_alphanumeric) {
+                        lines.push(l);
+                    }
+                }
+            }
+            if !lines.is_empty() {
+                out.push(LostLines { path, lines });
+            }
+        }
+        Ok(out)
+    }
+
+    fn zero_context_diff(&self, from: &str, to: &str) -> Result<String, GitError> {
+        self.run(&[
+            "-c",
+            "core.quotePath=false",
+            "diff",
+            "-U0",
+            "-a",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-renames",
+            from,
+            to,
+        ])
+    }
+}
+
+/// The `sign` lines (`+` added, `-` removed) of a `-U0` diff, per path (the new path for added
+/// lines, the old one for removed lines). Hunk headers give the line counts, so a content line
+/// that looks like a header is read as content.
+fn hunk_lines(diff: &str, sign: char) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let (mut old_path, mut new_path) = (String::new(), String::new());
+    let mut lines = diff.lines();
+    while let Some(line) = lines.next() {
+        if let Some(p) = line.strip_prefix("--- ") {
+            old_path = p.strip_prefix("a/").unwrap_or(p).to_string();
+        } else if let Some(p) = line.strip_prefix("+++ ") {
+            new_path = p.strip_prefix("b/").unwrap_or(p).to_string();
+        } else if let Some(h) = line.strip_prefix("@@ ") {
+            let (minus, plus) = hunk_counts(h);
+            for _ in 0..minus + plus {
+                let Some(l) = lines.next() else { break };
+                let mut chars = l.chars();
+                let first = chars.next();
+                if first == Some(sign) {
+                    let path = if sign == '+' { &new_path } else { &old_path };
+                    out.entry(path.clone()).or_default().push(chars.as_str().trim_end().to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The line counts of a hunk header (`-a,b +c,d @@`; a missing count is 1).
+fn hunk_counts(header: &str) -> (usize, usize) {
+    let mut parts = header.split_whitespace();
+    let count = |p: Option<&str>| -> usize {
+        p.map(|r| match r[1..].split_once(',') {
+            Some((_, n)) => n.parse().unwrap_or(0),
+            None => 1,
+        })
+        .unwrap_or(0)
+    };
+    let minus = count(parts.next().filter(|p| p.starts_with('-')));
+    let plus = count(parts.next().filter(|p| p.starts_with('+')));
+    (minus, plus)
+}
+
+impl Git {
+    /// Runs `git <args>` in the root with extra environment variables.
+    fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Result<String, GitError> {
+        crate::run_in_env(&self.root, args, env)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo() -> (tempfile::TempDir, Git) {
+        let d = tempfile::tempdir().expect("tempdir");
+        let g = Git::new(d.path());
+        g.run(&["init", "-q"]).expect("init");
+        std::fs::write(d.path().join("f.txt"), "base\n").expect("write");
+        g.run(&["add", "-A"]).expect("add");
+        g.run(&["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-m", "x"]).expect("commit");
+        (d, g)
+    }
+
+    #[test]
+    fn a_snapshot_holds_untracked_files_and_ignores_index_flags() {
+        let (d, g) = repo();
+        let base = g.base_tree().expect("base");
+        assert_eq!(g.snapshot_tree(&[".work"]).expect("snap"), base, "a clean tree is HEAD's tree");
+        std::fs::write(d.path().join("f.txt"), "base\nedit\n").expect("write");
+        g.run(&["update-index", "--assume-unchanged", "f.txt"]).expect("flag");
+        std::fs::write(d.path().join("new.txt"), "new\n").expect("write");
+        std::fs::create_dir_all(d.path().join(".work")).expect("mkdir");
+        std::fs::write(d.path().join(".work/state"), "s").expect("write");
+        assert_eq!(g.diff_names(&["HEAD"]).expect("names"), Vec::<String>::new(), "git diff is fooled");
+        let snap = g.snapshot_tree(&[".work"]).expect("snap");
+        assert_eq!(g.tree_diff_names(&base, &snap).expect("names"), vec!["f.txt", "new.txt"]);
+        assert!(g.tree_diff_text(&base, &snap).expect("diff").contains("+edit"));
+        assert_eq!(g.tree_diff_summary(&base, &snap).expect("sum"), vec!["f.txt (+1 -0)", "new.txt (+1 -0)"]);
+        let c = g.snapshot_commit(&snap, "snap").expect("commit");
+        assert_eq!(g.run(&["show", &format!("{c}:new.txt")]).expect("show"), "new\n");
+        assert_eq!(g.run(&["ls-files", "-v", "f.txt"]).expect("ls"), "h f.txt\n", "the real index is untouched");
+    }
+
+    #[test]
+    fn lines_an_earlier_step_added_and_a_later_one_removed_are_lost() {
+        let (d, g) = repo();
+        let base = g.base_tree().expect("base");
+        std::fs::write(d.path().join("f.txt"), "base\none\n}\n").expect("write");
+        std::fs::write(d.path().join("u.txt"), "untracked work\n").expect("write");
+        let prev = g.snapshot_tree::<&str>(&[]).expect("snap");
+        // The next step reverts f.txt and re-edits it, and stashes the untracked file away.
+        std::fs::write(d.path().join("f.txt"), "base\ntwo\n").expect("write");
+        std::fs::remove_file(d.path().join("u.txt")).expect("rm");
+        let next = g.snapshot_tree::<&str>(&[]).expect("snap");
+        let lost = g.lost_lines(&base, &prev, &next).expect("lost");
+        assert_eq!(
+            lost,
+            vec![
+                LostLines { path: "f.txt".into(), lines: vec!["one".into()] },
+                LostLines { path: "u.txt".into(), lines: vec!["untracked work".into()] },
+            ]
+        );
+        // Keeping the earlier lines and adding more loses nothing.
+        std::fs::write(d.path().join("f.txt"), "base\none\n}\nthree\n").expect("write");
+        std::fs::write(d.path().join("u.txt"), "untracked work\n").expect("write");
+        let kept = g.snapshot_tree::<&str>(&[]).expect("snap");
+        assert!(g.lost_lines(&base, &prev, &kept).expect("lost").is_empty());
+    }
+
+    #[test]
+    fn hunk_headers_give_the_counts() {
+        assert_eq!(hunk_counts("-1 +1,2 @@"), (1, 2));
+        assert_eq!(hunk_counts("-0,0 +1 @@ x"), (0, 1));
+        let diff = "--- a/x\n+++ b/x\n@@ -1,0 +2,2 @@\n++++ looks like a header\n+--- too\n";
+        assert_eq!(hunk_lines(diff, '+')["x"], vec!["+++ looks like a header", "--- too"]);
+    }
+}

@@ -1,0 +1,47 @@
+//! git's view of the tree, sealed for a session (see `work_git::integrity`): an index flag,
+//! an exclude line, a `.gitattributes`, a hook or a driver a worker sets hides its change from
+//! `git status` and `git diff` — the ground truth of every iteration — without touching a file.
+//! The seal is taken the first time a session runs and kept beside `meta.md`, so a resumed
+//! session compares with the same seal.
+
+use crate::session::Session;
+use crate::workflow::LoopEnv;
+use serde_json::json;
+use work_git::Git;
+use work_git::integrity::{Seal, describe};
+
+/// The file beside `meta.md` that keeps the session's seal.
+const SEAL_FILE: &str = "git-seal.json";
+
+/// The session's seal: the one kept, else a new one (kept for the next run).
+pub(crate) fn session_seal(env: &LoopEnv<'_>, session: &Session, git: Option<&Git>) -> Option<Seal> {
+    let git = git?;
+    let path = session.dir.join(SEAL_FILE);
+    if let Ok(Some(text)) = work_runtime::fsx::read_optional(&path)
+        && let Ok(s) = serde_json::from_str(&text)
+    {
+        return Some(s);
+    }
+    let seal = git.seal().ok()?;
+    if let Err(e) = env.run.write_state(&path, &seal) {
+        env.run.emit("until.seal.unsaved", json!({"error": e.to_string()}));
+    }
+    Some(seal)
+}
+
+/// Why the session stops BLOCKED `git-tampered`, when git's view changed since the seal.
+pub(crate) fn tampered(env: &LoopEnv<'_>, seal: Option<&Seal>, git: Option<&Git>) -> Option<String> {
+    let (seal, git) = (seal?, git?);
+    let changes = match git.seal() {
+        Ok(now) => seal.changes(&now),
+        Err(e) => vec![format!("git's view could not be read again: {e}")],
+    };
+    if changes.is_empty() {
+        return None;
+    }
+    env.run.emit("until.git-tampered", json!({"changes": changes}));
+    Some(format!(
+        "git-tampered: the worker changed git's view of the tree ({}); an index flag, an exclude line, an attribute, a hook or a driver hides a change from the ground truth: undo it (e.g. `git update-index --no-skip-worktree <path>`, `git update-index --no-assume-unchanged <path>`)",
+        describe(&changes)
+    ))
+}
