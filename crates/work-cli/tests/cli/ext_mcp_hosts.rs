@@ -195,3 +195,36 @@ fn codex_calls_the_exhaust_tool_and_gets_the_master_object() {
     assert_is_the_journal(&s, &got);
     assert!(events.contains("\"type\":\"mcp_tool_call\""), "{events}");
 }
+
+fn finder_answer(angle: &str, items: Value) -> Step {
+    Step::Answer(json!({"angle": angle, "items": items, "roundNotes": "scripted"}))
+}
+
+/// The host is also the agent: Claude Code calls `exhaust` with `agent: "claude"`, and each
+/// finder is a nested, headless Claude Code (started by the `work` run that `work mcp`
+/// started) against the same model server. The nested sessions answer their own briefs and
+/// the host gets the master object: nothing recursed into the host's session, nothing waited
+/// on it.
+#[test]
+fn claude_code_as_host_and_as_the_finders_does_not_recurse() {
+    let (s, _) = jobs_repo();
+    let item = json!([{"id": "s1", "title": "transition", "location": "src/jobs.rs:1"}]);
+    let cli = RealCli::new(
+        Cli::Claude,
+        host_script(
+            json!({"what": "job state sites", "k": 2, "angles": ["a", "b", "c"], "agent": "claude"}),
+            vec![
+                Rule::new("YOUR ANGLE: a", vec![finder_answer("a", item)]),
+                Rule::new("YOUR ANGLE: b", vec![finder_answer("b", json!([]))]),
+                Rule::new("YOUR ANGLE: c", vec![finder_answer("c", json!([]))]),
+            ],
+        ),
+    );
+    claude(&cli, &s);
+    let got = returned_to_the_model(&cli);
+    assert_is_the_journal(&s, &got);
+    for rule in 1..=3 {
+        assert_eq!(cli.server.requests_for(rule).len(), 1, "one nested finder per angle:\n{}", cli.summary());
+    }
+    assert_eq!(cli.server.requests_for(0).len(), 2, "the host's session saw its call and the result only");
+}

@@ -340,3 +340,35 @@ fn a_server_inside_a_dispatched_agent_refuses_workflows_but_not_history() {
     let runs = m.call("runs_list", json!({}), "n2");
     assert_eq!(runs["isError"], false, "{runs}");
 }
+
+#[test]
+fn the_host_sessions_variables_never_reach_a_runs_agents() {
+    // Claude Code starts its MCP servers with its session's identity, messaging socket and
+    // marker; a nested agent that inherited them could attach to the host's session, which
+    // is blocked on this very call.
+    let (s, _) = scenario("none");
+    let host = [
+        ("CLAUDECODE", "1"),
+        ("CLAUDE_CODE_ENTRYPOINT", "cli"),
+        ("CLAUDE_CODE_SESSION_ID", "host-session"),
+        ("CLAUDE_CODE_MESSAGING_SOCKET", "/tmp/host.sock"),
+        ("CLAUDE_CODE_MESSAGING_TOKEN", "host-token"),
+        ("CLAUDE_CODE_CHILD_NOTES_DIR", "/tmp/host-notes"),
+        ("CLAUDE_CODE_SSE_PORT", "4242"),
+        ("CODEX_THREAD_ID", "host-thread"),
+        ("CLAUDE_CODE_LAUNCHED_BY_SESSION_IDS", "host-session"),
+    ];
+    let mut m = Mcp::start_with(&s, &host);
+    let agent = s.agent(
+        "env.py",
+        "open(state_path('env'), 'w').write(json.dumps(dict(os.environ)))\nprint(json.dumps({'angle': ctx['angle'], 'items': []}))",
+    );
+    let r = m.call("exhaust", json!({"what": "env", "k": 2, "angles": ["a", "b"], "agent": agent}), "h1");
+    assert_eq!(r["isError"], false, "{r}");
+    let env: Value = s.read_json(".agent-state/env");
+    for (k, _) in &host[..8] {
+        assert!(env.get(*k).is_none(), "{k} reached the agent: {env}");
+    }
+    assert_eq!(env["CLAUDE_CODE_LAUNCHED_BY_SESSION_IDS"], "host-session", "the lineage is kept");
+    assert_eq!(env["WORK_MCP_PARENT"], m.child.id().to_string(), "the agent is marked as a served run's");
+}
