@@ -372,3 +372,48 @@ fn the_host_sessions_variables_never_reach_a_runs_agents() {
     assert_eq!(env["CLAUDE_CODE_LAUNCHED_BY_SESSION_IDS"], "host-session", "the lineage is kept");
     assert_eq!(env["WORK_MCP_PARENT"], m.child.id().to_string(), "the agent is marked as a served run's");
 }
+
+/// A spec directory whose spec and plan already say Approved: `work loop run` pauses at the
+/// spec gate (a person confirms), then at the plan gate. The agent (named in work.toml, so
+/// that a continuing call needs nothing but what the paused result says) must not be needed.
+pub(crate) fn gated_loop(s: &Scenario) {
+    let agent = s.agent("loop.py", "bump('calls')\nprint('no agent is needed before the plan gate')\nsys.exit(1)");
+    s.write("work.toml", &format!("agent = {agent:?}\n[gates]\ntest = \"test -f hello.txt\"\n"));
+    s.write("README.md", "demo\n");
+    s.write("docs/specs/hello/spec.md", "# Hello\n\n**Status:** Approved\n\nPrint a greeting.\n");
+    s.write(
+        "docs/specs/hello/plan.md",
+        "# Plan\n\n**Status:** Approved\n\n## Task 1: Write hello\nCreate hello.txt.\n",
+    );
+    s.commit("spec");
+}
+
+#[test]
+fn a_paused_run_names_the_exact_call_that_continues_and_that_call_continues() {
+    let s = Scenario::new();
+    gated_loop(&s);
+    let mut m = Mcp::start(&s);
+    let r = m.call("loop_run", json!({"spec_dir": "docs/specs/hello"}), "g1");
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(r["structuredContent"]["outcome"], "paused", "{r}");
+    assert_eq!(r["structuredContent"]["reason"], "spec-human-gate", "{r}");
+    let calls = r["_meta"]["work/continue"].as_array().expect("the calls that continue").clone();
+    let approve = calls
+        .iter()
+        .find(|c| c["command"] == "work loop run docs/specs/hello --resume --approve")
+        .unwrap_or_else(|| panic!("the approval as a call: {calls:?}"));
+    assert_eq!(approve["tool"], "loop_run");
+    assert_eq!(approve["arguments"], json!({"spec_dir": "docs/specs/hello", "resume": true, "approve": true}));
+    let t = text(&r);
+    assert!(t.contains("paused for a person (exit 3)"), "{t}");
+    assert!(
+        t.contains(r#"To continue (approve), call `loop_run` with {"spec_dir":"docs/specs/hello","resume":true,"approve":true}"#),
+        "{t}"
+    );
+    assert_eq!(approve["label"], "approve");
+    // The exact call continues the run.
+    let r = m.call("loop_run", approve["arguments"].clone(), "g2");
+    assert_eq!(r["structuredContent"]["reason"], "plan-human-gate", "{r}");
+    assert!(s.read("docs/specs/hello/spec.md").contains("**Status:** Approved"));
+    assert!(!s.path(".agent-state/calls").exists(), "no agent was dispatched");
+}
