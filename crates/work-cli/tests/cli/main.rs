@@ -23,6 +23,7 @@ mod loop_cmd;
 mod loop_conformance;
 mod loop_run;
 mod mcp;
+mod mcp_client;
 mod protocol;
 mod self_contained;
 mod soak;

@@ -159,6 +159,11 @@ print(json.dumps({{"angle": angle, "items": items, "roundNotes": "notes " + os.e
     (s, agent)
 }
 
+/// The scenario whose finder of angle `b` (round 2) hangs on its first call.
+pub(crate) fn hanging_scenario() -> (Scenario, String) {
+    scenario("b")
+}
+
 fn exhaust_args(agent: &str) -> Value {
     json!({"what": "job state sites", "k": 2, "angles": ["a", "b", "c", "d"], "agent": agent})
 }
@@ -315,7 +320,8 @@ fn a_cancelled_call_stops_the_agents_and_the_same_call_resumes() {
     assert!(m.progress("c2").iter().any(|l| l.starts_with("Resuming at round 2")), "{:?}", m.progress("c2"));
 }
 
-fn proc_is_zombie(pid: i32) -> bool {
+/// The process is gone or a zombie.
+pub(crate) fn proc_is_zombie(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| s.rsplit(')').next().map(str::trim_start).is_some_and(|r| r.starts_with('Z') || r.starts_with('X')))
         .unwrap_or(true)
@@ -377,7 +383,10 @@ fn the_host_sessions_variables_never_reach_a_runs_agents() {
 /// spec gate (a person confirms), then at the plan gate. The agent (named in work.toml, so
 /// that a continuing call needs nothing but what the paused result says) must not be needed.
 pub(crate) fn gated_loop(s: &Scenario) {
-    let agent = s.agent("loop.py", "bump('calls')\nprint('no agent is needed before the plan gate')\nsys.exit(1)");
+    let agent = s.agent(
+        "loop.py",
+        "bump('calls')\nopen(state_path('ctx'), 'w').write(json.dumps(ctx))\nprint('no agent is needed before the plan gate')\nsys.exit(1)",
+    );
     s.write("work.toml", &format!("agent = {agent:?}\n[gates]\ntest = \"test -f hello.txt\"\n"));
     s.write("README.md", "demo\n");
     s.write("docs/specs/hello/spec.md", "# Hello\n\n**Status:** Approved\n\nPrint a greeting.\n");
