@@ -18,7 +18,7 @@ use work_model_server::{Rule, Script, Step};
 /// What the person asks the host (the scripted model's rule for the host's own turns).
 const ASK: &str = "HOST: find every place that touches job state";
 
-/// The repository root (where `.mcp.json` and docs/hosts.md live).
+/// The repository root (where `.mcp.json`, the plugin marketplace and docs/hosts.md live).
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -47,9 +47,16 @@ print(json.dumps({"angle": ctx['angle'], "items": items}))
 /// The script: the host's model calls `exhaust` of server `work` with `input`, then ends the
 /// turn once the result is back.
 fn host_script(input: Value, more: Vec<Rule>) -> Script {
+    host_script_for("work", input, more)
+}
+
+/// The same for the server named `server` in the host (a plugin's server is
+/// `plugin_<plugin>_<server>`: Claude Code may defer MCP tools behind its tool search, so the
+/// name is not always among the offered tools).
+fn host_script_for(server: &str, input: Value, more: Vec<Rule>) -> Script {
     let mut rules = vec![Rule::new(
         ASK,
-        vec![Step::Mcp { server: "work".into(), tool: "exhaust".into(), input }, Step::Text("done".into())],
+        vec![Step::Mcp { server: server.into(), tool: "exhaust".into(), input }, Step::Text("done".into())],
     )];
     rules.extend(more);
     Script::new(rules)
@@ -227,4 +234,45 @@ fn claude_code_as_host_and_as_the_finders_does_not_recurse() {
         assert_eq!(cli.server.requests_for(rule).len(), 1, "one nested finder per angle:\n{}", cli.summary());
     }
     assert_eq!(cli.server.requests_for(0).len(), 2, "the host's session saw its call and the result only");
+}
+
+/// The plugin installed as docs/hosts.md says (`claude plugin marketplace add <repository>`,
+/// `claude plugin install work@work`, in the private HOME): a session then has the plugin's
+/// `work` server, and the scripted model's call of its `exhaust` tool gets the master object.
+/// The install copies only the plugin's directory (never the repository's build output).
+#[test]
+fn the_installed_claude_code_plugin_serves_the_exhaust_tool() {
+    let (s, agent) = jobs_repo();
+    let cli = RealCli::new(Cli::Claude, host_script_for("plugin_work_work", exhaust_input(&agent), vec![]));
+    for args in [
+        vec!["plugin".to_string(), "marketplace".into(), "add".into(), repo_root().display().to_string()],
+        vec!["plugin".into(), "install".into(), "work@work".into()],
+    ] {
+        let mut c = host(&cli, &s);
+        c.args(&args);
+        run(c, &cli);
+    }
+    let mut c = host(&cli, &s);
+    c.args(["plugin", "list"]);
+    let listed = run(c, &cli);
+    assert!(listed.contains("work@work"), "{listed}");
+    let cache = cli.home().join(".claude/plugins/cache");
+    assert!(dir_size(&cache) < 1_000_000, "the install copied more than the plugin: {} bytes", dir_size(&cache));
+    let mut c = host(&cli, &s);
+    c.args(["-p", ASK, "--output-format", "json", "--allowedTools", "mcp__plugin_work_work__exhaust"]);
+    run(c, &cli);
+    let got = returned_to_the_model(&cli);
+    assert_is_the_journal(&s, &got);
+}
+
+fn dir_size(p: &Path) -> u64 {
+    std::fs::read_dir(p)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_size(&e.path()),
+            _ => e.metadata().map(|m| m.len()).unwrap_or(0),
+        })
+        .sum()
 }
