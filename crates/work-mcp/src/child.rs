@@ -46,6 +46,25 @@ pub enum Ended {
 /// Set on every child (to the server's pid): marks the agents a served run dispatches.
 pub const NESTED_VAR: &str = "WORK_MCP_PARENT";
 
+/// What a host sets in the environment of the MCP servers it starts to bind them to its own
+/// session (Claude Code: the session id, its messaging socket and token, the notes directory,
+/// the IDE port, the "inside Claude Code" marker; Codex: the thread id). None of it reaches a
+/// run: an agent the run dispatches — a nested `claude -p` when the host is also the agent —
+/// is a session of its own and must never attach to, message, or wait on the host's session,
+/// which is blocked on the tool call. (The host's lineage variable,
+/// `CLAUDE_CODE_LAUNCHED_BY_SESSION_IDS`, is kept: the host's own guards against sessions
+/// launching sessions still see it.)
+pub const HOST_SESSION_VARS: [&str; 8] = [
+    "CLAUDECODE",
+    "CLAUDE_CODE_ENTRYPOINT",
+    "CLAUDE_CODE_SESSION_ID",
+    "CLAUDE_CODE_MESSAGING_SOCKET",
+    "CLAUDE_CODE_MESSAGING_TOKEN",
+    "CLAUDE_CODE_CHILD_NOTES_DIR",
+    "CLAUDE_CODE_SSE_PORT",
+    "CODEX_THREAD_ID",
+];
+
 /// How often the event log is read while a child runs.
 const POLL: Duration = Duration::from_millis(200);
 
@@ -66,8 +85,11 @@ impl Launcher {
         args.extend(argv.iter().cloned());
         // Every agent the child dispatches inherits this: a `work mcp` started inside one of
         // them (a nested Claude Code loading the same plugin) refuses to start workflows.
-        let spec = ProcessSpec::new(self.exe.display().to_string(), args, &self.cwd)
-            .with_env(NESTED_VAR, std::process::id().to_string());
+        let spec = HOST_SESSION_VARS.iter().fold(
+            ProcessSpec::new(self.exe.display().to_string(), args, &self.cwd)
+                .with_env(NESTED_VAR, std::process::id().to_string()),
+            |spec, var| spec.without_env(*var),
+        );
         let child = match Spawner.start(&spec).await {
             Ok(c) => c,
             Err(e) => return Ended::Failed(self.redactor.redact(&e.to_string()).into_owned()),

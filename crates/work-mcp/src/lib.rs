@@ -8,12 +8,14 @@
 //! - [`history`]: `runs_list` / `run_show` from the event logs, and the live figures of a
 //!   running child.
 //! - [`resources`]: the run files as `work://state/…` resources.
+//! - [`gate`]: a human gate asked through the client (elicitation) instead of "paused".
 //! - [`server`]: the rmcp handler.
 //!
 //! The server never calls a workflow in process: every call goes through the same harness
 //! as a shell user's command.
 
 pub mod child;
+pub mod gate;
 pub mod history;
 pub mod resources;
 pub mod server;

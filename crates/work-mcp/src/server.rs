@@ -12,6 +12,7 @@
 //! field) before any child starts.
 
 use crate::child::{Ended, Launcher};
+use crate::gate::{Decision, Gate};
 use crate::history;
 use crate::resources;
 use crate::tools::{Field, Kind, ToolDef, call_of_command};
@@ -20,7 +21,7 @@ use rmcp::model::{
     ListToolsResult, MetaObject, PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{ElicitationMode, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
@@ -179,7 +180,9 @@ impl WorkServer {
             ));
         }
         let token = req.meta.as_ref().and_then(|m| m.get_progress_token()).or_else(|| ctx.meta.get_progress_token());
-        // One forwarder keeps the notifications in order.
+        let _running = self.inflight.token();
+        // One forwarder keeps the notifications in order; `progress` only grows across the
+        // runs of one call (a gate the person decides continues with another run).
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();
         let peer = ctx.peer.clone();
         let forwarder = tokio::spawn(async move {
@@ -187,13 +190,44 @@ impl WorkServer {
                 let _ = peer.notify_progress(p).await;
             }
         });
-        let progress = |n: u64, message: String| {
+        let sent = std::sync::atomic::AtomicU64::new(0);
+        let progress = |message: String| {
             if let Some(token) = token.clone() {
+                let n = sent.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
                 let msg = red.redact(&message).into_owned();
                 let _ = tx.send(ProgressNotificationParam::new(token, n as f64).with_message(msg));
             }
         };
-        let _running = self.inflight.token();
+        let (mut def, mut argv) = (entry.def.clone(), argv);
+        // Ok: the run ended (its result is made once every progress note is out); Err: a
+        // paused result.
+        let outcome = loop {
+            let ended = self.run_once(&argv, &ctx, &progress).await;
+            let Ended::Paused(doc) = ended else { break Ok(ended) };
+            match self.ask(&doc, &ctx).await {
+                Some(Decision::Continue(tool, args)) => {
+                    let next = self.entries.iter().find(|e| e.def.name == tool).map(|e| e.def.clone());
+                    let Some((d, a)) = next.and_then(|d| d.argv(&args).ok().map(|a| (d, a))) else {
+                        break Err(self.paused(&def, doc, None));
+                    };
+                    progress(format!("the person decided: calling `{tool}` with {}", Value::Object(args)));
+                    (def, argv) = (d, a);
+                }
+                Some(Decision::Undecided(note)) => break Err(self.paused(&def, doc, Some(note))),
+                None => break Err(self.paused(&def, doc, None)),
+            }
+        };
+        drop(tx);
+        let _ = forwarder.await;
+        match outcome {
+            Ok(ended) => self.result(&def, ended, token, &ctx).await,
+            Err(paused) => paused,
+        }
+    }
+
+    /// One `work` child to its end, its progress lines through `progress`, interrupted when
+    /// the call is cancelled or the server shuts down.
+    async fn run_once(&self, argv: &[String], ctx: &RequestContext<RoleServer>, progress: &impl Fn(String)) -> Ended {
         let stop = CancellationToken::new();
         let (call_ct, server_ct, stop2) = (ctx.ct.clone(), self.shutdown.clone(), stop.clone());
         let relay = tokio::spawn(async move {
@@ -202,11 +236,32 @@ impl WorkServer {
                 _ = server_ct.cancelled() => stop2.cancel(),
             }
         });
-        let ended = self.launcher.run(&argv, &stop, progress).await;
+        let ended = self.launcher.run(argv, &stop, |_, message| progress(message)).await;
         relay.abort();
-        drop(tx);
-        let _ = forwarder.await;
-        self.result(&entry.def, ended, token, &ctx).await
+        ended
+    }
+
+    /// Asks the person through the client to decide a paused run's gate, when the client
+    /// can be asked (form elicitation) and the run offers an approval; `None` otherwise.
+    async fn ask(&self, doc: &Value, ctx: &RequestContext<RoleServer>) -> Option<Decision> {
+        if !ctx.peer.supported_elicitation_modes().contains(&ElicitationMode::Form) {
+            return None;
+        }
+        let defs = self.defs();
+        let gate = Gate::of(doc, |c| call_of_command(&self.cli, &defs, c))?;
+        let question = gate.question()?;
+        let answer = tokio::select! {
+            a = ctx.peer.create_elicitation(question) => a,
+            _ = ctx.ct.cancelled() => return Some(Decision::Undecided("the call was cancelled".into())),
+            _ = self.shutdown.cancelled() => return Some(Decision::Undecided("the server is stopping".into())),
+        };
+        Some(match answer {
+            Ok(a) => gate.decide(&a),
+            Err(e) => Decision::Undecided(format!(
+                "the client could not ask: {}",
+                self.launcher.redactor.redact(&e.to_string())
+            )),
+        })
     }
 
     async fn result(
@@ -230,7 +285,7 @@ impl WorkServer {
                 r
             }
             Ended::BadInput(reason) => error_text(def.name_fields(&reason)),
-            Ended::Paused(d) => self.paused(def, wrap(d)),
+            Ended::Paused(d) => self.paused(def, wrap(d), None),
             Ended::Interrupted(line) => {
                 if let Some(token) = token {
                     let msg =
@@ -248,21 +303,27 @@ impl WorkServer {
 
     /// A paused result: the document, and each `work …` command it offers as the tool call
     /// that continues.
-    fn paused(&self, def: &ToolDef, doc: Value) -> CallToolResult {
+    fn paused(&self, def: &ToolDef, doc: Value, note: Option<String>) -> CallToolResult {
+        let doc = if doc.is_object() { doc } else { json!({ "result": doc }) };
         let mut commands = Vec::new();
-        collect_commands(&doc, &mut commands);
+        collect_commands("", &doc, &mut commands);
         let defs = self.defs();
         let calls: Vec<Value> = commands
             .iter()
-            .filter_map(|c| {
-                call_of_command(&self.cli, &defs, c)
-                    .map(|(tool, arguments)| json!({"tool": tool, "arguments": arguments, "command": c}))
+            .filter_map(|(label, c)| {
+                call_of_command(&self.cli, &defs, c).map(
+                    |(tool, arguments)| json!({"label": label, "tool": tool, "arguments": arguments, "command": c}),
+                )
             })
             .collect();
         let mut text = format!("`work {}` paused for a person (exit 3).", def.path.join(" "));
+        if let Some(note) = note {
+            text.push_str(&format!(" Asked through the client: {note}."));
+        }
         for c in &calls {
             text.push_str(&format!(
-                " To continue, call `{}` with {}.",
+                " To continue ({}), call `{}` with {}.",
+                c["label"].as_str().unwrap_or(""),
                 c["tool"].as_str().unwrap_or(""),
                 c["arguments"]
             ));
@@ -276,11 +337,15 @@ impl WorkServer {
 }
 
 /// Every string in the document that is a `work …` command, in document order.
-fn collect_commands(v: &Value, out: &mut Vec<String>) {
+/// Each labelled by the key that holds it (`approve`, `resume`; the first key when several
+/// hold the same command).
+fn collect_commands(key: &str, v: &Value, out: &mut Vec<(String, String)>) {
     match v {
-        Value::String(s) if s.starts_with("work ") && !out.contains(s) => out.push(s.clone()),
-        Value::Array(a) => a.iter().for_each(|x| collect_commands(x, out)),
-        Value::Object(o) => o.values().for_each(|x| collect_commands(x, out)),
+        Value::String(s) if s.starts_with("work ") && !out.iter().any(|(_, c)| c == s) => {
+            out.push((key.to_string(), s.clone()))
+        }
+        Value::Array(a) => a.iter().for_each(|x| collect_commands(key, x, out)),
+        Value::Object(o) => o.iter().for_each(|(k, x)| collect_commands(k, x, out)),
         _ => {}
     }
 }

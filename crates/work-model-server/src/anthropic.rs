@@ -74,6 +74,7 @@ fn block(step: &Step, offered: &[String], n: usize) -> (Value, &'static str) {
         Step::Answer(doc) if offered.iter().any(|t| t == "StructuredOutput") => tool("StructuredOutput", doc.clone()),
         Step::Answer(doc) => (json!({"type": "text", "text": doc.to_string()}), "end_turn"),
         Step::Text(t) => (json!({"type": "text", "text": t}), "end_turn"),
+        Step::Mcp { server, tool: t, input } => tool(&crate::hosted::offered_name(offered, server, t), input.clone()),
         Step::Error { .. } | Step::Hang | Step::Cut => (json!({"type": "text", "text": ""}), "end_turn"),
     }
 }

@@ -17,6 +17,7 @@
 //! The server binds 127.0.0.1 only and stops when the [`ModelServer`] is dropped.
 
 mod anthropic;
+pub mod hosted;
 mod http;
 mod openai;
 pub mod script;

@@ -99,6 +99,10 @@ fn item(step: &Step, tools: &[(String, String)], n: usize) -> Value {
         }
         Step::Answer(doc) => message(doc.to_string()),
         Step::Text(t) | Step::Subagent(t) => message(t.clone()),
+        Step::Mcp { server, tool, input } => {
+            let names: Vec<String> = tools.iter().map(|(n, _)| n.clone()).collect();
+            function(&crate::hosted::offered_name(&names, server, tool), input.clone())
+        }
         Step::Error { .. } | Step::Hang | Step::Cut => message(String::new()),
     }
 }
@@ -107,7 +111,10 @@ fn item(step: &Step, tools: &[(String, String)], n: usize) -> Value {
 pub fn answer_responses(stream: &mut TcpStream, body: &Value, step: &Step, usage: (u64, u64), cut: bool) {
     let n = responses_tool_results(body);
     let id = format!("resp_{n:04}");
-    let it = item(step, &offered(body), n);
+    let it = match step {
+        Step::Mcp { server, tool, input } => crate::hosted::responses_call(body, server, tool, input, n),
+        _ => item(step, &offered(body), n),
+    };
     if !http::start_sse(stream) {
         return;
     }

@@ -50,6 +50,16 @@ pub enum Step {
     Hang,
     /// Start the stream, then close the connection before the end.
     Cut,
+    /// Call a tool of an MCP server the client has configured (the host CLI runs it through
+    /// its MCP client): see [`crate::hosted`] for how the offered name is found.
+    Mcp {
+        /// The server's name in the client's configuration (`work`).
+        server: String,
+        /// The tool's name on that server (`exhaust`).
+        tool: String,
+        /// The arguments.
+        input: Value,
+    },
 }
 
 /// A role's script.

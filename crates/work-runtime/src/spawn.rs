@@ -29,6 +29,8 @@ pub struct ProcessSpec {
     pub cwd: PathBuf,
     /// Extra environment variables.
     pub env: Vec<(String, String)>,
+    /// Inherited environment variables the process does not get.
+    pub env_removed: Vec<String>,
     /// Bytes written to stdin, which is then closed. `None` gives an empty stdin.
     pub stdin: Option<Vec<u8>>,
     /// Kill the process group after this long.
@@ -45,6 +47,7 @@ impl ProcessSpec {
             args,
             cwd: cwd.to_path_buf(),
             env: Vec::new(),
+            env_removed: Vec::new(),
             stdin: None,
             timeout: None,
             output_cap: DEFAULT_OUTPUT_CAP,
@@ -71,6 +74,12 @@ impl ProcessSpec {
     /// Adds an environment variable.
     pub fn with_env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Leaves an inherited environment variable out.
+    pub fn without_env(mut self, key: impl Into<String>) -> Self {
+        self.env_removed.push(key.into());
         self
     }
 }
@@ -181,6 +190,9 @@ impl Spawner {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        for k in &spec.env_removed {
+            cmd.env_remove(k);
+        }
         for (k, v) in &spec.env {
             cmd.env(k, v);
         }

@@ -159,6 +159,11 @@ print(json.dumps({{"angle": angle, "items": items, "roundNotes": "notes " + os.e
     (s, agent)
 }
 
+/// The scenario whose finder of angle `b` (round 2) hangs on its first call.
+pub(crate) fn hanging_scenario() -> (Scenario, String) {
+    scenario("b")
+}
+
 fn exhaust_args(agent: &str) -> Value {
     json!({"what": "job state sites", "k": 2, "angles": ["a", "b", "c", "d"], "agent": agent})
 }
@@ -315,7 +320,8 @@ fn a_cancelled_call_stops_the_agents_and_the_same_call_resumes() {
     assert!(m.progress("c2").iter().any(|l| l.starts_with("Resuming at round 2")), "{:?}", m.progress("c2"));
 }
 
-fn proc_is_zombie(pid: i32) -> bool {
+/// The process is gone or a zombie.
+pub(crate) fn proc_is_zombie(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| s.rsplit(')').next().map(str::trim_start).is_some_and(|r| r.starts_with('Z') || r.starts_with('X')))
         .unwrap_or(true)
@@ -339,4 +345,84 @@ fn a_server_inside_a_dispatched_agent_refuses_workflows_but_not_history() {
     assert!(!s.path(".work/quality-journals/work-exhaust-job-state-sites.json").exists());
     let runs = m.call("runs_list", json!({}), "n2");
     assert_eq!(runs["isError"], false, "{runs}");
+}
+
+#[test]
+fn the_host_sessions_variables_never_reach_a_runs_agents() {
+    // Claude Code starts its MCP servers with its session's identity, messaging socket and
+    // marker; a nested agent that inherited them could attach to the host's session, which
+    // is blocked on this very call.
+    let (s, _) = scenario("none");
+    let host = [
+        ("CLAUDECODE", "1"),
+        ("CLAUDE_CODE_ENTRYPOINT", "cli"),
+        ("CLAUDE_CODE_SESSION_ID", "host-session"),
+        ("CLAUDE_CODE_MESSAGING_SOCKET", "/tmp/host.sock"),
+        ("CLAUDE_CODE_MESSAGING_TOKEN", "host-token"),
+        ("CLAUDE_CODE_CHILD_NOTES_DIR", "/tmp/host-notes"),
+        ("CLAUDE_CODE_SSE_PORT", "4242"),
+        ("CODEX_THREAD_ID", "host-thread"),
+        ("CLAUDE_CODE_LAUNCHED_BY_SESSION_IDS", "host-session"),
+    ];
+    let mut m = Mcp::start_with(&s, &host);
+    let agent = s.agent(
+        "env.py",
+        "open(state_path('env'), 'w').write(json.dumps(dict(os.environ)))\nprint(json.dumps({'angle': ctx['angle'], 'items': []}))",
+    );
+    let r = m.call("exhaust", json!({"what": "env", "k": 2, "angles": ["a", "b"], "agent": agent}), "h1");
+    assert_eq!(r["isError"], false, "{r}");
+    let env: Value = s.read_json(".agent-state/env");
+    for (k, _) in &host[..8] {
+        assert!(env.get(*k).is_none(), "{k} reached the agent: {env}");
+    }
+    assert_eq!(env["CLAUDE_CODE_LAUNCHED_BY_SESSION_IDS"], "host-session", "the lineage is kept");
+    assert_eq!(env["WORK_MCP_PARENT"], m.child.id().to_string(), "the agent is marked as a served run's");
+}
+
+/// A spec directory whose spec and plan already say Approved: `work loop run` pauses at the
+/// spec gate (a person confirms), then at the plan gate. The agent (named in work.toml, so
+/// that a continuing call needs nothing but what the paused result says) must not be needed.
+pub(crate) fn gated_loop(s: &Scenario) {
+    let agent = s.agent(
+        "loop.py",
+        "bump('calls')\nopen(state_path('ctx'), 'w').write(json.dumps(ctx))\nprint('no agent is needed before the plan gate')\nsys.exit(1)",
+    );
+    s.write("work.toml", &format!("agent = {agent:?}\n[gates]\ntest = \"test -f hello.txt\"\n"));
+    s.write("README.md", "demo\n");
+    s.write("docs/specs/hello/spec.md", "# Hello\n\n**Status:** Approved\n\nPrint a greeting.\n");
+    s.write(
+        "docs/specs/hello/plan.md",
+        "# Plan\n\n**Status:** Approved\n\n## Task 1: Write hello\nCreate hello.txt.\n",
+    );
+    s.commit("spec");
+}
+
+#[test]
+fn a_paused_run_names_the_exact_call_that_continues_and_that_call_continues() {
+    let s = Scenario::new();
+    gated_loop(&s);
+    let mut m = Mcp::start(&s);
+    let r = m.call("loop_run", json!({"spec_dir": "docs/specs/hello"}), "g1");
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(r["structuredContent"]["outcome"], "paused", "{r}");
+    assert_eq!(r["structuredContent"]["reason"], "spec-human-gate", "{r}");
+    let calls = r["_meta"]["work/continue"].as_array().expect("the calls that continue").clone();
+    let approve = calls
+        .iter()
+        .find(|c| c["command"] == "work loop run docs/specs/hello --resume --approve")
+        .unwrap_or_else(|| panic!("the approval as a call: {calls:?}"));
+    assert_eq!(approve["tool"], "loop_run");
+    assert_eq!(approve["arguments"], json!({"spec_dir": "docs/specs/hello", "resume": true, "approve": true}));
+    let t = text(&r);
+    assert!(t.contains("paused for a person (exit 3)"), "{t}");
+    assert!(
+        t.contains(r#"To continue (approve), call `loop_run` with {"spec_dir":"docs/specs/hello","resume":true,"approve":true}"#),
+        "{t}"
+    );
+    assert_eq!(approve["label"], "approve");
+    // The exact call continues the run.
+    let r = m.call("loop_run", approve["arguments"].clone(), "g2");
+    assert_eq!(r["structuredContent"]["reason"], "plan-human-gate", "{r}");
+    assert!(s.read("docs/specs/hello/spec.md").contains("**Status:** Approved"));
+    assert!(!s.path(".agent-state/calls").exists(), "no agent was dispatched");
 }
