@@ -391,6 +391,10 @@ pub struct LintArgs {
     /// The directory holding `docs/specs/` and `workspace.toml` (`.` = the repository root).
     #[arg(long, default_value = ".")]
     pub root: String,
+    /// The base the ship transition is judged against (default: origin/HEAD, else origin/main;
+    /// without one the acceptance-criteria check is skipped).
+    #[arg(long, value_name = "REF")]
+    pub base_ref: Option<String>,
 }
 
 /// `workspace-status`.
@@ -443,7 +447,7 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
             }
         },
         LoopCommand::Cohort(cmd) => cohort_cmd(root, clock, cmd),
-        LoopCommand::LintSpecStatus(a) => lint::lint(root, &a.root),
+        LoopCommand::LintSpecStatus(a) => lint::lint(root, &a.root, a.base_ref.as_deref()),
         LoopCommand::WorkspaceStatus(a) => workspace::workspace_status(root, a.spec.as_deref()),
         LoopCommand::BaseFreshness(a) => freshness::base_freshness(root, a.target.as_deref()),
         LoopCommand::Run(_) => unreachable!("handled above"),

@@ -657,3 +657,33 @@ fn review_inspect_report_classifies_reviewer_reports_and_detects_stasis() {
     // The liar: a fingerprint that is not a digest is refused.
     assert_eq!(lp(&s, &["cohort", "review", "record", DIR, "--fingerprint", "abc", "--expect-run-id", &run]).0, 1);
 }
+
+// ── lint at the ship transition ────────────────────────────────────────────────────────
+
+#[test]
+fn lint_checks_criteria_at_the_ship_transition_and_grandfathers_shipped_specs() {
+    let s = Scenario::new();
+    let unchecked = "# Old\n\n- **Status:** Shipped\n\n## Acceptance Criteria\n\n- [ ] never ticked\n";
+    s.write("docs/specs/old/spec.md", unchecked);
+    s.commit("old spec shipped long ago");
+    // Already Shipped at the base: grandfathered.
+    let (code, _, err) = lp(&s, &["lint-spec-status", "--root", ".", "--base-ref", "HEAD"]);
+    assert_eq!(code, 0, "{err}");
+    // The liar: a spec that moves to Shipped now with an unchecked criterion.
+    s.write("docs/specs/new/spec.md", &unchecked.replace("# Old", "# New"));
+    let (code, out, _) = lp(&s, &["lint-spec-status", "--root", ".", "--base-ref", "HEAD", "--json"]);
+    assert_eq!(code, 1);
+    let doc = json_of(&out);
+    assert_eq!(doc["findings"][0]["code"], "unchecked_acceptance_criterion", "{doc}");
+    assert_eq!(doc["findings"][0]["path"], "docs/specs/new/spec.md", "{doc}");
+    // The honest twin: the same move with the criterion ticked passes.
+    s.write("docs/specs/new/spec.md", &unchecked.replace("# Old", "# New").replace("[ ]", "[x]"));
+    assert_eq!(lp(&s, &["lint-spec-status", "--base-ref", "HEAD"]).0, 0);
+    // Without a base that resolves, the rule is skipped with a warning.
+    s.write("docs/specs/new/spec.md", &unchecked.replace("# Old", "# New"));
+    let (code, out, _) = lp(&s, &["lint-spec-status", "--json"]);
+    assert_eq!(code, 0);
+    assert!(json_of(&out)["findings"].as_array().is_some_and(|f| f.iter().any(|x| x["code"] == "no_base_ref")));
+    // A base ref that reads as an option is bad input, never passed to git.
+    assert_eq!(lp(&s, &["lint-spec-status", "--base-ref=--output=x"]).0, 2);
+}
