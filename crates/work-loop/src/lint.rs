@@ -203,7 +203,7 @@ pub fn lint(repo_root: &Path, root_arg: &str, base: Option<&str>) -> LoopResult 
             "no_base_ref",
             ".",
             None,
-            "no base ref resolves (pass --base-ref): the ship-transition acceptance-criteria check is skipped".into(),
+            "invariant (ii): no base ref resolvable (pass --base-ref): the ship-transition acceptance-criteria check is skipped".into(),
         ));
     }
     let errors = findings.iter().filter(|f| f.severity == "error").count();
@@ -248,19 +248,27 @@ fn lint_spec(
     let text = std::fs::read_to_string(&spec_path).map_err(|e| LoopError::bad(format!("read `{spec_rel}`: {e}")))?;
     let status = read_status(&text);
     match status.as_deref() {
-        None => out.push(err("missing_status", &spec_rel, None, "spec.md has no Status line".into())),
+        None => out.push(err(
+            "missing_status",
+            &spec_rel,
+            None,
+            "spec.md has no Status line (no `- **Status:**` header field found)".into(),
+        )),
         Some(s) if SPEC_STATUSES.contains(&s) => {}
         Some(s) if PLAN_STATUSES.contains(&s) => out.push(err(
             "plan_vocabulary_in_spec",
             &spec_rel,
             status_line(&text),
-            format!("spec.md Status `{s}` is plan vocabulary; use one of {}", SPEC_STATUSES.join(" | ")),
+            format!(
+                "invariant (i) — spec.md Status `{s}` is plan vocabulary; use one of {}",
+                SPEC_STATUSES.join(" | ")
+            ),
         )),
         Some(s) => out.push(err(
             "unknown_status",
             &spec_rel,
             status_line(&text),
-            format!("spec.md Status `{s}` is not one of {}", SPEC_STATUSES.join(" | ")),
+            format!("invariant (i) — spec.md Status `{s}` is not one of {}", SPEC_STATUSES.join(" | ")),
         )),
     }
     let shipped = at_ship && status.as_deref() == Some("Shipped");
@@ -270,7 +278,7 @@ fn lint_spec(
                 "unchecked_acceptance_criterion",
                 &spec_rel,
                 Some(line),
-                format!("acceptance criterion is neither [x] nor (deferred: <slug>) at ship: {}", item.trim()),
+                format!("invariant (ii) — spec moved to Shipped but the acceptance criterion is neither [x] nor (deferred: <slug>): {}", item.trim()),
             ));
         }
     }
@@ -282,7 +290,12 @@ fn lint_spec(
                 } else {
                     "has no workspace.toml to anchor it"
                 };
-                out.push(err("unanchored_deferral", &spec_rel, Some(i + 1), format!("deferral `{slug}` {why}")));
+                out.push(err(
+                    "unanchored_deferral",
+                    &spec_rel,
+                    Some(i + 1),
+                    format!("invariant (iv) — deferral `{slug}` {why}"),
+                ));
             }
         }
     }
@@ -396,7 +409,7 @@ fn links(repo_root: &Path, dir: &str, file_rel: &str, text: &str, out: &mut Vec<
                     "reference_outside_root",
                     file_rel,
                     Some(i + 1),
-                    format!("link `{raw}` leaves the repository"),
+                    format!("invariant (iii) — link `{raw}` leaves the repository"),
                 )),
                 Some(rel) => match confine(repo_root, &rel) {
                     Ok(p) if p.exists() => {}
@@ -404,13 +417,13 @@ fn links(repo_root: &Path, dir: &str, file_rel: &str, text: &str, out: &mut Vec<
                         "dangling_reference",
                         file_rel,
                         Some(i + 1),
-                        format!("link `{raw}` does not resolve (`{rel}`)"),
+                        format!("invariant (iii) — link `{raw}` does not resolve (`{rel}`)"),
                     )),
                     Err(_) => out.push(warn(
                         "reference_outside_root",
                         file_rel,
                         Some(i + 1),
-                        format!("link `{raw}` resolves outside the repository"),
+                        format!("invariant (iii) — link `{raw}` resolves outside the repository"),
                     )),
                 },
             }
