@@ -8,8 +8,10 @@
 //! and writes atomically; a refusal changes nothing.
 
 use crate::adjudication::{self, Class};
+use crate::canonical;
 use crate::common::{Lock, LoopError, LoopResult, Outcome, SpecDir, confine, read_status, sha256_hex};
 use crate::plan;
+use crate::report::{self, ReportClass};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -69,12 +71,27 @@ pub struct ReviewRound {
 /// does not know are kept in [`CohortState::extra`] and written back unchanged.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CohortState {
+    /// The scripts' format version: 1 (a newer one is refused; [`schema_problem`]).
+    #[serde(default)]
+    pub schema_version: Option<Value>,
     /// [`SCHEMA`].
     #[serde(default)]
     pub schema: String,
     /// The engine run this cohort belongs to.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "string_or_null")]
     pub run_id: String,
+    /// The spec directory's name.
+    #[serde(default)]
+    pub feature: Option<String>,
+    /// `pending` until `approve-plan` records the baseline, then `approved`.
+    #[serde(default = "pending")]
+    pub plan_review_status: String,
+    /// The canonical sha256 of spec.md at approval ([`crate::canonical`]).
+    #[serde(default)]
+    pub approved_spec_hash: Option<String>,
+    /// The canonical sha256 of plan.md at approval.
+    #[serde(default)]
+    pub approved_plan_hash: Option<String>,
     /// When `init` ran.
     #[serde(default)]
     pub created_at: String,
@@ -87,8 +104,8 @@ pub struct CohortState {
     /// The waves (task ids), from `schedule`.
     #[serde(default)]
     pub schedule_waves: Vec<Vec<String>>,
-    /// sha256 of plan.md when it was scheduled.
-    #[serde(default)]
+    /// The canonical sha256 of plan.md when it was scheduled.
+    #[serde(default, rename = "plan_hash", alias = "schedule_plan_sha256")]
     pub schedule_plan_sha256: Option<String>,
     /// The wave being worked on.
     #[serde(default)]
@@ -97,25 +114,32 @@ pub struct CohortState {
     #[serde(default)]
     pub implementation_retry_count: u32,
     /// The cap on implementation retries.
-    #[serde(default = "default_implementation_cap", alias = "max_implementation_retries")]
+    #[serde(
+        default = "default_implementation_cap",
+        rename = "max_implementation_retries",
+        alias = "implementation_retry_cap"
+    )]
     pub implementation_retry_cap: u32,
     /// The cycle ids already recorded (idempotency).
     #[serde(default)]
     pub attempt_cycle_ids: Vec<String>,
+    /// The last cycle id recorded (the scripts' idempotency key).
+    #[serde(default)]
+    pub last_record_attempt_cycle_id: Option<String>,
     /// Review rounds that ended with sustained findings (`review record --fingerprint`).
     #[serde(default)]
     pub review_retry_count: u32,
     /// The cap on review retries.
-    #[serde(default = "default_review_cap", alias = "max_review_retries")]
+    #[serde(default = "default_review_cap", rename = "max_review_retries", alias = "review_retry_cap")]
     pub review_retry_cap: u32,
     /// Every recorded review round.
     #[serde(default)]
     pub review_round_count: u32,
     /// The fingerprints of the last recorded round.
-    #[serde(default)]
+    #[serde(default, rename = "finding_fingerprints", alias = "fingerprints")]
     pub fingerprints: Vec<String>,
     /// The fingerprints of the round before (one level of audit history).
-    #[serde(default)]
+    #[serde(default, rename = "previous_finding_fingerprints", alias = "previous_fingerprints")]
     pub previous_fingerprints: Vec<String>,
     /// The review rounds.
     #[serde(default)]
@@ -123,9 +147,40 @@ pub struct CohortState {
     /// sha256 of plan.md as last reviewed (`approve-plan`, `plan mark-reviewed`).
     #[serde(default)]
     pub plan_reviewed_sha256: Option<String>,
+    /// Parallel dispatch (always false: disabled).
+    #[serde(default)]
+    pub auto_parallel: bool,
+    /// The scripts' `last_commit_sha` (kept, unused).
+    #[serde(default)]
+    pub last_commit_sha: Option<Value>,
+    /// The scripts' worktrees (kept, unused: worktree dispatch is disabled).
+    #[serde(default)]
+    pub worktrees: Vec<Value>,
     /// Fields this version does not know, kept on rewrite.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, Value>,
+}
+
+fn pending() -> String {
+    "pending".into()
+}
+
+fn string_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
+}
+
+/// Why a cohort file cannot be used: a `schema_version` other than 1 (a newer or foreign
+/// format), or no `schema_version`, no `schema` and no run id (a file from before runs had
+/// ids).
+pub fn schema_problem(st: &CohortState) -> Option<String> {
+    match &st.schema_version {
+        Some(v) if v.as_u64() == Some(1) => None,
+        Some(v) => Some(format!("unsupported schema_version={v} (expected 1); run the reset pair")),
+        // An older file of this project (its `schema`, or at least a run id) loads; a file
+        // from before run ids (the scripts' pre-Phase-1 form) does not.
+        None if st.schema == SCHEMA || !st.run_id.is_empty() => None,
+        None => Some("unsupported schema_version=None (expected 1); run the reset pair".into()),
+    }
 }
 
 fn default_implementation_cap() -> u32 {
@@ -137,6 +192,17 @@ fn default_review_cap() -> u32 {
 }
 
 impl CohortState {
+    /// The approved (canonical) hashes of spec.md and plan.md, once `approve-plan` recorded
+    /// them (a file the scripts wrote carries them without this project's `baseline`).
+    pub fn approved_hashes(&self) -> Option<(String, String)> {
+        if self.plan_review_status != "approved" && self.baseline.is_none() {
+            return None;
+        }
+        let spec = self.approved_spec_hash.clone().or_else(|| self.baseline.as_ref().map(|b| b.spec_sha256.clone()));
+        let plan = self.approved_plan_hash.clone().or_else(|| self.baseline.as_ref().map(|b| b.plan_sha256.clone()));
+        Some((spec.unwrap_or_default(), plan.unwrap_or_default()))
+    }
+
     /// `current_wave_index + 1 < schedule_waves.len()`.
     pub fn more_waves(&self) -> bool {
         self.current_wave_index + 1 < self.schedule_waves.len()
@@ -177,6 +243,19 @@ fn missing(sd: &SpecDir) -> LoopError {
 }
 
 fn load_required(sd: &SpecDir) -> Result<CohortState, LoopError> {
+    let st = load(sd)?.ok_or_else(|| missing(sd))?;
+    if let Some(why) = schema_problem(&st) {
+        return Err(LoopError::refused(
+            format!("read `{}/{STATE_FILE}`: {why}", sd.rel()),
+            json!({ "reason": "schema_version", "schema_version": st.schema_version }),
+        ));
+    }
+    Ok(st)
+}
+
+/// Reads state.json for a verb that needs only readable state (`check --phase implement`):
+/// any schema version.
+fn load_readable(sd: &SpecDir) -> Result<CohortState, LoopError> {
     load(sd)?.ok_or_else(|| missing(sd))
 }
 
@@ -188,7 +267,7 @@ fn save(sd: &SpecDir, st: &CohortState) -> Result<(), LoopError> {
 fn check_run_id(st: &CohortState, expect: Option<&str>) -> Result<(), LoopError> {
     match expect {
         Some(e) if e != st.run_id => Err(LoopError::refused(
-            format!("match run id: the cohort belongs to run `{}`, not `{e}`", st.run_id),
+            format!("match run id: run_id mismatch: the cohort belongs to run `{}`, not `{e}`", st.run_id),
             json!({ "run_id": st.run_id, "expected_run_id": e }),
         )),
         _ => Ok(()),
@@ -254,8 +333,13 @@ pub fn init(sd: &SpecDir, run_id: &str, caps: Caps, clock: &dyn Clock) -> LoopRe
         ));
     }
     let st = CohortState {
+        schema_version: Some(json!(1)),
         schema: SCHEMA.into(),
         run_id: run_id.to_string(),
+        feature: Some(sd.feature()),
+        plan_review_status: pending(),
+        approved_spec_hash: None,
+        approved_plan_hash: None,
         created_at: clock.now_rfc3339(),
         baseline: None,
         baseline_history: Vec::new(),
@@ -265,6 +349,7 @@ pub fn init(sd: &SpecDir, run_id: &str, caps: Caps, clock: &dyn Clock) -> LoopRe
         implementation_retry_count: 0,
         implementation_retry_cap: caps.implementation,
         attempt_cycle_ids: Vec::new(),
+        last_record_attempt_cycle_id: None,
         review_retry_count: 0,
         review_retry_cap: caps.review,
         review_round_count: 0,
@@ -272,6 +357,9 @@ pub fn init(sd: &SpecDir, run_id: &str, caps: Caps, clock: &dyn Clock) -> LoopRe
         previous_fingerprints: Vec::new(),
         review_rounds: Vec::new(),
         plan_reviewed_sha256: None,
+        auto_parallel: false,
+        last_commit_sha: None,
+        worktrees: Vec::new(),
         extra: serde_json::Map::new(),
     };
     save(sd, &st)?;
@@ -313,7 +401,7 @@ pub(crate) fn artifacts(sd: &SpecDir) -> Result<(String, String, Option<String>,
     let plan = sd
         .read_optional("plan.md")?
         .ok_or_else(|| LoopError::bad(format!("read `{}/plan.md`: no such file", sd.rel())))?;
-    Ok((sha256_hex(spec.as_bytes()), sha256_hex(plan.as_bytes()), read_status(&spec), read_status(&plan)))
+    Ok((canonical::sha256(&spec, false), canonical::sha256(&plan, true), read_status(&spec), read_status(&plan)))
 }
 
 /// `cohort approve-plan`: records the baseline; refuses unless both statuses are Approved.
@@ -325,55 +413,98 @@ pub(crate) fn artifacts(sd: &SpecDir) -> Result<(String, String, Option<String>,
 pub fn approve_plan(sd: &SpecDir, expect: Option<&str>, rebaseline: bool, clock: &dyn Clock) -> LoopResult {
     mutate(sd, expect, |st| {
         let (spec_sha, plan_sha, spec_status, plan_status) = artifacts(sd)?;
-        if spec_status.as_deref() != Some("Approved") || plan_status.as_deref() != Some("Approved") {
-            return Err(LoopError::refused(
-                format!(
-                    "approve the plan: spec.md Status is {} and plan.md Status is {}; both must be Approved",
-                    spec_status.as_deref().unwrap_or("missing"),
-                    plan_status.as_deref().unwrap_or("missing")
-                ),
-                json!({ "spec_status": spec_status, "plan_status": plan_status, "reason": "status" }),
-            ));
-        }
-        if let Some(b) = &st.baseline {
+        if let Some((old_spec, old_plan)) = st.approved_hashes() {
             let mut changed = Vec::new();
-            if b.spec_sha256 != spec_sha {
+            if old_spec != spec_sha {
                 changed.push("spec.md");
             }
-            if b.plan_sha256 != plan_sha {
+            if old_plan != plan_sha {
                 changed.push("plan.md");
             }
             if changed.is_empty() {
-                let doc = json!({ "baseline": b, "rebaselined": false });
-                return Ok((false, doc, "baseline unchanged (no-op)".into()));
+                status_legal_after_approval(sd)?;
+                let doc = json!({ "baseline": st.baseline, "rebaselined": false });
+                return Ok((false, doc, "approve-plan already recorded (no-op)".into()));
             }
             if !rebaseline {
                 return Err(LoopError::refused(
                     format!(
-                        "approve the plan: {} changed since the approved baseline of {}; re-review and pass `--rebaseline` to record a new baseline",
-                        changed.join(" and "),
-                        b.recorded_at
+                        "approve the plan: artifact changed since approval — spec_changed={}, plan_changed={}; {BOTH_CAUSES}; or re-review and pass `--rebaseline` to record a new baseline",
+                        py_bool(changed.contains(&"spec.md")),
+                        py_bool(changed.contains(&"plan.md")),
                     ),
-                    json!({ "reason": "stale_baseline", "changed": changed, "baseline": b }),
+                    json!({ "reason": "stale_baseline", "changed": changed, "baseline": st.baseline }),
                 ));
             }
         }
-        let rebaselined = st.baseline.is_some();
+        if spec_status.as_deref() != Some("Approved") || plan_status.as_deref() != Some("Approved") {
+            let (file, got) = if spec_status.as_deref() == Some("Approved") {
+                ("plan.md", &plan_status)
+            } else {
+                ("spec.md", &spec_status)
+            };
+            return Err(LoopError::refused(
+                format!(
+                    "approve the plan: {file} Status is {}; expected Approved (both spec.md and plan.md must be Approved)",
+                    got.as_deref().map_or_else(|| "None".to_string(), |s| format!("'{s}'"))
+                ),
+                json!({ "spec_status": spec_status, "plan_status": plan_status, "reason": "status" }),
+            ));
+        }
+        let rebaselined = st.approved_hashes().is_some();
         if let Some(old) = st.baseline.take() {
             st.baseline_history.push(old);
         }
         let b = Baseline {
-            spec_sha256: spec_sha,
+            spec_sha256: spec_sha.clone(),
             plan_sha256: plan_sha.clone(),
             spec_status: "Approved".into(),
             plan_status: "Approved".into(),
             recorded_at: clock.now_rfc3339(),
         };
         st.baseline = Some(b.clone());
-        st.plan_reviewed_sha256 = Some(plan_sha);
-        let text = if rebaselined { "baseline re-recorded (--rebaseline)" } else { "baseline recorded" };
-        Ok((true, json!({ "baseline": b, "rebaselined": rebaselined }), text.into()))
+        st.plan_review_status = "approved".into();
+        st.approved_spec_hash = Some(spec_sha.clone());
+        st.approved_plan_hash = Some(plan_sha);
+        let raw = sd.read_optional("plan.md")?.map(|t| sha256_hex(t.as_bytes()));
+        st.plan_reviewed_sha256 = raw;
+        let text = format!(
+            "approve-plan {} (approved_spec_hash={}… approved_plan_hash={}…)",
+            if rebaselined { "re-recorded (--rebaseline)" } else { "recorded" },
+            &spec_sha[..12],
+            &b.plan_sha256[..12]
+        );
+        Ok((true, json!({ "baseline": b, "rebaselined": rebaselined }), text))
     })
+}
+
+/// `True` / `False`, as the scripts print a flag.
+fn py_bool(b: bool) -> &'static str {
+    if b { "True" } else { "False" }
+}
+
+/// A mismatch has two possible causes the verbs cannot tell apart, so they name both.
+pub const BOTH_CAUSES: &str = "either the approved scope changed, or this baseline was pinned before canonical hashing landed (to re-pin: restore `Status: Approved` in both spec.md and plan.md, `work loop cohort reset`, `cohort init --run-id <run_id>`, `cohort approve-plan`, `cohort schedule`, then restore the Status you were on; never reset the engine)";
+
+/// After approval spec.md may only read Approved, Implementing or Shipped, and plan.md
+/// Approved, Executing or Done (a file without a status is skipped).
+pub(crate) fn status_legal_after_approval(sd: &SpecDir) -> Result<(), LoopError> {
+    for (file, allowed) in
+        [("spec.md", ["Approved", "Implementing", "Shipped"]), ("plan.md", ["Approved", "Executing", "Done"])]
+    {
+        let status = sd.read_optional(file)?.as_deref().and_then(read_status);
+        if let Some(s) = status
+            && !allowed.contains(&s.as_str())
+        {
+            return Err(LoopError::refused(
+                format!(
+                    "check the approved artifacts: {file} Status is '{s}'; expected one of {allowed:?} after approval"
+                ),
+                json!({ "reason": "status_regressed", "file": file, "status": s }),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `cohort schedule`: waves from plan.md's tasks; resets the wave pointer.
@@ -385,7 +516,7 @@ pub fn schedule(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
         let parsed =
             plan::parse_plan(&text).map_err(|e| LoopError::bad(format!("schedule `{}/plan.md`: {e}", sd.rel())))?;
         let waves = parsed.waves();
-        let sha = sha256_hex(text.as_bytes());
+        let sha = canonical::sha256(&text, true);
         let changed = st.schedule_waves != waves
             || st.current_wave_index != 0
             || st.schedule_plan_sha256.as_deref() != Some(&sha);
@@ -490,18 +621,37 @@ pub fn wave_check(
         st.schedule_waves.len(),
         if more { "more waves remain" } else { "last wave" }
     );
-    Ok(Outcome::with(if holds { ExitStatus::Done } else { ExitStatus::Unsuccessful }, doc, text))
+    let out = Outcome::with(if holds { ExitStatus::Done } else { ExitStatus::Unsuccessful }, doc, text);
+    Ok(if holds { out } else { out.text_to_stderr() })
 }
 
 /// `cohort record-attempt --phase implement --cycle-id C`: counts a gate failure once per C.
 pub fn record_attempt(sd: &SpecDir, cycle_id: &str, expect: Option<&str>) -> LoopResult {
     validate_cycle_id(cycle_id)?;
     mutate(sd, expect, |st| {
+        // `<run_id>:<decimal sequence>`, and the run id is this cohort's.
+        let shape = cycle_id.split_once(':').filter(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        let Some((prefix, _)) = shape else {
+            return Err(LoopError::refused(
+                format!("record the attempt: --cycle-id must be `<run_id>:<decimal sequence>` (got `{cycle_id}`)"),
+                json!({ "reason": "cycle_id_shape", "cycle_id": cycle_id }),
+            ));
+        };
+        if prefix != st.run_id {
+            return Err(LoopError::refused(
+                format!(
+                    "record the attempt: the run id in --cycle-id (`{prefix}`) is not the cohort's `{}`",
+                    st.run_id
+                ),
+                json!({ "reason": "cycle_id_run_id", "cycle_id": cycle_id, "run_id": st.run_id }),
+            ));
+        }
         if st.attempt_cycle_ids.iter().any(|c| c == cycle_id) {
             let doc = json!({ "implementation_retry_count": st.implementation_retry_count, "cycle_id": cycle_id });
             return Ok((false, doc, format!("cycle {cycle_id} already recorded (no-op)")));
         }
         st.attempt_cycle_ids.push(cycle_id.to_string());
+        st.last_record_attempt_cycle_id = Some(cycle_id.to_string());
         st.implementation_retry_count += 1;
         let doc = json!({
             "implementation_retry_count": st.implementation_retry_count,
@@ -541,6 +691,8 @@ pub fn validate_cycle_id(cycle_id: &str) -> Result<(), LoopError> {
 pub enum ReviewRecord {
     /// `--report P --adjudication`: a clean adjudicated report.
     CleanReport(String),
+    /// `--report P`: a clean reviewer report ([`crate::report`]).
+    CleanReviewerReport(String),
     /// `--fingerprint FP …`: a round with sustained findings (counts a review retry).
     Fingerprints(Vec<String>),
     /// `--all-skipped`: every warranted reviewer was a non-mandatory named skip.
@@ -567,6 +719,19 @@ pub fn review_record(
             }
             Some(p.clone())
         }
+        ReviewRecord::CleanReviewerReport(p) => {
+            let (class, fps) =
+                read_report(sd, p).map(|t| report::classify(&t)).unwrap_or((ReportClass::Invalid, Vec::new()));
+            if class != ReportClass::Clean {
+                return Err(LoopError::refused(
+                    format!(
+                        "record the review: report `{p}` is classified {class:?}, not clean (use --fingerprint for a findings round)"
+                    ),
+                    json!({ "classification": class, "fingerprints": fps }),
+                ));
+            }
+            Some(p.clone())
+        }
         ReviewRecord::Fingerprints(fps) if fps.iter().any(|f| f.trim().is_empty()) || fps.is_empty() => {
             return Err(LoopError::bad("use `--fingerprint`: a fingerprint is empty"));
         }
@@ -574,7 +739,7 @@ pub fn review_record(
     };
     mutate(sd, expect, |st| {
         let (kind, mut fps) = match what {
-            ReviewRecord::CleanReport(_) => ("clean-report", Vec::new()),
+            ReviewRecord::CleanReport(_) | ReviewRecord::CleanReviewerReport(_) => ("clean-report", Vec::new()),
             ReviewRecord::Fingerprints(f) => ("fingerprints", f.clone()),
             ReviewRecord::AllSkipped => ("all-skipped", Vec::new()),
         };
@@ -633,6 +798,41 @@ fn class_name(c: Class) -> &'static str {
     }
 }
 
+/// A reviewer report, confined under the spec directory's root; `None` when it cannot be read
+/// (the report is then `invalid`, a content outcome, never an error).
+fn read_report(sd: &SpecDir, rel: &str) -> Option<String> {
+    let p = confine(sd.root(), rel).ok()?;
+    let m = std::fs::symlink_metadata(&p).ok()?;
+    if !m.file_type().is_file() || m.len() > crate::common::MAX_MANAGED_BYTES {
+        return None;
+    }
+    fsx::read_optional(&p).ok().flatten()
+}
+
+/// `cohort review inspect --report P`: the reviewer report's class, fingerprints and
+/// stasis against the last round. Every content outcome exits 0 (an unreadable report is
+/// `invalid`, with a warning on stderr).
+pub fn review_inspect_report(sd: &SpecDir, rel: &str, expect: Option<&str>) -> LoopResult {
+    let st = load_required(sd)?;
+    check_run_id(&st, expect)?;
+    let text = read_report(sd, rel);
+    if text.is_none() {
+        eprintln!("work loop: warning: report `{rel}` could not be read; classified invalid");
+    }
+    let (class, fps) = text.as_deref().map(report::classify).unwrap_or((ReportClass::Invalid, Vec::new()));
+    let mut previous = st.fingerprints.clone();
+    previous.sort();
+    previous.dedup();
+    let matches = !fps.is_empty() && fps == previous;
+    let doc = json!({ "classification": class, "fingerprints": fps, "matches_previous_round": matches });
+    let text = format!(
+        "review inspect classification={} fingerprints={} matches_previous_round={matches}",
+        serde_json::to_value(class).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+        fps.len()
+    );
+    Ok(Outcome::ok(doc, text))
+}
+
 /// `cohort review inspect --adjudication P`: classification plus `matches_previous_round`
 /// (stasis: the same non-empty sustained fingerprints as the last recorded round).
 pub fn review_inspect(root: &Path, sd: &SpecDir, rel: &str, expect: Option<&str>) -> LoopResult {
@@ -659,42 +859,86 @@ pub fn review_inspect(root: &Path, sd: &SpecDir, rel: &str, expect: Option<&str>
     Ok(Outcome::with(exit, doc, text))
 }
 
-/// `cohort plan check-current`: exit 0 (`current`) when plan.md is unchanged since its last
-/// review, 1 (`pending`) otherwise.
+/// `cohort plan check-current`: exit 0 when the approved baseline still matches spec.md and
+/// plan.md (canonical hashes, statuses legal after approval); before approval, exit 1 with the
+/// sentinel `plan_review_status: pending` on stderr (or exit 0 `current` when plan.md was
+/// marked reviewed as it is now). `--require-schedule`: also a schedule computed from the
+/// approved plan, with the wave pointer in range.
 pub fn plan_check_current(sd: &SpecDir, require_schedule: bool, expect: Option<&str>) -> LoopResult {
     let st = load_required(sd)?;
     check_run_id(&st, expect)?;
-    let (status, sha) = plan_review_status(sd, &st)?;
-    let pending = status == "pending";
-    let doc = json!({
-        "ok": !pending,
-        "plan_review_status": status,
-        "plan_sha256": sha,
-        "plan_reviewed_sha256": st.plan_reviewed_sha256,
-    });
-    if pending {
-        // The scripts print the sentinel on stderr with exit 1.
-        return Ok(Outcome::with(ExitStatus::Unsuccessful, doc, "plan_review_status: pending").text_to_stderr());
+    let status = plan_review(sd, &st)?;
+    let doc = |status: &str| json!({ "ok": status != "pending", "plan_review_status": status, "plan_reviewed_sha256": st.plan_reviewed_sha256 });
+    match status {
+        PlanReview::Pending => {
+            return Ok(
+                Outcome::with(ExitStatus::Unsuccessful, doc("pending"), "plan_review_status: pending").text_to_stderr()
+            );
+        }
+        PlanReview::Current => return Ok(Outcome::ok(doc("current"), "plan_review_status: current")),
+        PlanReview::Drift(why) => {
+            return Err(LoopError::refused(
+                format!("plan check-current: {why}"),
+                json!({ "reason": "stale_baseline" }),
+            ));
+        }
+        PlanReview::Approved => {}
     }
+    status_legal_after_approval(sd)?;
     if require_schedule {
-        schedule_current(sd, &st)?;
+        if st.schedule_plan_sha256 != st.approved_plan_hash {
+            return Err(LoopError::refused(
+                format!(
+                    "plan check-current: plan_hash != approved_plan_hash (schedule not run, or run on another plan version); {BOTH_CAUSES}"
+                ),
+                json!({ "reason": "stale_schedule" }),
+            ));
+        }
+        if st.schedule_waves.is_empty() {
+            return Err(LoopError::refused(
+                "plan check-current: schedule_waves is empty (run `work loop cohort schedule` first)",
+                json!({ "reason": "no_schedule" }),
+            ));
+        }
+        if st.current_wave_index >= st.schedule_waves.len() {
+            return Err(LoopError::refused(
+                format!(
+                    "plan check-current: current_wave_index={} out of range [0, {})",
+                    st.current_wave_index,
+                    st.schedule_waves.len()
+                ),
+                json!({ "reason": "wave_index" }),
+            ));
+        }
     }
-    Ok(Outcome::ok(doc, format!("plan_review_status: {status}")))
+    Ok(Outcome::ok(doc("approved"), format!("plan check-current OK for {}", sd.feature())))
 }
 
-/// The schedule exists and was computed from plan.md as it is now.
-fn schedule_current(sd: &SpecDir, st: &CohortState) -> Result<(), LoopError> {
-    if st.schedule_waves.is_empty() {
+/// The schedule was computed from plan.md as it is now (canonical hash) and plan.md's status
+/// is legal after approval: what the engine checks before every transition out of a CODE-*
+/// state but `done`.
+pub fn schedule_current_of(sd: &SpecDir, st: &CohortState) -> Result<(), LoopError> {
+    let Some(text) = sd.read_optional("plan.md")? else {
         return Err(LoopError::refused(
-            "check the schedule: no waves are scheduled (run `work loop cohort schedule`)",
-            json!({ "reason": "no_schedule" }),
+            format!("schedule check-current: plan.md not found in `{}`", sd.rel()),
+            json!({ "reason": "missing_plan" }),
+        ));
+    };
+    if let Some(s) = read_status(&text)
+        && !["Approved", "Executing", "Done"].contains(&s.as_str())
+    {
+        return Err(LoopError::refused(
+            format!(
+                "schedule check-current: plan.md Status is '{s}'; expected one of Approved, Executing, Done after approval"
+            ),
+            json!({ "reason": "status_regressed", "status": s }),
         ));
     }
-    let sha = sd.read_optional("plan.md")?.map(|t| sha256_hex(t.as_bytes()));
-    if sha.is_none() || sha != st.schedule_plan_sha256 {
+    let sha = canonical::sha256(&text, true);
+    if st.schedule_plan_sha256.as_deref() != Some(sha.as_str()) {
         return Err(LoopError::refused(
-            "check the schedule: plan.md changed since it was scheduled (run `work loop cohort schedule` again)",
-            json!({ "reason": "stale_schedule", "plan_sha256": sha, "schedule_plan_sha256": st.schedule_plan_sha256 }),
+            format!("schedule check-current: plan.md no longer matches the scheduled baseline — {BOTH_CAUSES}"),
+            json!({ "reason": "stale_schedule", "plan_hash": st.schedule_plan_sha256, "current": sha }),
         ));
     }
     Ok(())
@@ -705,17 +949,41 @@ fn schedule_current(sd: &SpecDir, st: &CohortState) -> Result<(), LoopError> {
 pub fn schedule_check_current(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
     let st = load_required(sd)?;
     check_run_id(&st, expect)?;
-    schedule_current(sd, &st)?;
+    schedule_current_of(sd, &st)?;
     Ok(Outcome::ok(
-        json!({ "ok": true, "schedule_waves": st.schedule_waves, "schedule_plan_sha256": st.schedule_plan_sha256 }),
-        "schedule is current",
+        json!({ "ok": true, "schedule_waves": st.schedule_waves, "plan_hash": st.schedule_plan_sha256 }),
+        format!("schedule check-current OK for {}", sd.feature()),
     ))
 }
 
-fn plan_review_status(sd: &SpecDir, st: &CohortState) -> Result<(&'static str, Option<String>), LoopError> {
-    let sha = sd.read_optional("plan.md")?.map(|t| sha256_hex(t.as_bytes()));
-    let current = sha.is_some() && sha == st.plan_reviewed_sha256;
-    Ok((if current { "current" } else { "pending" }, sha))
+/// Where the plan review stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum PlanReview {
+    /// Not approved, and plan.md not marked reviewed as it is now.
+    Pending,
+    /// Not approved, but plan.md was marked reviewed as it is now (`plan mark-reviewed`).
+    Current,
+    /// Approved, and spec.md and plan.md still match the baseline.
+    Approved,
+    /// Approved, but spec.md or plan.md changed since.
+    Drift(String),
+}
+
+fn plan_review(sd: &SpecDir, st: &CohortState) -> Result<PlanReview, LoopError> {
+    let Some((spec_hash, plan_hash)) = st.approved_hashes() else {
+        let sha = sd.read_optional("plan.md")?.map(|t| sha256_hex(t.as_bytes()));
+        let current = sha.is_some() && sha == st.plan_reviewed_sha256;
+        return Ok(if current { PlanReview::Current } else { PlanReview::Pending });
+    };
+    for (file, approved, is_plan) in [("spec.md", spec_hash, false), ("plan.md", plan_hash, true)] {
+        let Some(text) = sd.read_optional(file)? else {
+            return Ok(PlanReview::Drift(format!("{file} not found in `{}`", sd.rel())));
+        };
+        if canonical::sha256(&text, is_plan) != approved {
+            return Ok(PlanReview::Drift(format!("{file} no longer matches the approved baseline — {BOTH_CAUSES}")));
+        }
+    }
+    Ok(PlanReview::Approved)
 }
 
 /// `cohort plan mark-reviewed`: records plan.md's hash as reviewed (after pre-EXECUTE review
@@ -751,12 +1019,14 @@ pub enum CheckPhase {
 /// baseline and edits to it (ticked tasks, `Status: Done` at finish) are expected, so they do
 /// not fail `check`; `plan_review_status` is still reported.
 pub fn check(sd: &SpecDir, phase: Option<CheckPhase>, expect: Option<&str>) -> LoopResult {
+    if phase == Some(CheckPhase::Implement) {
+        let st = load_readable(sd)?;
+        check_run_id(&st, expect)?;
+        // The scripts' implement phase has no cap of its own: it only needs readable state.
+        return Ok(Outcome::ok(json!({ "ok": true, "phase": "implement", "conditions": [] }), ""));
+    }
     let st = load_required(sd)?;
     check_run_id(&st, expect)?;
-    if phase == Some(CheckPhase::Implement) {
-        // The scripts' implement phase has no cap of its own: it only needs readable state.
-        return Ok(Outcome::ok(json!({ "ok": true, "phase": "implement", "conditions": [] }), "implement: ok"));
-    }
     let engine_state = crate::engine::load(sd)?.map(|e| e.state);
     let planning = engine_state.as_deref().and_then(crate::table::State::parse).is_none_or(|s| {
         !matches!(
@@ -783,7 +1053,11 @@ pub fn check(sd: &SpecDir, phase: Option<CheckPhase>, expect: Option<&str>) -> L
     }
     let mut plan_status = None;
     if phase.is_none() {
-        let (status, _) = plan_review_status(sd, &st)?;
+        let status = match plan_review(sd, &st)? {
+            PlanReview::Pending | PlanReview::Drift(_) => "pending",
+            PlanReview::Current => "current",
+            PlanReview::Approved => "approved",
+        };
         plan_status = Some(status);
         if status == "pending" && planning {
             conditions.push(json!({ "code": "plan_review_pending", "message": "plan_review_status: pending" }));
@@ -791,7 +1065,7 @@ pub fn check(sd: &SpecDir, phase: Option<CheckPhase>, expect: Option<&str>) -> L
     }
     let ok = conditions.is_empty();
     let text = if ok {
-        "ok".to_string()
+        String::new()
     } else {
         conditions.iter().filter_map(|c| c["message"].as_str()).collect::<Vec<_>>().join("; ")
     };
@@ -806,7 +1080,9 @@ pub fn check(sd: &SpecDir, phase: Option<CheckPhase>, expect: Option<&str>) -> L
         "review_retry_count": st.review_retry_count,
         "review_retry_cap": st.review_retry_cap,
     });
-    Ok(Outcome::with(if ok { ExitStatus::Done } else { ExitStatus::Unsuccessful }, doc, text))
+    // A cap reached is a refusal in the scripts: its reason goes to stderr.
+    let out = Outcome::with(if ok { ExitStatus::Done } else { ExitStatus::Unsuccessful }, doc, text);
+    Ok(if ok { out } else { out.text_to_stderr() })
 }
 
 /// `cohort status --json`.

@@ -185,12 +185,67 @@ impl SpecDir {
         confine(&self.root, &format!("{}/{name}", self.rel))
     }
 
-    /// Reads a file of the directory; `None` when it does not exist.
+    /// Reads a file of the directory; `None` when it does not exist. As the scripts read
+    /// their managed files: it must be a regular file (not a symlink, a directory or a FIFO)
+    /// of at most [`MAX_MANAGED_BYTES`].
     pub fn read_optional(&self, name: &str) -> Result<Option<String>, LoopError> {
         let p = self.file(name)?;
-        fsx::read_optional(&p).map_err(|e| LoopError::bad(format!("read `{}/{name}`: {e}", self.rel)))
+        let bad = |why: String| LoopError::bad(format!("read `{}/{name}`: {why}", self.rel));
+        // The path as named, not as confinement resolved it: a symlink is refused even when it
+        // leads inside the repository.
+        match std::fs::symlink_metadata(self.dir.join(name)) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(bad(e.to_string())),
+            Ok(m) if !m.file_type().is_file() => {
+                return Err(bad(format!("{name} must be a regular file (not a symlink, directory or device)")));
+            }
+            Ok(m) if m.len() > MAX_MANAGED_BYTES => {
+                return Err(bad(format!("{name} exceeds the {MAX_MANAGED_BYTES}-byte (8 MiB) limit")));
+            }
+            Ok(_) => {}
+        }
+        fsx::read_optional(&p).map_err(|e| bad(e.to_string()))
+    }
+
+    /// A spec directory given as an absolute path outside the repository, as the scripts'
+    /// cohort takes it (it refuses only `..`): the deepest existing ancestor, resolved through
+    /// symlinks, becomes the root its files are confined under.
+    pub fn open_outside(given: &str) -> Result<SpecDir, LoopError> {
+        let p = Path::new(given);
+        if !p.is_absolute() || p.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+            return Err(LoopError::bad(format!("use path `{given}`: it must not contain `..`")));
+        }
+        let mut probe = p.to_path_buf();
+        let mut rest: Vec<String> = Vec::new();
+        let real = loop {
+            if let Ok(real) = std::fs::canonicalize(&probe) {
+                break real;
+            }
+            let name = probe.file_name().and_then(|n| n.to_str()).map(str::to_string);
+            match (name, probe.parent()) {
+                (Some(n), Some(parent)) => {
+                    rest.push(n);
+                    probe = parent.to_path_buf();
+                }
+                _ => return Err(LoopError::bad(format!("use path `{given}`: no part of it exists"))),
+            }
+        };
+        let (root, mut rel) = if rest.is_empty() {
+            let name = real.file_name().and_then(|n| n.to_str()).map(str::to_string);
+            match (real.parent(), name) {
+                (Some(parent), Some(n)) => (parent.to_path_buf(), vec![n]),
+                _ => return Err(LoopError::bad(format!("use path `{given}`: it is the file-system root"))),
+            }
+        } else {
+            (real, Vec::new())
+        };
+        rel.extend(rest.into_iter().rev());
+        SpecDir::open(&root, &rel.join("/"))
     }
 }
+
+/// The largest state file or artifact read (the scripts' cap: 8 MiB).
+pub const MAX_MANAGED_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Where the spec directories live, relative to the repository root.
 pub const SPECS_DIR: &str = "docs/specs";

@@ -284,6 +284,9 @@ pub fn transition(sd: &SpecDir, event_name: &str, opts: TransitionOpts, clock: &
             "use `--wave-index` with `{event}`: only wave-passed and gates-clean take it"
         )));
     }
+    if event == Event::WavePassed && opts.wave_index.is_none() {
+        return Err(LoopError::bad("transition `wave-passed`: it requires --wave-index N (the wave just verified)"));
+    }
     if opts.intent_incomplete && event != Event::ReviewersClean {
         return Err(LoopError::bad(format!("use `--intent-incomplete` with `{event}`: only reviewers-clean takes it")));
     }
@@ -300,9 +303,13 @@ pub fn transition(sd: &SpecDir, event_name: &str, opts: TransitionOpts, clock: &
     let Some(from) = st.parsed_state() else {
         return Err(refuse_illegal(" (a legacy state outside the table: reset the run)".into(), &st));
     };
+    run_id_preflight(sd, &st, event)?;
     let Some(row) = table::lookup(from, event) else {
         return Err(refuse_illegal(String::new(), &st));
     };
+    if from.is_code() && event != Event::Done {
+        schedule_precheck(sd, &st, event)?;
+    }
     let Some(mode) = Mode::parse(&st.mode) else {
         return Err(LoopError::refused(
             format!("transition `{event}`: unknown mode `{}` in engine-state.json; nothing was changed", st.mode),
@@ -338,7 +345,13 @@ pub fn transition(sd: &SpecDir, event_name: &str, opts: TransitionOpts, clock: &
     st.last_transition_at = clock.now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
     st.transition_sequence = seq;
     st.last_event = Some(event.name().into());
-    st.last_event_context = context;
+    // The scripts' shape: what the next step re-issues, nothing else (the whole context is in
+    // the history entry).
+    st.last_event_context = match event {
+        Event::WavePassed => json!({ "completed_wave_index": context.get("completed_wave_index") }),
+        Event::GatesFailed => json!({ "cycle_id": context.get("cycle_id") }),
+        _ => Value::Null,
+    };
     match row.wait {
         Wait::Keep => {}
         Wait::Set => st.pending_human_wait = true,
@@ -380,6 +393,30 @@ fn guard_refusal(event: Event, st: &EngineState, reason: &str, msg: String) -> L
 
 fn spec_status(sd: &SpecDir, file: &str) -> Result<Option<String>, LoopError> {
     Ok(sd.read_optional(file)?.as_deref().and_then(read_status))
+}
+
+/// Before every transition, as the scripts do: the cohort exists, is of a supported format
+/// and belongs to the engine's run.
+fn run_id_preflight(sd: &SpecDir, st: &EngineState, event: Event) -> Result<(), LoopError> {
+    let c = cohort_for(sd, st, event).map_err(|e| preflight(e, "run_id preflight failed"))?;
+    if let Some(why) = cohort::schema_problem(&c) {
+        return Err(guard_refusal(event, st, "schema_version", format!("run_id preflight failed: {why}")));
+    }
+    Ok(())
+}
+
+/// Before every transition out of a CODE-* state but `done`: the schedule was computed from
+/// plan.md as it is now (canonical hash) and plan.md's status is legal after approval.
+fn schedule_precheck(sd: &SpecDir, st: &EngineState, event: Event) -> Result<(), LoopError> {
+    let c = cohort_for(sd, st, event)?;
+    cohort::schedule_current_of(sd, &c).map_err(|e| preflight(e, "schedule check-current failed"))
+}
+
+fn preflight(e: LoopError, what: &str) -> LoopError {
+    match e {
+        LoopError::Refused { message, json } => LoopError::Refused { message: format!("{what}: {message}"), json },
+        other => other,
+    }
 }
 
 fn cohort_for(sd: &SpecDir, st: &EngineState, event: Event) -> Result<CohortState, LoopError> {
@@ -436,7 +473,7 @@ fn check_guard(
         }
         Guard::BaselineRecorded => {
             let c = cohort_for(sd, st, event)?;
-            let Some(b) = &c.baseline else {
+            let Some((b_spec, b_plan)) = c.approved_hashes() else {
                 return Err(guard_refusal(
                     event,
                     st,
@@ -445,7 +482,20 @@ fn check_guard(
                 ));
             };
             let (spec_sha, plan_sha, _, _) = cohort::artifacts(sd)?;
-            if b.spec_sha256 != spec_sha || b.plan_sha256 != plan_sha {
+            // The canonical hashes ignore a status bump, so the statuses are checked apart.
+            cohort::status_legal_after_approval(sd).map_err(|e| preflight(e, "plan check-current failed"))?;
+            if Mode::parse(&st.mode) == Some(Mode::Code)
+                && !c.schedule_waves.is_empty()
+                && c.schedule_plan_sha256.as_deref() != Some(b_plan.as_str())
+            {
+                return Err(guard_refusal(
+                    event,
+                    st,
+                    "stale_schedule",
+                    "plan_hash != approved_plan_hash: the schedule was computed from another plan version (run `work loop cohort schedule` again)".into(),
+                ));
+            }
+            if b_spec != spec_sha || b_plan != plan_sha {
                 return Err(guard_refusal(
                     event,
                     st,

@@ -13,6 +13,7 @@
 //! `docs/loop-interpretations.md`; the state table as implemented is `docs/loop-state-table.md`.
 
 pub mod adjudication;
+pub mod canonical;
 pub mod cohort;
 pub mod common;
 pub mod engine;
@@ -20,6 +21,7 @@ pub mod events;
 pub mod freshness;
 pub mod lint;
 pub mod plan;
+pub mod report;
 pub mod table;
 pub mod workspace;
 

@@ -147,15 +147,64 @@ pub fn spec_dirs(repo_root: &Path, prefix: &str) -> Result<Vec<String>, LoopErro
     Ok(out)
 }
 
-/// `lint-spec-status --root DIR`.
-pub fn lint(repo_root: &Path, root_arg: &str) -> LoopResult {
-    let (_, prefix) = resolve_root(repo_root, root_arg)?;
+/// The base the ship transition is judged against: `--base-ref`, else `origin/HEAD`'s
+/// branch, else `origin/main` when it exists; `None` when none resolves.
+fn base_ref(lint_root: &Path, given: Option<&str>) -> Result<Option<String>, LoopError> {
+    if let Some(r) = given {
+        if r.is_empty() || r.starts_with('-') {
+            return Err(LoopError::bad(format!("use `--base-ref {r}`: not a git ref")));
+        }
+        return Ok(Some(r.to_string()));
+    }
+    let git = work_git::Git::new(lint_root);
+    if let Ok(out) = git.run(&["rev-parse", "--abbrev-ref", "origin/HEAD"])
+        && !out.trim().is_empty()
+    {
+        return Ok(Some(out.trim().to_string()));
+    }
+    Ok(git.run(&["rev-parse", "--verify", "--quiet", "origin/main"]).ok().map(|_| "origin/main".to_string()))
+}
+
+/// `lint-spec-status --root DIR [--base-ref REF]`.
+///
+/// The acceptance-criteria rule applies at the ship transition: to a spec that says Shipped
+/// and did not at the base (a spec new since the base included); a spec already Shipped at the
+/// base is grandfathered. Without a base that resolves the rule is skipped, with a warning.
+pub fn lint(repo_root: &Path, root_arg: &str, base: Option<&str>) -> LoopResult {
+    let (lint_root, prefix) = match resolve_root(repo_root, root_arg) {
+        Ok(r) => r,
+        // As the scripts take it: an absolute directory outside the repository is linted as
+        // its own root (every file under it still confined to it).
+        Err(e) => match std::fs::canonicalize(root_arg) {
+            // Only a path that names the directory itself: none reached through a symlink
+            // that leaves the repository, and never the file-system root.
+            Ok(real)
+                if real.is_dir()
+                    && real.parent().is_some()
+                    && real == Path::new(root_arg.trim_end_matches('/'))
+                    && real != repo_root =>
+            {
+                return lint(&real, ".", base);
+            }
+            _ => return Err(e),
+        },
+    };
+    let base = base_ref(&lint_root, base)?;
     let workspace = read_workspace(repo_root, &prefix)?;
     let backlog = workspace.as_ref().map(backlog_slugs).unwrap_or_default();
     let dirs = spec_dirs(repo_root, &prefix)?;
     let mut findings = Vec::new();
     for d in &dirs {
-        lint_spec(repo_root, d, &backlog, workspace.is_some(), &mut findings)?;
+        let ship = base.as_deref().is_some_and(|b| shipped_since(&lint_root, &prefix, d, b));
+        lint_spec(repo_root, d, &backlog, workspace.is_some(), ship, &mut findings)?;
+    }
+    if base.is_none() {
+        findings.push(warn(
+            "no_base_ref",
+            ".",
+            None,
+            "invariant (ii): no base ref resolvable (pass --base-ref): the ship-transition acceptance-criteria check is skipped".into(),
+        ));
     }
     let errors = findings.iter().filter(|f| f.severity == "error").count();
     let warnings = findings.len() - errors;
@@ -177,11 +226,21 @@ pub fn lint(repo_root: &Path, root_arg: &str) -> LoopResult {
     Ok(Outcome::with(if errors == 0 { ExitStatus::Done } else { ExitStatus::Unsuccessful }, doc, text).text_to_stderr())
 }
 
+/// True when the spec's status at `base` (read with `git show`) is not Shipped: it moved to
+/// Shipped since, or is new.
+fn shipped_since(lint_root: &Path, prefix: &str, dir: &str, base: &str) -> bool {
+    let rel = dir.strip_prefix(prefix).unwrap_or(dir);
+    let spec = format!("{base}:./{rel}/spec.md");
+    let old = work_git::Git::new(lint_root).run(&["show", &spec]).ok();
+    old.as_deref().and_then(read_status).as_deref() != Some("Shipped")
+}
+
 fn lint_spec(
     repo_root: &Path,
     dir: &str,
     backlog: &BTreeSet<String>,
     has_workspace: bool,
+    at_ship: bool,
     out: &mut Vec<Finding>,
 ) -> Result<(), LoopError> {
     let spec_rel = format!("{dir}/spec.md");
@@ -189,29 +248,37 @@ fn lint_spec(
     let text = std::fs::read_to_string(&spec_path).map_err(|e| LoopError::bad(format!("read `{spec_rel}`: {e}")))?;
     let status = read_status(&text);
     match status.as_deref() {
-        None => out.push(err("missing_status", &spec_rel, None, "spec.md has no Status line".into())),
+        None => out.push(err(
+            "missing_status",
+            &spec_rel,
+            None,
+            "spec.md has no Status line (no `- **Status:**` header field found)".into(),
+        )),
         Some(s) if SPEC_STATUSES.contains(&s) => {}
         Some(s) if PLAN_STATUSES.contains(&s) => out.push(err(
             "plan_vocabulary_in_spec",
             &spec_rel,
             status_line(&text),
-            format!("spec.md Status `{s}` is plan vocabulary; use one of {}", SPEC_STATUSES.join(" | ")),
+            format!(
+                "invariant (i) — spec.md Status `{s}` is plan vocabulary; use one of {}",
+                SPEC_STATUSES.join(" | ")
+            ),
         )),
         Some(s) => out.push(err(
             "unknown_status",
             &spec_rel,
             status_line(&text),
-            format!("spec.md Status `{s}` is not one of {}", SPEC_STATUSES.join(" | ")),
+            format!("invariant (i) — spec.md Status `{s}` is not one of {}", SPEC_STATUSES.join(" | ")),
         )),
     }
-    let shipped = status.as_deref() == Some("Shipped");
+    let shipped = at_ship && status.as_deref() == Some("Shipped");
     for (line, item, checked) in acceptance_criteria(&text) {
         if shipped && !checked && deferrals(item).is_empty() {
             out.push(err(
                 "unchecked_acceptance_criterion",
                 &spec_rel,
                 Some(line),
-                format!("acceptance criterion is neither [x] nor (deferred: <slug>) at ship: {}", item.trim()),
+                format!("invariant (ii) — spec moved to Shipped but the acceptance criterion is neither [x] nor (deferred: <slug>): {}", item.trim()),
             ));
         }
     }
@@ -223,7 +290,12 @@ fn lint_spec(
                 } else {
                     "has no workspace.toml to anchor it"
                 };
-                out.push(err("unanchored_deferral", &spec_rel, Some(i + 1), format!("deferral `{slug}` {why}")));
+                out.push(err(
+                    "unanchored_deferral",
+                    &spec_rel,
+                    Some(i + 1),
+                    format!("invariant (iv) — deferral `{slug}` {why}"),
+                ));
             }
         }
     }
@@ -337,7 +409,7 @@ fn links(repo_root: &Path, dir: &str, file_rel: &str, text: &str, out: &mut Vec<
                     "reference_outside_root",
                     file_rel,
                     Some(i + 1),
-                    format!("link `{raw}` leaves the repository"),
+                    format!("invariant (iii) — link `{raw}` leaves the repository"),
                 )),
                 Some(rel) => match confine(repo_root, &rel) {
                     Ok(p) if p.exists() => {}
@@ -345,13 +417,13 @@ fn links(repo_root: &Path, dir: &str, file_rel: &str, text: &str, out: &mut Vec<
                         "dangling_reference",
                         file_rel,
                         Some(i + 1),
-                        format!("link `{raw}` does not resolve (`{rel}`)"),
+                        format!("invariant (iii) — link `{raw}` does not resolve (`{rel}`)"),
                     )),
                     Err(_) => out.push(warn(
                         "reference_outside_root",
                         file_rel,
                         Some(i + 1),
-                        format!("link `{raw}` resolves outside the repository"),
+                        format!("invariant (iii) — link `{raw}` resolves outside the repository"),
                     )),
                 },
             }

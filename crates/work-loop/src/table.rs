@@ -186,6 +186,11 @@ pub fn lookup(from: State, event: Event) -> Option<&'static Transition> {
 }
 
 impl State {
+    /// CODE-IMPLEMENTATION, CODE-VERIFICATION, CODE-REVIEW or CODE-HUMAN-GATE.
+    pub fn is_code(self) -> bool {
+        matches!(self, State::CodeImplementation | State::CodeVerification | State::CodeReview | State::CodeHumanGate)
+    }
+
     /// Every state, in flow order.
     pub const ALL: [State; 10] = [
         State::SpecPlanDrafting,

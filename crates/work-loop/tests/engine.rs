@@ -51,7 +51,7 @@ impl Fx {
         run
     }
     fn fire(&self, e: Event) -> Result<work_loop::Outcome, LoopError> {
-        engine::transition(&self.sd, e.name(), TransitionOpts::default(), &self.clock)
+        engine::transition(&self.sd, e.name(), with_wave_index(&self.sd, e, TransitionOpts::default()), &self.clock)
     }
     fn fire_ok(&self, e: Event) {
         self.fire(e).unwrap_or_else(|err| panic!("{e}: {err}"));
@@ -92,7 +92,17 @@ fn satisfied(row: &table::Transition) -> Fx {
     fx
 }
 
+/// wave-passed requires `--wave-index`: the cohort's current wave (0 without a cohort).
+fn with_wave_index(sd: &SpecDir, e: Event, opts: TransitionOpts) -> TransitionOpts {
+    if e != Event::WavePassed || opts.wave_index.is_some() {
+        return opts;
+    }
+    let current = cohort::status(sd).ok().and_then(|o| o.json["current_wave_index"].as_u64()).unwrap_or(0);
+    TransitionOpts { wave_index: Some(usize::try_from(current).unwrap_or(0)), ..opts }
+}
+
 fn assert_refused_unchanged(fx: &Fx, e: Event, opts: TransitionOpts, reason: &str) {
+    let opts = with_wave_index(&fx.sd, e, opts);
     let before = fx.bytes();
     let err = engine::transition(&fx.sd, e.name(), opts, &fx.clock).expect_err("refused");
     match &err {
@@ -316,7 +326,9 @@ fn guard_reviewers_clean_and_intent_incomplete() {
     let st = fx.state();
     assert_eq!(st["state"], "CODE-HUMAN-GATE");
     assert_eq!(st["pending_human_wait"], true);
-    assert_eq!(st["last_event_context"]["intent_incomplete"], true);
+    // The guard context is in the history entry (last_event_context has the scripts' shape).
+    let last = st["history"].as_array().and_then(|h| h.last()).cloned().unwrap_or_default();
+    assert_eq!(last["context"]["intent_incomplete"], true);
     // done refuses until Shipped; blocker-applied starts the next unit.
     assert_refused_unchanged(&fx, Event::Done, TransitionOpts::default(), "status");
     fx.fire_ok(Event::BlockerApplied);
@@ -456,15 +468,19 @@ fn spec_plan_terminal_route() {
 fn record_attempt_is_idempotent_per_cycle_id() {
     let fx = Fx::new();
     let run = fx.init(Mode::Code);
-    let a = cohort::record_attempt(&fx.sd, "r:1", Some(&run)).expect("first");
+    let (c1, c2, c3) = (format!("{run}:1"), format!("{run}:2"), format!("{run}:3"));
+    let a = cohort::record_attempt(&fx.sd, &c1, Some(&run)).expect("first");
     assert_eq!(a.json["changed"], true);
     let before = fx.bytes();
-    let b = cohort::record_attempt(&fx.sd, "r:1", Some(&run)).expect("replay");
+    let b = cohort::record_attempt(&fx.sd, &c1, Some(&run)).expect("replay");
     assert_eq!(b.json["changed"], false);
     assert_eq!(fx.bytes(), before);
-    cohort::record_attempt(&fx.sd, "r:2", Some(&run)).expect("second");
+    cohort::record_attempt(&fx.sd, &c2, Some(&run)).expect("second");
     assert_eq!(fx.cohort()["implementation_retry_count"], 2);
-    let err = cohort::record_attempt(&fx.sd, "r:3", Some("another-run")).expect_err("mismatch");
+    let err = cohort::record_attempt(&fx.sd, &c3, Some("another-run")).expect_err("mismatch");
+    assert!(matches!(err, LoopError::Refused { .. }));
+    // A cycle id of another run is refused too.
+    let err = cohort::record_attempt(&fx.sd, "another-run:3", Some(&run)).expect_err("foreign id");
     assert!(matches!(err, LoopError::Refused { .. }));
     assert_eq!(fx.cohort()["implementation_retry_count"], 2);
 }
@@ -499,10 +515,11 @@ fn approve_plan_guards_status_and_is_a_no_op_when_unchanged() {
     let before = fx.bytes();
     assert_eq!(cohort::approve_plan(&fx.sd, Some(&run), false, &fx.clock).expect("b").json["changed"], false);
     assert_eq!(fx.bytes(), before);
-    assert_eq!(cohort::plan_check_current(&fx.sd, false, None).expect("pc").json["plan_review_status"], "current");
+    assert_eq!(cohort::plan_check_current(&fx.sd, false, None).expect("pc").json["plan_review_status"], "approved");
     fx.plan_text(&format!("{ONE_WAVE}more\n"));
-    let pc = cohort::plan_check_current(&fx.sd, false, None).expect("pc");
-    assert_eq!((pc.exit, pc.json["plan_review_status"].as_str()), (ExitStatus::Unsuccessful, Some("pending")));
+    // After approval, drift from the baseline is a refusal naming it.
+    let pc = cohort::plan_check_current(&fx.sd, false, None).expect_err("drift");
+    assert!(matches!(&pc, LoopError::Refused { json, .. } if json["reason"] == "stale_baseline"), "{pc:?}");
     fx.spec("Implementing");
     assert!(matches!(cohort::approve_plan(&fx.sd, Some(&run), false, &fx.clock), Err(LoopError::Refused { .. })));
 }
@@ -542,8 +559,8 @@ fn review_inspect_detects_stasis() {
     let c = fx.cohort();
     assert_eq!(c["review_round_count"], 2);
     assert_eq!(c["review_retry_count"], 1);
-    assert_eq!(c["fingerprints"], serde_json::json!([]));
-    assert_eq!(c["previous_fingerprints"].as_array().map(Vec::len), Some(1));
+    assert_eq!(c["finding_fingerprints"], serde_json::json!([]));
+    assert_eq!(c["previous_finding_fingerprints"].as_array().map(Vec::len), Some(1));
 }
 
 // ---- random sequences never leave the table -------------------------------------------
@@ -584,10 +601,14 @@ fn random_event_sequences_stay_inside_the_table() {
                     let e = rng.pick(&Event::ALL);
                     let before = fx.bytes();
                     let from = State::parse(fx.state()["state"].as_str().expect("state")).expect("in table");
-                    let opts = TransitionOpts {
-                        wave_index: None,
-                        intent_incomplete: e == Event::ReviewersClean && rng.next() & 1 == 0,
-                    };
+                    let opts = with_wave_index(
+                        &fx.sd,
+                        e,
+                        TransitionOpts {
+                            wave_index: None,
+                            intent_incomplete: e == Event::ReviewersClean && rng.next() & 1 == 0,
+                        },
+                    );
                     match engine::transition(&fx.sd, e.name(), opts, &fx.clock) {
                         Ok(_) => {
                             let row = table::lookup(from, e)
@@ -719,10 +740,15 @@ fn older_state_files_load_with_defaults_and_keep_unknown_fields() {
     .expect("w");
     let c = fx.cohort();
     // The scripts' default caps, 5 and 5.
-    assert_eq!((c["implementation_retry_cap"].as_u64(), c["review_retry_cap"].as_u64()), (Some(5), Some(5)));
+    assert_eq!((c["max_implementation_retries"].as_u64(), c["max_review_retries"].as_u64()), (Some(5), Some(5)));
     assert_eq!(cohort::check(&fx.sd, Some(CheckPhase::GatesFailed), None).expect("check").exit, ExitStatus::Done);
     // The engine's wave guard reads that cohort.
     let opts = TransitionOpts { wave_index: Some(0), intent_incomplete: false };
+    // A code transition first checks the schedule against plan.md; a file without a plan hash
+    // is stale until scheduled again.
+    let err = engine::transition(&fx.sd, "wave-passed", opts, &fx.clock).expect_err("no plan hash");
+    assert!(matches!(&err, LoopError::Refused { json, .. } if json["reason"] == "stale_schedule"), "{err:?}");
+    cohort::schedule(&fx.sd, Some("r1")).expect("schedule an older file");
     engine::transition(&fx.sd, "wave-passed", opts, &fx.clock).expect("wave-passed on an older file");
     cohort::wave_advance(&fx.sd, 0, Some("r1")).expect("advance on an older file");
     let e: Value = serde_json::from_str(&std::fs::read_to_string(fx.engine_path()).expect("r")).expect("j");
@@ -772,14 +798,14 @@ fn approve_plan_refuses_a_changed_baseline_unless_rebaseline() {
         LoopError::Refused { message, json } => {
             assert_eq!(json["reason"], "stale_baseline");
             assert_eq!(json["changed"], serde_json::json!(["plan.md"]));
-            assert!(message.contains("plan.md changed") && message.contains("--rebaseline"), "{message}");
+            assert!(message.contains("plan_changed=True") && message.contains("--rebaseline"), "{message}");
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
     assert_eq!(fx.bytes(), before, "a refused approve-plan changed the cohort");
     fx.spec("Approved\n\nmore scope");
     let err = cohort::approve_plan(&fx.sd, Some(&run), false, &fx.clock).expect_err("both changed");
-    assert!(err.to_string().contains("spec.md and plan.md changed"), "{err}");
+    assert!(err.to_string().contains("spec_changed=True, plan_changed=True"), "{err}");
     let out = cohort::approve_plan(&fx.sd, Some(&run), true, &fx.clock).expect("explicit rebaseline");
     assert_eq!((out.json["changed"].as_bool(), out.json["rebaselined"].as_bool()), (Some(true), Some(true)));
     assert_eq!(fx.cohort()["baseline_history"].as_array().map(Vec::len), Some(1));
@@ -848,8 +874,7 @@ fn cycle_ids_must_be_non_empty_and_of_a_sane_charset() {
         assert!(matches!(err, LoopError::BadInput(_)), "{bad:?}: {err:?}");
     }
     assert_eq!(fx.bytes(), before);
-    let ok = "loop-20260101T000000Z-ab12cd34:12";
-    cohort::record_attempt(&fx.sd, ok, Some(&run)).expect("engine-shaped id");
-    cohort::record_attempt(&fx.sd, &"b".repeat(cohort::MAX_CYCLE_ID_LEN), Some(&run)).expect("at the limit");
-    cohort::record_attempt(&fx.sd, "A.b_c-d:9", Some(&run)).expect("every allowed character");
+    cohort::record_attempt(&fx.sd, &format!("{run}:12"), Some(&run)).expect("engine-shaped id");
+    let at_limit = format!("{run}:{}", "1".repeat(cohort::MAX_CYCLE_ID_LEN - run.len() - 1));
+    cohort::record_attempt(&fx.sd, &at_limit, Some(&run)).expect("at the limit");
 }

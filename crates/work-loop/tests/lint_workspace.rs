@@ -46,7 +46,7 @@ fn lint_flags_vocabulary_acs_deferrals_and_dangling_links() {
         "docs/specs/draft/spec.md",
         "**Status:** Draft\n## Acceptance criteria\n- [ ] fine while drafting\n[gone](missing.md) [web](https://x.y/z) [anchor](#top)\n",
     );
-    let out = lint(&root, ".").expect("lint");
+    let out = lint(&root, ".", Some("HEAD")).expect("lint");
     assert_eq!(out.exit, ExitStatus::Unsuccessful);
     let f = out.json["findings"].as_array().expect("findings");
     let has = |path: &str, code: &str| {
@@ -68,13 +68,14 @@ fn lint_flags_vocabulary_acs_deferrals_and_dangling_links() {
 fn lint_warnings_alone_pass_and_bad_toml_is_bad_input() {
     let (_t, root) = repo();
     write(&root, "docs/specs/a/spec.md", "Status: Approved\n[x](nope.md)\n");
-    let out = lint(&root, ".").expect("lint");
+    let out = lint(&root, ".", Some("HEAD")).expect("lint");
     assert_eq!(out.exit, ExitStatus::Done);
     assert_eq!(out.json["warnings"], 1);
     write(&root, "workspace.toml", "[backlog\nopen = 3\n");
-    assert!(matches!(lint(&root, "."), Err(LoopError::BadInput(_))));
-    assert!(matches!(lint(&root, "../x"), Err(LoopError::BadInput(_))));
-    assert!(matches!(lint(&root, "/tmp"), Err(LoopError::BadInput(_))));
+    assert!(matches!(lint(&root, ".", None), Err(LoopError::BadInput(_))));
+    assert!(matches!(lint(&root, "../x", None), Err(LoopError::BadInput(_))));
+    // An absolute directory outside is its own root; one that does not exist is bad input.
+    assert!(matches!(lint(&root, "/nonexistent-work-loop-root", None), Err(LoopError::BadInput(_))));
 }
 
 #[test]
@@ -181,18 +182,21 @@ fn lint_root_may_be_an_absolute_path_inside_the_repository() {
     write(&root, "docs/specs/a/spec.md", "Status: Implementing\n");
     write(&root, "sub/docs/specs/b/spec.md", "Status: Executing\n");
     let abs = root.display().to_string();
-    let out = lint(&root, &abs).expect("the root itself, absolute");
+    let out = lint(&root, &abs, None).expect("the root itself, absolute");
     assert_eq!((out.exit, out.json["root"].as_str()), (ExitStatus::Done, Some(".")));
-    let out = lint(&root, &format!("{abs}/")).expect("with a trailing slash");
+    let out = lint(&root, &format!("{abs}/"), None).expect("with a trailing slash");
     assert_eq!(out.exit, ExitStatus::Done);
-    let out = lint(&root, &format!("{abs}/sub")).expect("a directory under the root");
+    let out = lint(&root, &format!("{abs}/sub"), None).expect("a directory under the root");
     assert_eq!((out.exit, out.json["root"].as_str()), (ExitStatus::Unsuccessful, Some("sub")));
-    // Outside the root, or a symlink inside that leads outside: refused.
+    // A directory outside is linted as its own root, as the scripts take it; a symlink inside
+    // that leads outside, a missing path and `/` are refused.
     let outside = tempfile::tempdir().expect("outside");
+    let outside_real = std::fs::canonicalize(outside.path()).expect("canon").display().to_string();
+    assert!(lint(&root, &outside_real, None).is_ok());
     std::os::unix::fs::symlink(outside.path(), root.join("escape")).expect("symlink");
-    for bad in [outside.path().display().to_string(), format!("{abs}/escape"), format!("{abs}/missing"), "/".into()] {
-        assert!(matches!(lint(&root, &bad), Err(LoopError::BadInput(_))), "{bad} accepted");
+    for bad in [format!("{abs}/escape"), format!("{abs}/missing"), "/".into()] {
+        assert!(matches!(lint(&root, &bad, None), Err(LoopError::BadInput(_))), "{bad} accepted");
     }
     write(&root, "file.txt", "");
-    assert!(matches!(lint(&root, &format!("{abs}/file.txt")), Err(LoopError::BadInput(_))));
+    assert!(matches!(lint(&root, &format!("{abs}/file.txt"), None), Err(LoopError::BadInput(_))));
 }

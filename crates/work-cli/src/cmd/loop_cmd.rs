@@ -69,6 +69,20 @@ impl SpecDirArg {
         };
         SpecDir::open(root, &rel)
     }
+
+    /// The cohort's spec directory: as [`SpecDirArg::open`], and also an absolute path outside
+    /// the repository, as the scripts' cohort takes it (it refuses only `..`).
+    fn open_cohort(&self, root: &std::path::Path) -> Result<SpecDir, LoopError> {
+        match self.open(root) {
+            Err(e) => match self.spec_dir.as_ref().or(self.spec_dir_flag.as_ref()) {
+                Some(p) if p.starts_with('/') && work_loop::common::repo_relative(root, p).is_err() => {
+                    SpecDir::open_outside(p)
+                }
+                _ => Err(e),
+            },
+            ok => ok,
+        }
+    }
 }
 
 /// `--mode`.
@@ -308,10 +322,10 @@ pub enum ReviewCommand {
     Record {
         #[command(flatten)]
         dir: SpecDirArg,
-        /// A clean adjudication artifact (with --adjudication).
-        #[arg(long, value_name = "P", requires = "adjudication")]
+        /// A clean report: a reviewer report, or with --adjudication the adjudication artifact.
+        #[arg(long, value_name = "P")]
         report: Option<String>,
-        /// The report is the adjudication artifact (required with --report).
+        /// The report is the adjudication artifact.
         #[arg(long, requires = "report")]
         adjudication: bool,
         /// The fingerprint of a sustained finding (repeatable).
@@ -324,13 +338,18 @@ pub enum ReviewCommand {
         #[arg(long)]
         expect_run_id: Option<String>,
     },
-    /// Classify an adjudication and compare it with the last round (`matches_previous_round`).
+    /// Classify a reviewer report (`--report`) or an adjudication (`--adjudication`) and
+    /// compare it with the last round (`matches_previous_round`).
+    #[command(group(clap::ArgGroup::new("artifact").required(true).args(["report", "adjudication"])))]
     Inspect {
         #[command(flatten)]
         dir: SpecDirArg,
+        /// A reviewer report (every content outcome exits 0; unreadable is `invalid`).
+        #[arg(long, value_name = "P")]
+        report: Option<String>,
         /// The adjudication artifact.
         #[arg(long, value_name = "P")]
-        adjudication: String,
+        adjudication: Option<String>,
         /// Refuse unless the cohort belongs to this run.
         #[arg(long)]
         expect_run_id: Option<String>,
@@ -372,6 +391,10 @@ pub struct LintArgs {
     /// The directory holding `docs/specs/` and `workspace.toml` (`.` = the repository root).
     #[arg(long, default_value = ".")]
     pub root: String,
+    /// The base the ship transition is judged against (default: origin/HEAD, else origin/main;
+    /// without one the acceptance-criteria check is skipped).
+    #[arg(long, value_name = "REF")]
+    pub base_ref: Option<String>,
 }
 
 /// `workspace-status`.
@@ -424,7 +447,7 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
             }
         },
         LoopCommand::Cohort(cmd) => cohort_cmd(root, clock, cmd),
-        LoopCommand::LintSpecStatus(a) => lint::lint(root, &a.root),
+        LoopCommand::LintSpecStatus(a) => lint::lint(root, &a.root, a.base_ref.as_deref()),
         LoopCommand::WorkspaceStatus(a) => workspace::workspace_status(root, a.spec.as_deref()),
         LoopCommand::BaseFreshness(a) => freshness::base_freshness(root, a.target.as_deref()),
         LoopCommand::Run(_) => unreachable!("handled above"),
@@ -437,46 +460,48 @@ fn cohort_cmd(root: &std::path::Path, clock: &dyn work_runtime::clock::Clock, cm
     match cmd {
         CohortCommand::Init { dir, run_id, implementation_retry_cap, review_retry_cap } => {
             let caps = Caps { implementation: implementation_retry_cap, review: review_retry_cap };
-            dir.open(root).and_then(|d| cohort::init(&d, &run_id, caps, clock))
+            dir.open_cohort(root).and_then(|d| cohort::init(&d, &run_id, caps, clock))
         }
         CohortCommand::Identity { dir, expect_run_id } => {
-            dir.open(root).and_then(|d| cohort::identity(&d, expect_run_id.as_deref()))
+            dir.open_cohort(root).and_then(|d| cohort::identity(&d, expect_run_id.as_deref()))
         }
         CohortCommand::ApprovePlan { dir, rebaseline, expect_run_id } => {
-            dir.open(root).and_then(|d| cohort::approve_plan(&d, expect_run_id.as_deref(), rebaseline, clock))
+            dir.open_cohort(root).and_then(|d| cohort::approve_plan(&d, expect_run_id.as_deref(), rebaseline, clock))
         }
         CohortCommand::Schedule { dir, second, plan, expect_run_id } => {
             if dir.spec_dir.as_deref() == Some("check-current") {
                 let dir = SpecDirArg { spec_dir: second, spec_dir_flag: dir.spec_dir_flag };
-                return dir.open(root).and_then(|d| cohort::schedule_check_current(&d, expect_run_id.as_deref()));
+                return dir
+                    .open_cohort(root)
+                    .and_then(|d| cohort::schedule_check_current(&d, expect_run_id.as_deref()));
             }
             if let Some(extra) = second {
                 return Err(LoopError::bad(format!("schedule: unexpected argument `{extra}`")));
             }
-            dir.open(root).and_then(|d| {
-                cohort::check_plan_flag(root, &d, plan.as_deref())?;
+            dir.open_cohort(root).and_then(|d| {
+                cohort::check_plan_flag(d.root(), &d, plan.as_deref())?;
                 cohort::schedule(&d, expect_run_id.as_deref())
             })
         }
         CohortCommand::Wave(WaveCommand::Advance { dir, from_index, expect_run_id }) => {
-            dir.open(root).and_then(|d| cohort::wave_advance(&d, from_index, expect_run_id.as_deref()))
+            dir.open_cohort(root).and_then(|d| cohort::wave_advance(&d, from_index, expect_run_id.as_deref()))
         }
         CohortCommand::Wave(WaveCommand::Check { dir, expect, wave_index, expect_run_id }) => {
             let e = match expect {
                 ExpectArg::More => WaveExpect::More,
                 ExpectArg::Last => WaveExpect::Last,
             };
-            dir.open(root).and_then(|d| cohort::wave_check(&d, e, wave_index, expect_run_id.as_deref()))
+            dir.open_cohort(root).and_then(|d| cohort::wave_check(&d, e, wave_index, expect_run_id.as_deref()))
         }
         CohortCommand::RecordAttempt { dir, phase: PhaseArg::Implement, cycle_id, expect_run_id } => {
             // The id is checked before the directory is even looked for.
             cohort::validate_cycle_id(&cycle_id)?;
-            dir.open(root).and_then(|d| cohort::record_attempt(&d, &cycle_id, expect_run_id.as_deref()))
+            dir.open_cohort(root).and_then(|d| cohort::record_attempt(&d, &cycle_id, expect_run_id.as_deref()))
         }
         CohortCommand::Review(ReviewCommand::Record {
             dir,
             report,
-            adjudication: _,
+            adjudication,
             fingerprints,
             all_skipped,
             expect_run_id,
@@ -488,22 +513,40 @@ fn cohort_cmd(root: &std::path::Path, clock: &dyn work_runtime::clock::Clock, cm
                     "record the review: give exactly one of `--report P --adjudication`, `--fingerprint FP…`, `--all-skipped`",
                 ));
             }
+            // As the scripts take them: lowercase sha256 hex (sha1 from older runs), or this
+            // project's adjudication fingerprints (`fp-` and 16 hex digits).
+            if let Some(bad) = fingerprints.iter().find(|f| !fingerprint_shape(f)) {
+                return Err(LoopError::refused(
+                    format!(
+                        "record the review: --fingerprint `{bad}` is not lowercase 64-hex sha256 (40-hex sha1 and `fp-<16 hex>` are accepted too)"
+                    ),
+                    serde_json::json!({ "reason": "fingerprint_shape" }),
+                ));
+            }
             let what = match (report, all_skipped) {
-                (Some(p), _) => ReviewRecord::CleanReport(p),
+                (Some(p), _) if adjudication => ReviewRecord::CleanReport(p),
+                (Some(p), _) => ReviewRecord::CleanReviewerReport(p),
                 (None, true) => ReviewRecord::AllSkipped,
                 (None, false) => ReviewRecord::Fingerprints(fingerprints),
             };
-            dir.open(root).and_then(|d| cohort::review_record(root, &d, &what, expect_run_id.as_deref(), clock))
+            dir.open_cohort(root).and_then(|d| {
+                let root = d.root().to_path_buf();
+                cohort::review_record(&root, &d, &what, expect_run_id.as_deref(), clock)
+            })
         }
-        CohortCommand::Review(ReviewCommand::Inspect { dir, adjudication, expect_run_id }) => {
-            dir.open(root).and_then(|d| cohort::review_inspect(root, &d, &adjudication, expect_run_id.as_deref()))
+        CohortCommand::Review(ReviewCommand::Inspect { dir, report, adjudication, expect_run_id }) => {
+            dir.open_cohort(root).and_then(|d| match (report, adjudication) {
+                (_, Some(a)) => cohort::review_inspect(d.root(), &d, &a, expect_run_id.as_deref()),
+                (Some(r), None) => cohort::review_inspect_report(&d, &r, expect_run_id.as_deref()),
+                (None, None) => Err(LoopError::bad("review inspect: give --report P or --adjudication P")),
+            })
         }
         CohortCommand::Review(ReviewCommand::Classify { path }) => cohort::review_classify(root, &path),
-        CohortCommand::Plan(PlanCommand::CheckCurrent { dir, require_schedule, expect_run_id }) => {
-            dir.open(root).and_then(|d| cohort::plan_check_current(&d, require_schedule, expect_run_id.as_deref()))
-        }
+        CohortCommand::Plan(PlanCommand::CheckCurrent { dir, require_schedule, expect_run_id }) => dir
+            .open_cohort(root)
+            .and_then(|d| cohort::plan_check_current(&d, require_schedule, expect_run_id.as_deref())),
         CohortCommand::Plan(PlanCommand::MarkReviewed { dir, expect_run_id }) => {
-            dir.open(root).and_then(|d| cohort::plan_mark_reviewed(&d, expect_run_id.as_deref()))
+            dir.open_cohort(root).and_then(|d| cohort::plan_mark_reviewed(&d, expect_run_id.as_deref()))
         }
         CohortCommand::Check { dir, phase, expect_run_id } => {
             let p = phase.map(|p| match p {
@@ -511,15 +554,23 @@ fn cohort_cmd(root: &std::path::Path, clock: &dyn work_runtime::clock::Clock, cm
                 CheckPhaseArg::GatesFailed => CheckPhase::GatesFailed,
                 CheckPhaseArg::Review => CheckPhase::Review,
             });
-            dir.open(root).and_then(|d| cohort::check(&d, p, expect_run_id.as_deref()))
+            dir.open_cohort(root).and_then(|d| cohort::check(&d, p, expect_run_id.as_deref()))
         }
-        CohortCommand::Status { dir } => dir.open(root).and_then(|d| cohort::status(&d)),
-        CohortCommand::Reset { dir } => dir.open(root).and_then(|d| cohort::reset(&d)),
+        CohortCommand::Status { dir } => dir.open_cohort(root).and_then(|d| cohort::status(&d)),
+        CohortCommand::Reset { dir } => dir.open_cohort(root).and_then(|d| cohort::reset(&d)),
         CohortCommand::DispatchDecision { .. } => cohort::disabled("dispatch-decision"),
         CohortCommand::AutoParallel { .. } => cohort::disabled("auto-parallel"),
         CohortCommand::Worktree { args } => {
             cohort::disabled(format!("worktree {}", args.first().map(String::as_str).unwrap_or_default()).trim_end())
         }
+    }
+}
+
+fn fingerprint_shape(f: &str) -> bool {
+    let hex = |t: &str| t.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    match f.strip_prefix("fp-") {
+        Some(t) => t.len() == 16 && hex(t),
+        None => (f.len() == 64 || f.len() == 40) && hex(f),
     }
 }
 

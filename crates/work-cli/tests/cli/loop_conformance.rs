@@ -354,7 +354,7 @@ fn check_phase_implement_wave_index_and_template_headings() {
     assert_eq!(lp(&s, &["cohort", "wave", "check", DIR, "--expect", "more", "--wave-index", "0"]).0, 0);
     assert_eq!(lp(&s, &["cohort", "wave", "check", DIR, "--expect", "more", "--wave-index", "1"]).0, 1);
     let st = s.read_json(&format!("{DIR}/state.json"));
-    assert_eq!(st["implementation_retry_cap"], 5, "the scripts' default cap");
+    assert_eq!(st["max_implementation_retries"], 5, "the scripts' default cap, under the scripts' name");
 }
 
 #[test]
@@ -393,4 +393,297 @@ fn lint_findings_go_to_stderr() {
     let (code, out, _) = lp(&s, &["lint-spec-status", "--json"]);
     assert_eq!(code, 1);
     assert_eq!(json_of(&out)["findings"][0]["code"], "plan_vocabulary_in_spec");
+}
+
+// ── the cohort file as the scripts write it ────────────────────────────────────────────
+
+/// The scripts' spec template: a status line with the vocabulary comment and an
+/// Acceptance Criteria section.
+fn template_spec(status: &str, tick: &str) -> String {
+    format!(
+        "# Feat\n\n- **Status:** {status} <!-- Draft | Approved | Implementing | Shipped -->\n\n## Acceptance Criteria\n\n- [{tick}] AC1 works\n\n## Boundaries\n\n- [ ] never this\n"
+    )
+}
+
+fn template_plan(status: &str, extra: &str) -> String {
+    format!(
+        "# Plan\n\n- **Status:** {status}\n\n### T1: base\n\n- [ ] step\n\n### T2: top\n\n**Depends on:** T1\n{extra}"
+    )
+}
+
+#[test]
+fn a_cohort_outside_the_repository_is_used_as_given_and_dotdot_is_refused() {
+    let s = Scenario::new();
+    let outside = tempfile::tempdir().expect("outside");
+    let dir = outside.path().join("feature");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let d = dir.display().to_string();
+    let (code, _, err) = lp(&s, &["cohort", "init", &d, "--run-id", "r1"]);
+    assert_eq!(code, 0, "the scripts' cohort takes any absolute spec directory: {err}");
+    let st: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("state.json")).expect("state")).expect("json");
+    assert_eq!((st["run_id"].as_str(), st["feature"].as_str()), (Some("r1"), Some("feature")));
+    // The liar: a `..` component is refused and nothing is created.
+    let sneaky = format!("{}/../escaped", d);
+    let (code, _, err) = lp(&s, &["cohort", "init", &sneaky, "--run-id", "r1"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(!outside.path().join("escaped").exists());
+    // The engine keeps the scripts' confinement to the repository.
+    assert_eq!(lp(&s, &["engine", "init", &d, "--mode", "code"]).0, 1);
+}
+
+#[test]
+fn the_cohort_file_carries_the_scripts_fields_and_canonical_hashes() {
+    let s = Scenario::new();
+    let run = init_pair(&s);
+    let st = s.read_json(&format!("{DIR}/state.json"));
+    for k in [
+        "schema_version",
+        "run_id",
+        "feature",
+        "plan_review_status",
+        "approved_spec_hash",
+        "approved_plan_hash",
+        "plan_hash",
+        "schedule_waves",
+        "current_wave_index",
+        "implementation_retry_count",
+        "max_implementation_retries",
+        "last_record_attempt_cycle_id",
+        "review_round_count",
+        "review_retry_count",
+        "max_review_retries",
+        "finding_fingerprints",
+        "previous_finding_fingerprints",
+        "auto_parallel",
+        "last_commit_sha",
+        "worktrees",
+    ] {
+        assert!(st.get(k).is_some(), "state.json lacks {k}: {st}");
+    }
+    assert_eq!((st["plan_review_status"].as_str(), st["approved_spec_hash"].clone()), (Some("pending"), Value::Null));
+    s.write(&format!("{DIR}/spec.md"), &template_spec("Approved", " "));
+    s.write(&format!("{DIR}/plan.md"), &template_plan("Approved", ""));
+    assert_eq!(lp(&s, &["cohort", "approve-plan", DIR, "--expect-run-id", &run]).0, 0);
+    let st = s.read_json(&format!("{DIR}/state.json"));
+    assert_eq!(st["plan_review_status"], "approved");
+    assert_eq!(st["approved_spec_hash"].as_str().map(str::len), Some(64));
+    // Bookkeeping keeps the pin: ticking a criterion, a status bump, a ticked plan step.
+    s.write(&format!("{DIR}/spec.md"), &template_spec("Implementing", "x"));
+    s.write(&format!("{DIR}/plan.md"), &template_plan("Executing", "").replace("[ ] step", "[x] step"));
+    let (code, _, err) = lp(&s, &["cohort", "plan", "check-current", DIR]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, _) = lp(&s, &["cohort", "approve-plan", DIR, "--expect-run-id", &run]);
+    assert_eq!(code, 0);
+    assert!(out.contains("no-op"), "{out}");
+    // The liar: ticking a checkbox outside the criteria is scope, and so is new text.
+    s.write(&format!("{DIR}/spec.md"), &template_spec("Implementing", "x").replace("[ ] never", "[x] never"));
+    let (code, _, err) = lp(&s, &["cohort", "plan", "check-current", DIR]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no longer matches"), "{err}");
+    let (code, _, err) = lp(&s, &["cohort", "approve-plan", DIR, "--expect-run-id", &run]);
+    assert_eq!(code, 1);
+    assert!(err.contains("spec_changed=True") && err.contains("plan_changed=False"), "{err}");
+    // A status regressed after approval stops, naming it.
+    s.write(&format!("{DIR}/spec.md"), &template_spec("Draft", " "));
+    let (code, _, err) = lp(&s, &["cohort", "plan", "check-current", DIR]);
+    assert_eq!(code, 1);
+    assert!(err.contains("Status is 'Draft'"), "{err}");
+}
+
+#[test]
+fn a_script_written_cohort_loads_and_foreign_schema_versions_are_refused() {
+    let s = Scenario::new();
+    let template = r#"{"schema_version": 1, "run_id": "11111111-2222-3333-4444-555555555555", "feature": "feat",
+        "plan_review_status": "pending", "approved_spec_hash": null, "approved_plan_hash": null, "plan_hash": null,
+        "schedule_waves": [], "current_wave_index": 0, "implementation_retry_count": 0,
+        "max_implementation_retries": 5, "last_record_attempt_cycle_id": null, "review_round_count": 0,
+        "review_retry_count": 0, "max_review_retries": 5, "finding_fingerprints": [],
+        "previous_finding_fingerprints": [], "auto_parallel": false, "last_commit_sha": null, "worktrees": []}"#;
+    s.write(&format!("{DIR}/state.json"), template);
+    let (code, out, err) = lp(&s, &["cohort", "status", DIR, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json_of(&out)["plan_review_status"], "pending");
+    let run = "11111111-2222-3333-4444-555555555555";
+    assert_eq!(lp(&s, &["cohort", "identity", DIR, "--expect-run-id", run]).0, 0);
+    for bad in [
+        template.replace("\"schema_version\": 1", "\"schema_version\": 99"),
+        r#"{"feature": "x", "plan_review_status": "approved"}"#.to_string(),
+    ] {
+        s.write(&format!("{DIR}/state.json"), &bad);
+        let (code, _, err) = lp(&s, &["cohort", "identity", DIR]);
+        assert_eq!(code, 1, "{bad}");
+        assert!(err.contains("schema_version"), "{err}");
+    }
+}
+
+#[test]
+fn managed_files_over_8_mib_symlinked_or_not_regular_are_refused() {
+    let s = Scenario::new();
+    init_pair(&s);
+    let state = s.path(&format!("{DIR}/state.json"));
+    let honest = s.read(&format!("{DIR}/state.json"));
+    // The liars: a symlink (even one inside the repository), a directory, a huge file.
+    s.write("elsewhere.json", &honest);
+    std::fs::remove_file(&state).expect("rm");
+    std::os::unix::fs::symlink(s.path("elsewhere.json"), &state).expect("symlink");
+    let (code, _, err) = lp(&s, &["cohort", "status", DIR, "--json"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("regular file"), "{err}");
+    std::fs::remove_file(&state).expect("rm");
+    std::fs::create_dir(&state).expect("mkdir");
+    let (code, _, err) = lp(&s, &["cohort", "status", DIR]);
+    assert_eq!(code, 1);
+    assert!(err.contains("regular file"), "{err}");
+    std::fs::remove_dir(&state).expect("rmdir");
+    std::fs::write(&state, vec![b' '; 8 * 1024 * 1024 + 1]).expect("write");
+    let (code, _, err) = lp(&s, &["cohort", "status", DIR]);
+    assert_eq!(code, 1);
+    assert!(err.contains("8 MiB"), "{err}");
+    // The honest twin: the same content as a regular file reads.
+    std::fs::write(&state, honest).expect("write");
+    assert_eq!(lp(&s, &["cohort", "status", DIR]).0, 0);
+}
+
+// ── the engine's pre-checks ────────────────────────────────────────────────────────────
+
+#[test]
+fn every_transition_checks_the_run_id_pair_first() {
+    let s = Scenario::new();
+    let (code, out, _) = lp(&s, &["engine", "init", DIR, "--mode", "code", "--json"]);
+    assert_eq!(code, 0);
+    let run = json_of(&out)["run_id"].as_str().expect("run").to_string();
+    let before = s.read(&format!("{DIR}/engine-state.json"));
+    let (code, _, err) = lp(&s, &["engine", "transition", DIR, "spec-ready"]);
+    assert_eq!(code, 1, "no cohort: {err}");
+    assert!(err.contains("run_id preflight failed"), "{err}");
+    assert_eq!(lp(&s, &["cohort", "init", DIR, "--run-id", "another-run"]).0, 0);
+    let (code, _, err) = lp(&s, &["engine", "transition", DIR, "spec-ready"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(s.read(&format!("{DIR}/engine-state.json")), before, "nothing changed");
+    // The honest twin: the pair of one run transitions.
+    assert_eq!(lp(&s, &["cohort", "reset", DIR]).0, 0);
+    assert_eq!(lp(&s, &["cohort", "init", DIR, "--run-id", &run]).0, 0);
+    assert_eq!(lp(&s, &["engine", "transition", DIR, "spec-ready"]).0, 0);
+}
+
+#[test]
+fn code_transitions_check_the_schedule_against_plan_md_and_wave_passed_needs_its_index() {
+    let s = Scenario::new();
+    let run = init_pair(&s);
+    for e in ["spec-ready", "reviewers-clean", "spec-approved", "plan-approved"] {
+        assert_eq!(lp(&s, &["engine", "transition", DIR, e]).0, 0, "{e}");
+    }
+    assert_eq!(lp(&s, &["cohort", "approve-plan", DIR, "--expect-run-id", &run]).0, 0);
+    assert_eq!(lp(&s, &["cohort", "schedule", DIR, "--expect-run-id", &run]).0, 0);
+    assert_eq!(lp(&s, &["engine", "transition", DIR, "plan-locked"]).0, 0);
+    assert_eq!(lp(&s, &["engine", "transition", DIR, "wave-complete"]).0, 0);
+    let (code, _, err) = lp(&s, &["engine", "transition", DIR, "wave-passed"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--wave-index"), "{err}");
+    // The liar: plan.md grows a task after scheduling; no code transition goes on.
+    let plan = s.read(&format!("{DIR}/plan.md"));
+    s.write(&format!("{DIR}/plan.md"), &format!("{plan}\n### T3: sneaked in\n"));
+    let before = s.read(&format!("{DIR}/engine-state.json"));
+    let (code, _, err) = lp(&s, &["engine", "transition", DIR, "wave-passed", "--wave-index", "0"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("schedule check-current failed"), "{err}");
+    assert_eq!(s.read(&format!("{DIR}/engine-state.json")), before);
+    // The honest twin: the plan as scheduled passes, and the context is the scripts' shape.
+    s.write(&format!("{DIR}/plan.md"), &plan);
+    let (code, _, err) = lp(&s, &["engine", "transition", DIR, "wave-passed", "--wave-index", "0"]);
+    assert_eq!(code, 0, "{err}");
+    let st = s.read_json(&format!("{DIR}/engine-state.json"));
+    assert_eq!(st["last_event_context"], serde_json::json!({ "completed_wave_index": 0 }));
+}
+
+#[test]
+fn record_attempt_takes_only_a_cycle_id_of_its_own_run() {
+    let s = Scenario::new();
+    let run = init_pair(&s);
+    let before = s.read(&format!("{DIR}/state.json"));
+    for bad in ["other-run:3".to_string(), format!("{run}:x"), run.clone()] {
+        let (code, _, err) = lp(
+            &s,
+            &["cohort", "record-attempt", DIR, "--phase", "implement", "--cycle-id", &bad, "--expect-run-id", &run],
+        );
+        assert_eq!(code, 1, "{bad}: {err}");
+    }
+    assert_eq!(s.read(&format!("{DIR}/state.json")), before);
+    let cycle = format!("{run}:7");
+    let args = ["cohort", "record-attempt", DIR, "--phase", "implement", "--cycle-id", &cycle, "--expect-run-id", &run];
+    assert_eq!(lp(&s, &args).0, 0);
+    assert_eq!(lp(&s, &args).0, 0, "a replay is a no-op");
+    let st = s.read_json(&format!("{DIR}/state.json"));
+    assert_eq!(
+        (st["implementation_retry_count"].as_u64(), st["last_record_attempt_cycle_id"].as_str()),
+        (Some(1), Some(cycle.as_str()))
+    );
+}
+
+// ── reviewer reports ───────────────────────────────────────────────────────────────────
+
+#[test]
+fn review_inspect_report_classifies_reviewer_reports_and_detects_stasis() {
+    let s = Scenario::new();
+    let run = init_pair(&s);
+    let inspect = |s: &Scenario, p: &str| {
+        let (code, out, err) = lp(s, &["cohort", "review", "inspect", DIR, "--report", p, "--json"]);
+        assert_eq!(code, 0, "every content outcome exits 0: {err}");
+        json_of(&out)
+    };
+    s.write("clean.md", "## Verdict\n\nClean — ready to commit.\n");
+    s.write("ship.md", "## Verdict\nSHIP IT\n");
+    s.write("empty.md", "Nothing to say.\n");
+    s.write("findings.md", "**1. Lock is racy** `src/a.rs:12`\n**2. Bad name.** src/b.rs:7.\n");
+    assert_eq!(inspect(&s, "clean.md")["classification"], "clean");
+    assert_eq!(inspect(&s, "ship.md")["classification"], "clean");
+    assert_eq!(inspect(&s, "empty.md")["classification"], "invalid");
+    assert_eq!(inspect(&s, "absent.md")["classification"], "invalid");
+    let f = inspect(&s, "findings.md");
+    assert_eq!((f["classification"].as_str(), f["matches_previous_round"].as_bool()), (Some("findings"), Some(false)));
+    let fps: Vec<String> =
+        f["fingerprints"].as_array().expect("fps").iter().filter_map(|v| v.as_str().map(str::to_string)).collect();
+    assert_eq!(fps.len(), 2);
+    let mut args = vec!["cohort", "review", "record", DIR, "--expect-run-id", &run];
+    for fp in &fps {
+        args.extend(["--fingerprint", fp.as_str()]);
+    }
+    assert_eq!(lp(&s, &args).0, 0);
+    assert_eq!(inspect(&s, "findings.md")["matches_previous_round"], true, "the same findings again: stasis");
+    // A findings report is not a clean round; a clean one is.
+    assert_eq!(lp(&s, &["cohort", "review", "record", DIR, "--report", "findings.md", "--expect-run-id", &run]).0, 1);
+    assert_eq!(lp(&s, &["cohort", "review", "record", DIR, "--report", "clean.md", "--expect-run-id", &run]).0, 0);
+    // The liar: a fingerprint that is not a digest is refused.
+    assert_eq!(lp(&s, &["cohort", "review", "record", DIR, "--fingerprint", "abc", "--expect-run-id", &run]).0, 1);
+}
+
+// ── lint at the ship transition ────────────────────────────────────────────────────────
+
+#[test]
+fn lint_checks_criteria_at_the_ship_transition_and_grandfathers_shipped_specs() {
+    let s = Scenario::new();
+    let unchecked = "# Old\n\n- **Status:** Shipped\n\n## Acceptance Criteria\n\n- [ ] never ticked\n";
+    s.write("docs/specs/old/spec.md", unchecked);
+    s.commit("old spec shipped long ago");
+    // Already Shipped at the base: grandfathered.
+    let (code, _, err) = lp(&s, &["lint-spec-status", "--root", ".", "--base-ref", "HEAD"]);
+    assert_eq!(code, 0, "{err}");
+    // The liar: a spec that moves to Shipped now with an unchecked criterion.
+    s.write("docs/specs/new/spec.md", &unchecked.replace("# Old", "# New"));
+    let (code, out, _) = lp(&s, &["lint-spec-status", "--root", ".", "--base-ref", "HEAD", "--json"]);
+    assert_eq!(code, 1);
+    let doc = json_of(&out);
+    assert_eq!(doc["findings"][0]["code"], "unchecked_acceptance_criterion", "{doc}");
+    assert_eq!(doc["findings"][0]["path"], "docs/specs/new/spec.md", "{doc}");
+    // The honest twin: the same move with the criterion ticked passes.
+    s.write("docs/specs/new/spec.md", &unchecked.replace("# Old", "# New").replace("[ ]", "[x]"));
+    assert_eq!(lp(&s, &["lint-spec-status", "--base-ref", "HEAD"]).0, 0);
+    // Without a base that resolves, the rule is skipped with a warning.
+    s.write("docs/specs/new/spec.md", &unchecked.replace("# Old", "# New"));
+    let (code, out, _) = lp(&s, &["lint-spec-status", "--json"]);
+    assert_eq!(code, 0);
+    assert!(json_of(&out)["findings"].as_array().is_some_and(|f| f.iter().any(|x| x["code"] == "no_base_ref")));
+    // A base ref that reads as an option is bad input, never passed to git.
+    assert_eq!(lp(&s, &["lint-spec-status", "--base-ref=--output=x"]).0, 2);
 }
