@@ -25,6 +25,7 @@ mod mcp;
 mod protocol;
 mod self_contained;
 mod soak;
+mod state_digests;
 mod ultra;
 mod until;
 mod walkthrough;
