@@ -87,6 +87,9 @@ impl Ctx {
             Some(s) => root.join(s),
             None => root.join(".work"),
         };
+        // Every state file written from here on has its digest recorded; one changed outside a
+        // run is refused when it is read.
+        work_runtime::fsx::digests::install(&state_dir);
         let config = Config::load(&root, &global.overrides)?;
         let mut redactor = Redactor::from_env();
         for def in config.agents.values() {

@@ -9,6 +9,7 @@ use crate::items::{
 };
 use crate::journal::{Gate3Record, Journal, RoundRecord};
 use crate::oracle::{OracleError, run_oracle};
+use crate::store::Store;
 use serde_json::{Map, Value, json};
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -139,6 +140,8 @@ pub struct Engine<'a> {
     dispatcher: &'a Dispatcher,
     params: &'a Params,
     journal: Journal,
+    /// The journal's snapshot and append-only log.
+    store: Store,
     /// Membership of the journal's angle lists.
     angles: AngleSets,
     dedup: HashSet<String>,
@@ -161,8 +164,9 @@ impl<'a> Engine<'a> {
             journal.budget_notes.clear();
         }
         journal.k = params.k;
-        let dedup = journal.dedup_set();
-        let angles = AngleSets::of(&journal);
+        // A finished journal is only reported: no dedup or angle bookkeeping is built for it.
+        let (dedup, angles) =
+            if journal.is_final() { Default::default() } else { (journal.dedup_set(), AngleSets::of(&journal)) };
         let forbidden = std::fs::canonicalize(&run.state_dir).into_iter().collect();
         let rules = Gate2Rules { forbidden, scope: params.scope.clone() };
         Self {
@@ -170,6 +174,7 @@ impl<'a> Engine<'a> {
             dispatcher,
             params,
             journal,
+            store: Store::new(&params.journal_path),
             angles,
             dedup,
             rules,
@@ -179,7 +184,13 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// Commits the journal: one appended record (a snapshot now and then; see [`Store`]).
     fn save(&mut self) -> Result<(), ExhaustError> {
+        self.persist(false)
+    }
+
+    /// Brings the journal's spending up to date and commits it, or writes it whole.
+    fn persist(&mut self, whole: bool) -> Result<(), ExhaustError> {
         let mut spent = self.run.budget.spent();
         // Sums of floats depend on the order dispatches finished: round to stay repeatable.
         spent.usage.cost_usd = (spent.usage.cost_usd * 1e9).round() / 1e9;
@@ -189,8 +200,12 @@ impl<'a> Engine<'a> {
             s.usage.cost_usd = (s.usage.cost_usd * 1e9).round() / 1e9;
         }
         self.journal.spent_by_role = by_role;
-        self.run
-            .write_state(&self.params.journal_path, &self.journal)
+        let written = if whole {
+            self.store.snapshot(self.run, &self.journal)
+        } else {
+            self.store.commit(self.run, &self.journal)
+        };
+        written
             .map_err(|source| ExhaustError::Journal { path: self.params.journal_path.display().to_string(), source })?;
         self.run.emit("journal.saved", json!({"rounds": self.journal.rounds.len(), "seen": self.journal.seen.len()}));
         Ok(())
@@ -305,7 +320,8 @@ impl<'a> Engine<'a> {
             }
         }
         self.run.emit("exhaust.stop", json!({"stoppedReason": reason, "detail": detail}));
-        self.save()
+        // The stop writes the journal whole: the documented file is the final master object.
+        self.persist(true)
     }
 
     /// Picks this round's angles: the retry queue first, then the pool from the cursor, up to
@@ -386,6 +402,12 @@ impl<'a> Engine<'a> {
                 self.journal.stopped_reason.as_deref().unwrap_or("")
             ));
             return Ok(self.journal);
+        }
+        // A resumed run starts from a snapshot of what it resumes (earlier rounds folded in,
+        // new angles and the new K recorded): every later commit appends to it. A fresh one
+        // writes nothing before gate 1 has run (a failing seed oracle leaves no journal).
+        if self.journal.seed_done {
+            self.persist(true)?;
         }
         if !self.journal.seed_done {
             let seeds = self.params.seed_oracles.clone();

@@ -1,5 +1,6 @@
-//! The journal: `.work/quality-journals/work-exhaust-<task>.json`, rewritten atomically after
-//! every round. It is both the resume source and (its public fields) the master object.
+//! The journal: `.work/quality-journals/work-exhaust-<task>.json` (how it is kept on disk, a
+//! snapshot plus an append-only log, is [`crate::store`]). It is both the resume source and
+//! (its public fields) the master object.
 
 use crate::items::{Rejected, concept_key, dedup_keys};
 use serde::{Deserialize, Serialize};

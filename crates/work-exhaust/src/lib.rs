@@ -4,14 +4,15 @@
 //! the engine — never an agent — re-reads every `PATH:LINE` (gate 2), dedups against
 //! everything ever seen (accepted or rejected), and updates the dry counter with the
 //! False-DRY guard. Gate 1 seeds `seen` from oracle commands; gate 3 runs the final oracles
-//! before the K-th qualifying dry round commits. The journal is rewritten atomically after
-//! every round and is the resume source.
+//! before the K-th qualifying dry round commits. Every round is committed to the journal (an
+//! appended record on a snapshot, [`store`]), which is the resume source.
 //!
 //! - [`angles`]: the built-in sweep pool;
 //! - [`items`]: dedup keys, and gate 2 (re-exported from `work_git::evidence`, which `loop run`
 //!   shares for an adjudicator's evidence);
 //! - [`oracle`]: oracle commands and their output;
 //! - [`journal`]: the journal and master object;
+//! - [`store`]: the journal on disk (snapshot + append-only log);
 //! - [`engine`]: the round loop.
 
 mod angle_sets;
@@ -20,6 +21,7 @@ pub mod engine;
 pub mod items;
 pub mod journal;
 pub mod oracle;
+pub mod store;
 
 pub use engine::{Engine, ExhaustError, Params, finder_schema};
 pub use journal::Journal;

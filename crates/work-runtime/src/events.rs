@@ -1,6 +1,10 @@
 //! The append-only event log of a run: `.work/runs/<run-id>/events.jsonl`, one JSON object a
 //! line, each with `ts`, `run_id`, `seq` and `kind`; and the dispatch records beside it
 //! (`dispatches/<dispatch-id>.a<attempt>.json`, the request and the response of one attempt).
+//! A record's large request parts (`schema`, `context` of [`BLOB_MIN`] bytes or more: the
+//! same schema every finder gets, the `seen` list every finder of a round gets) are stored
+//! once per run under `blobs/<sha256>.json` and named in the record as
+//! `{"blob": "blobs/<sha256>.json"}` ([`resolve_record`] puts them back).
 //!
 //! Invariants: `seq` is strictly increasing from 1 within a run; every line is flushed when
 //! written, and `dispatch.start` is also synced before the agent starts (so a killed run's
@@ -25,7 +29,12 @@ pub struct EventLog {
     redactor: Redactor,
     dispatches: std::sync::atomic::AtomicU64,
     observers: Mutex<Vec<Arc<dyn Observer>>>,
+    /// Blobs already written in this run.
+    blobs: Mutex<std::collections::HashSet<String>>,
 }
+
+/// The smallest serialised request part stored as a blob.
+pub const BLOB_MIN: usize = 1024;
 
 impl std::fmt::Debug for EventLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -51,6 +60,7 @@ impl EventLog {
             redactor,
             dispatches: Default::default(),
             observers: Default::default(),
+            blobs: Default::default(),
         })
     }
 
@@ -64,6 +74,7 @@ impl EventLog {
             redactor: Redactor::default(),
             dispatches: Default::default(),
             observers: Default::default(),
+            blobs: Default::default(),
         }
     }
 
@@ -141,7 +152,12 @@ impl EventLog {
             return None;
         }
         let rel = format!("dispatches/{dispatch_id}.a{attempt}.json");
-        let value = self.redactor.redact_json(record);
+        let mut value = self.redactor.redact_json(record);
+        for part in ["schema", "context"] {
+            if let Some(v) = value.get_mut("request").and_then(|r| r.get_mut(part)) {
+                self.store_blob(v);
+            }
+        }
         // An audit record, not resume state: written whole (temp + rename) but not fsynced,
         // which would dominate the cost of a short dispatch.
         match crate::fsx::write_json_unsynced(&self.dir.join(&rel), &value) {
@@ -151,6 +167,21 @@ impl EventLog {
                 None
             }
         }
+    }
+
+    /// Replaces a large `v` by a reference to its blob, written once per run.
+    fn store_blob(&self, v: &mut Value) {
+        let text = v.to_string();
+        if text.len() < BLOB_MIN {
+            return;
+        }
+        let rel = format!("blobs/{}.json", crate::fsx::sha256_hex(text.as_bytes()));
+        let fresh = self.blobs.lock().map(|mut b| b.insert(rel.clone())).unwrap_or(true);
+        if fresh && let Err(e) = crate::fsx::write_json_unsynced(&self.dir.join(&rel), v) {
+            eprintln!("warning: failed to write dispatch payload {rel}: {e}");
+            return;
+        }
+        *v = json!({ "blob": rel });
     }
 
     /// The next dispatch number of this run (1, 2, …), shared by every dispatcher of the run.
@@ -367,6 +398,24 @@ pub trait Observer: Send + Sync {
     fn observe(&self, event: &Observed);
 }
 
+/// A dispatch record with its blobs put back (`run_dir` is the run's directory): the whole
+/// request and response, as the agent saw and answered them.
+pub fn resolve_record(run_dir: &Path, record: &Value) -> Value {
+    let mut out = record.clone();
+    if let Some(req) = out.get_mut("request").and_then(Value::as_object_mut) {
+        for v in req.values_mut() {
+            let Some(rel) = v.get("blob").and_then(Value::as_str).filter(|r| r.starts_with("blobs/")) else {
+                continue;
+            };
+            let path = run_dir.join(rel);
+            if let Some(back) = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok()) {
+                *v = back;
+            }
+        }
+    }
+    out
+}
+
 /// True when the file exists, is not empty and does not end with a newline.
 fn ends_torn(path: &Path) -> bool {
     use std::io::{Read, Seek, SeekFrom};
@@ -489,5 +538,24 @@ mod tests {
         assert_eq!(events.len(), 2, "the append after the torn line is whole: {events:?}");
         assert_eq!(started_dispatches(&path).expect("count"), 2);
         assert_eq!(read_log(&dir.path().join("none")).expect("missing").len(), 0);
+    }
+
+    #[test]
+    fn large_request_parts_are_stored_once_and_resolve_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let l = log(dir.path());
+        let schema = json!({"type": "object", "description": "x".repeat(2000)});
+        for (id, angle) in [("d1", "a"), ("d2", "b")] {
+            let rec = json!({"request": {"prompt": format!("angle {angle}"), "schema": schema, "context": {"angle": angle}},
+                             "response": {"outcome": "ok"}});
+            let rel = l.record_dispatch(id, 1, &rec).expect("recorded");
+            let stored: Value =
+                serde_json::from_slice(&std::fs::read(dir.path().join(&rel)).expect("read")).expect("json");
+            assert!(stored["request"]["schema"]["blob"].as_str().is_some_and(|b| b.starts_with("blobs/")), "{stored}");
+            assert_eq!(stored["request"]["context"]["angle"], angle, "a small part stays inline");
+            assert_eq!(resolve_record(dir.path(), &stored), rec);
+        }
+        let blobs = std::fs::read_dir(dir.path().join("blobs")).expect("blobs").count();
+        assert_eq!(blobs, 1, "the schema both dispatches sent is stored once");
     }
 }

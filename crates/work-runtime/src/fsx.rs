@@ -15,7 +15,10 @@ use std::io::{self, Write};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+mod append;
+pub mod digests;
 mod read;
+pub use append::{append_line, parse_lines, read_json_lines};
 pub use read::{
     FsError, USER_FILE_CAP, open_confined, open_user_file, read_confined, read_confined_prefix, read_user_file,
     read_user_string, read_user_text_optional, symlink_target_confined,
@@ -126,8 +129,15 @@ pub fn is_plain_relative(path: &Path) -> bool {
 static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Writes `bytes` to `path` atomically: temporary file in the same directory, fsync, rename,
-/// fsync of the directory. Creates missing parent directories.
+/// fsync of the directory. Creates missing parent directories. A state file's digest is
+/// recorded first ([`digests`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    digests::before_write(path, bytes)?;
+    write_atomic_unrecorded(path, bytes)
+}
+
+/// [`write_atomic`] without recording a digest (the digest log's own compaction).
+fn write_atomic_unrecorded(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -216,6 +226,7 @@ pub fn write_json_unsynced<T: serde::Serialize>(path: &Path, value: &T) -> io::R
 
 /// Removes a state file and fsyncs its directory, so that the removal is durable like a write.
 pub fn remove_state(path: &Path) -> io::Result<()> {
+    digests::before_remove(path)?;
     fs::remove_file(path)?;
     if let Some(dir) = path.parent()
         && let Ok(d) = File::open(dir)
@@ -242,9 +253,33 @@ pub fn remove_state_dir(path: &Path) -> io::Result<()> {
 }
 
 /// Reads a file to a string; `Ok(None)` when it does not exist.
+/// A state file is checked against its recorded digest ([`digests`]).
 pub fn read_optional(path: &Path) -> io::Result<Option<String>> {
     match fs::read_to_string(path) {
-        Ok(s) => Ok(Some(s)),
+        Ok(s) => {
+            digests::check(path, s.as_bytes())?;
+            Ok(Some(s))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The SHA-256 of `bytes`, lower-case hex: how state files and dispatch payloads are named
+/// and checked.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// Reads a file's bytes; `Ok(None)` when it does not exist.
+/// A state file is checked against its recorded digest ([`digests`]).
+pub fn read_optional_bytes(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    match fs::read(path) {
+        Ok(b) => {
+            digests::check(path, &b)?;
+            Ok(Some(b))
+        }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }

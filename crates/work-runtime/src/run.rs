@@ -145,7 +145,12 @@ impl RunContext {
     pub fn finish(&self, outcome: &str, detail: Value) {
         let spent = self.budget.spent();
         let by_role = self.budget.spent_by_role();
-        self.events
-            .emit("run.end", json!({"outcome": outcome, "detail": detail, "spent": spent, "spent_by_role": by_role}));
+        let mut end = json!({"outcome": outcome, "detail": detail, "spent": spent, "spent_by_role": by_role});
+        let written = crate::fsx::digests::written();
+        if !written.is_empty() {
+            // The state files this run wrote and the digest chain's head: the next run checks them.
+            end["state_digests"] = json!({"files": written, "chain": crate::fsx::digests::head()});
+        }
+        self.events.emit("run.end", end);
     }
 }

@@ -296,7 +296,10 @@ impl Session {
     /// Loads a session from its directory.
     pub fn load(dir: &Path) -> Result<Session, SessionError> {
         let path = dir.join("meta.md");
-        let text = std::fs::read_to_string(&path).map_err(|e| io_err("read", &path, e))?;
+        // Read through the runtime: a `meta.md` changed since work last wrote it is refused.
+        let text = fsx::read_optional(&path)
+            .and_then(|t| t.ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no such file")))
+            .map_err(|e| io_err("read", &path, e))?;
         Ok(Session { dir: dir.to_path_buf(), meta: Meta::parse(&text, &path)? })
     }
 
@@ -424,7 +427,18 @@ pub enum Resolution {
 /// resumable sessions (every status but `done`) matching `hint` (a case-insensitive
 /// substring of the id, goal or until), recommended first.
 pub fn resolve_resume(state_dir: &Path, hint: Option<&str>) -> Resolution {
-    let (all, _) = list_sessions(state_dir);
+    let (all, errors) = list_sessions(state_dir);
+    // A session that cannot be read (a `meta.md` changed outside a run, a broken one) is
+    // refused by name when it is the one asked for, never silently passed over.
+    if let Some(h) = hint.map(str::trim).filter(|h| !h.is_empty()) {
+        let named = sessions_dir(state_dir).join(h).join("meta.md").display().to_string();
+        if let Some(e) = errors
+            .iter()
+            .find(|e| matches!(e, SessionError::Io { path, .. } | SessionError::BadMeta { path, .. } if *path == named))
+        {
+            return Resolution::Nothing(format!("resume session `{h}`: {e}"));
+        }
+    }
     if all.is_empty() {
         return Resolution::Nothing(format!(
             "find a session to resume: none under {}",

@@ -219,18 +219,19 @@ fn run_locked(
     let existing = if a.fresh {
         None
     } else {
-        work_runtime::fsx::read_optional(&journal_path)
-            .map_err(|e| CliError::bad(format!("read journal {}: {e}", journal_path.display())))?
+        work_exhaust::store::Store::load(&journal_path).map_err(|e| match e {
+            work_exhaust::store::LoadError::Read(e) => {
+                CliError::bad(format!("read journal {}: {e}", journal_path.display()))
+            }
+            work_exhaust::store::LoadError::Corrupt(e) => CliError::bad(format!(
+                "resume journal {}: it is corrupt ({e}); it was left untouched — move it away or pass --fresh",
+                journal_path.display()
+            )),
+        })?
     };
     let resumed = existing.is_some();
     let journal = match existing {
-        Some(text) => {
-            let mut j = Journal::parse(&text).map_err(|e| {
-                CliError::bad(format!(
-                    "resume journal {}: it is corrupt ({e}); it was left untouched — move it away or pass --fresh",
-                    journal_path.display()
-                ))
-            })?;
+        Some((mut j, _)) => {
             if j.what.is_empty() {
                 j.what = a.what.clone();
             }

@@ -31,6 +31,7 @@ mod progress;
 mod protocol;
 mod self_contained;
 mod soak;
+mod state_digests;
 mod ultra;
 mod until;
 mod walkthrough;

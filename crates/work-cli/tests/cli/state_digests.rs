@@ -1,0 +1,132 @@
+//! State files carry a digest: a journal or `meta.md` rewritten after `work` exited (by an
+//! agent's leftover process, a script, a person) is refused by the next run with one line and
+//! exit 2, before anything runs; an untouched one resumes.
+
+use crate::support::{Scenario, assert_one_line_error};
+
+const JOURNAL: &str = ".work/quality-journals/work-exhaust-things.json";
+
+fn exhaust_repo() -> (Scenario, String) {
+    let s = Scenario::new();
+    s.write("src/a.rs", "fn a() {}\nfn b() {}\nfn c() {}\n");
+    s.commit("src");
+    let agent = s.agent(
+        "finder.py",
+        r#"
+bump('calls')
+n = {'a': 1, 'b': 2, 'c': 3}.get(ctx['angle'], 0)
+items = [{"id": "f-%d" % n, "title": "t", "location": "src/a.rs:%d" % n}] if n else []
+print(json.dumps({"angle": ctx['angle'], "items": items}))
+"#,
+    );
+    (s, agent)
+}
+
+fn first_round(s: &Scenario, agent: &str) {
+    let args = ["exhaust", "things", "-k", "2", "--angles", "a,b,c", "--max-rounds", "1", "--agent", agent, "--json"];
+    let v = s.run_json(&args, 1);
+    assert_eq!(v["stoppedReason"], "caller-target", "{v}");
+}
+
+fn resume(s: &Scenario, agent: &str) -> (i32, String, String) {
+    s.run(&["exhaust", "things", "-k", "2", "--angles", "a,b,c", "--agent", agent, "--json"])
+}
+
+#[test]
+fn a_journal_rewritten_after_work_exited_is_refused() {
+    let (s, agent) = exhaust_repo();
+    first_round(&s, &agent);
+    let calls = s.read(".agent-state/calls");
+    // The liar: after the run, something drops the dry counter's history and claims an item.
+    let mut j = s.read_json(JOURNAL);
+    j["seen"].as_array_mut().expect("seen").push("invented".into());
+    j["rounds"] = serde_json::json!([]);
+    s.write(JOURNAL, &serde_json::to_string_pretty(&j).expect("json"));
+    let (code, out, err) = resume(&s, &agent);
+    assert_eq!(code, 2, "stdout: {out}\nstderr: {err}");
+    assert_one_line_error(&err);
+    assert!(err.contains("work-exhaust-things.json") && err.contains("changed outside a run"), "{err}");
+    assert_eq!(s.read(".agent-state/calls"), calls, "nothing was dispatched");
+    assert_eq!(s.read_json(JOURNAL), j, "the journal is left as it was found");
+}
+
+#[test]
+fn a_journal_log_appended_to_after_work_exited_is_refused() {
+    let (s, agent) = exhaust_repo();
+    first_round(&s, &agent);
+    let log = s.path(".work/quality-journals/work-exhaust-things.jsonl");
+    let mut text = std::fs::read_to_string(&log).expect("the journal's log");
+    text.push_str("{\"seq\": 1, \"seen\": [\"invented\"], \"k\": 2}\n");
+    std::fs::write(&log, text).expect("write");
+    let (code, _, err) = resume(&s, &agent);
+    assert_eq!(code, 2, "{err}");
+    assert_one_line_error(&err);
+    assert!(err.contains("work-exhaust-things.jsonl"), "{err}");
+}
+
+#[test]
+fn an_untouched_journal_resumes() {
+    let (s, agent) = exhaust_repo();
+    first_round(&s, &agent);
+    let (code, out, err) = resume(&s, &agent);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["seen"], serde_json::json!(["f-1", "f-2", "f-3"]), "{v}");
+    // And again, once finished: nothing to do, nothing refused.
+    let (code, _, err) = resume(&s, &agent);
+    assert_eq!(code, 0, "{err}");
+}
+
+fn until_paused(s: &Scenario) -> String {
+    let agent = s.agent(
+        "worker.py",
+        r#"
+n = ctx['iteration']
+bump('calls')
+open('f%d' % n, 'w').write('x')
+print(json.dumps({"status": "done" if n == 2 else "continue", "summary": "step %d" % n, "changes_claimed": ["f%d" % n]}))
+"#,
+    );
+    let v = s.run_json(
+        &[
+            "until",
+            "file f2 exists",
+            "--goal",
+            "two files",
+            "--mode",
+            "human-gate",
+            "--slug",
+            "two",
+            "--agent",
+            &agent,
+            "--json",
+        ],
+        3,
+    );
+    assert_eq!(v["status"], "paused", "{v}");
+    agent
+}
+
+#[test]
+fn a_meta_md_rewritten_after_work_exited_is_refused() {
+    let s = Scenario::new();
+    let agent = until_paused(&s);
+    let meta = s.path(".work/sessions/two/meta.md");
+    let text = std::fs::read_to_string(&meta).expect("meta.md");
+    assert!(text.contains("\"iteration_count\": 1"), "{text}");
+    std::fs::write(&meta, text.replace("\"iteration_count\": 1", "\"iteration_count\": 7")).expect("write");
+    let calls = s.read(".agent-state/calls");
+    let (code, _, err) = s.run(&["until", "resume", "two", "--agent", &agent, "--json"]);
+    assert_eq!(code, 2, "{err}");
+    assert_one_line_error(&err);
+    assert!(err.contains("meta.md") && err.contains("changed outside a run"), "{err}");
+    assert_eq!(s.read(".agent-state/calls"), calls, "nothing was dispatched");
+}
+
+#[test]
+fn an_untouched_session_resumes() {
+    let s = Scenario::new();
+    let agent = until_paused(&s);
+    let v = s.run_json(&["until", "resume", "two", "--agent", &agent, "--json"], 0);
+    assert_eq!((v["status"].as_str(), v["iterations"].as_u64()), (Some("done"), Some(2)), "{v}");
+}
