@@ -129,9 +129,9 @@ impl QueueAgent {
         let subject = crate::wire::dispatch_subject(&self.shared.namespace);
         let mut last = String::new();
         // A node lost mid-publish: the same message id again is safe (JetStream deduplicates).
-        for attempt in 0..8u64 {
+        for attempt in 0..16u64 {
             if attempt > 0 {
-                tokio::time::sleep(Duration::from_millis(250 * attempt)).await;
+                tokio::time::sleep(Duration::from_millis((250 * attempt).min(1000))).await;
             }
             let msg =
                 jetstream::message::PublishMessage::build().payload(payload.clone().into()).message_id(&q.queue_id);
@@ -157,14 +157,13 @@ fn failed(reason: String) -> AgentError {
     AgentError::Failed { reason, raw: String::new(), usage: Default::default() }
 }
 
+/// The worker's answer as the backend's reply: the same reasons a local backend gives (the
+/// worker ran one), so a queue run's journal reads as a local run's.
 fn reply(a: QueueAnswer) -> Result<AgentReply, AgentError> {
-    let worker = a.worker;
     match a.outcome {
         AnswerOutcome::Ok { document, raw } => Ok(AgentReply { document, usage: a.usage, raw }),
         AnswerOutcome::Malformed { reason, raw } => Err(AgentError::Malformed { reason, raw, usage: a.usage }),
-        AnswerOutcome::Failed { reason, raw } => {
-            Err(AgentError::Failed { reason: format!("{reason} (on worker {worker})"), raw, usage: a.usage })
-        }
+        AnswerOutcome::Failed { reason, raw } => Err(AgentError::Failed { reason, raw, usage: a.usage }),
     }
 }
 

@@ -71,8 +71,20 @@ impl QueueUrl {
 }
 
 /// Creates the two streams when they do not exist: on a cluster with three replicas, on a
-/// single server with one.
+/// single server with one. A cluster still electing its leader gets a few seconds.
 pub async fn ensure_streams(js: &jetstream::Context) -> Result<(), QueueError> {
+    let mut last = None;
+    for _ in 0..20 {
+        match try_ensure_streams(js).await {
+            Ok(()) => return Ok(()),
+            Err(e) => last = Some(e),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Err(last.unwrap_or(QueueError::Stream { name: DISPATCH_STREAM.into(), why: "not ready".into() }))
+}
+
+async fn try_ensure_streams(js: &jetstream::Context) -> Result<(), QueueError> {
     let dispatch = |replicas| stream::Config {
         name: DISPATCH_STREAM.into(),
         subjects: vec!["work.dispatch.>".into()],

@@ -138,9 +138,9 @@ impl Worker {
     async fn notify(&self, q: &QueueRequest, notice: &Notice, id: String) {
         let Ok(payload) = serde_json::to_vec(notice) else { return };
         let subject = wire::answer_subject(&q.namespace, &q.queue_id);
-        for attempt in 0..8u64 {
+        for attempt in 0..16u64 {
             if attempt > 0 {
-                tokio::time::sleep(Duration::from_millis(250 * attempt)).await;
+                tokio::time::sleep(Duration::from_millis((250 * attempt).min(1000))).await;
             }
             let msg = jetstream::message::PublishMessage::build().payload(payload.clone().into()).message_id(&id);
             if let Ok(ack) = self.js.send_publish(subject.clone(), msg).await

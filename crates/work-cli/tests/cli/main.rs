@@ -12,6 +12,7 @@ mod ext_claude;
 mod ext_codex;
 mod ext_harness;
 mod ext_mcp;
+mod ext_nats;
 mod ext_real_model;
 mod ext_workflows;
 mod fs_safety;
