@@ -59,6 +59,8 @@ impl Shared {
             Notice::Started { .. } => s.started += 1,
             Notice::Refused { worker, reason, .. } => s.refused = Some(format!("{worker}: {reason}")),
             Notice::Answer(a) if s.answer.is_none() => s.answer = Some(a),
+            // The same answer seen live and from the stream is one answer.
+            Notice::Answer(a) if s.answer.as_ref() == Some(&a) => {}
             Notice::Answer(_) => s.duplicates += 1,
         });
     }
@@ -105,6 +107,12 @@ impl QueueAgent {
             .subscribe(stream::max_deliveries_subject())
             .await
             .map_err(|e| QueueError::Connect { url: url.servers().join(","), why: e.to_string() })?;
+        // Notices also arrive live, straight from the subject: while a node is lost and the
+        // stream's consumer is re-created, answers still reach the coordinator.
+        let live = client
+            .subscribe(crate::wire::answer_subject(namespace, ">"))
+            .await
+            .map_err(|e| QueueError::Connect { url: url.servers().join(","), why: e.to_string() })?;
         let shared = Arc::new(Shared {
             js,
             namespace: namespace.into(),
@@ -115,6 +123,7 @@ impl QueueAgent {
         });
         tokio::spawn(read_answers(shared.clone()));
         tokio::spawn(read_advisories(shared.clone(), advisories));
+        tokio::spawn(read_live(shared.clone(), live));
         Ok(QueueAgent { shared, describe: format!("queue:{}", url.servers().join(",")) })
     }
 
@@ -248,6 +257,16 @@ async fn read_answers(shared: Arc<Shared>) {
             }
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Applies the notices published while connected (the stream has them too; the first answer
+/// per queue id wins whichever way it came).
+async fn read_live(shared: Arc<Shared>, mut sub: async_nats::Subscriber) {
+    while let Some(m) = sub.next().await {
+        if let Ok(notice) = serde_json::from_slice::<Notice>(&m.payload) {
+            shared.apply(notice);
+        }
     }
 }
 

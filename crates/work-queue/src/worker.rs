@@ -177,7 +177,21 @@ impl Worker {
         None
     }
 
+    /// Handles one request, telling JetStream it is in progress from the moment it arrived
+    /// (checking the checkout can take a while on a loaded machine) until it is acknowledged.
     async fn handle(&self, m: jetstream::Message) {
+        let tick = (self.opts.redelivery.ack_wait / 3).max(Duration::from_millis(100));
+        let work = self.process(&m);
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                () = &mut work => return,
+                () = tokio::time::sleep(tick) => { let _ = m.ack_with(AckKind::Progress).await; }
+            }
+        }
+    }
+
+    async fn process(&self, m: &jetstream::Message) {
         let delivery = m.info().map(|i| i.delivered).unwrap_or(1).max(1) as u64;
         let Ok(q) = serde_json::from_slice::<QueueRequest>(&m.payload) else {
             // Not a request at all: nobody can run it, and no coordinator waits for it by name.
@@ -198,7 +212,7 @@ impl Worker {
         self.update(|s| s.running.push(q.dispatch_id.clone()));
         let started = Notice::Started { queue_id: q.queue_id.clone(), worker: self.opts.name.clone(), delivery };
         self.notify(&q, &started, format!("{}.started.{delivery}", q.queue_id)).await;
-        let answer = self.run_agent(&q, &m).await;
+        let answer = self.run_agent(&q).await;
         let failed = !matches!(answer.outcome, AnswerOutcome::Ok { .. });
         // The answer first, then the acknowledgement: a worker lost between the two leaves a
         // redelivery whose second answer the stream and the coordinator both drop.
@@ -215,7 +229,7 @@ impl Worker {
         });
     }
 
-    async fn run_agent(&self, q: &QueueRequest, m: &jetstream::Message) -> QueueAnswer {
+    async fn run_agent(&self, q: &QueueRequest) -> QueueAnswer {
         let r = &self.opts.redactor;
         let answer = |outcome, usage| QueueAnswer {
             queue_id: q.queue_id.clone(),
@@ -232,15 +246,7 @@ impl Worker {
         };
         let request = q.to_dispatch(&self.backends.root());
         let options = InvokeOptions { timeout: Duration::from_millis(q.timeout_ms.max(1)) };
-        let tick = (self.opts.redelivery.ack_wait / 3).max(Duration::from_millis(100));
-        let invoke = agent.invoke(&request, options);
-        tokio::pin!(invoke);
-        let result = loop {
-            tokio::select! {
-                r = &mut invoke => break r,
-                _ = tokio::time::sleep(tick) => { let _ = m.ack_with(AckKind::Progress).await; }
-            }
-        };
+        let result = agent.invoke(&request, options).await;
         let text = |s: &str| r.redact(s).into_owned();
         match result {
             Ok(reply) => answer(
