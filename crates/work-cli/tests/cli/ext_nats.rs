@@ -212,7 +212,7 @@ fn exhaust_args(agent: &str, queue: Option<&str>) -> Vec<String> {
 fn calls(dir: &tempfile::TempDir) -> std::collections::BTreeMap<String, u64> {
     let dir = dir.path();
     let mut m = std::collections::BTreeMap::new();
-    for e in std::fs::read_dir(&dir).expect("agent state").flatten() {
+    for e in std::fs::read_dir(dir).expect("agent state").flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if let Some(angle) = name.strip_prefix("calls-") {
             m.insert(angle.to_string(), std::fs::read_to_string(e.path()).expect("read").lines().count() as u64);
@@ -226,9 +226,13 @@ fn failures(s: &Scenario) -> String {
     let mut out = String::new();
     for run in std::fs::read_dir(s.path(".work/runs")).into_iter().flatten().flatten() {
         let log = std::fs::read_to_string(run.path().join("events.jsonl")).unwrap_or_default();
-        for line in log.lines().filter(|l| l.contains("\"dispatch.end\"") && !l.contains("\"outcome\":\"ok\"")) {
-            let v: Value = serde_json::from_str(line).unwrap_or_default();
-            out.push_str(&format!("  {} {} {}\n", v["ts"], v["dispatch_id"], v["reason"]));
+        let failed = |l: &&str| {
+            (l.contains("\"dispatch.end\"") && !l.contains("\"outcome\":\"ok\""))
+                || l.contains("\"fanout.task_panicked\"")
+                || l.contains("\"readonly.writes\"")
+        };
+        for line in log.lines().filter(failed) {
+            out.push_str(&format!("  {}\n", line.chars().take(400).collect::<String>()));
         }
     }
     out
@@ -345,9 +349,11 @@ fn ext_nats_an_exhaust_through_a_cluster_with_faults_ends_like_a_local_run() {
     };
     assert!(
         master == expected,
-        "the queue run ends with the local run's master object:\nqueue {}\nlocal {}",
+        "the queue run ends with the local run's master object:\nqueue {}\n{}\nlocal {}\n{}",
         brief(&master),
-        brief(&expected)
+        failures(&s),
+        brief(&expected),
+        failures(&local)
     );
     let mut queue_calls = calls(&state);
     assert_eq!(queue_calls.remove("a050"), Some(2), "a050 ran again on another worker after its worker was killed");
