@@ -70,6 +70,8 @@ enum Command {
     Man(cmd::completions::ManArgs),
     /// Serve the workflows as MCP tools over stdio (docs/hosts.md).
     Mcp(cmd::mcp::Args),
+    /// Run dispatches from a NATS queue with this machine's agents (docs/scale-out.md).
+    Worker(cmd::worker::Args),
 }
 
 /// The command definitions with every command's EXAMPLES section (`examples`): what is
@@ -180,5 +182,6 @@ fn run(cli: Cli) -> CmdResult {
         Command::Completions(a) => cmd::completions::run(a),
         Command::Man(a) => cmd::completions::run_man(a),
         Command::Mcp(a) => cmd::mcp::run(&global, a),
+        Command::Worker(a) => cmd::worker::run(&global, a),
     }
 }

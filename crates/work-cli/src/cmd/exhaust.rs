@@ -50,6 +50,11 @@ pub struct Args {
     /// The finders' backend (SPEC or a name from work.toml).
     #[arg(long, value_name = "SPEC")]
     pub agent: Option<String>,
+    /// Run the finders on `work worker`s pulling from this queue (nats://HOST:PORT; see
+    /// docs/scale-out.md). The journal, budgets and rules stay here; the cap counts the
+    /// dispatches in flight across all workers.
+    #[arg(long, value_name = "URL")]
+    pub queue: Option<String>,
     /// Start over, discarding an existing journal for this task.
     #[arg(long)]
     pub fresh: bool,
@@ -124,6 +129,9 @@ fn validate(a: &Args) -> Result<(), CliError> {
             "start exhaust: --task `{t}` must be a slug (letters, digits, `-`, `_`, `.`; no path)"
         )));
     }
+    if let Some(q) = &a.queue {
+        crate::cmd::queue::parse_url("start exhaust", q)?;
+    }
     for o in a.seed_oracle.iter().chain(a.final_oracle.iter()) {
         if o.trim().is_empty() {
             return Err(CliError::bad("start exhaust: an oracle command is empty"));
@@ -185,9 +193,15 @@ pub fn run(global: &Global, a: Args) -> CmdResult {
 }
 
 fn run_in(ctx: &Ctx, a: Args) -> CmdResult {
-    let (role, agent) = ctx.resolve_agent("finder", a.agent.as_deref())?;
+    let (role, agent) = match &a.queue {
+        // The workers run the backends: only the pins are resolved here.
+        Some(_) => (crate::cmd::queue::role(ctx, "finder", a.agent.as_deref())?, None),
+        None => ctx.resolve_agent("finder", a.agent.as_deref()).map(|(r, g)| (r, Some(g)))?,
+    };
     // A budget that can never be reached would silently do nothing.
-    a.budget.check_agent(agent.as_ref())?;
+    if let Some(agent) = &agent {
+        a.budget.check_agent(agent.as_ref())?;
+    }
     let task = a.task.clone().unwrap_or_else(|| slug(&a.what));
     let journal_path = ctx.state_path(format!("quality-journals/work-exhaust-{task}.json"));
     // The lock comes before the journal is read: a run that read it before another finished
@@ -208,7 +222,7 @@ fn run_locked(
     ctx: &Ctx,
     a: Args,
     role: work_config::ResolvedRole,
-    agent: std::sync::Arc<dyn work_runtime::dispatch::Agent>,
+    agent: Option<std::sync::Arc<dyn work_runtime::dispatch::Agent>>,
     task: String,
     journal_path: std::path::PathBuf,
 ) -> CmdResult {
@@ -279,6 +293,16 @@ fn run_locked(
     if !journal.is_final() {
         preflight_final_oracles(ctx, &params.final_oracles, oracle_timeout)?;
     }
+    let rt = ctx::runtime()?;
+    let agent = match (agent, &a.queue) {
+        (Some(agent), _) => agent,
+        (None, Some(q)) => {
+            let url = crate::cmd::queue::parse_url("start exhaust", q)?;
+            let fresh = !resumed || a.fresh;
+            crate::cmd::queue::connect(ctx, &rt, "start exhaust", &url, &format!("exhaust-{task}"), fresh)?
+        }
+        (None, None) => return Err(CliError::bad(ctx::NO_AGENT)),
+    };
     let run = ctx.start_resumed_run("exhaust", budget, journal.spent, journal.spent_by_role.clone())?;
     if let Some(n) = a.max_rounds {
         run.events.announce_total(work_runtime::events::Unit::Round, n.into());
@@ -290,7 +314,7 @@ fn run_locked(
                            "resumed": resumed, "journal": journal_path.display().to_string()}),
     );
     let fresh_seed = !journal.seed_done;
-    let result = ctx::runtime()?.block_on(Engine::new(&run, &d, &params, journal).drive());
+    let result = rt.block_on(Engine::new(&run, &d, &params, journal).drive());
     match result {
         Ok(j) => {
             let reason = j.stopped_reason.clone().unwrap_or_default();

@@ -13,6 +13,7 @@ mod ext_codex;
 mod ext_harness;
 mod ext_mcp;
 mod ext_mcp_hosts;
+mod ext_nats;
 mod ext_real_model;
 mod ext_workflows;
 mod fs_safety;

@@ -1,0 +1,78 @@
+//! `--queue nats://…` on a workflow: the coordinator's side of scale-out (docs/scale-out.md).
+//! The workflow runs exactly as locally; only its finders' backend is the queue.
+
+use crate::ctx::{CliError, Ctx};
+use std::path::Path;
+use std::sync::Arc;
+use work_queue::{QueueAgent, QueueUrl, RepoRef};
+use work_runtime::dispatch::Agent;
+
+/// The repository id (the oldest root commit: the same in every clone) and HEAD of `root`.
+pub fn repo_ref(root: &Path) -> Result<RepoRef, String> {
+    let git = work_git::Git::new(root);
+    let head = git.head_sha().ok_or("it has no commit checked out (HEAD)")?;
+    let roots = git.run(&["rev-list", "--max-parents=0", "HEAD"]).map_err(|e| e.to_string())?;
+    let mut roots: Vec<&str> = roots.split_whitespace().collect();
+    roots.sort_unstable();
+    let id = roots.first().ok_or("it has no root commit")?.to_string();
+    Ok(RepoRef { id, head })
+}
+
+/// Parses a `--queue` value (bad input, exit 2, on a bad one).
+pub fn parse_url(what: &str, url: &str) -> Result<QueueUrl, CliError> {
+    QueueUrl::parse(url).map_err(|e| CliError::bad(format!("{what}: {e}")))
+}
+
+/// The role's pins (model, effort, timeout) for a queue run: the workers run the backends, so
+/// none is built or checked here; `--agent` or work.toml still choose the pins when set.
+pub fn role(ctx: &Ctx, role: &str, cli_agent: Option<&str>) -> Result<work_config::ResolvedRole, CliError> {
+    let configured = cli_agent.is_some()
+        || ctx.config.agent.is_some()
+        || ctx.config.roles.get(role).is_some_and(|r| r.agent.is_some());
+    let fallback = if configured { "" } else { "command:work-worker" };
+    Ok(ctx.config.resolve_role(role, cli_agent, fallback)?)
+}
+
+/// The journal's queue namespace: kept beside the journal so that a resumed run asks the same
+/// dispatches (and finds the answers that arrived while it was down); a new one for a fresh
+/// journal, so that it never reuses another discovery's answers. `Some(ns)` in the second
+/// place when it is new and still to be written.
+fn namespace(ctx: &Ctx, state_file: &Path, fresh: bool) -> (String, bool) {
+    use sha2::Digest;
+    if !fresh
+        && let Ok(Some(text)) = work_runtime::fsx::read_optional(state_file)
+        && let Ok(v) = serde_json::from_str::<serde_json::Value>(&text)
+        && let Some(ns) = v["namespace"].as_str()
+        && !ns.is_empty()
+        && ns.chars().all(|c| c.is_ascii_hexdigit())
+    {
+        return (ns.to_string(), false);
+    }
+    let seed = format!("{}:{}:{}", ctx.clock.now_rfc3339(), std::process::id(), state_file.display());
+    (hex::encode(&sha2::Sha256::digest(seed.as_bytes())[..8]), true)
+}
+
+/// Connects the coordinator to the queue on `rt` (the runtime the workflow then runs on).
+/// `journal_name` names the namespace file; `fresh` when the journal starts anew. Bad input
+/// (exit 2) when the checkout or the queue cannot serve; nothing is written before it answered.
+pub fn connect(
+    ctx: &Ctx,
+    rt: &tokio::runtime::Runtime,
+    what: &str,
+    url: &QueueUrl,
+    journal_name: &str,
+    fresh: bool,
+) -> Result<Arc<dyn Agent>, CliError> {
+    let repository =
+        repo_ref(&ctx.root).map_err(|e| CliError::bad(format!("{what}: --queue needs a git checkout: {e}")))?;
+    let state_file = ctx.state_path(format!("queue/{journal_name}.json"));
+    let (ns, new) = namespace(ctx, &state_file, fresh);
+    let agent = rt
+        .block_on(QueueAgent::connect(url, &ns, repository, work_queue::agent::DEFAULT_GRACE))
+        .map_err(|e| CliError::bad(format!("{what}: {e}")))?;
+    if new {
+        work_runtime::fsx::write_json_atomic(&state_file, &serde_json::json!({"namespace": ns}))
+            .map_err(|e| CliError::Runtime(format!("write {}: {e}", state_file.display())))?;
+    }
+    Ok(Arc::new(agent))
+}

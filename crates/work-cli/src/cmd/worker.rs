@@ -1,0 +1,198 @@
+//! `work worker`: a long-running worker for scale-out (docs/scale-out.md). It pulls dispatch
+//! requests from the queue, runs each with this machine's own backends in this checkout, and
+//! publishes the answer. `work worker status` shows the workers of this checkout.
+
+use crate::CmdResult;
+use crate::ctx::{self, CliError, Ctx, Global};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use work_queue::RepoRef;
+use work_queue::worker::{Backends, WorkerOptions, WorkerStatus};
+use work_runtime::ExitStatus;
+use work_runtime::dispatch::Agent;
+
+/// Run dispatches from a queue with this machine's agents (or show the workers' state).
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Args {
+    #[command(subcommand)]
+    pub action: Option<Action>,
+    /// The queue: nats://HOST:PORT (comma-separated for several nodes of a cluster).
+    #[arg(long, value_name = "URL")]
+    pub queue: Option<String>,
+    /// Every role's backend on this worker (SPEC or a name from work.toml; default: work.toml).
+    #[arg(long, value_name = "SPEC")]
+    pub agent: Option<String>,
+    /// Also run roles that may write to the checkout (read-only roles only without it).
+    #[arg(long)]
+    pub allow_write_roles: bool,
+    /// Requests run at once.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub concurrency: usize,
+    /// This worker's name (default: worker-PID).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Seconds without a sign of life from a worker before its request goes to another (set
+    /// by the first worker to start on a queue).
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub ack_wait: u64,
+    /// Deliveries of one request before it is given up and its dispatch fails (set by the
+    /// first worker to start on a queue).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub max_deliver: i64,
+}
+
+/// `work worker` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum Action {
+    /// The workers of this checkout: running or gone, what they run, what they answered.
+    Status(StatusArgs),
+}
+
+/// `work worker status`.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// Print the workers as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// This machine's side of a worker: its configuration's backends (built once per role) and
+/// its checkout, read again before every request.
+struct Local {
+    ctx: Ctx,
+    cli_agent: Option<String>,
+    agents: Mutex<HashMap<String, Arc<dyn Agent>>>,
+}
+
+impl Backends for Local {
+    fn agent(&self, role: &str) -> Result<Arc<dyn Agent>, String> {
+        let mut agents = self.agents.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(a) = agents.get(role) {
+            return Ok(a.clone());
+        }
+        let (_, agent) = self.ctx.resolve_agent(role, self.cli_agent.as_deref()).map_err(|e| e.to_string())?;
+        agents.insert(role.to_string(), agent.clone());
+        Ok(agent)
+    }
+
+    fn checkout(&self) -> Result<RepoRef, String> {
+        let repo = crate::cmd::queue::repo_ref(&self.ctx.root)?;
+        let status = work_git::Git::new(&self.ctx.root).status().map_err(|e| e.to_string())?;
+        let changed: Vec<&str> = status.iter().filter(|e| e.code != "??").map(|e| e.path.as_str()).take(5).collect();
+        if !changed.is_empty() {
+            return Err(format!("tracked files changed ({})", changed.join(", ")));
+        }
+        Ok(repo)
+    }
+
+    fn root(&self) -> String {
+        self.ctx.root.display().to_string()
+    }
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// Runs `work worker`.
+pub fn run(global: &Global, a: Args) -> CmdResult {
+    if let Some(Action::Status(s)) = &a.action {
+        return status(global, s);
+    }
+    let Some(queue) = &a.queue else {
+        return Err(CliError::bad("start the worker: pass --queue nats://HOST:PORT (or `work worker status`)"));
+    };
+    let url = crate::cmd::queue::parse_url("start the worker", queue)?;
+    if a.concurrency == 0 {
+        return Err(CliError::bad("start the worker: --concurrency must be at least 1"));
+    }
+    if a.ack_wait == 0 || a.max_deliver < 1 {
+        return Err(CliError::bad("start the worker: --ack-wait and --max-deliver must be at least 1"));
+    }
+    let name = a.name.clone().unwrap_or_else(|| format!("worker-{}", std::process::id()));
+    if !valid_name(&name) {
+        return Err(CliError::bad(format!(
+            "start the worker: --name `{name}` must be a slug (letters, digits, `-`, `_`, `.`)"
+        )));
+    }
+    let ctx = Ctx::new(global)?;
+    crate::cmd::queue::repo_ref(&ctx.root).map_err(|e| CliError::bad(format!("start the worker: {e}")))?;
+    if let Some(spec) = &a.agent {
+        // A backend that cannot run here is bad input now, not a failure per request.
+        ctx.resolve_agent("finder", Some(spec))?;
+    }
+    let opts = WorkerOptions {
+        name: name.clone(),
+        allow_write_roles: a.allow_write_roles,
+        concurrency: a.concurrency,
+        redelivery: work_queue::stream::Redelivery {
+            ack_wait: Duration::from_secs(a.ack_wait),
+            max_deliver: a.max_deliver,
+        },
+        status_path: Some(ctx.state_path(format!("workers/{name}.json"))),
+        redactor: ctx.redactor.clone(),
+    };
+    let local = Arc::new(Local { ctx, cli_agent: a.agent.clone(), agents: Mutex::default() });
+    let rt = ctx::runtime()?;
+    work_run::output::err_line(&format!("worker {name}: pulling from {}", url.servers().join(",")));
+    rt.block_on(work_queue::worker::run(&url, local, opts))
+        .map_err(|e| CliError::bad(format!("start the worker: {e}")))?;
+    Ok(ExitStatus::Done)
+}
+
+fn alive(pid: u32) -> bool {
+    PathBuf::from(format!("/proc/{pid}")).exists()
+}
+
+fn status(global: &Global, s: &StatusArgs) -> CmdResult {
+    let ctx = Ctx::new(global)?;
+    let dir = ctx.state_path("workers");
+    let mut workers: Vec<(WorkerStatus, bool)> = Vec::new();
+    let entries =
+        std::fs::read_dir(&dir).map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>()).unwrap_or_default();
+    for path in entries.into_iter().filter(|p| p.extension().is_some_and(|e| e == "json")) {
+        let Ok(Some(text)) = work_runtime::fsx::read_optional(&path) else { continue };
+        if let Ok(w) = serde_json::from_str::<WorkerStatus>(&text) {
+            let up = alive(w.pid);
+            workers.push((w, up));
+        }
+    }
+    workers.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+    if s.json {
+        let list: Vec<serde_json::Value> = workers
+            .iter()
+            .map(|(w, up)| {
+                let mut v = serde_json::to_value(w).unwrap_or_default();
+                v["state"] = serde_json::json!(if *up { "running" } else { "gone" });
+                v
+            })
+            .collect();
+        ctx::print_json(&serde_json::Value::Array(list));
+        return Ok(ExitStatus::Done);
+    }
+    if workers.is_empty() {
+        work_run::output::line(format!("no worker has run in this checkout ({})", dir.display()));
+    }
+    for (w, up) in &workers {
+        let at = w.repository.as_ref().map(|r| r.head.chars().take(12).collect::<String>()).unwrap_or("-".into());
+        work_run::output::line(format!(
+            "{} · {} (pid {}) · {} · commit {at} · running {} · answered {} ({} failed) · refused {}{}",
+            w.name,
+            if *up { "running" } else { "gone" },
+            w.pid,
+            w.queue,
+            w.running.len(),
+            w.answered,
+            w.failed,
+            w.refused,
+            w.last_refusal.as_ref().map(|r| format!(" (last: {r})")).unwrap_or_default()
+        ));
+    }
+    Ok(ExitStatus::Done)
+}

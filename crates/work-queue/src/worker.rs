@@ -1,0 +1,264 @@
+//! The worker's side: pull requests from the shared consumer, run each with this machine's
+//! own backends in its own checkout, publish the answer, then acknowledge the request.
+//!
+//! A request is handed back (refused, negatively acknowledged so another worker may take it)
+//! when its repository or commit is not the one checked out here, when the checkout is not
+//! usable (changed tracked files), or when it asks for a write role and the worker was not
+//! started to run them. While an agent runs, the worker tells JetStream it is in progress, so
+//! the short redelivery wait only elapses for a worker that died or stopped.
+
+use crate::QueueError;
+use crate::stream::{self, QueueUrl, Redelivery};
+use crate::wire::{self, AnswerOutcome, Notice, QUEUE_PROTOCOL, QueueAnswer, QueueRequest, RepoRef};
+use async_nats::jetstream::{self, AckKind};
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use work_runtime::dispatch::{Access, Agent, AgentError, InvokeOptions};
+use work_runtime::redact::Redactor;
+
+/// What the worker needs from the machine it runs on (the CLI provides it: config, git).
+pub trait Backends: Send + Sync {
+    /// The backend for `role`, configured on this machine.
+    fn agent(&self, role: &str) -> Result<Arc<dyn Agent>, String>;
+    /// The checkout as it is now; an error when it cannot serve (tracked files changed).
+    fn checkout(&self) -> Result<RepoRef, String>;
+    /// The checkout's root, absolute.
+    fn root(&self) -> String;
+}
+
+/// How a worker runs.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// The worker's name (in answers and its status file).
+    pub name: String,
+    /// Run roles that may write (refused otherwise).
+    pub allow_write_roles: bool,
+    /// Requests run at once.
+    pub concurrency: usize,
+    /// The shared consumer's redelivery (used when this worker creates it).
+    pub redelivery: Redelivery,
+    /// Where the status is kept (`work worker status` reads it).
+    pub status_path: Option<PathBuf>,
+    /// This machine's secrets, kept out of every answer.
+    pub redactor: Redactor,
+}
+
+/// A worker's state, as `work worker status` shows it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerStatus {
+    /// The worker's name.
+    pub name: String,
+    /// Its process id.
+    pub pid: u32,
+    /// The queue it pulls from.
+    pub queue: String,
+    /// Its checkout.
+    pub root: String,
+    /// The repository and commit checked out when it last looked.
+    pub repository: Option<RepoRef>,
+    /// Whether it runs write roles.
+    pub allow_write_roles: bool,
+    /// Requests it runs at once.
+    pub concurrency: usize,
+    /// Dispatch ids running now.
+    pub running: Vec<String>,
+    /// Requests answered (a failed agent is an answer too).
+    pub answered: u64,
+    /// Of those, how many failed.
+    pub failed: u64,
+    /// Requests handed back.
+    pub refused: u64,
+    /// The last refusal.
+    pub last_refusal: Option<String>,
+}
+
+struct Worker {
+    js: jetstream::Context,
+    backends: Arc<dyn Backends>,
+    opts: WorkerOptions,
+    status: Mutex<WorkerStatus>,
+}
+
+/// Runs a worker until the process is stopped. Errors only when the queue cannot be reached
+/// or set up at the start.
+pub async fn run(url: &QueueUrl, backends: Arc<dyn Backends>, opts: WorkerOptions) -> Result<(), QueueError> {
+    let (_client, js) = url.connect(&format!("work-worker-{}", opts.name)).await?;
+    stream::ensure_streams(&js).await?;
+    let consumer = stream::worker_consumer(&js, opts.redelivery).await?;
+    let status = WorkerStatus {
+        name: opts.name.clone(),
+        pid: std::process::id(),
+        queue: url.servers().join(","),
+        root: backends.root(),
+        repository: backends.checkout().ok(),
+        allow_write_roles: opts.allow_write_roles,
+        concurrency: opts.concurrency.max(1),
+        ..Default::default()
+    };
+    let slots = Arc::new(tokio::sync::Semaphore::new(status.concurrency));
+    let worker = Arc::new(Worker { js, backends, opts, status: Mutex::new(status) });
+    worker.save();
+    loop {
+        let Ok(permit) = slots.clone().acquire_owned().await else { return Ok(()) };
+        let batch = consumer.fetch().max_messages(1).expires(Duration::from_secs(1)).messages().await;
+        let Ok(mut batch) = batch else {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        };
+        let mut permit = Some(permit);
+        while let Some(m) = batch.next().await {
+            let Ok(m) = m else { continue };
+            let me = worker.clone();
+            let held = permit.take();
+            tokio::spawn(async move {
+                me.handle(m).await;
+                drop(held);
+            });
+        }
+    }
+}
+
+impl Worker {
+    fn save(&self) {
+        let Some(path) = &self.opts.status_path else { return };
+        let status = self.status.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Err(e) = work_runtime::fsx::write_json_atomic(path, &status) {
+            eprintln!("warning: failed to write the worker status {}: {e}", path.display());
+        }
+    }
+
+    fn update(&self, f: impl FnOnce(&mut WorkerStatus)) {
+        f(&mut self.status.lock().unwrap_or_else(|p| p.into_inner()));
+        self.save();
+    }
+
+    async fn notify(&self, q: &QueueRequest, notice: &Notice, id: String) {
+        let Ok(payload) = serde_json::to_vec(notice) else { return };
+        let subject = wire::answer_subject(&q.namespace, &q.queue_id);
+        for attempt in 0..16u64 {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis((250 * attempt).min(1000))).await;
+            }
+            let msg = jetstream::message::PublishMessage::build().payload(payload.clone().into()).message_id(&id);
+            if let Ok(ack) = self.js.send_publish(subject.clone(), msg).await
+                && ack.await.is_ok()
+            {
+                return;
+            }
+        }
+        eprintln!("warning: worker {}: failed to publish a notice for {}", self.opts.name, q.queue_id);
+    }
+
+    /// Why this worker cannot run `q`, if it cannot.
+    async fn refusal(&self, q: &QueueRequest) -> Option<String> {
+        if q.protocol != QUEUE_PROTOCOL {
+            return Some(format!("unknown protocol `{}`", q.protocol));
+        }
+        if q.access != Access::ReadOnly && !self.opts.allow_write_roles {
+            return Some(format!("role {} may write; this worker runs read-only roles only", q.role));
+        }
+        let backends = self.backends.clone();
+        let here = tokio::task::spawn_blocking(move || backends.checkout()).await;
+        let here = match here {
+            Ok(Ok(r)) => r,
+            Ok(Err(why)) => return Some(format!("its checkout cannot serve: {why}")),
+            Err(e) => return Some(format!("its checkout could not be read: {e}")),
+        };
+        self.update(|s| s.repository = Some(here.clone()));
+        if here.id != q.repository.id {
+            return Some(format!("it has repository {}, not {}", here.id, q.repository.id));
+        }
+        if here.head != q.repository.head {
+            return Some(format!("it has commit {} checked out, not {}", here.head, q.repository.head));
+        }
+        None
+    }
+
+    /// Handles one request, telling JetStream it is in progress from the moment it arrived
+    /// (checking the checkout can take a while on a loaded machine) until it is acknowledged.
+    async fn handle(&self, m: jetstream::Message) {
+        let tick = (self.opts.redelivery.ack_wait / 3).max(Duration::from_millis(100));
+        let work = self.process(&m);
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                () = &mut work => return,
+                () = tokio::time::sleep(tick) => { let _ = m.ack_with(AckKind::Progress).await; }
+            }
+        }
+    }
+
+    async fn process(&self, m: &jetstream::Message) {
+        let delivery = m.info().map(|i| i.delivered).unwrap_or(1).max(1) as u64;
+        let Ok(q) = serde_json::from_slice::<QueueRequest>(&m.payload) else {
+            // Not a request at all: nobody can run it, and no coordinator waits for it by name.
+            let _ = m.ack_with(AckKind::Term).await;
+            return;
+        };
+        if let Some(reason) = self.refusal(&q).await {
+            self.update(|s| {
+                s.refused += 1;
+                s.last_refusal = Some(reason.clone());
+            });
+            let worker = self.opts.name.clone();
+            let id = format!("{}.refused.{worker}.{delivery}", q.queue_id);
+            self.notify(&q, &Notice::Refused { queue_id: q.queue_id.clone(), worker, reason }, id).await;
+            let _ = m.ack_with(AckKind::Nak(Some(Duration::from_millis(500)))).await;
+            return;
+        }
+        self.update(|s| s.running.push(q.dispatch_id.clone()));
+        let started = Notice::Started { queue_id: q.queue_id.clone(), worker: self.opts.name.clone(), delivery };
+        self.notify(&q, &started, format!("{}.started.{delivery}", q.queue_id)).await;
+        let answer = self.run_agent(&q).await;
+        let failed = !matches!(answer.outcome, AnswerOutcome::Ok { .. });
+        // The answer first, then the acknowledgement: a worker lost between the two leaves a
+        // redelivery whose second answer the stream and the coordinator both drop.
+        self.notify(&q, &Notice::Answer(answer), format!("{}.answer", q.queue_id)).await;
+        for _ in 0..3 {
+            if m.double_ack().await.is_ok() {
+                break;
+            }
+        }
+        self.update(|s| {
+            s.running.retain(|d| d != &q.dispatch_id);
+            s.answered += 1;
+            s.failed += u64::from(failed);
+        });
+    }
+
+    async fn run_agent(&self, q: &QueueRequest) -> QueueAnswer {
+        let r = &self.opts.redactor;
+        let answer = |outcome, usage| QueueAnswer {
+            queue_id: q.queue_id.clone(),
+            worker: self.opts.name.clone(),
+            outcome,
+            usage,
+        };
+        let agent = match self.backends.agent(&q.role) {
+            Ok(a) => a,
+            Err(why) => {
+                let reason = r.redact(&format!("no backend for role {}: {why}", q.role)).into_owned();
+                return answer(AnswerOutcome::Failed { reason, raw: String::new() }, Default::default());
+            }
+        };
+        let request = q.to_dispatch(&self.backends.root());
+        let options = InvokeOptions { timeout: Duration::from_millis(q.timeout_ms.max(1)) };
+        let result = agent.invoke(&request, options).await;
+        let text = |s: &str| r.redact(s).into_owned();
+        match result {
+            Ok(reply) => answer(
+                AnswerOutcome::Ok { document: r.redact_json(&reply.document), raw: text(&reply.raw) },
+                reply.usage,
+            ),
+            Err(AgentError::Malformed { reason, raw, usage }) => {
+                answer(AnswerOutcome::Malformed { reason: text(&reason), raw: text(&raw) }, usage)
+            }
+            Err(AgentError::Failed { reason, raw, usage }) => {
+                answer(AnswerOutcome::Failed { reason: text(&reason), raw: text(&raw) }, usage)
+            }
+        }
+    }
+}
