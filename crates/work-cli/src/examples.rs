@@ -105,6 +105,15 @@ const EXAMPLES: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "worker",
+        &[
+            "work worker --queue nats://127.0.0.1:4222 --agent claude",
+            "work worker --queue nats://10.0.0.1:4222,nats://10.0.0.2:4222 --concurrency 4 --name pool-1",
+            "work worker status",
+        ],
+    ),
+    ("worker status", &["work worker status", "work worker status --json"]),
+    (
         "implement",
         &[
             "work implement --plan PLAN.md --iter-id it-1 --test-cmd \"grep -q hi hello.txt\" --agent \"command:python3 examples/agents/implement_roles.py\"",
