@@ -898,7 +898,8 @@ fn edit_carriers_are_guarded_too() {
 
 #[test]
 fn a_minimal_quality_verdict_is_read_once_and_another_name_is_malformed() {
-    for answer in ["{'verdict': 'approved'}", "{'verdict': 'approved', 'issues': []}"] {
+    // The case and blanks of a status word are folded (docs/protocol.md): ` Approved ` is the word.
+    for answer in ["{'verdict': 'approved'}", "{'verdict': 'approved', 'issues': []}", "{'verdict': ' Approved '}"] {
         let s = repo_with_plan(&[("1", "Add greeting", "Create hello.txt.")]);
         let a = agent(
             &s,
@@ -910,9 +911,9 @@ fn a_minimal_quality_verdict_is_read_once_and_another_name_is_malformed() {
         assert_eq!(r["status"], "DONE", "{answer}: {r}");
         assert_eq!(dispatches(&s), 3, "{answer}: nothing was retried");
     }
-    // `status` is not the quality reviewer's field, nor is a case variant of its verdict a verdict:
+    // `status` is not the quality reviewer's field, nor is a synonym of its verdict a verdict:
     // the answer is malformed (retried once, then dropped), never read as approval.
-    for answer in ["{'status': 'approved'}", "{'verdict': 'Approved'}"] {
+    for answer in ["{'status': 'approved'}", "{'verdict': 'lgtm'}"] {
         let s = repo_with_plan(&[("1", "Add greeting", "Create hello.txt.")]);
         let a = agent(
             &s,
