@@ -61,13 +61,7 @@ mod tests {
 
     #[test]
     fn a_baseline_run_teaches_its_residue_and_nothing_else() {
-        let d = tempfile::tempdir().expect("tempdir");
-        let g = Git::new(d.path());
-        g.run(&["init", "-q"]).expect("init");
-        std::fs::create_dir_all(d.path().join("tests")).expect("mkdir");
-        std::fs::write(d.path().join("tests/t.py"), "x\n").expect("write");
-        g.run(&["add", "-A"]).expect("add");
-        g.run(&["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-m", "x"]).expect("commit");
+        let (d, g) = crate::scratch::repo_with(&[("tests/t.py", "x\n")]);
         let before = g.tree_state::<&str>(Base::Status, &[]).expect("state");
         std::fs::create_dir_all(d.path().join("tests/__pycache__")).expect("mkdir");
         std::fs::write(d.path().join("tests/__pycache__/t.pyc"), "b").expect("write");

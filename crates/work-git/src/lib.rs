@@ -299,6 +299,27 @@ pub fn is_excluded<S: AsRef<str>>(path: &str, exclude: &[S]) -> bool {
     exclude_dirs(exclude).any(|e| path == e || path.strip_prefix(e).is_some_and(|rest| rest.starts_with('/')))
 }
 
+/// Scratch repositories for this crate's unit tests.
+#[cfg(test)]
+pub(crate) mod scratch {
+    use super::Git;
+
+    /// A new repository whose first commit holds `files` (path, content); directories are made.
+    pub fn repo_with(files: &[(&str, &str)]) -> (tempfile::TempDir, Git) {
+        let d = tempfile::tempdir().expect("tempdir");
+        let g = Git::new(d.path());
+        g.run(&["init", "-q"]).expect("init");
+        for (path, content) in files {
+            let p = d.path().join(path);
+            std::fs::create_dir_all(p.parent().expect("a parent")).expect("mkdir");
+            std::fs::write(p, content).expect("write");
+        }
+        g.run(&["add", "-A"]).expect("add");
+        g.run(&["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-m", "x"]).expect("commit");
+        (d, g)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

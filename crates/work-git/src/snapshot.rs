@@ -218,13 +218,10 @@ mod tests {
     use super::*;
 
     fn repo() -> (tempfile::TempDir, Git) {
-        let d = tempfile::tempdir().expect("tempdir");
-        let g = Git::new(d.path());
-        g.run(&["init", "-q"]).expect("init");
-        std::fs::write(d.path().join("f.txt"), "base\n").expect("write");
-        g.run(&["add", "-A"]).expect("add");
-        g.run(&["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-m", "x"]).expect("commit");
-        (d, g)
+        crate::scratch::repo_with(&[(
+            "f.txt", "base
+",
+        )])
     }
 
     #[test]

@@ -745,3 +745,37 @@ pub fn a_subagent_is_charged(which: Cli) {
         cli.summary()
     );
 }
+
+/// One `#[test]` per scenario every CLI runs, for the CLI given, plus the CLI's own
+/// scenarios named after it (`ext_claude.rs`, `ext_codex.rs`).
+macro_rules! every_scenario_through {
+    ($cli:expr $(; $($own:ident),* $(,)?)?) => {
+        $crate::ext_workflows::every_scenario_through!(@tests $cli;
+            exhaust_read_only_finders_run_tools_but_cannot_write,
+            until_with_recon_writes_through_the_cli,
+            agents_check_probes_credentials,
+            no_cli_child_survives_a_timeout,
+            exhaust_without_credentials_fails_fast,
+            implement_writes_through_the_cli_and_reviewers_cannot,
+            implement_mini_fixes_the_red_test_with_a_command,
+            edit_changes_the_definition_site_through_the_cli,
+            ultra_turns_red_to_green_through_the_cli,
+            loop_run_implements_reviews_and_reaches_the_merge_gate,
+            until_without_credentials_fails_fast,
+            implement_without_credentials_fails_fast,
+            ultra_without_credentials_stops_agent_failing,
+            loop_run_without_credentials_fails_fast,
+            a_failed_attempt_is_charged_what_was_billed
+            $($(, $own)*)?
+        );
+    };
+    (@tests $cli:expr; $($name:ident),*) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::ext_workflows::$name($cli);
+            }
+        )*
+    };
+}
+pub(crate) use every_scenario_through;
