@@ -96,40 +96,37 @@ fn text(v: Option<&Value>) -> Option<String> {
 }
 
 impl Answer {
-    /// Reads a schema-valid document (tolerantly: missing fields default, a claim or a
-    /// cleanup entry may be a plain string).
+    /// Reads a document that validated against [`answer_schema`]: one name and one shape per
+    /// field; missing optional fields default.
     pub fn from_value(v: &Value) -> Result<Answer, String> {
         let obj = v.as_object().ok_or("the answer is not a JSON object")?;
         let status = text(obj.get("status")).map(|s| s.trim().to_ascii_lowercase()).ok_or("`status` is missing")?;
-        let list = |key: &str| obj.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
-        let claims = list("claims")
+        let objects = |key: &str| -> Vec<serde_json::Map<String, Value>> {
+            obj.get(key)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.as_object().cloned())
+                .collect()
+        };
+        let claims = objects("claims")
             .iter()
-            .map(|c| match c {
-                Value::Object(o) => Claim {
-                    criterion: text(o.get("criterion").or_else(|| o.get("id"))).unwrap_or_default(),
-                    claim: text(o.get("claim").or_else(|| o.get("summary"))).unwrap_or_default(),
-                    evidence: text(o.get("evidence")),
-                },
-                other => {
-                    Claim { criterion: String::new(), claim: text(Some(other)).unwrap_or_default(), evidence: None }
-                }
+            .map(|o| Claim {
+                criterion: text(o.get("criterion")).unwrap_or_default(),
+                claim: text(o.get("claim")).unwrap_or_default(),
+                evidence: text(o.get("evidence")),
             })
             .collect();
-        let cleanup = list("cleanup")
+        let cleanup = objects("cleanup")
             .iter()
-            .map(|c| match c {
-                Value::Object(o) => {
-                    let path = text(o.get("path")).filter(|p| !p.trim().is_empty());
-                    let pid = o
-                        .get("pid")
-                        .and_then(|p| p.as_i64().or_else(|| p.as_str().and_then(|s| s.trim().parse().ok())));
-                    let resource = text(o.get("resource"))
-                        .or_else(|| path.clone())
-                        .or_else(|| pid.map(|p| format!("pid {p}")))
-                        .unwrap_or_default();
-                    CleanupClaim { resource, action: text(o.get("action")).unwrap_or_default(), path, pid }
-                }
-                other => CleanupClaim { resource: text(Some(other)).unwrap_or_default(), ..CleanupClaim::default() },
+            .map(|o| {
+                let path = text(o.get("path")).filter(|p| !p.trim().is_empty());
+                let pid = o.get("pid").and_then(Value::as_i64);
+                let resource = text(o.get("resource"))
+                    .or_else(|| path.clone())
+                    .or_else(|| pid.map(|p| format!("pid {p}")))
+                    .unwrap_or_default();
+                CleanupClaim { resource, action: text(o.get("action")).unwrap_or_default(), path, pid }
             })
             .collect();
         Ok(Answer {
@@ -285,13 +282,11 @@ mod tests {
         ] {
             assert!(work_runtime::dispatch::validate(&schema, &loose).is_err(), "{loose}");
         }
-        // A record read back from elsewhere is still read leniently.
-        let loose = json!({"status": "BLOCKED", "claims": ["made it pass"], "cleanup": [{"pid": "42"}, "rm -rf tmp"], "blocker": null});
-        let a = Answer::from_value(&loose).expect("reads");
+        let blocked = json!({"status": "blocked", "claims": [{"claim": "made it pass"}], "cleanup": [{"pid": 42}], "blocker": null});
+        let a = Answer::from_value(&blocked).expect("reads");
         assert!(a.is_blocked());
-        assert_eq!(a.claims[0].claim, "made it pass");
+        assert_eq!((a.claims[0].criterion.as_str(), a.claims[0].claim.as_str()), ("", "made it pass"));
         assert_eq!((a.cleanup[0].pid, a.cleanup[0].resource.as_str()), (Some(42), "pid 42"));
-        assert_eq!(a.cleanup[1].resource, "rm -rf tmp");
 
         for bad in
             [json!({}), json!({"summary": "no status"}), json!({"status": ""}), json!({"status": 3}), json!("done")]
