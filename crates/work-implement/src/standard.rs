@@ -419,15 +419,17 @@ async fn freeze_ground_truth(env: &Env, progress: &mut Progress) {
     match progress.byproducts.clone() {
         Some(b) => env.pin_byproducts(b),
         None if !env.no_suite() => {
-            // The suite once, by the engine, before any dispatch: what it leaves is residue.
-            env.learn_byproducts("baseline", &env.settings.test_cmd).await;
+            // The suite once, by the engine, before any dispatch: what it leaves is residue,
+            // and its runner's report (when it gives one) is the suite report's baseline.
+            env.baseline_suite("baseline").await;
             progress.byproducts = Some(env.byproducts());
             progress.tree = env.tree.fingerprint().ok();
             fresh = true;
         }
         None => {}
     }
-    // After the baseline run, so the suite report's own run adds no residue of its own.
+    // After the baseline run, which gave the suite report's baseline when it could (a
+    // compound suite command's runners report in a run of their own).
     if progress.check_surface.is_none() {
         progress.check_surface = Some(env.freeze_checks(&[]).await);
         fresh = true;
