@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
-use work_runtime::spawn::{ProcessSpec, Spawner};
+use work_runtime::spawn::{ProcessOutput, ProcessSpec, Spawner};
 
 /// A test runner that can report its own run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -105,6 +105,20 @@ pub fn detect(command: &str) -> Vec<Probe> {
         }
     }
     out
+}
+
+/// The probe of a check command that is one runner invocation and nothing else (directly, or
+/// as the whole script of `sh -c SCRIPT`): running the probe's report command is running the
+/// command, so one run gives both the check's outcome (and whatever it leaves in the tree) and
+/// the runner's report. A compound command (`a && pytest`, `pytest; go test`) has none.
+pub fn sole_probe(command: &str) -> Option<Probe> {
+    let parts = split_parts(command);
+    let [part] = parts.as_slice() else { return None };
+    let words = shell_words::split(part).ok()?;
+    if let Some(script) = inner_script(&words) {
+        return if words.len() == 3 { sole_probe(script) } else { None };
+    }
+    probe(part, &words)
 }
 
 /// The script of `sh -c SCRIPT` / `bash -c SCRIPT`.
@@ -206,6 +220,12 @@ fn is_assignment(word: &str) -> bool {
 /// Runs `probe`'s report command in `root` and reads its report (`None` when it gave none).
 pub async fn run(spawner: &Spawner, root: &Path, probe: &Probe, timeout: Option<Duration>) -> Option<SuiteReport> {
     let out = spawner.run(&ProcessSpec::shell(&probe.report_command, root).with_timeout(timeout)).await.ok()?;
+    read_output(probe, &out, root)
+}
+
+/// Reads `probe`'s report from a finished run of its report command (`None` when the run
+/// timed out, its output was cut, or it holds no test).
+pub fn read_output(probe: &Probe, out: &ProcessOutput, root: &Path) -> Option<SuiteReport> {
     if out.timed_out || out.stdout_truncated {
         return None;
     }
@@ -353,6 +373,24 @@ mod tests {
         assert_eq!(detect("npx jest src")[0].report_command, "npx jest --json src");
         for none in ["sh check.sh", "npm test", "cargo test", "grep -q pytest notes.txt", "pytest --junitxml=r.xml"] {
             assert!(detect(none).is_empty(), "{none}");
+        }
+        // One runner invocation and nothing else: its report command is the command.
+        for (cmd, runner) in [
+            ("python3 -m pytest -q tests", Runner::Pytest),
+            ("sh -c 'RUST_LOG=off cargo nextest run -p a'", Runner::Nextest),
+            ("go test ./...", Runner::GoTest),
+        ] {
+            let p = sole_probe(cmd).expect(cmd);
+            assert_eq!((p.runner, &p.report_command), (runner, &detect(cmd)[0].report_command), "{cmd}");
+        }
+        for not_sole in [
+            "cd x && pytest -q",
+            "pytest; go test ./...",
+            "go test ./... | tee log",
+            "sh -c 'pytest' extra",
+            "sh check.sh",
+        ] {
+            assert!(sole_probe(not_sole).is_none(), "{not_sole}");
         }
     }
 

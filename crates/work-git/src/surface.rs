@@ -337,6 +337,15 @@ impl CheckSurface {
         }
     }
 
+    /// Records a baseline report the caller already has: the one a run of `probe`'s report
+    /// command gave before the first dispatch (see [`crate::suite_report::sole_probe`]: a check
+    /// command that is one runner invocation is run once, its report taken from that run).
+    pub fn record_suite(&mut self, probe: Probe, report: SuiteReport) {
+        if !self.suites.iter().any(|b| b.probe.report_command == probe.report_command) {
+            self.suites.push(SuiteBaseline { probe, report });
+        }
+    }
+
     /// The runners whose baseline report was recorded: `(command part, collected, skipped)`.
     pub fn suites(&self) -> Vec<(&str, usize, usize)> {
         self.suites

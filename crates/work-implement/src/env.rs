@@ -105,6 +105,16 @@ pub struct Env {
     seal: std::sync::Mutex<Option<work_git::integrity::Seal>>,
     /// What the engine's own baseline check run left in the tree (never an agent's evidence).
     byproducts: std::sync::Mutex<work_git::byproducts::Byproducts>,
+    /// The suite report the baseline run gave (see [`Env::baseline_suite`]), until the check
+    /// surface takes it.
+    baseline_report: std::sync::Mutex<Option<BaselineReport>>,
+}
+
+/// A check command run once before the first dispatch as its runner's report command.
+struct BaselineReport {
+    command: String,
+    probe: work_git::suite_report::Probe,
+    report: Option<work_git::suite_report::SuiteReport>,
 }
 
 /// "spec-reviewer dispatch for task 1 (spec-review)" from a dispatch's role and context.
@@ -133,7 +143,13 @@ impl Env {
         let mut cmds = vec![self.settings.test_cmd.clone()];
         cmds.extend(extra.iter().cloned());
         let mut s = work_git::surface::CheckSurface::freeze(&self.run.root, &cmds, work_git::surface::Named::CheckLike);
-        s.record_suites(&self.run.spawner, &self.run.root, &cmds, self.settings.gate_timeout).await;
+        // A command the baseline already ran as its runner's report command is not run again.
+        let known = self.baseline_report.lock().ok().and_then(|mut b| b.take());
+        let rest: Vec<&String> = cmds.iter().filter(|c| known.as_ref().is_none_or(|k| &k.command != *c)).collect();
+        if let Some(BaselineReport { probe, report: Some(report), .. }) = known {
+            s.record_suite(probe, report);
+        }
+        s.record_suites(&self.run.spawner, &self.run.root, &rest, self.settings.gate_timeout).await;
         for (part, collected, skipped) in s.suites() {
             self.run.emit(
                 "suite.baseline",
@@ -221,12 +237,38 @@ impl Env {
     pub async fn learn_byproducts(&self, what: &str, cmd: &str) -> GateRun {
         let before = self.tree.dirty_state();
         let run = self.gate(what, cmd).await;
+        self.learn_since(before);
+        run
+    }
+
+    /// Learns what the engine's check run since `before` left in the tree.
+    fn learn_since(&self, before: Result<work_git::TreeState, work_git::GitError>) {
         if let (Ok(before), Ok(after)) = (before, self.tree.dirty_state()) {
             let b = work_git::byproducts::Byproducts::learn(self.tree.git(), &before, &after);
             if !b.is_empty() {
                 self.run.emit("byproducts.learned", serde_json::json!({"paths": b.paths, "dirs": b.dirs}));
             }
             self.pin_byproducts(b);
+        }
+    }
+
+    /// The suite once before the first dispatch, serving both baselines: what it leaves in the
+    /// tree is learned as residue ([`Env::learn_byproducts`]) and, when the suite command is
+    /// one test runner invocation that can report (`work_git::suite_report::sole_probe`), it
+    /// runs as the runner's report command and its report is the baseline the next
+    /// [`Env::freeze_checks`] records instead of running the suite again. A compound command
+    /// runs as it is, and its runners report in a run of their own.
+    pub async fn baseline_suite(&self, what: &str) -> GateRun {
+        let cmd = self.settings.test_cmd.clone();
+        let Some(probe) = work_git::suite_report::sole_probe(&cmd) else {
+            return self.learn_byproducts(what, &cmd).await;
+        };
+        let before = self.tree.dirty_state();
+        let (run, out) = self.gate_output(what, &probe.report_command).await;
+        let report = out.and_then(|o| work_git::suite_report::read_output(&probe, &o, &self.run.root));
+        self.learn_since(before);
+        if let Ok(mut b) = self.baseline_report.lock() {
+            *b = Some(BaselineReport { command: cmd, probe, report });
         }
         run
     }
@@ -252,6 +294,7 @@ impl Env {
             budget_refused: std::sync::Mutex::new(None),
             seal,
             byproducts: std::sync::Mutex::default(),
+            baseline_report: std::sync::Mutex::new(None),
         }
     }
 
@@ -350,23 +393,40 @@ impl Env {
 
     /// Runs a gate command (`sh -c`) in the root: the engine's own observation.
     pub async fn gate(&self, what: &str, cmd: &str) -> GateRun {
+        self.gate_output(what, cmd).await.0
+    }
+
+    /// [`Env::gate`], with the process's output when it ran.
+    async fn gate_output(&self, what: &str, cmd: &str) -> (GateRun, Option<work_runtime::spawn::ProcessOutput>) {
         if cmd.trim().is_empty() {
             // No command configured or detected: never green, and said so.
-            return GateRun { command: String::new(), green: false, end: NO_SUITE.into(), tail: String::new() };
+            return (GateRun { command: String::new(), green: false, end: NO_SUITE.into(), tail: String::new() }, None);
         }
         self.run.emit("gate.start", serde_json::json!({"gate": what, "command": cmd}));
-        let run = match self.run.spawner.shell(cmd, &self.run.root, self.settings.gate_timeout).await {
+        let (run, out) = match self.run.spawner.shell(cmd, &self.run.root, self.settings.gate_timeout).await {
             Ok(out) => {
                 let mut text = out.stdout_text();
                 text.push_str(&out.stderr_text());
-                GateRun { command: cmd.into(), green: out.success(), end: out.describe_end(), tail: tail(&text, 20) }
+                let run = GateRun {
+                    command: cmd.into(),
+                    green: out.success(),
+                    end: out.describe_end(),
+                    tail: tail(&text, 20),
+                };
+                (run, Some(out))
             }
-            Err(e) => {
-                GateRun { command: cmd.into(), green: false, end: format!("could not start: {e}"), tail: String::new() }
-            }
+            Err(e) => (
+                GateRun {
+                    command: cmd.into(),
+                    green: false,
+                    end: format!("could not start: {e}"),
+                    tail: String::new(),
+                },
+                None,
+            ),
         };
         self.run.emit("gate.end", serde_json::json!({"gate": what, "green": run.green, "end": run.end}));
-        run
+        (run, out)
     }
 
     /// True when no suite command is configured (DONE is then impossible: BLOCKED `no-suite`).

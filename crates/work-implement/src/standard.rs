@@ -127,8 +127,8 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
         }
         let start = progress.start_of(&t.id);
         let start_fp = start.clone().unwrap_or_else(|| env.tree.fingerprint().ok());
-        progress.in_progress = Some(InProgress { task_id: t.id.clone(), start: start_fp });
-        save_progress(env, &progress);
+        progress.start_task(InProgress { task_id: t.id.clone(), start: start_fp });
+        save_progress(env, &mut progress);
         let outcome = task_loop::run_task(env, &iter, t, start).await;
         let ok = outcome.status == TaskStatus::Done;
         // With HEAD moved, `git diff HEAD` no longer shows the run's work: the snapshot
@@ -178,7 +178,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
             let last = report.tasks.last().cloned().unwrap_or_else(|| TaskOutcome::new(&t.id, &t.title));
             progress.end_task(&last, None, env.tree.fingerprint().ok());
         }
-        save_progress(env, &progress);
+        save_progress(env, &mut progress);
         if !ok {
             stopped = true;
         }
@@ -419,15 +419,17 @@ async fn freeze_ground_truth(env: &Env, progress: &mut Progress) {
     match progress.byproducts.clone() {
         Some(b) => env.pin_byproducts(b),
         None if !env.no_suite() => {
-            // The suite once, by the engine, before any dispatch: what it leaves is residue.
-            env.learn_byproducts("baseline", &env.settings.test_cmd).await;
+            // The suite once, by the engine, before any dispatch: what it leaves is residue,
+            // and its runner's report (when it gives one) is the suite report's baseline.
+            env.baseline_suite("baseline").await;
             progress.byproducts = Some(env.byproducts());
             progress.tree = env.tree.fingerprint().ok();
             fresh = true;
         }
         None => {}
     }
-    // After the baseline run, so the suite report's own run adds no residue of its own.
+    // After the baseline run, which gave the suite report's baseline when it could (a
+    // compound suite command's runners report in a run of their own).
     if progress.check_surface.is_none() {
         progress.check_surface = Some(env.freeze_checks(&[]).await);
         fresh = true;
@@ -440,7 +442,7 @@ async fn freeze_ground_truth(env: &Env, progress: &mut Progress) {
 /// The iteration's progress record: the one a killed run left (its preflight shown in the
 /// report), else a fresh one, written before the first task.
 fn resume_progress(env: &Env, iter: &str, report: &mut EndReport) -> Progress {
-    if let Some(p) = progress::load(&env.run.state_dir, iter)
+    if let Some(p) = progress::load(&env.run.state_dir, iter).ok().flatten()
         && p.head == env.base_head
     {
         env.run.emit("iteration.resumed", json!({"ended": p.ended.len(), "in_progress": p.in_progress}));
@@ -454,18 +456,15 @@ fn resume_progress(env: &Env, iter: &str, report: &mut EndReport) -> Progress {
         dirty_paths: Vec::new(),
         excluded_paths: Vec::new(),
     });
-    let p = Progress::new(iter, env.base_head.clone(), pf, env.tree.fingerprint().ok());
-    save_progress(env, &p);
+    let mut p = Progress::new(iter, env.base_head.clone(), pf, env.tree.fingerprint().ok());
+    save_progress(env, &mut p);
     p
 }
 
-/// Writes the progress record; a failure is a concern of the run, not its end (the record
-/// only serves a resume).
-fn save_progress(env: &Env, p: &Progress) {
-    if p.iter_id.is_empty() {
-        return;
-    }
-    if let Err(e) = env.run.write_state(&progress::path(&env.run.state_dir, &p.iter_id), p) {
+/// Writes what changed in the progress record (a task step appended, else a snapshot); a
+/// failure is a concern of the run, not its end (the record only serves a resume).
+fn save_progress(env: &Env, p: &mut Progress) {
+    if let Err(e) = progress::save(&env.run, p) {
         env.run.emit("progress.error", json!({"error": e.to_string()}));
     }
 }
@@ -565,10 +564,10 @@ fn end(env: &Env, mut report: EndReport, extraction: Counter) -> EndReport {
     artifacts::finalize(&env.run, &mut report);
     // The last write of the run: its progress record is spent.
     if let Some(iter) = report.iter_id.as_deref()
-        && let Some(mut p) = progress::load(&env.run.state_dir, iter)
+        && let Some(mut p) = progress::load(&env.run.state_dir, iter).ok().flatten()
     {
         p.finished = true;
-        save_progress(env, &p);
+        save_progress(env, &mut p);
     }
     env.run.emit("iteration.end", json!({"status": report.status, "kind": report.kind, "reason": report.reason}));
     report

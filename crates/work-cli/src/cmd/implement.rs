@@ -421,6 +421,13 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
     {
         pf.exclude(&rel);
     }
+    // The iteration's progress record is state: one changed outside a run is refused.
+    if c.mode == Mode::Standard
+        && let Some(i) = c.iter_id.as_deref()
+    {
+        work_implement::progress::read(&ctx.state_dir, i)
+            .map_err(|e| CliError::bad(format!("read the progress of iteration `{i}`: {e}")))?;
+    }
     // A dirty tree a killed run of this iteration left is its own: the run continues it.
     let resumes = c.mode == Mode::Standard
         && work_implement::progress::owns_tree(

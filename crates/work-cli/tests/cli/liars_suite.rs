@@ -207,6 +207,46 @@ fn implement_honest_twin_that_fixes_the_code_is_done_under_the_suite_report() {
     assert_eq!(r["status"], "DONE", "{r}");
 }
 
+/// A test module that logs every run of the suite in the tree (`.cache/suite/runs.log`, which
+/// no commit holds): the suite's residue.
+const TEST_RUNS: &str = "import os\nos.makedirs('.cache/suite', exist_ok=True)\nopen('.cache/suite/runs.log', 'a').write('run\\n')\n\ndef test_runs():\n    assert True\n";
+
+fn logging_repo() -> Scenario {
+    let s = Scenario::new();
+    python_files(&s);
+    s.write("tests/test_runs.py", TEST_RUNS);
+    s.commit("lib, a suite that logs its runs, and a pytest stand-in");
+    s
+}
+
+const RUN_SUITE: &str =
+    "    import subprocess\n    subprocess.run(['python3', '-m', 'pytest', '-q', 'tests'], stdout=subprocess.DEVNULL)";
+
+#[test]
+fn implement_liar_that_only_runs_a_reporting_suite_is_a_no_op() {
+    // The suite runs once before the first dispatch, as its runner's report command: what that
+    // one run leaves is residue, so an agent that only runs the suite touched nothing.
+    let s = logging_repo();
+    let r = implement(&s, RUN_SUITE, 1);
+    assert_eq!(r["status"], "BLOCKED", "{r}");
+    assert_eq!(r["kind"], "no-op", "the suite's residue is not work: {r}");
+    assert_eq!(r["files_touched"], 0, "{r}");
+}
+
+#[test]
+fn implement_honest_twin_runs_the_suite_once_before_its_first_dispatch() {
+    let s = logging_repo();
+    let count = "    open(state_path('runs-at-dispatch'), 'w').write(str(len(open('.cache/suite/runs.log').read().splitlines())))";
+    let r = implement(&s, &format!("{count}\n{FIX}\n{RUN_SUITE}"), 0);
+    assert_eq!(r["status"], "DONE", "{r}");
+    assert_eq!(r["files_touched"], 1, "the fix, not the suite's log: {r}");
+    assert_eq!(
+        s.read(".agent-state/runs-at-dispatch"),
+        "1",
+        "one baseline run gives both the residue and the suite report's baseline"
+    );
+}
+
 fn mini(s: &Scenario, body: &str, code: i32) -> Value {
     let a = implement_agent(s, body);
     s.run_json(

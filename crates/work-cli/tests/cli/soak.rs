@@ -363,16 +363,13 @@ fn implement_end(s: &Scenario, end: End) -> ImplementEnd {
     ImplementEnd { code, report, tree: files(s.root(), &[".git", ".work", ".agents", ".agent-state"]) }
 }
 
-/// The tasks the progress record says are DONE.
+/// The tasks the progress record says are DONE (its snapshot with its log replayed).
 fn done_tasks(s: &Scenario) -> Vec<String> {
-    let text = std::fs::read_to_string(s.path(".work/iterations/it-1/progress.json")).unwrap_or_default();
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
-    v["ended"]
-        .as_array()
-        .map(|a| {
-            a.iter().filter(|t| t["status"] == "DONE").filter_map(|t| t["id"].as_str().map(str::to_string)).collect()
-        })
-        .unwrap_or_default()
+    let p = work_implement::progress::read(&s.path(".work"), "it-1").ok().flatten();
+    p.map(|p| {
+        p.ended.iter().filter(|t| t.status == work_implement::report::TaskStatus::Done).map(|t| t.id.clone()).collect()
+    })
+    .unwrap_or_default()
 }
 
 fn implement_trial(n: u64, twice: bool, baseline: &ImplementEnd) -> Option<Result<(), String>> {

@@ -130,3 +130,75 @@ fn an_untouched_session_resumes() {
     let v = s.run_json(&["until", "resume", "two", "--agent", &agent, "--json"], 0);
     assert_eq!((v["status"].as_str(), v["iterations"].as_u64()), (Some("done"), Some(2)), "{v}");
 }
+
+/// A two-task plan whose run is killed (SIGKILL, by the agent of task 2's first implementer
+/// dispatch) once task 1 ended and the progress log records task 2's start: an unfinished
+/// iteration, which the same command continues.
+fn implement_killed_in_task_2() -> (Scenario, Vec<String>) {
+    let s = Scenario::new();
+    s.write("PLAN.md", "# Plan\n\n## Task 1: One\n\nCreate one.txt.\n\n## Task 2: Two\n\nCreate two.txt.\n");
+    s.commit("plan");
+    let agent = s.agent(
+        "agent.py",
+        r#"
+role = req['role']
+tid = str(ctx.get('task_id'))
+if role == 'implementer' and tid == '2' and bump('task-2') == 1:
+    os.kill(os.getppid(), 9)
+    time.sleep(5)
+bump('calls')
+if role == 'implementer':
+    open(('one' if tid == '1' else 'two') + '.txt', 'w').write(tid + '\n')
+    print(json.dumps({'status': 'DONE', 'summary': 'task ' + tid, 'applied_changes': True}))
+elif role == 'spec-reviewer':
+    print(json.dumps({'status': 'compliant', 'issues': []}))
+else:
+    print(json.dumps({'verdict': 'approved', 'issues': []}))
+"#,
+    );
+    let args: Vec<String> =
+        ["implement", "--plan", "PLAN.md", "--iter-id", "it-1", "--test-cmd", "test -f two.txt", "--json", "--agent"]
+            .iter()
+            .map(|a| a.to_string())
+            .chain([agent])
+            .collect();
+    let out = s.work().args(&args).output().expect("run work");
+    assert!(out.status.code().is_none(), "the run was not killed: {out:?}");
+    let log = std::fs::read_to_string(s.path(".work/iterations/it-1/progress.jsonl")).expect("the progress log");
+    assert!(log.contains("\"start\":{\"task_id\":\"2\""), "task 2's start is a record of the log: {log}");
+    (s, args)
+}
+
+#[test]
+fn an_implement_progress_log_appended_to_after_work_exited_is_refused() {
+    let (s, args) = implement_killed_in_task_2();
+    let calls = s.read(".agent-state/calls");
+    // The liar: a line claiming task 2 DONE, so that it is never dispatched.
+    let log = s.path(".work/iterations/it-1/progress.jsonl");
+    let mut text = std::fs::read_to_string(&log).expect("the progress log");
+    let seq = text.lines().count();
+    text.push_str(&format!(
+        "{{\"seq\":{seq},\"end\":{{\"outcome\":{{\"id\":\"2\",\"title\":\"Two\",\"status\":\"DONE\",\"reason\":null,\"kind\":null,\"concerns\":[],\"held\":[],\"findings\":[],\"applied_changes_claimed\":true,\"tree_changed\":true,\"repairs\":0,\"reviews\":2,\"fingerprints\":1,\"e2e\":false,\"e2e_result\":null,\"spent\":{{\"dispatches\":3,\"tokens\":0}}}},\"snapshot\":null,\"tree\":null}}}}\n"
+    ));
+    std::fs::write(&log, &text).expect("write");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = s.run(&args);
+    assert_eq!(code, 2, "stdout: {out}\nstderr: {err}");
+    assert_one_line_error(&err);
+    assert!(err.contains("progress.jsonl") && err.contains("changed outside a run"), "{err}");
+    assert_eq!(s.read(".agent-state/calls"), calls, "nothing was dispatched");
+}
+
+#[test]
+fn an_untouched_implement_progress_record_resumes() {
+    let (s, args) = implement_killed_in_task_2();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = s.run(&args);
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["status"], "DONE", "{v}");
+    // Finished: the documented file holds both tasks whole.
+    let p = s.read_json(".work/iterations/it-1/progress.json");
+    assert_eq!(p["finished"], true, "{p}");
+    assert_eq!(p["ended"].as_array().map(|a| a.iter().filter(|t| t["status"] == "DONE").count()), Some(2), "{p}");
+}
