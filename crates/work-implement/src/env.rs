@@ -105,6 +105,9 @@ pub struct Env {
     seal: std::sync::Mutex<Option<work_git::integrity::Seal>>,
     /// What the engine's own baseline check run left in the tree (never an agent's evidence).
     byproducts: std::sync::Mutex<work_git::byproducts::Byproducts>,
+    /// The whole-tree snapshot taken when the checks were frozen (see [`Env::freeze_checks`];
+    /// HEAD's tree stands in for a resumed run, whose preflight was clean).
+    pub(crate) frozen_tree: std::sync::Mutex<Option<String>>,
 }
 
 /// "spec-reviewer dispatch for task 1 (spec-review)" from a dispatch's role and context.
@@ -132,6 +135,9 @@ impl Env {
     pub async fn freeze_checks(&self, extra: &[String]) -> work_git::surface::CheckSurface {
         let mut cmds = vec![self.settings.test_cmd.clone()];
         cmds.extend(extra.iter().cloned());
+        if let (Ok(tree), Ok(mut t)) = (self.tree.snapshot_tree(), self.frozen_tree.lock()) {
+            *t = Some(tree);
+        }
         let mut s = work_git::surface::CheckSurface::freeze(&self.run.root, &cmds, work_git::surface::Named::CheckLike);
         s.record_suites(&self.run.spawner, &self.run.root, &cmds, self.settings.gate_timeout).await;
         for (part, collected, skipped) in s.suites() {
@@ -231,7 +237,7 @@ impl Env {
         run
     }
 
-    /// `git status --porcelain` lines (`XY path`) without the byproducts of the engine's own
+    /// Change lines (`XY path`, see `Tree::porcelain`) without the byproducts of the engine's own
     /// check runs: what counts as a change.
     pub fn evidence(&self, lines: Vec<String>) -> Vec<String> {
         let b = self.byproducts();
@@ -252,6 +258,7 @@ impl Env {
             budget_refused: std::sync::Mutex::new(None),
             seal,
             byproducts: std::sync::Mutex::default(),
+            frozen_tree: std::sync::Mutex::new(None),
         }
     }
 
@@ -354,8 +361,13 @@ impl Env {
             // No command configured or detected: never green, and said so.
             return GateRun { command: String::new(), green: false, end: NO_SUITE.into(), tail: String::new() };
         }
+        self.gate_in(what, cmd, &self.run.root).await
+    }
+
+    /// Runs a gate command (`sh -c`) in `dir` (the root, or a copy of the tree).
+    pub(crate) async fn gate_in(&self, what: &str, cmd: &str, dir: &std::path::Path) -> GateRun {
         self.run.emit("gate.start", serde_json::json!({"gate": what, "command": cmd}));
-        let run = match self.run.spawner.shell(cmd, &self.run.root, self.settings.gate_timeout).await {
+        let run = match self.run.spawner.shell(cmd, dir, self.settings.gate_timeout).await {
             Ok(out) => {
                 let mut text = out.stdout_text();
                 text.push_str(&out.stderr_text());
