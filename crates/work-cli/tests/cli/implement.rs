@@ -22,6 +22,9 @@ fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 os.write(fd, line.encode())
 os.close(fd)
 def out(d):
+    # A reviewer reads every file of the diff it is shown unless the test says what it read.
+    if role in ('spec-reviewer', 'quality-reviewer') and isinstance(d, dict) and 'files_read' not in d:
+        d = dict(d, files_read=READ)
     print(json.dumps({'work_result': d, 'usage': {'input_tokens': 100, 'output_tokens': 10}}))
     sys.exit(0)
 def write(p, c):
