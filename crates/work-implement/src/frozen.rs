@@ -7,10 +7,11 @@
 //! agent's tree, the engine runs it again over a copy of that tree (outside the repository,
 //! see `work_git::restore`) with every frozen check file — the pre-existing test files, the
 //! check scripts and the runners' configuration — written back as it was when the checks were
-//! frozen; the tests the agent added run there too. Green there, the verdict stands. Red there
-//! and green in a plain copy of the agent's tree, the agent's change to a check made the suite
-//! pass: BLOCKED `check-tampered`, naming the files. Red in both, the copy cannot run the
-//! suite (it needs something outside the tree): a concern, not a verdict.
+//! frozen; the tests the agent added run there too. Green there, the verdict stands. Red there,
+//! the agent's change to a check is what made the suite pass: BLOCKED `check-tampered`, naming
+//! the files (the reason also says whether a plain copy of the agent's tree is green, so that a
+//! suite that cannot run in a copy shows as such — it is not let through: an agent could make
+//! its own tree red in a copy).
 //!
 //! Only a run whose frozen files changed pays for this: otherwise the copy would be the tree.
 
@@ -29,7 +30,7 @@ pub enum Rerun {
     Unchanged,
     /// Green with the frozen files (named) written back.
     Green(Vec<String>),
-    /// Red with the frozen files written back, green without: why, and the files.
+    /// Red with the frozen files written back: why, and the files.
     Tampered {
         /// The BLOCKED reason.
         reason: String,
@@ -38,7 +39,7 @@ pub enum Rerun {
         /// The failing run in the copy.
         run: GateRun,
     },
-    /// The copy could not judge (it could not be made, or the suite is red in a plain copy too).
+    /// The copy could not be built or written (an engine failure, said as a concern).
     Inconclusive(String),
 }
 
@@ -83,25 +84,25 @@ impl Env {
         if run.green {
             return Rerun::Green(restored);
         }
-        match self.run_in_copy(&now, cmds, "plain").await {
-            Ok(plain) if plain.green => {
-                let reason = format!(
-                    "the suite passes in the agent's tree but fails with the frozen checks restored ({} written back as {} when the run started: `{}` {}); an added line changed what an existing test runs — adding tests is the only change allowed: fix the code, not the test, and run again",
-                    restored.join(", "),
-                    if restored.len() == 1 { "it was" } else { "they were" },
-                    run.command,
-                    run.end
-                );
-                Rerun::Tampered { reason, restored, run }
-            }
-            Ok(plain) => Rerun::Inconclusive(format!(
-                "the suite could not be run again with the frozen checks restored ({}): it is red in a copy of the tree too (`{}` {}), so the copy cannot judge",
-                restored.join(", "),
-                plain.command,
-                plain.end
-            )),
-            Err(why) => Rerun::Inconclusive(why),
-        }
+        // Red with the frozen checks is never green. A plain copy of the agent's tree says
+        // whether the copy itself can run the suite — for the reason only: an agent could make
+        // its own tree red in a copy, and that must not turn the verdict into a shrug.
+        let plain = match self.run_in_copy(&now, cmds, "plain").await {
+            Ok(p) if p.green => "green in a plain copy of the agent's tree".to_string(),
+            Ok(p) => format!(
+                "red in a plain copy of the agent's tree too (`{}` {}): if the suite needs something a copy lacks, restore the frozen checks in the tree and run it there",
+                p.command, p.end
+            ),
+            Err(why) => why,
+        };
+        let reason = format!(
+            "the suite passes in the agent's tree but fails with the frozen checks restored ({} written back as {} when the run started: `{}` {}; {plain}); an added line changed what an existing test runs — adding tests is the only change allowed: fix the code, not the test, and run again",
+            restored.join(", "),
+            if restored.len() == 1 { "it was" } else { "they were" },
+            run.command,
+            run.end
+        );
+        Rerun::Tampered { reason, restored, run }
     }
 
     /// The verdict of [`Env::frozen_rerun`] for a green run: `Some((reason, blocked_detail))`
