@@ -4,7 +4,8 @@ protocol): implementer, spec-reviewer, quality-reviewer and tester (docs/protoco
 
 It branches on the request's `role`. The implementer understands task text of the form
 "Create `PATH` containing `TEXT`." (docs/plan-format.md shows a plan) and writes PATH; the
-reviewers check that every file the task names holds its text; the tester adds no fixture.
+reviewers check that every file the task names holds its text and name the files they read
+(`files_read`: a clean verdict must name a file the task changed); the tester adds no fixture.
 Every answer uses the canonical fields of the role's schema.
 """
 import json
@@ -13,6 +14,7 @@ import re
 import sys
 
 CREATE = re.compile(r"Create `([^`]+)` containing `([^`]*)`")
+DIFF_PATH = re.compile(r"^diff --git a/(\S+) ", re.M)
 
 
 def wanted(prompt):
@@ -46,9 +48,11 @@ def main():
                   "concerns": [], "held": [], "reason": None if files else "no `Create PATH containing TEXT` in the task"}
     elif role == "spec-reviewer":
         issues = holds(root, files)
-        answer = {"status": "non_compliant" if issues else "compliant", "issues": issues, "ambiguity": None}
+        answer = {"status": "non_compliant" if issues else "compliant", "issues": issues, "ambiguity": None,
+                  "files_read": [path for path, _ in files]}
     elif role == "quality-reviewer":
-        answer = {"verdict": "approved", "issues": []}
+        # It reads every file of the diff it is shown.
+        answer = {"verdict": "approved", "issues": [], "files_read": DIFF_PATH.findall(prompt)}
     elif role == "tester":
         answer = {"status": "DONE", "fixtures": 0, "summary": "no end-to-end fixture needed"}
     else:

@@ -8,6 +8,7 @@ pub mod evidence;
 pub mod integrity;
 pub mod locate;
 pub mod looked;
+pub mod restore;
 pub mod snapshot;
 pub mod suite_report;
 pub mod surface;

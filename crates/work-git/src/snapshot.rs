@@ -34,7 +34,7 @@ pub struct LostLines {
 }
 
 /// Removes a temporary index file when dropped.
-struct TempIndex(std::path::PathBuf);
+pub(crate) struct TempIndex(std::path::PathBuf);
 
 impl Drop for TempIndex {
     fn drop(&mut self) {
@@ -46,13 +46,7 @@ impl Git {
     /// The working tree (tracked and untracked, not ignored, outside `exclude`) as a tree id,
     /// written through a temporary index (see the module documentation).
     pub fn snapshot_tree<S: AsRef<str>>(&self, exclude: &[S]) -> Result<String, GitError> {
-        let n = NEXT_INDEX.fetch_add(1, Ordering::Relaxed);
-        let name = format!("work-snapshot-{}-{n}.index", std::process::id());
-        let rel = self.run(&["rev-parse", "--git-path", &name])?;
-        let path = std::path::PathBuf::from(rel.trim());
-        let path = if path.is_absolute() { path } else { self.root.join(path) };
-        let _guard = TempIndex(path.clone());
-        let index = path.display().to_string();
+        let (_guard, index) = self.temp_index()?;
         let env = [("GIT_INDEX_FILE", index.as_str())];
         let born = self.head_sha().is_some();
         self.run_env(&["read-tree", if born { "HEAD" } else { "--empty" }], &env)?;
@@ -208,8 +202,34 @@ fn hunk_counts(header: &str) -> (usize, usize) {
 
 impl Git {
     /// Runs `git <args>` in the root with extra environment variables.
-    fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Result<String, GitError> {
+    pub(crate) fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Result<String, GitError> {
         crate::run_in_env(&self.root, args, env)
+    }
+
+    /// A temporary index file of the engine's own (removed when the guard drops) and its path,
+    /// for `GIT_INDEX_FILE`.
+    pub(crate) fn temp_index(&self) -> Result<(TempIndex, String), GitError> {
+        let n = NEXT_INDEX.fetch_add(1, Ordering::Relaxed);
+        let name = format!("work-snapshot-{}-{n}.index", std::process::id());
+        let rel = self.run(&["rev-parse", "--git-path", &name])?;
+        let path = std::path::PathBuf::from(rel.trim());
+        let path = if path.is_absolute() { path } else { self.root.join(path) };
+        let index = path.display().to_string();
+        Ok((TempIndex(path), index))
+    }
+
+    /// `(code, path)` for every path that differs between two trees: `A` added, `M` modified,
+    /// `D` deleted, `T` type changed (no renames).
+    pub fn tree_diff_status(&self, from: &str, to: &str) -> Result<Vec<(char, String)>, GitError> {
+        let out = self.run(&["diff-tree", "-r", "-z", "--name-status", "--no-renames", from, to])?;
+        let parts = split_z(&out);
+        Ok(parts
+            .chunks(2)
+            .filter_map(|c| match c {
+                [code, path] => Some((code.chars().next().unwrap_or('M'), path.clone())),
+                _ => None,
+            })
+            .collect())
     }
 }
 

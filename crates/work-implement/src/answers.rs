@@ -80,12 +80,13 @@ pub fn implementer(doc: &Value) -> Value {
     })
 }
 
-/// The spec reviewer's answer: `{status, issues, ambiguity}`.
+/// The spec reviewer's answer: `{status, issues, ambiguity, files_read}`.
 pub fn spec(doc: &Value) -> Value {
     json!({
         "status": word(doc, "status", &SPEC_STATUS),
         "issues": strings(&doc["issues"]),
         "ambiguity": opt_text(&doc["ambiguity"]),
+        "files_read": strings(&doc["files_read"]),
     })
 }
 
@@ -96,10 +97,11 @@ pub fn finding(v: &Value) -> Value {
     json!({"severity": severity, "text": text})
 }
 
-/// The quality reviewer's answer: `{verdict, issues: [{severity, text}]}`.
+/// The quality reviewer's answer: `{verdict, issues: [{severity, text}], files_read}`.
 pub fn quality(doc: &Value) -> Value {
     let issues: Vec<Value> = list(&doc["issues"]).iter().map(finding).collect();
-    json!({"verdict": word(doc, "verdict", &QUALITY_VERDICT), "issues": issues})
+    json!({"verdict": word(doc, "verdict", &QUALITY_VERDICT), "issues": issues,
+           "files_read": strings(&doc["files_read"])})
 }
 
 /// The tester's answer: `{status, fixtures, summary}`.
@@ -170,13 +172,17 @@ mod tests {
         assert_eq!(
             q,
             json!({"verdict": "approved", "issues": [
-            {"severity": "minor", "text": "a"}, {"severity": "important", "text": "b"}]})
+            {"severity": "minor", "text": "a"}, {"severity": "important", "text": "b"}], "files_read": []})
         );
+        assert!(validate(&schema, &json!({"verdict": "approved", "files_read": ["a.rs"]})).is_ok());
+        assert!(validate(&schema, &json!({"verdict": "approved", "files_read": "a.rs"})).is_err());
 
         let schema = prompts::spec_schema();
         assert_portable(&schema);
         assert!(validate(&schema, &json!({"status": "non_compliant", "issues": ["x"]})).is_ok());
         assert!(validate(&schema, &json!({"verdict": "compliant"})).is_err());
+        assert!(validate(&schema, &json!({"status": "compliant", "files_read": ["a.rs"]})).is_ok());
+        assert_eq!(spec(&json!({"status": "compliant", "files_read": [" a.rs ", ""]}))["files_read"], json!(["a.rs"]));
         assert_eq!(spec(&json!({"status": "unclear", "ambiguity": "a"}))["ambiguity"], "a");
 
         let schema = prompts::implementer_schema();

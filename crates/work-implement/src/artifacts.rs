@@ -1,7 +1,7 @@
 //! `stats.json` and `BLOCKED.md`, rendered in code (the finalize agent is gone; the
 //! templates are the single source). Two runtime slots are filled at the end: `{{DATE}}` (the
-//! clock's `%F`) and `{{FILES_TOUCHED}}` (`git status --porcelain`: the count in stats.json,
-//! the listing in BLOCKED.md).
+//! clock's `%F`) and `{{FILES_TOUCHED}}` (what differs from HEAD by content, labelled like
+//! `git status --porcelain`: the count in stats.json, the listing in BLOCKED.md).
 //!
 //! Agent text (reasons, findings, concerns) can contain anything, `{{…}}` included, so:
 //! `stats.json` is built with serde_json (never string templating), and `BLOCKED.md`'s slots

@@ -224,6 +224,15 @@ pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
         report.blocked_detail = Some(json!({"kind": "check-tampered", "reason": why}));
         return end(env, report, task, detail);
     }
+    if let Some((why, d)) =
+        env.frozen_verdict(&surface, std::slice::from_ref(&env.settings.test_cmd), &mut report.concerns).await
+    {
+        report.status = crate::report::Status::Blocked;
+        report.kind = Some("check-tampered".into());
+        report.reason = why;
+        detail["frozen_rerun"] = d;
+        return end(env, report, task, detail);
+    }
     // Phase 3: the authoritative backstop, never told what the edit agent claimed.
     let dirty = env.tree.dirty_paths().map(|p| !p.is_empty()).unwrap_or(false);
     detail["working_tree_dirty"] = json!(dirty);

@@ -108,6 +108,9 @@ pub struct Env {
     /// The suite report the baseline run gave (see [`Env::baseline_suite`]), until the check
     /// surface takes it.
     baseline_report: std::sync::Mutex<Option<BaselineReport>>,
+    /// The whole-tree snapshot taken when the checks were frozen (see [`Env::freeze_checks`];
+    /// HEAD's tree stands in for a resumed run, whose preflight was clean).
+    pub(crate) frozen_tree: std::sync::Mutex<Option<String>>,
 }
 
 /// A check command run once before the first dispatch as its runner's report command.
@@ -142,6 +145,9 @@ impl Env {
     pub async fn freeze_checks(&self, extra: &[String]) -> work_git::surface::CheckSurface {
         let mut cmds = vec![self.settings.test_cmd.clone()];
         cmds.extend(extra.iter().cloned());
+        if let (Ok(tree), Ok(mut t)) = (self.tree.snapshot_tree(), self.frozen_tree.lock()) {
+            *t = Some(tree);
+        }
         let mut s = work_git::surface::CheckSurface::freeze(&self.run.root, &cmds, work_git::surface::Named::CheckLike);
         // A command the baseline already ran as its runner's report command is not run again.
         let known = self.baseline_report.lock().ok().and_then(|mut b| b.take());
@@ -273,7 +279,7 @@ impl Env {
         run
     }
 
-    /// `git status --porcelain` lines (`XY path`) without the byproducts of the engine's own
+    /// Change lines (`XY path`, see `Tree::porcelain`) without the byproducts of the engine's own
     /// check runs: what counts as a change.
     pub fn evidence(&self, lines: Vec<String>) -> Vec<String> {
         let b = self.byproducts();
@@ -295,6 +301,7 @@ impl Env {
             seal,
             byproducts: std::sync::Mutex::default(),
             baseline_report: std::sync::Mutex::new(None),
+            frozen_tree: std::sync::Mutex::new(None),
         }
     }
 
@@ -402,8 +409,23 @@ impl Env {
             // No command configured or detected: never green, and said so.
             return (GateRun { command: String::new(), green: false, end: NO_SUITE.into(), tail: String::new() }, None);
         }
+        self.gate_output_in(what, cmd, &self.run.root).await
+    }
+
+    /// Runs a gate command (`sh -c`) in `dir` (the root, or a copy of the tree).
+    pub(crate) async fn gate_in(&self, what: &str, cmd: &str, dir: &std::path::Path) -> GateRun {
+        self.gate_output_in(what, cmd, dir).await.0
+    }
+
+    /// [`Env::gate_in`], with the process's output when it ran.
+    async fn gate_output_in(
+        &self,
+        what: &str,
+        cmd: &str,
+        dir: &std::path::Path,
+    ) -> (GateRun, Option<work_runtime::spawn::ProcessOutput>) {
         self.run.emit("gate.start", serde_json::json!({"gate": what, "command": cmd}));
-        let (run, out) = match self.run.spawner.shell(cmd, &self.run.root, self.settings.gate_timeout).await {
+        let (run, out) = match self.run.spawner.shell(cmd, dir, self.settings.gate_timeout).await {
             Ok(out) => {
                 let mut text = out.stdout_text();
                 text.push_str(&out.stderr_text());

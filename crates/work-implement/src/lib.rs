@@ -49,8 +49,8 @@
 //! | `plan-index` | read-only | – | `{total_tasks, tasks: [{id, title, est_bytes}]}` |
 //! | `plan-extract` | read-only | – (`task_id` `all` + `task_ids`, or one id) | `{tasks: [{id, text}]}` / `{id, text}` |
 //! | `implementer` | write | `implement`, `spec-repair`, `quality-repair`, `mini` | `{status: DONE\|DONE_WITH_CONCERNS\|BLOCKED\|NEEDS_CONTEXT, summary, applied_changes: bool, concerns, held: [{finding, reason}], reason}` |
-//! | `spec-reviewer` | read-only | `spec-review` | `{status: compliant\|non_compliant\|unclear, issues, ambiguity}` |
-//! | `quality-reviewer` | read-only | `quality-review` | `{verdict: approved\|changes_requested, issues?: [{severity: important\|minor, text}]}` |
+//! | `spec-reviewer` | read-only | `spec-review` | `{status: compliant\|non_compliant\|unclear, issues, ambiguity, files_read}` |
+//! | `quality-reviewer` | read-only | `quality-review` | `{verdict: approved\|changes_requested, issues?: [{severity: important\|minor, text}], files_read}` |
 //! | `tester` | read-only (fixtures under `context.fixtures_dir`, outside the tree) | `e2e` | `{status: DONE\|FAILED\|BLOCKED, fixtures, summary}` |
 //! | `editor` | write | – (`round`) | `{status: DONE\|HOLE\|BLOCKED, applied_changes: bool, sites, hole: null or {route: specify\|tdd, detail}}` |
 //!
@@ -62,6 +62,7 @@ pub mod carrier;
 pub mod edit;
 mod env;
 pub mod extract;
+pub mod frozen;
 pub mod mini;
 pub mod progress;
 pub mod prompts;

@@ -3,7 +3,8 @@
 //! dirty tree; a still-red test, a regression or a clean tree is BLOCKED, route debug (#12).
 //!
 //! "Dirty" and `files_touched` are measured against the tree as the engine's own RED run
-//! left it (a [`crate::tree::Tree::dirty_state`] taken just before the dispatch), so test
+//! left it (a whole-tree snapshot taken just before the dispatch, compared by hashing, never
+//! through the index), so test
 //! byproducts (`.pytest_cache`, `__pycache__`, coverage files) never pass for a fix: a
 //! do-nothing implementer ends `no-op`. HEAD must not move (BLOCKED `head-moved`).
 
@@ -60,7 +61,7 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> EndReport {
     let mut task = TaskOutcome::new("mini", &format!("make `{}` pass", input.red_test));
     // What the engine's own RED run left in the tree (caches, logs) is not the fix: the tree
     // is measured against this baseline, taken after that run and before the dispatch.
-    let baseline = match env.tree.dirty_state() {
+    let baseline = match env.tree.snapshot_tree() {
         Ok(b) => b,
         Err(e) => {
             blocked(&mut report, "git", format!("read the tree: {e}"));
@@ -68,8 +69,9 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> EndReport {
             return end(env, report);
         }
     };
-    if !baseline.paths.is_empty() {
-        detail["red_run_left"] = json!(baseline.paths.keys().collect::<Vec<_>>());
+    let left = env.tree.base_tree().and_then(|b| env.tree.git().tree_diff_names(&b, &baseline)).unwrap_or_default();
+    if !left.is_empty() {
+        detail["red_run_left"] = json!(left);
     }
     let fp0 = env.tree.fingerprint().ok();
     let r = env
@@ -124,7 +126,7 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> EndReport {
     }
     // The task is DONE only when the gates below say so (see `end`).
     report.tasks.push(task);
-    match env.tree.porcelain_since(&baseline) {
+    match env.tree.changes_from(&baseline) {
         Ok(lines) => {
             let lines = env.evidence(lines);
             report.files_touched = Some(lines.len());
@@ -185,6 +187,14 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> EndReport {
     if let Some(why) = env.suite_lost(&surface).await {
         blocked(&mut report, "check-tampered", why);
         report.route = None;
+        report.detail = Some(detail);
+        return end(env, report);
+    }
+    let cmds = [red_cmd.clone(), env.settings.test_cmd.clone()];
+    if let Some((why, d)) = env.frozen_verdict(&surface, &cmds, &mut report.concerns).await {
+        blocked(&mut report, "check-tampered", why);
+        report.route = None;
+        report.blocked_detail = Some(d);
         report.detail = Some(detail);
         return end(env, report);
     }

@@ -44,6 +44,9 @@ const NO_DISCARD: &str = "Never discard work with `git checkout -- <file>`, `git
 `git reset` or `git clean`: other tasks' uncommitted work shares this tree. Over-reach is undone by editing back; a \
 broken intermediate state is repaired forward or reported BLOCKED. Do not commit.";
 
+const LOOKED: &str = "Name every file you read in `files_read` (repository paths): a compliant or approved verdict \
+that names none of the files this task changed is refused — you are asked once more, then the task is BLOCKED.";
+
 fn strings() -> Value {
     json!({"type": "array", "items": {"type": "string"}})
 }
@@ -73,19 +76,32 @@ pub fn implementer_schema() -> Value {
     )
 }
 
-/// The spec reviewer's answer: `status` is required (read by [`crate::answers::spec`]).
+/// `files_read`: the files a reviewer read (a clean verdict must name one the task changed).
+fn files_read() -> Value {
+    json!({"type": "array", "items": {"type": "string"},
+           "description": "the files you read; a compliant/approved verdict must name at least one file of the task's change"})
+}
+
+/// The spec reviewer's answer: `status` is required (read by [`crate::answers::spec`]); a
+/// `compliant` one names the files it read (`files_read`).
 pub fn spec_schema() -> Value {
-    object(&["status"], json!({"status": word_enum(&answers::SPEC_STATUS), "issues": strings(), "ambiguity": text()}))
+    object(
+        &["status"],
+        json!({"status": word_enum(&answers::SPEC_STATUS), "issues": strings(), "ambiguity": text(),
+               "files_read": files_read()}),
+    )
 }
 
 /// The quality reviewer's answer (findings are `{severity, text}`): `verdict` is required;
-/// `issues` defaults to none (see [`crate::answers::quality`]).
+/// `issues` defaults to none (see [`crate::answers::quality`]); an `approved` one names the
+/// files it read (`files_read`).
 pub fn quality_schema() -> Value {
     let issue =
         object(&["severity", "text"], json!({"severity": word_enum(&answers::SEVERITY), "text": {"type": "string"}}));
     object(
         &["verdict"],
-        json!({"verdict": word_enum(&answers::QUALITY_VERDICT), "issues": {"type": "array", "items": issue}}),
+        json!({"verdict": word_enum(&answers::QUALITY_VERDICT), "issues": {"type": "array", "items": issue},
+               "files_read": files_read()}),
     )
 }
 
@@ -202,8 +218,9 @@ TASK TEXT VS REALITY: when a requirement's literal is contradicted by verified r
 of the same task, the plan is defective: answer `unclear` and name the contradiction in `ambiguity`. unclear \
 outranks non_compliant for a verified contradiction. Verify a documented deviation yourself; an unforced deviation \
 stays non_compliant.\n\
+{LOOKED}\n\
 Answer with one JSON object: {{\"status\": \"compliant\"|\"non_compliant\"|\"unclear\", \"issues\": [\"…\"], \
-\"ambiguity\": \"…\"}}."
+\"ambiguity\": \"…\", \"files_read\": [\"…\"]}}."
     )
 }
 
@@ -214,8 +231,9 @@ pub fn quality_review(id: &str, diff: &str) -> String {
 THE DIFF (the task's own change, untracked files included):\n{diff}\n\n\
 Look for real bugs, missing error handling, unclear names, dead code, missing tests. Classify every finding \
 honestly: `important` when it is a defect that must not ship; `minor` for polish (naming, comments, style). \
+{LOOKED}\n\
 Answer with one JSON object: {{\"verdict\": \"approved\"|\"changes_requested\", \"issues\": [{{\"severity\": \
-\"important\"|\"minor\", \"text\": \"…\"}}]}}."
+\"important\"|\"minor\", \"text\": \"…\"}}], \"files_read\": [\"…\"]}}."
     )
 }
 

@@ -176,10 +176,11 @@ pub struct EndReport {
     pub concerns: Vec<String>,
     /// The diagnosis behind a BLOCKED (null on DONE and infra early exits).
     pub blocked_detail: Option<Value>,
-    /// Files touched (`git status --porcelain`, untracked-aware, measured before E2E fixtures
-    /// and artifacts); null when the run stopped before measuring.
+    /// Files touched (what differs from HEAD by content, untracked files included, measured
+    /// before E2E fixtures and artifacts); null when the run stopped before measuring.
     pub files_touched: Option<usize>,
-    /// The `git status --porcelain` lines behind `files_touched`.
+    /// The lines behind `files_touched`, labelled as `git status --porcelain` would (`?? new`,
+    /// ` M changed`, ` D deleted`), measured by hashing (see `Tree::porcelain`).
     pub files: Vec<String>,
     /// The engine's own suite run (null when not run).
     pub suite_green: Option<bool>,

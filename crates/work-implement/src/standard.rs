@@ -227,7 +227,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
     if report.files_touched == Some(0) {
         report.kind = Some("no-op".into());
         report.reason = format!(
-            "no file touched: every task reported done but `git status --porcelain` is empty ({} task(s))",
+            "no file touched: every task reported done but nothing in the tree differs from HEAD by content ({} task(s))",
             report.tasks.len()
         );
         return end(env, report, extraction);
@@ -275,6 +275,14 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
         report.kind = Some("check-tampered".into());
         report.reason = why.clone();
         report.blocked_detail = Some(json!({"kind": "check-tampered", "reason": why}));
+        return end(env, report, extraction);
+    }
+    if let Some((why, detail)) =
+        env.frozen_verdict(&surface, std::slice::from_ref(&env.settings.test_cmd), &mut report.concerns).await
+    {
+        report.kind = Some("check-tampered".into());
+        report.reason = why;
+        report.blocked_detail = Some(detail);
         return end(env, report, extraction);
     }
     report.status = Status::Done;

@@ -17,6 +17,9 @@
 //!   end of the task, a moved HEAD (an agent committed, reset or switched branches) is BLOCKED
 //!   `head-moved`, naming the new commits — committed work would escape `git diff HEAD`, the
 //!   fingerprints, the snapshot guard and end-verify.
+//! - Reviewers prove they looked: a `compliant` or `approved` verdict names, in `files_read`,
+//!   at least one file the task changed; one that does not is asked once more with the
+//!   reason, then the task is BLOCKED `review-unproven` (never taken as clean).
 //! - `applied_changes` (OR-ed over the first dispatch and every repair) only ever feeds a
 //!   neutral concern when it disagrees with the tree, never the outcome (seed #12).
 
@@ -258,19 +261,21 @@ async fn spec_gate(
         let diff = prompts::render_task_diff(&d);
         let fp = d.tree.clone();
         out.reviews += 1;
-        let r = env
-            .ask(
-                &mut out.spent,
-                "spec-reviewer",
-                Access::ReadOnly,
-                prompts::spec_review(&task.id, &task.text, &st.summary, &diff),
-                prompts::spec_schema(),
-                context(task, iter, "spec-review", st.repairs),
-                &task.id,
-            )
-            .await
-            .map_err(|r| blocked(env.failed_kind(), format!("task {}: {r}", task.id)))?;
-        let r = answers::spec(&r);
+        let r = proven_review(
+            env,
+            out,
+            Review {
+                role: "spec-reviewer",
+                prompt: prompts::spec_review(&task.id, &task.text, &st.summary, &diff),
+                schema: prompts::spec_schema(),
+                context: context(task, iter, "spec-review", st.repairs),
+                fold: answers::spec,
+                clean: |r| r["status"].as_str() == Some("compliant"),
+            },
+            task,
+            &d.names,
+        )
+        .await?;
         let issues = strings(&r["issues"]);
         match r["status"].as_str() {
             Some("compliant") => return Ok(()),
@@ -332,6 +337,58 @@ async fn spec_gate(
     }
 }
 
+/// One reviewer dispatch: who, what it is asked, how its answer is folded and read as clean.
+struct Review {
+    role: &'static str,
+    prompt: String,
+    schema: Value,
+    context: Value,
+    fold: fn(&Value) -> Value,
+    clean: fn(&Value) -> bool,
+}
+
+/// A reviewer's folded answer once it proves the reviewer looked: a clean verdict must name, in
+/// `files_read`, at least one of `changed` (the task's own changed paths; see
+/// [`work_git::looked::check_files_read`]). A clean verdict that does not is refused: the
+/// reviewer is asked once more with the reason, and a second such answer is not accepted —
+/// the task is BLOCKED `review-unproven` (an unproven clean verdict is never taken as clean).
+async fn proven_review(
+    env: &Env,
+    out: &mut TaskOutcome,
+    review: Review,
+    task: &TaskSpec,
+    changed: &[String],
+) -> Result<Value, Stop> {
+    let Review { role, prompt, schema, context, fold, clean } = review;
+    let mut prompt = prompt;
+    for attempt in 1..=2u32 {
+        let r = env
+            .ask(&mut out.spent, role, Access::ReadOnly, prompt.clone(), schema.clone(), context.clone(), &task.id)
+            .await
+            .map_err(|r| blocked(env.failed_kind(), format!("task {}: {r}", task.id)))?;
+        let r = fold(&r);
+        if !clean(&r) {
+            return Ok(r);
+        }
+        let Err(why) = work_git::looked::check_files_read(&answers::strings(&r["files_read"]), changed) else {
+            return Ok(r);
+        };
+        env.run.emit("review.unproven", json!({"task_id": task.id, "reviewer": role, "why": why, "attempt": attempt}));
+        if attempt == 2 {
+            return Err(Stop::Blocked {
+                kind: "review-unproven",
+                reason: format!(
+                    "task {}: the {role}'s clean verdict was refused twice: {why}; a reviewer that did not read the change does not approve it",
+                    task.id
+                ),
+                findings: vec![json!({"reviewer": role, "files_read": r["files_read"], "changed": changed})],
+            });
+        }
+        prompt = format!("{prompt}\n\nYOUR PREVIOUS ANSWER WAS REFUSED: {why}. Read the change, then answer again.");
+    }
+    Err(blocked("review-unproven", format!("task {}: the {role} gave no accepted answer", task.id)))
+}
+
 /// The task's own diff for a reviewer, with the tree it shows; BLOCKED `too-large-to-review`
 /// when it does not fit a reviewer's brief (a diff is never cut for a reviewer: what is cut
 /// is not reviewed).
@@ -381,19 +438,21 @@ async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome, st
         seen.insert(d.tree.clone());
         out.fingerprints = seen.len();
         out.reviews += 1;
-        let r = env
-            .ask(
-                &mut out.spent,
-                "quality-reviewer",
-                Access::ReadOnly,
-                prompts::quality_review(&task.id, &diff),
-                prompts::quality_schema(),
-                context(task, iter, "quality-review", repairs),
-                &task.id,
-            )
-            .await
-            .map_err(|r| blocked(env.failed_kind(), format!("task {}: {r}", task.id)))?;
-        let r = answers::quality(&r);
+        let r = proven_review(
+            env,
+            out,
+            Review {
+                role: "quality-reviewer",
+                prompt: prompts::quality_review(&task.id, &diff),
+                schema: prompts::quality_schema(),
+                context: context(task, iter, "quality-review", repairs),
+                fold: answers::quality,
+                clean: |r| r["verdict"].as_str() == Some("approved"),
+            },
+            task,
+            &d.names,
+        )
+        .await?;
         let issues: Vec<Value> = r["issues"].as_array().cloned().unwrap_or_default();
         if r["verdict"].as_str() == Some("approved") {
             for i in &issues {

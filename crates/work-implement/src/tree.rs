@@ -6,7 +6,7 @@ use serde::Serialize;
 use std::collections::BTreeSet;
 use std::path::Path;
 use work_git::snapshot::LostLines;
-use work_git::{Base, Compare, Git, GitError, TreeState, is_excluded};
+use work_git::{Base, Git, GitError, TreeState, is_excluded};
 
 /// The folded preflight verdict (seed #29): run first, before the plan is read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -139,37 +139,35 @@ impl Tree {
         self.git.tree_state(Base::Status, &self.exclude)
     }
 
-    /// `git status --porcelain` lines of the paths whose state differs from `before` (a
-    /// [`Tree::dirty_state`]): what changed since then, whatever was dirty already.
-    pub fn porcelain_since(&self, before: &TreeState) -> Result<Vec<String>, GitError> {
-        let now = self.dirty_state()?;
-        let mut lines = Vec::new();
-        let mut reverted = Vec::new();
-        for p in now.changed_since(before, Compare::StatusAndContent) {
-            match now.paths.get(&p) {
-                Some(st) => lines.push(format!("{} {p}", st.code)),
-                // A path dirty before and clean now was changed back to HEAD: a change too.
-                None => reverted.push(format!("   {p}")),
-            }
-        }
-        lines.extend(reverted);
-        Ok(lines)
+    /// What differs from HEAD, as `git status --porcelain` would label it (`?? new`, ` M
+    /// changed`, ` D deleted`, ` T type changed`), state dir and exclusions left out. Measured
+    /// by hashing, never read from the index: the whole-tree snapshot against HEAD's tree, so
+    /// an index flag (`skip-worktree`, `assume-unchanged`) cannot hide a change and an
+    /// index-only edit (`git rm --cached`, a staged mode) cannot fake one.
+    pub fn porcelain(&self) -> Result<Vec<String>, GitError> {
+        self.changes_from(&self.base_tree()?)
     }
 
-    /// `git status --porcelain` lines (`XY path`), untracked files included, state dir excluded.
-    pub fn porcelain(&self) -> Result<Vec<String>, GitError> {
+    /// What differs from the whole-tree snapshot `from` (a [`Tree::snapshot_tree`] id), labelled
+    /// as [`Tree::porcelain`] labels it: what changed since then, by hashing.
+    pub fn changes_from(&self, from: &str) -> Result<Vec<String>, GitError> {
+        let now = self.snapshot_tree()?;
         Ok(self
             .git
-            .status()?
+            .tree_diff_status(from, &now)?
             .into_iter()
-            .filter(|e| self.keep(&e.path))
-            .map(|e| format!("{} {}", e.code, e.path))
+            .filter(|(_, p)| self.keep(p))
+            .map(|(code, p)| match code {
+                'A' => format!("?? {p}"),
+                c => format!(" {c} {p}"),
+            })
             .collect())
     }
 
-    /// The dirty paths (untracked included), state dir excluded.
+    /// The paths that differ from HEAD by content (untracked included), state dir excluded
+    /// (see [`Tree::porcelain`]).
     pub fn dirty_paths(&self) -> Result<Vec<String>, GitError> {
-        Ok(self.git.status()?.into_iter().filter(|e| self.keep(&e.path)).map(|e| e.path).collect())
+        Ok(self.head_changed_paths()?.into_iter().collect())
     }
 
     /// The preflight verdict.
@@ -216,6 +214,7 @@ impl Tree {
         let now = self.snapshot_tree()?;
         Ok(TaskDiff {
             text: self.git.tree_diff_text(&start, &now)?,
+            names: self.git.tree_diff_names(&start, &now)?.into_iter().filter(|p| self.keep(p)).collect(),
             tree: now.clone(),
             paths: self.git.tree_diff_summary(&start, &now)?,
             earlier: self.git.tree_diff_summary(&base, &start)?,
@@ -271,6 +270,8 @@ pub struct TaskDiff {
     pub text: String,
     /// `path (+a -r)` of each path the task changed.
     pub paths: Vec<String>,
+    /// The paths the task changed (what a clean review must name one of in `files_read`).
+    pub names: Vec<String>,
     /// `path (+a -r)` of each path earlier tasks of the run changed (already reviewed).
     pub earlier: Vec<String>,
 }

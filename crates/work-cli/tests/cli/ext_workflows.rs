@@ -259,11 +259,19 @@ pub fn implement_writes_through_the_cli_and_reviewers_cannot(which: Cli) {
             ),
             Rule::new(
                 "You are the SPEC-COMPLIANCE REVIEWER of task 1",
-                refused_writes(&root, "spec", json!({"status": "compliant", "issues": []})),
+                refused_writes(
+                    &root,
+                    "spec",
+                    json!({"status": "compliant", "issues": [], "files_read": ["hello.txt"]}),
+                ),
             ),
             Rule::new(
                 "You are the QUALITY REVIEWER of task 1",
-                refused_writes(&root, "quality", json!({"verdict": "approved", "issues": []})),
+                refused_writes(
+                    &root,
+                    "quality",
+                    json!({"verdict": "approved", "issues": [], "files_read": ["hello.txt"]}),
+                ),
             ),
         ]),
     );

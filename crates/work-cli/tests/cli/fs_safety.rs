@@ -173,9 +173,9 @@ if role == 'implementer':
         os.symlink({fifo:?}, 'hang.txt')
     out({{'status': 'DONE', 'summary': 'done', 'applied_changes': True}})
 if role == 'spec-reviewer':
-    out({{'status': 'compliant', 'issues': []}})
+    out({{'status': 'compliant', 'issues': [], 'files_read': __import__('re').findall(r'^diff --git a/(\S+) ', req['prompt'], 8)}})
 if role == 'quality-reviewer':
-    out({{'verdict': 'approved', 'issues': []}})
+    out({{'verdict': 'approved', 'issues': [], 'files_read': __import__('re').findall(r'^diff --git a/(\S+) ', req['prompt'], 8)}})
 out({{'status': 'DONE', 'fixtures': 1}})
 "#,
             secret = secret.display().to_string(),

@@ -87,9 +87,9 @@ if role == 'implementer':
 if role == 'editor':
     out({'status': 'BLOCKED', 'applied_changes': False, 'sites': 0, 'hole': leak, 'summary': leak})
 if role == 'spec-reviewer':
-    out({'status': 'compliant', 'issues': []})
+    out({'status': 'compliant', 'issues': [], 'files_read': __import__('re').findall(r'^diff --git a/(\S+) ', req['prompt'], 8)})
 if role == 'quality-reviewer':
-    out({'verdict': 'approved', 'issues': []})
+    out({'verdict': 'approved', 'issues': [], 'files_read': __import__('re').findall(r'^diff --git a/(\S+) ', req['prompt'], 8)})
 if role == 'tester':
     out({'status': 'DONE', 'fixtures': 1})
 if role == 'finder':

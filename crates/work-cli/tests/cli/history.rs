@@ -163,9 +163,9 @@ if role == 'implementer':
     open('hello.txt', 'w').write('hi\n')
     out({'status': 'DONE', 'summary': 'done', 'applied_changes': True})
 if role == 'spec-reviewer':
-    out({'status': 'compliant', 'issues': []})
+    out({'status': 'compliant', 'issues': [], 'files_read': __import__('re').findall(r'^diff --git a/(\S+) ', req['prompt'], 8)})
 if role == 'quality-reviewer':
-    out({'verdict': 'approved', 'issues': []})
+    out({'verdict': 'approved', 'issues': [], 'files_read': __import__('re').findall(r'^diff --git a/(\S+) ', req['prompt'], 8)})
 sys.exit(3)
 "#,
     )

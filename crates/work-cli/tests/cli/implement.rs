@@ -22,6 +22,9 @@ fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 os.write(fd, line.encode())
 os.close(fd)
 def out(d):
+    # A reviewer reads every file of the diff it is shown unless the test says what it read.
+    if role in ('spec-reviewer', 'quality-reviewer') and isinstance(d, dict) and 'files_read' not in d:
+        d = dict(d, files_read=READ)
     print(json.dumps({'work_result': d, 'usage': {'input_tokens': 100, 'output_tokens': 10}}))
     sys.exit(0)
 def write(p, c):
@@ -32,13 +35,16 @@ def write(p, c):
 def sh(cmd):
     os.system(cmd)
 DONE = {'status': 'DONE', 'summary': 'done', 'applied_changes': True}
+# What an honest reviewer read: every file of the diff it was shown.
+import re
+READ = re.findall(r'^diff --git a/(\S+) ', req.get('prompt', ''), re.M)
 "#;
 
 const DEFAULTS: &str = r#"
 if role == 'spec-reviewer':
-    out({'status': 'compliant', 'issues': []})
+    out({'status': 'compliant', 'issues': [], 'files_read': READ})
 if role == 'quality-reviewer':
-    out({'verdict': 'approved', 'issues': []})
+    out({'verdict': 'approved', 'issues': [], 'files_read': READ})
 if role == 'implementer':
     out(DONE)
 if role == 'tester':
@@ -899,7 +905,11 @@ fn edit_carriers_are_guarded_too() {
 #[test]
 fn a_minimal_quality_verdict_is_read_once_and_another_name_is_malformed() {
     // The case and blanks of a status word are folded (docs/protocol.md): ` Approved ` is the word.
-    for answer in ["{'verdict': 'approved'}", "{'verdict': 'approved', 'issues': []}", "{'verdict': ' Approved '}"] {
+    for answer in [
+        "{'verdict': 'approved', 'files_read': READ}",
+        "{'verdict': 'approved', 'issues': [], 'files_read': READ}",
+        "{'verdict': ' Approved ', 'files_read': READ}",
+    ] {
         let s = repo_with_plan(&[("1", "Add greeting", "Create hello.txt.")]);
         let a = agent(
             &s,

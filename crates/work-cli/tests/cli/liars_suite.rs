@@ -165,9 +165,9 @@ if role == 'implementer':
 {body}
     out({{'status': 'DONE', 'summary': 'done', 'applied_changes': True}})
 if role == 'spec-reviewer':
-    out({{'status': 'compliant', 'issues': []}})
+    out({{'status': 'compliant', 'issues': [], 'files_read': __import__('re').findall(r'^diff --git a/(\S+) ', req['prompt'], 8)}})
 if role == 'quality-reviewer':
-    out({{'verdict': 'approved', 'issues': []}})
+    out({{'verdict': 'approved', 'issues': [], 'files_read': __import__('re').findall(r'^diff --git a/(\S+) ', req['prompt'], 8)}})
 if role == 'tester':
     out({{'status': 'DONE', 'fixtures': 1}})
 print('no answer for role ' + role)

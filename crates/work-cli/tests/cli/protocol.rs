@@ -89,7 +89,7 @@ fn roles() -> Vec<Role> {
             access: "read-only",
             context: "`task_id`, `iter_id`, `phase` = `spec-review`, `round`, `task_title`",
             schema: im::spec_schema(),
-            example: json!({"status": "non_compliant", "issues": ["hello.txt must say hi"], "ambiguity": null}),
+            example: json!({"status": "compliant", "issues": [], "ambiguity": null, "files_read": ["hello.txt", "PLAN.md"]}),
         },
         Role {
             workflow: "implement",
@@ -97,7 +97,7 @@ fn roles() -> Vec<Role> {
             access: "read-only",
             context: "`task_id`, `iter_id`, `phase` = `quality-review`, `round`, `task_title`",
             schema: im::quality_schema(),
-            example: json!({"verdict": "changes_requested", "issues": [{"severity": "minor", "text": "stale comment in main.rs"}]}),
+            example: json!({"verdict": "changes_requested", "issues": [{"severity": "minor", "text": "stale comment in main.rs"}], "files_read": ["src/main.rs"]}),
         },
         Role {
             workflow: "implement",

@@ -311,9 +311,9 @@ if role == 'implementer':
         open('t2.txt', 'w').write('two\n')
     out({'status': 'DONE', 'summary': 'task %s' % tid, 'applied_changes': True})
 if role == 'spec-reviewer':
-    out({'status': 'compliant', 'issues': []})
+    out({'status': 'compliant', 'issues': [], 'files_read': __import__('re').findall(r'^diff --git a/(\S+) ', req['prompt'], 8)})
 if role == 'quality-reviewer':
-    out({'verdict': 'approved', 'issues': []})
+    out({'verdict': 'approved', 'issues': [], 'files_read': __import__('re').findall(r'^diff --git a/(\S+) ', req['prompt'], 8)})
 sys.exit(3)
 "#,
     );
