@@ -23,9 +23,16 @@ pub fn dispatch_subject(ns: &str) -> String {
     format!("work.dispatch.{ns}")
 }
 
-/// The subject of the notices about dispatch `queue_id` in namespace `ns`.
-pub fn answer_subject(ns: &str, queue_id: &str) -> String {
-    format!("work.answer.{ns}.{queue_id}")
+/// The subject of one kind of notice (`started`, `refused`, `answer`: [`Notice::kind`]) about
+/// dispatch `queue_id` in namespace `ns`. One subject per kind and dispatch, so that the answer
+/// stream can be asked for the first answer of one dispatch by its subject alone.
+pub fn notice_subject(ns: &str, queue_id: &str, kind: &str) -> String {
+    format!("work.answer.{ns}.{queue_id}.{kind}")
+}
+
+/// Every notice of namespace `ns`.
+pub fn notices_of(ns: &str) -> String {
+    format!("work.answer.{ns}.>")
 }
 
 /// The repository a request was made in: the id (the root commit, the same in every clone)
@@ -169,6 +176,9 @@ pub struct QueueAnswer {
     pub queue_id: String,
     /// The worker that ran it.
     pub worker: String,
+    /// Which delivery of the request it answers (1 unless it was redelivered).
+    #[serde(default)]
+    pub delivery: u64,
     /// How it ended.
     #[serde(flatten)]
     pub outcome: AnswerOutcome,
@@ -209,6 +219,15 @@ impl Notice {
         match self {
             Notice::Started { queue_id, .. } | Notice::Refused { queue_id, .. } => queue_id,
             Notice::Answer(a) => &a.queue_id,
+        }
+    }
+
+    /// The last part of its subject ([`notice_subject`]).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Notice::Started { .. } => "started",
+            Notice::Refused { .. } => "refused",
+            Notice::Answer(_) => "answer",
         }
     }
 }
@@ -258,6 +277,7 @@ mod tests {
         let text = serde_json::to_string(&Notice::Answer(QueueAnswer {
             queue_id: "q".into(),
             worker: "w".into(),
+            delivery: 1,
             outcome: AnswerOutcome::Failed { reason: "x".into(), raw: String::new() },
             usage: Usage::default(),
         }))

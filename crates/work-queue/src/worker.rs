@@ -135,9 +135,11 @@ impl Worker {
         self.save();
     }
 
-    async fn notify(&self, q: &QueueRequest, notice: &Notice, id: String) {
-        let Ok(payload) = serde_json::to_vec(notice) else { return };
-        let subject = wire::answer_subject(&q.namespace, &q.queue_id);
+    /// Publishes a notice to the answer stream (retried with the same message id, so a retry
+    /// after a lost acknowledgement stores nothing twice). False when the stream never took it.
+    async fn notify(&self, q: &QueueRequest, notice: &Notice, id: String) -> bool {
+        let Ok(payload) = serde_json::to_vec(notice) else { return false };
+        let subject = wire::notice_subject(&q.namespace, &q.queue_id, notice.kind());
         for attempt in 0..16u64 {
             if attempt > 0 {
                 tokio::time::sleep(Duration::from_millis((250 * attempt).min(1000))).await;
@@ -146,10 +148,11 @@ impl Worker {
             if let Ok(ack) = self.js.send_publish(subject.clone(), msg).await
                 && ack.await.is_ok()
             {
-                return;
+                return true;
             }
         }
         eprintln!("warning: worker {}: failed to publish a notice for {}", self.opts.name, q.queue_id);
+        false
     }
 
     /// Why this worker cannot run `q`, if it cannot.
@@ -198,6 +201,11 @@ impl Worker {
             let _ = m.ack_with(AckKind::Term).await;
             return;
         };
+        if let Ok(Some(_)) = stream::first_answer(&self.js, &q.namespace, &q.queue_id).await {
+            // Answered already (its worker was lost before it acknowledged): run nothing twice.
+            let _ = m.double_ack().await;
+            return;
+        }
         if let Some(reason) = self.refusal(&q).await {
             self.update(|s| {
                 s.refused += 1;
@@ -212,28 +220,35 @@ impl Worker {
         self.update(|s| s.running.push(q.dispatch_id.clone()));
         let started = Notice::Started { queue_id: q.queue_id.clone(), worker: self.opts.name.clone(), delivery };
         self.notify(&q, &started, format!("{}.started.{delivery}", q.queue_id)).await;
-        let answer = self.run_agent(&q).await;
+        let answer = self.run_agent(&q, delivery).await;
         let failed = !matches!(answer.outcome, AnswerOutcome::Ok { .. });
         // The answer first, then the acknowledgement: a worker lost between the two leaves a
-        // redelivery whose second answer the stream and the coordinator both drop.
-        self.notify(&q, &Notice::Answer(answer), format!("{}.answer", q.queue_id)).await;
-        for _ in 0..3 {
-            if m.double_ack().await.is_ok() {
-                break;
+        // redelivery whose second answer the stream (same message id) and the coordinator (the
+        // stream's first answer is the answer) both drop. An answer the stream never took is
+        // not acknowledged: the request goes to a worker again rather than be lost.
+        let stored = self.notify(&q, &Notice::Answer(answer), format!("{}.answer", q.queue_id)).await;
+        if stored {
+            for _ in 0..3 {
+                if m.double_ack().await.is_ok() {
+                    break;
+                }
             }
+        } else {
+            let _ = m.ack_with(AckKind::Nak(None)).await;
         }
         self.update(|s| {
             s.running.retain(|d| d != &q.dispatch_id);
-            s.answered += 1;
-            s.failed += u64::from(failed);
+            s.answered += u64::from(stored);
+            s.failed += u64::from(stored && failed);
         });
     }
 
-    async fn run_agent(&self, q: &QueueRequest) -> QueueAnswer {
+    async fn run_agent(&self, q: &QueueRequest, delivery: u64) -> QueueAnswer {
         let r = &self.opts.redactor;
         let answer = |outcome, usage| QueueAnswer {
             queue_id: q.queue_id.clone(),
             worker: self.opts.name.clone(),
+            delivery,
             outcome,
             usage,
         };

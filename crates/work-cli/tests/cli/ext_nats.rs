@@ -132,14 +132,17 @@ fn spawn_work(dir: &Path, args: &[&str], log: &Path) -> Proc {
 }
 
 const ANGLES: usize = 240;
+/// The finders' time limit: what the slow finder overruns (in both runs), and ample for the
+/// others, which answer at once.
+const TIMEOUT: &str = "timeouts.dispatch_secs=8";
 const PER_ROUND: usize = 40;
 
 /// A repository of 16 files × 10 lines, a finder per angle `aNNN` (a shell script: light on
 /// a loaded machine): angles below 160 each find one line of their own, the rest only lines
 /// already found (so the discovery goes dry). Faults, keyed by angle, each on the angle's first
-/// run only (a marker file, holding the checkout it ran in, says it started): a050 and a150
-/// sleep 3 s, a100 1.5 s (the test kills a worker, a node and the coordinator meanwhile), a200
-/// sleeps past its timeout. Every start is counted per angle.
+/// run only (marker files say it started, holding the checkout it ran in, and that it ended):
+/// a050 and a150 sleep 3 s, a100 1.5 s (the test kills a worker, a node and the coordinator
+/// meanwhile), a200 sleeps past its timeout. Every start is counted per angle.
 fn scenario() -> (Scenario, String, tempfile::TempDir) {
     let s = Scenario::new();
     // The finders' counters live outside the tree: the read-only check sees only the finders.
@@ -171,6 +174,7 @@ if [ $first = 1 ]; then
         a050|a150) nap 3 ;;
         a100) nap 1.5 ;;
     esac
+    echo > "$S/done-$angle"
 fi
 i=${{angle#a}}; i=${{i#0}}; i=${{i#0}}
 k=$((i))
@@ -196,11 +200,10 @@ printf '{{"angle":"%s","items":[{{"id":"f%02d-%d","title":"transition %d","locat
 
 fn exhaust_args(agent: &str, queue: Option<&str>) -> Vec<String> {
     let angles: Vec<String> = (0..ANGLES).map(|i| format!("a{i:03}")).collect();
-    let mut v: Vec<String> =
-        ["-c", "timeouts.dispatch_secs=20", "exhaust", "transitions", "-k", "2", "--concurrency", "8"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+    let mut v: Vec<String> = ["-c", TIMEOUT, "exhaust", "transitions", "-k", "2", "--concurrency", "8"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     v.extend(["--angles".into(), angles.join(","), "--angles-per-round".into(), PER_ROUND.to_string()]);
     v.extend(["--agent".into(), agent.to_string(), "--json".into()]);
     if let Some(q) = queue {
@@ -251,6 +254,25 @@ fn wait_for(path: &Path, what: &str, secs: u64) -> String {
     }
 }
 
+/// Waits until worker `name` in `dir` no longer runs `angle`'s dispatch (its answer is then in
+/// the answer stream: a worker publishes it before it says so).
+fn wait_answered(dir: &Path, name: &str, angle: &str, secs: u64) {
+    let path = dir.join(format!(".work/workers/{name}.json"));
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let suffix = format!("-{angle}");
+    loop {
+        let status: Value =
+            std::fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
+        let running =
+            status["running"].as_array().map(|r| r.iter().any(|d| d.as_str().is_some_and(|d| d.ends_with(&suffix))));
+        if running == Some(false) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{name} never answered {angle} ({})", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 struct Workers {
     procs: Vec<(PathBuf, Proc)>,
     url: String,
@@ -291,16 +313,15 @@ impl Workers {
 }
 
 #[test]
-#[ignore = "known failure: after a node is killed, a resumed coordinator can miss answers that arrived while it was down; run with --run-ignored all"]
 fn ext_nats_an_exhaust_through_a_cluster_with_faults_ends_like_a_local_run() {
     nats_server();
-    // Locally.
-    let (local, agent, local_state) = scenario();
-    let a = exhaust_args(&agent, None);
-    let expected = local.run_json(&a.iter().map(String::as_str).collect::<Vec<_>>(), 0);
-    let local_calls = calls(&local_state);
-    assert!(expected["spent"]["dispatches"].as_u64().expect("dispatches") >= 240, "{}", expected["spent"]);
-    assert_eq!(expected["stoppedReason"], "k-consecutive-dry", "{expected}");
+    // Locally, meanwhile (it shares nothing with the queue run).
+    let local = std::thread::spawn(move || {
+        let (local, agent, local_state) = scenario();
+        let a = exhaust_args(&agent, None);
+        let expected = local.run_json(&a.iter().map(String::as_str).collect::<Vec<_>>(), 0);
+        (local, expected, calls(&local_state))
+    });
 
     // Through the queue: three nodes, three workers, each in its own clone.
     let cluster = Cluster::start(3);
@@ -329,16 +350,22 @@ fn ext_nats_an_exhaust_through_a_cluster_with_faults_ends_like_a_local_run() {
     wait_for(&state.path().join("started-a100"), "a100's dispatch", 120);
     cluster.nodes[1].kill();
 
-    // The coordinator killed mid-round and resumed: what the workers answered meanwhile is kept.
-    wait_for(&state.path().join("started-a150"), "a150's dispatch", 120);
+    // The coordinator killed mid-round and resumed once a150's worker answered: what the
+    // workers answered meanwhile is kept, and not run again.
+    let checkout = wait_for(&state.path().join("started-a150"), "a150's dispatch", 120);
     coordinator.kill();
-    std::thread::sleep(Duration::from_secs(4));
+    let answering = workers.index_of(&checkout);
+    wait_for(&state.path().join("done-a150"), "a150's finder", 60);
+    wait_answered(&workers.procs[answering].0, &format!("w{answering}"), "a150", 60);
     let out = s.work().args(&argv).timeout(Duration::from_secs(240)).output().expect("resume");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "resumed coordinator:\n{stderr}\n{stdout}");
     let master: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{stdout}\n{stderr}"));
 
+    let (local, expected, local_calls) = local.join().expect("the local run");
+    assert!(expected["spent"]["dispatches"].as_u64().expect("dispatches") >= 240, "{}", expected["spent"]);
+    assert_eq!(expected["stoppedReason"], "k-consecutive-dry", "{expected}");
     let brief = |m: &Value| {
         let r: Vec<String> = m["rounds"]
             .as_array()
@@ -401,7 +428,7 @@ fn ext_nats_a_worker_refuses_another_commit_and_write_roles_until_allowed() {
     let master = s.run_json(
         &[
             "-c",
-            "timeouts.dispatch_secs=20",
+            TIMEOUT,
             "exhaust",
             "transitions",
             "-k",
