@@ -155,6 +155,30 @@ impl Worker {
         false
     }
 
+    /// Whether the answer stream holds an answer to `q` already. While the stream cannot be
+    /// asked (its leader lost with a node) it is asked again for a while, so that a request
+    /// redelivered after its worker answered is not run twice.
+    async fn answered(&self, q: &QueueRequest) -> bool {
+        for attempt in 0..20u64 {
+            match stream::first_answer(&self.js, &q.namespace, &q.queue_id).await {
+                Ok(found) => return found.is_some(),
+                Err(_) => tokio::time::sleep(Duration::from_millis((100 * (attempt + 1)).min(500))).await,
+            }
+        }
+        false
+    }
+
+    /// Acknowledges a request, retried while the consumer's leader moves (a lost node); the
+    /// request stays this worker's meanwhile (progress is reported until it returns).
+    async fn ack(&self, m: &jetstream::Message) {
+        for attempt in 0..20u64 {
+            if m.double_ack().await.is_ok() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis((100 * (attempt + 1)).min(500))).await;
+        }
+    }
+
     /// Why this worker cannot run `q`, if it cannot.
     async fn refusal(&self, q: &QueueRequest) -> Option<String> {
         if q.protocol != QUEUE_PROTOCOL {
@@ -201,9 +225,9 @@ impl Worker {
             let _ = m.ack_with(AckKind::Term).await;
             return;
         };
-        if let Ok(Some(_)) = stream::first_answer(&self.js, &q.namespace, &q.queue_id).await {
+        if self.answered(&q).await {
             // Answered already (its worker was lost before it acknowledged): run nothing twice.
-            let _ = m.double_ack().await;
+            self.ack(m).await;
             return;
         }
         if let Some(reason) = self.refusal(&q).await {
@@ -228,11 +252,7 @@ impl Worker {
         // not acknowledged: the request goes to a worker again rather than be lost.
         let stored = self.notify(&q, &Notice::Answer(answer), format!("{}.answer", q.queue_id)).await;
         if stored {
-            for _ in 0..3 {
-                if m.double_ack().await.is_ok() {
-                    break;
-                }
-            }
+            self.ack(m).await;
         } else {
             let _ = m.ack_with(AckKind::Nak(None)).await;
         }
