@@ -6,8 +6,8 @@
 //! Rules: the request is published with its queue id as `Nats-Msg-Id` (JetStream drops a
 //! second copy); the answer is the first one the answer stream holds for the queue id (later
 //! ones are ignored); a request no worker finished (its delivery limit reached, or no answer
-//! within the timeout of its last pickup plus a grace, or no pickup within the timeout) is a
-//! failed dispatch — never an empty answer.
+//! within the timeout of its last pickup plus a grace, or no pickup within the timeout plus
+//! [`PICKUP_GRACE`]) is a failed dispatch — never an empty answer.
 //!
 //! Answers are durable: they are kept in the answer stream (three replicas on a cluster), one
 //! subject per dispatch, and the coordinator asks the stream for a dispatch's answer by that
@@ -45,6 +45,7 @@ struct Slot {
 
 struct Shared {
     js: jetstream::Context,
+    fresh: bool,
     namespace: String,
     repository: RepoRef,
     slots: Mutex<HashMap<String, watch::Sender<Slot>>>,
@@ -102,18 +103,25 @@ impl std::fmt::Debug for QueueAgent {
 /// (the worker kills its own agent at the timeout and reports that first).
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 
+/// What a request may wait for its first pickup beyond the dispatch's timeout: a cluster
+/// that lost a node re-elects the workers' consumer's leader first (seconds), and a request
+/// waiting for a free worker is not yet running. Past it, no worker serves the queue.
+pub const PICKUP_GRACE: Duration = Duration::from_secs(30);
+
 /// How often a waiting dispatch asks the answer stream for its answer, in case the live
 /// notice was missed (a lost node or connection).
 pub const POLL: Duration = Duration::from_secs(2);
 
 impl QueueAgent {
     /// Connects to the queue, creates the streams when missing, and starts reading the live
-    /// notices of `namespace` and the delivery-limit advisories. Must be called inside the
+    /// notices of `namespace` and the delivery-limit advisories. `fresh` when the namespace is
+    /// new (no answer can be stored for it yet: nothing is looked up before publishing). Must be called inside the
     /// tokio runtime the dispatches run on. `grace` is what a worker gets past the timeout
     /// ([`DEFAULT_GRACE`] unless a test needs less).
     pub async fn connect(
         url: &QueueUrl,
         namespace: &str,
+        fresh: bool,
         repository: RepoRef,
         grace: Duration,
     ) -> Result<Self, QueueError> {
@@ -132,6 +140,7 @@ impl QueueAgent {
         let live = subscribe(crate::wire::notices_of(namespace)).await?;
         let shared = Arc::new(Shared {
             js,
+            fresh,
             namespace: namespace.into(),
             repository,
             slots: Mutex::default(),
@@ -205,7 +214,9 @@ impl Agent for QueueAgent {
         let mut rx = self.shared.slot(&q.queue_id).subscribe();
         rx.borrow_and_update();
         // Answered already (by a worker while this coordinator was down): nothing to ask.
-        if let Some(a) = self.shared.stored(&q.queue_id).await {
+        if !self.shared.fresh
+            && let Some(a) = self.shared.stored(&q.queue_id).await
+        {
             return reply(a);
         }
         let sequence = self.publish(&q).await.map_err(failed)?;
@@ -223,7 +234,7 @@ impl QueueAgent {
         timeout: Duration,
         mut rx: watch::Receiver<Slot>,
     ) -> Result<AgentReply, AgentError> {
-        let mut deadline = Instant::now() + timeout;
+        let mut deadline = Instant::now() + timeout + PICKUP_GRACE;
         let (mut seen_started, mut seen_answers) = (0, 0);
         loop {
             let slot = rx.borrow_and_update().clone();
@@ -259,9 +270,10 @@ impl QueueAgent {
                     }
                     self.forget(sequence).await;
                     let secs = timeout.as_secs_f64();
+                    let wait = (timeout + PICKUP_GRACE).as_secs_f64();
                     return Err(failed(match (seen_started, slot.refused) {
-                        (0, Some(r)) => format!("no worker took it within {secs}s (refused by {r})"),
-                        (0, None) => format!("no worker took it within {secs}s"),
+                        (0, Some(r)) => format!("no worker took it within {wait}s (refused by {r})"),
+                        (0, None) => format!("no worker took it within {wait}s"),
                         _ => format!("timed out: no answer from the worker within {secs}s of its pickup"),
                     }));
                 }

@@ -123,16 +123,18 @@ pub async fn run(url: &QueueUrl, backends: Arc<dyn Backends>, opts: WorkerOption
 
 impl Worker {
     fn save(&self) {
-        let Some(path) = &self.opts.status_path else { return };
-        let status = self.status.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        if let Err(e) = work_runtime::fsx::write_json_atomic(path, &status) {
-            eprintln!("warning: failed to write the worker status {}: {e}", path.display());
-        }
+        self.update(|_| {});
     }
 
+    /// Changes the status and writes it, under one lock: two requests ending at once never
+    /// leave the older of their two states in the file.
     fn update(&self, f: impl FnOnce(&mut WorkerStatus)) {
-        f(&mut self.status.lock().unwrap_or_else(|p| p.into_inner()));
-        self.save();
+        let mut status = self.status.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut status);
+        let Some(path) = &self.opts.status_path else { return };
+        if let Err(e) = work_runtime::fsx::write_json_atomic(path, &*status) {
+            eprintln!("warning: failed to write the worker status {}: {e}", path.display());
+        }
     }
 
     /// Publishes a notice to the answer stream (retried with the same message id, so a retry
@@ -225,7 +227,7 @@ impl Worker {
             let _ = m.ack_with(AckKind::Term).await;
             return;
         };
-        if self.answered(&q).await {
+        if delivery > 1 && self.answered(&q).await {
             // Answered already (its worker was lost before it acknowledged): run nothing twice.
             self.ack(m).await;
             return;
@@ -243,8 +245,14 @@ impl Worker {
         }
         self.update(|s| s.running.push(q.dispatch_id.clone()));
         let started = Notice::Started { queue_id: q.queue_id.clone(), worker: self.opts.name.clone(), delivery };
-        self.notify(&q, &started, format!("{}.started.{delivery}", q.queue_id)).await;
-        let answer = self.run_agent(&q, delivery).await;
+        // The pickup is told while the agent already runs (its deadline starts now either way).
+        let told = self.notify(&q, &started, format!("{}.started.{delivery}", q.queue_id));
+        let ((), answer) = tokio::join!(
+            async {
+                told.await;
+            },
+            self.run_agent(&q, delivery)
+        );
         let failed = !matches!(answer.outcome, AnswerOutcome::Ok { .. });
         // The answer first, then the acknowledgement: a worker lost between the two leaves a
         // redelivery whose second answer the stream (same message id) and the coordinator (the

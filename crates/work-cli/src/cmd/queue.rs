@@ -73,7 +73,7 @@ pub fn connect(
     let state_file = ctx.state_path(format!("queue/{journal_name}.json"));
     let (ns, new) = namespace(ctx, &state_file, fresh);
     let agent = rt
-        .block_on(QueueAgent::connect(url, &ns, repository, work_queue::agent::DEFAULT_GRACE))
+        .block_on(QueueAgent::connect(url, &ns, new, repository, work_queue::agent::DEFAULT_GRACE))
         .map_err(|e| CliError::bad(format!("{what}: {e}")))?;
     if new {
         work_runtime::fsx::write_json_atomic(&state_file, &serde_json::json!({"namespace": ns}))
