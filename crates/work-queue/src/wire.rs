@@ -285,4 +285,27 @@ mod tests {
         let back: Notice = serde_json::from_str(&text).expect("parse");
         assert_eq!(back.queue_id(), "q");
     }
+
+    #[test]
+    fn each_kind_of_notice_has_its_own_subject_under_the_namespace() {
+        let started = Notice::Started { queue_id: "q".into(), worker: "w".into(), delivery: 1 };
+        let refused = Notice::Refused { queue_id: "q".into(), worker: "w".into(), reason: "r".into() };
+        let answer = Notice::Answer(QueueAnswer {
+            queue_id: "q".into(),
+            worker: "w".into(),
+            delivery: 2,
+            outcome: AnswerOutcome::Ok { document: json!({}), raw: String::new() },
+            usage: Usage::default(),
+        });
+        let subjects: Vec<String> =
+            [&started, &refused, &answer].iter().map(|n| notice_subject("ns", n.queue_id(), n.kind())).collect();
+        assert_eq!(subjects, ["work.answer.ns.q.started", "work.answer.ns.q.refused", "work.answer.ns.q.answer"]);
+        let all = notices_of("ns");
+        assert!(subjects.iter().all(|s| s.starts_with(all.trim_end_matches('>'))), "{all}");
+        // An answer from a worker that does not send its delivery number reads as delivery 0.
+        let old: QueueAnswer =
+            serde_json::from_value(json!({"queue_id": "q", "worker": "w", "outcome": "failed", "reason": "x", "raw": "", "usage": Usage::default()}))
+                .expect("parse");
+        assert_eq!(old.delivery, 0);
+    }
 }
