@@ -25,13 +25,20 @@ rate() { python3 -c "import sys; n,a,b=int(sys.argv[1]),float(sys.argv[2]),float
 
 git init -q -b main "$TMP/repo"
 git -C "$TMP/repo" -c user.email=b@x -c user.name=b commit -q --allow-empty -m root
-cat > "$TMP/finder.py" <<PY
-import json, sys, time
-req = json.load(sys.stdin)
-time.sleep($SLEEP_MS / 1000.0)
-print(json.dumps({"angle": req["context"]["angle"], "items": []}))
-PY
-AGENT="command:python3 $TMP/finder.py"
+# The finder is bash builtins only (no fork, no interpreter start-up): the figures are the
+# engine's and the queue's cost per dispatch, not an agent's. A wait is a read with a timeout on
+# a FIFO that never delivers.
+mkfifo "$TMP/fifo"
+WAIT=$(printf '%d.%03d' $((SLEEP_MS / 1000)) $((SLEEP_MS % 1000)))
+cat > "$TMP/finder.sh" <<SH
+#!/bin/bash
+IFS= read -r req
+[[ \$req =~ \\"angle\\":\\"([a-z0-9]+)\\" ]] && angle=\${BASH_REMATCH[1]}
+[ "$SLEEP_MS" -gt 0 ] && { read -r -t $WAIT _ <> "$TMP/fifo" || true; }
+printf '{"angle":"%s","items":[]}\\n' "\$angle"
+SH
+chmod +x "$TMP/finder.sh"
+AGENT="command:$TMP/finder.sh"
 ANGLES=$(python3 -c "print(','.join('a%04d' % i for i in range($N)))")
 run_exhaust() { # dir cap [queue]
     local dir=$1 cap=$2; shift 2

@@ -4,16 +4,22 @@
 //! is then the number of dispatches in flight across all workers).
 //!
 //! Rules: the request is published with its queue id as `Nats-Msg-Id` (JetStream drops a
-//! second copy); the first answer per queue id is taken and later ones are ignored; a request
-//! no worker finished (its delivery limit reached, or no answer within the timeout of its last
-//! pickup plus a grace, or no pickup within the timeout) is a failed dispatch — never an empty
-//! answer. Answers are read from the answer stream from its start, so a coordinator resumed
-//! after a crash finds the answers that arrived while it was down.
+//! second copy); the answer is the first one the answer stream holds for the queue id (later
+//! ones are ignored); a request no worker finished (its delivery limit reached, or no answer
+//! within the timeout of its last pickup plus a grace, or no pickup within the timeout plus
+//! [`PICKUP_GRACE`]) is a failed dispatch — never an empty answer.
+//!
+//! Answers are durable: they are kept in the answer stream (three replicas on a cluster), one
+//! subject per dispatch, and the coordinator asks the stream for a dispatch's answer by that
+//! subject before it publishes (a coordinator resumed after a crash finds what the workers
+//! answered while it was down), when a notice on the live subject says one arrived, every
+//! [`POLL`] while it waits (a notice missed while a node was lost), and before it gives up.
+//! Nothing depends on a consumer's position, so a lost node or connection loses nothing.
 
 use crate::QueueError;
 use crate::stream::{self, QueueUrl};
-use crate::wire::{ANSWER_STREAM, AnswerOutcome, DISPATCH_STREAM, Notice, QueueAnswer, QueueRequest, RepoRef};
-use async_nats::jetstream::{self, consumer};
+use crate::wire::{AnswerOutcome, DISPATCH_STREAM, Notice, QueueAnswer, QueueRequest, RepoRef};
+use async_nats::jetstream;
 use async_trait::async_trait;
 use futures_util::StreamExt;
 use std::collections::HashMap;
@@ -23,23 +29,23 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use work_runtime::dispatch::{Agent, AgentError, AgentReply, DispatchRequest, InvokeOptions};
 
-/// What the coordinator knows of one queue id.
+/// What the coordinator knows of one queue id from the live subject and the advisories.
 #[derive(Debug, Clone, Default)]
 struct Slot {
     /// Pickups seen (a redelivery is one more).
     started: u64,
     /// The last refusal, if any.
     refused: Option<String>,
-    /// The first answer.
-    answer: Option<QueueAnswer>,
-    /// Answers after the first (ignored).
-    duplicates: u64,
+    /// Answers seen on the live subject, by worker and delivery (the stream's first one is
+    /// the answer).
+    answers: Vec<(String, u64)>,
     /// JetStream gave the request up (delivery limit).
     given_up: bool,
 }
 
 struct Shared {
     js: jetstream::Context,
+    fresh: bool,
     namespace: String,
     repository: RepoRef,
     slots: Mutex<HashMap<String, watch::Sender<Slot>>>,
@@ -58,10 +64,12 @@ impl Shared {
         slot.send_modify(|s| match notice {
             Notice::Started { .. } => s.started += 1,
             Notice::Refused { worker, reason, .. } => s.refused = Some(format!("{worker}: {reason}")),
-            Notice::Answer(a) if s.answer.is_none() => s.answer = Some(a),
-            // The same answer seen live and from the stream is one answer.
-            Notice::Answer(a) if s.answer.as_ref() == Some(&a) => {}
-            Notice::Answer(_) => s.duplicates += 1,
+            Notice::Answer(a) => {
+                let who = (a.worker, a.delivery);
+                if !s.answers.contains(&who) {
+                    s.answers.push(who);
+                }
+            }
         });
     }
 
@@ -70,6 +78,11 @@ impl Shared {
         if let Some(id) = id {
             self.slot(&id).send_modify(|s| s.given_up = true);
         }
+    }
+
+    /// The stream's answer for `id`, if it holds one (an unreachable stream is asked again later).
+    async fn stored(&self, id: &str) -> Option<QueueAnswer> {
+        crate::stream::first_answer(&self.js, &self.namespace, id).await.ok().flatten()
     }
 }
 
@@ -90,47 +103,60 @@ impl std::fmt::Debug for QueueAgent {
 /// (the worker kills its own agent at the timeout and reports that first).
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 
+/// What a request may wait for its first pickup beyond the dispatch's timeout: a cluster
+/// that lost a node re-elects the workers' consumer's leader first (seconds), and a request
+/// waiting for a free worker is not yet running. Past it, no worker serves the queue.
+pub const PICKUP_GRACE: Duration = Duration::from_secs(30);
+
+/// How often a waiting dispatch asks the answer stream for its answer, in case the live
+/// notice was missed (a lost node or connection).
+pub const POLL: Duration = Duration::from_secs(2);
+
 impl QueueAgent {
-    /// Connects to the queue, creates the streams when missing, and starts reading the
-    /// answers of `namespace` (from the stream's start) and the delivery-limit advisories.
-    /// Must be called inside the tokio runtime the dispatches run on.
-    /// `grace` is what a worker gets past the timeout ([`DEFAULT_GRACE`] unless a test needs less).
+    /// Connects to the queue, creates the streams when missing, and starts reading the live
+    /// notices of `namespace` and the delivery-limit advisories. `fresh` when the namespace is
+    /// new (no answer can be stored for it yet: nothing is looked up before publishing). Must be called inside the
+    /// tokio runtime the dispatches run on. `grace` is what a worker gets past the timeout
+    /// ([`DEFAULT_GRACE`] unless a test needs less).
     pub async fn connect(
         url: &QueueUrl,
         namespace: &str,
+        fresh: bool,
         repository: RepoRef,
         grace: Duration,
     ) -> Result<Self, QueueError> {
         let (client, js) = url.connect("work-coordinator").await?;
         stream::ensure_streams(&js).await?;
-        let advisories = client
-            .subscribe(stream::max_deliveries_subject())
-            .await
-            .map_err(|e| QueueError::Connect { url: url.servers().join(","), why: e.to_string() })?;
-        // Notices also arrive live, straight from the subject: while a node is lost and the
-        // stream's consumer is re-created, answers still reach the coordinator.
-        let live = client
-            .subscribe(crate::wire::answer_subject(namespace, ">"))
-            .await
-            .map_err(|e| QueueError::Connect { url: url.servers().join(","), why: e.to_string() })?;
+        let subscribe = |subject: String| {
+            let client = client.clone();
+            async move {
+                client
+                    .subscribe(subject)
+                    .await
+                    .map_err(|e| QueueError::Connect { url: url.servers().join(","), why: e.to_string() })
+            }
+        };
+        let advisories = subscribe(stream::max_deliveries_subject()).await?;
+        let live = subscribe(crate::wire::notices_of(namespace)).await?;
         let shared = Arc::new(Shared {
             js,
+            fresh,
             namespace: namespace.into(),
             repository,
             slots: Mutex::default(),
             by_sequence: Mutex::default(),
             grace,
         });
-        tokio::spawn(read_answers(shared.clone()));
         tokio::spawn(read_advisories(shared.clone(), advisories));
         tokio::spawn(read_live(shared.clone(), live));
         Ok(QueueAgent { shared, describe: format!("queue:{}", url.servers().join(",")) })
     }
 
-    /// Answers ignored because an earlier one was taken, over every queue id so far.
+    /// Answers seen after the one taken (another worker ran the same request again), over
+    /// every queue id so far: each was ignored.
     pub fn duplicates_ignored(&self) -> u64 {
         let slots = self.shared.slots.lock().unwrap_or_else(|p| p.into_inner());
-        slots.values().map(|s| s.borrow().duplicates).sum()
+        slots.values().map(|s| s.borrow().answers.len().saturating_sub(1) as u64).sum()
     }
 
     async fn publish(&self, q: &QueueRequest) -> Result<u64, String> {
@@ -186,17 +212,37 @@ impl Agent for QueueAgent {
         let timeout_ms = u64::try_from(options.timeout.as_millis()).unwrap_or(u64::MAX);
         let q = QueueRequest::new(&self.shared.namespace, &self.shared.repository, request, timeout_ms);
         let mut rx = self.shared.slot(&q.queue_id).subscribe();
-        if let Some(a) = rx.borrow_and_update().answer.clone() {
+        rx.borrow_and_update();
+        // Answered already (by a worker while this coordinator was down): nothing to ask.
+        if !self.shared.fresh
+            && let Some(a) = self.shared.stored(&q.queue_id).await
+        {
             return reply(a);
         }
         let sequence = self.publish(&q).await.map_err(failed)?;
         self.shared.by_sequence.lock().unwrap_or_else(|p| p.into_inner()).insert(sequence, q.queue_id.clone());
-        let mut deadline = Instant::now() + options.timeout;
-        let mut seen_started = 0;
+        self.wait(&q.queue_id, sequence, options.timeout, rx).await
+    }
+}
+
+impl QueueAgent {
+    /// Waits for the stream's answer to `id` (see the module's rules).
+    async fn wait(
+        &self,
+        id: &str,
+        sequence: u64,
+        timeout: Duration,
+        mut rx: watch::Receiver<Slot>,
+    ) -> Result<AgentReply, AgentError> {
+        let mut deadline = Instant::now() + timeout + PICKUP_GRACE;
+        let (mut seen_started, mut seen_answers) = (0, 0);
         loop {
             let slot = rx.borrow_and_update().clone();
-            if let Some(a) = slot.answer {
-                return reply(a);
+            if slot.answers.len() != seen_answers {
+                seen_answers = slot.answers.len();
+                if let Some(a) = self.settled(id).await {
+                    return reply(a);
+                }
             }
             if slot.given_up {
                 let why = slot.refused.map(|r| format!("; last refusal: {r}")).unwrap_or_default();
@@ -204,64 +250,57 @@ impl Agent for QueueAgent {
             }
             if slot.started != seen_started {
                 seen_started = slot.started;
-                deadline = Instant::now() + options.timeout + self.shared.grace;
+                deadline = Instant::now() + timeout + self.shared.grace;
             }
+            let wake = deadline.min(Instant::now() + POLL);
             tokio::select! {
                 changed = rx.changed() => if changed.is_err() { return Err(failed("the queue closed".into())) },
-                _ = tokio::time::sleep_until(deadline) => {
+                () = tokio::time::sleep_until(wake) => {
+                    if let Some(a) = self.shared.stored(id).await {
+                        return reply(a);
+                    }
+                    if Instant::now() < deadline {
+                        continue;
+                    }
+                    // A pickup whose live notice was missed: the worker still has its time.
+                    if seen_started == 0 && stream::was_started(&self.shared.js, &self.shared.namespace, id).await {
+                        seen_started = 1;
+                        deadline = Instant::now() + timeout + self.shared.grace;
+                        continue;
+                    }
                     self.forget(sequence).await;
-                    let secs = options.timeout.as_secs_f64();
+                    let secs = timeout.as_secs_f64();
+                    let wait = (timeout + PICKUP_GRACE).as_secs_f64();
                     return Err(failed(match (seen_started, slot.refused) {
-                        (0, Some(r)) => format!("no worker took it within {secs}s (refused by {r})"),
-                        (0, None) => format!("no worker took it within {secs}s"),
+                        (0, Some(r)) => format!("no worker took it within {wait}s (refused by {r})"),
+                        (0, None) => format!("no worker took it within {wait}s"),
                         _ => format!("timed out: no answer from the worker within {secs}s of its pickup"),
                     }));
                 }
             }
         }
     }
-}
 
-/// Reads every notice of the namespace, from the stream's start, into the slots; after a lost
-/// connection it goes on from the last sequence read.
-async fn read_answers(shared: Arc<Shared>) {
-    let filter = crate::wire::answer_subject(&shared.namespace, ">");
-    let mut next = 1u64;
-    loop {
-        let Ok(stream) = shared.js.get_stream(ANSWER_STREAM).await else {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            continue;
-        };
-        let config = consumer::pull::OrderedConfig {
-            filter_subject: filter.clone(),
-            deliver_policy: consumer::DeliverPolicy::ByStartSequence { start_sequence: next },
-            ..Default::default()
-        };
-        let messages = match stream.create_consumer(config).await {
-            Ok(c) => c.messages().await,
-            Err(_) => {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                continue;
+    /// The stream's answer once a live notice said one was published: the stream stores it
+    /// a moment after the notice goes by, so it is asked a few times before the next poll.
+    async fn settled(&self, id: &str) -> Option<QueueAnswer> {
+        let mut pause = Duration::from_millis(5);
+        let until = Instant::now() + POLL;
+        loop {
+            if let Some(a) = self.shared.stored(id).await {
+                return Some(a);
             }
-        };
-        let Ok(mut messages) = messages else {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            continue;
-        };
-        while let Some(Ok(m)) = messages.next().await {
-            if let Ok(info) = m.info() {
-                next = info.stream_sequence + 1;
+            if Instant::now() + pause > until {
+                return None;
             }
-            if let Ok(notice) = serde_json::from_slice::<Notice>(&m.payload) {
-                shared.apply(notice);
-            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(200));
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
-/// Applies the notices published while connected (the stream has them too; the first answer
-/// per queue id wins whichever way it came).
+/// Applies the notices published while connected: pickups, refusals, and the answers that
+/// wake a waiting dispatch (which then takes the stream's first answer).
 async fn read_live(shared: Arc<Shared>, mut sub: async_nats::Subscriber) {
     while let Some(m) = sub.next().await {
         if let Ok(notice) = serde_json::from_slice::<Notice>(&m.payload) {

@@ -156,6 +156,35 @@ pub async fn worker_consumer(
     .map_err(|e| err(&e))
 }
 
+/// The first answer the answer stream holds for dispatch `queue_id` of namespace `ns` — the
+/// answer, whoever asks and however often (a second answer has the same message id and is
+/// dropped within the duplicate window; one after it comes later in the stream). `Ok(None)`
+/// when there is none yet; an error when the stream could not be asked.
+pub async fn first_answer(
+    js: &jetstream::Context,
+    ns: &str,
+    queue_id: &str,
+) -> Result<Option<crate::wire::QueueAnswer>, String> {
+    use jetstream::stream::RawMessageErrorKind;
+    let s = js.get_stream_no_info(ANSWER_STREAM).await.map_err(|e| e.to_string())?;
+    let subject = crate::wire::notice_subject(ns, queue_id, "answer");
+    match s.get_first_raw_message_by_subject(&subject, 1).await {
+        Ok(m) => match serde_json::from_slice::<crate::wire::Notice>(&m.payload) {
+            Ok(crate::wire::Notice::Answer(a)) => Ok(Some(a)),
+            Ok(_) | Err(_) => Err(format!("the answer stream holds something else on {subject}")),
+        },
+        Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Whether the answer stream holds a `started` notice for dispatch `queue_id` of namespace `ns`.
+pub async fn was_started(js: &jetstream::Context, ns: &str, queue_id: &str) -> bool {
+    let Ok(s) = js.get_stream_no_info(ANSWER_STREAM).await else { return false };
+    let subject = crate::wire::notice_subject(ns, queue_id, "started");
+    s.get_first_raw_message_by_subject(&subject, 1).await.is_ok()
+}
+
 /// The advisory JetStream sends when a request reached its delivery limit.
 pub fn max_deliveries_subject() -> String {
     format!("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{DISPATCH_STREAM}.{WORKER_CONSUMER}")

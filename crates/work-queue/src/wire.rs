@@ -23,9 +23,16 @@ pub fn dispatch_subject(ns: &str) -> String {
     format!("work.dispatch.{ns}")
 }
 
-/// The subject of the notices about dispatch `queue_id` in namespace `ns`.
-pub fn answer_subject(ns: &str, queue_id: &str) -> String {
-    format!("work.answer.{ns}.{queue_id}")
+/// The subject of one kind of notice (`started`, `refused`, `answer`: [`Notice::kind`]) about
+/// dispatch `queue_id` in namespace `ns`. One subject per kind and dispatch, so that the answer
+/// stream can be asked for the first answer of one dispatch by its subject alone.
+pub fn notice_subject(ns: &str, queue_id: &str, kind: &str) -> String {
+    format!("work.answer.{ns}.{queue_id}.{kind}")
+}
+
+/// Every notice of namespace `ns`.
+pub fn notices_of(ns: &str) -> String {
+    format!("work.answer.{ns}.>")
 }
 
 /// The repository a request was made in: the id (the root commit, the same in every clone)
@@ -169,6 +176,9 @@ pub struct QueueAnswer {
     pub queue_id: String,
     /// The worker that ran it.
     pub worker: String,
+    /// Which delivery of the request it answers (1 unless it was redelivered).
+    #[serde(default)]
+    pub delivery: u64,
     /// How it ended.
     #[serde(flatten)]
     pub outcome: AnswerOutcome,
@@ -209,6 +219,15 @@ impl Notice {
         match self {
             Notice::Started { queue_id, .. } | Notice::Refused { queue_id, .. } => queue_id,
             Notice::Answer(a) => &a.queue_id,
+        }
+    }
+
+    /// The last part of its subject ([`notice_subject`]).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Notice::Started { .. } => "started",
+            Notice::Refused { .. } => "refused",
+            Notice::Answer(_) => "answer",
         }
     }
 }
@@ -258,11 +277,35 @@ mod tests {
         let text = serde_json::to_string(&Notice::Answer(QueueAnswer {
             queue_id: "q".into(),
             worker: "w".into(),
+            delivery: 1,
             outcome: AnswerOutcome::Failed { reason: "x".into(), raw: String::new() },
             usage: Usage::default(),
         }))
         .expect("json");
         let back: Notice = serde_json::from_str(&text).expect("parse");
         assert_eq!(back.queue_id(), "q");
+    }
+
+    #[test]
+    fn each_kind_of_notice_has_its_own_subject_under_the_namespace() {
+        let started = Notice::Started { queue_id: "q".into(), worker: "w".into(), delivery: 1 };
+        let refused = Notice::Refused { queue_id: "q".into(), worker: "w".into(), reason: "r".into() };
+        let answer = Notice::Answer(QueueAnswer {
+            queue_id: "q".into(),
+            worker: "w".into(),
+            delivery: 2,
+            outcome: AnswerOutcome::Ok { document: json!({}), raw: String::new() },
+            usage: Usage::default(),
+        });
+        let subjects: Vec<String> =
+            [&started, &refused, &answer].iter().map(|n| notice_subject("ns", n.queue_id(), n.kind())).collect();
+        assert_eq!(subjects, ["work.answer.ns.q.started", "work.answer.ns.q.refused", "work.answer.ns.q.answer"]);
+        let all = notices_of("ns");
+        assert!(subjects.iter().all(|s| s.starts_with(all.trim_end_matches('>'))), "{all}");
+        // An answer from a worker that does not send its delivery number reads as delivery 0.
+        let old: QueueAnswer =
+            serde_json::from_value(json!({"queue_id": "q", "worker": "w", "outcome": "failed", "reason": "x", "raw": "", "usage": Usage::default()}))
+                .expect("parse");
+        assert_eq!(old.delivery, 0);
     }
 }

@@ -123,21 +123,25 @@ pub async fn run(url: &QueueUrl, backends: Arc<dyn Backends>, opts: WorkerOption
 
 impl Worker {
     fn save(&self) {
+        self.update(|_| {});
+    }
+
+    /// Changes the status and writes it, under one lock: two requests ending at once never
+    /// leave the older of their two states in the file.
+    fn update(&self, f: impl FnOnce(&mut WorkerStatus)) {
+        let mut status = self.status.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut status);
         let Some(path) = &self.opts.status_path else { return };
-        let status = self.status.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        if let Err(e) = work_runtime::fsx::write_json_atomic(path, &status) {
+        if let Err(e) = work_runtime::fsx::write_json_atomic(path, &*status) {
             eprintln!("warning: failed to write the worker status {}: {e}", path.display());
         }
     }
 
-    fn update(&self, f: impl FnOnce(&mut WorkerStatus)) {
-        f(&mut self.status.lock().unwrap_or_else(|p| p.into_inner()));
-        self.save();
-    }
-
-    async fn notify(&self, q: &QueueRequest, notice: &Notice, id: String) {
-        let Ok(payload) = serde_json::to_vec(notice) else { return };
-        let subject = wire::answer_subject(&q.namespace, &q.queue_id);
+    /// Publishes a notice to the answer stream (retried with the same message id, so a retry
+    /// after a lost acknowledgement stores nothing twice). False when the stream never took it.
+    async fn notify(&self, q: &QueueRequest, notice: &Notice, id: String) -> bool {
+        let Ok(payload) = serde_json::to_vec(notice) else { return false };
+        let subject = wire::notice_subject(&q.namespace, &q.queue_id, notice.kind());
         for attempt in 0..16u64 {
             if attempt > 0 {
                 tokio::time::sleep(Duration::from_millis((250 * attempt).min(1000))).await;
@@ -146,10 +150,35 @@ impl Worker {
             if let Ok(ack) = self.js.send_publish(subject.clone(), msg).await
                 && ack.await.is_ok()
             {
-                return;
+                return true;
             }
         }
         eprintln!("warning: worker {}: failed to publish a notice for {}", self.opts.name, q.queue_id);
+        false
+    }
+
+    /// Whether the answer stream holds an answer to `q` already. While the stream cannot be
+    /// asked (its leader lost with a node) it is asked again for a while, so that a request
+    /// redelivered after its worker answered is not run twice.
+    async fn answered(&self, q: &QueueRequest) -> bool {
+        for attempt in 0..20u64 {
+            match stream::first_answer(&self.js, &q.namespace, &q.queue_id).await {
+                Ok(found) => return found.is_some(),
+                Err(_) => tokio::time::sleep(Duration::from_millis((100 * (attempt + 1)).min(500))).await,
+            }
+        }
+        false
+    }
+
+    /// Acknowledges a request, retried while the consumer's leader moves (a lost node); the
+    /// request stays this worker's meanwhile (progress is reported until it returns).
+    async fn ack(&self, m: &jetstream::Message) {
+        for attempt in 0..20u64 {
+            if m.double_ack().await.is_ok() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis((100 * (attempt + 1)).min(500))).await;
+        }
     }
 
     /// Why this worker cannot run `q`, if it cannot.
@@ -198,6 +227,11 @@ impl Worker {
             let _ = m.ack_with(AckKind::Term).await;
             return;
         };
+        if delivery > 1 && self.answered(&q).await {
+            // Answered already (its worker was lost before it acknowledged): run nothing twice.
+            self.ack(m).await;
+            return;
+        }
         if let Some(reason) = self.refusal(&q).await {
             self.update(|s| {
                 s.refused += 1;
@@ -211,29 +245,38 @@ impl Worker {
         }
         self.update(|s| s.running.push(q.dispatch_id.clone()));
         let started = Notice::Started { queue_id: q.queue_id.clone(), worker: self.opts.name.clone(), delivery };
-        self.notify(&q, &started, format!("{}.started.{delivery}", q.queue_id)).await;
-        let answer = self.run_agent(&q).await;
+        // The pickup is told while the agent already runs (its deadline starts now either way).
+        let told = self.notify(&q, &started, format!("{}.started.{delivery}", q.queue_id));
+        let ((), answer) = tokio::join!(
+            async {
+                told.await;
+            },
+            self.run_agent(&q, delivery)
+        );
         let failed = !matches!(answer.outcome, AnswerOutcome::Ok { .. });
         // The answer first, then the acknowledgement: a worker lost between the two leaves a
-        // redelivery whose second answer the stream and the coordinator both drop.
-        self.notify(&q, &Notice::Answer(answer), format!("{}.answer", q.queue_id)).await;
-        for _ in 0..3 {
-            if m.double_ack().await.is_ok() {
-                break;
-            }
+        // redelivery whose second answer the stream (same message id) and the coordinator (the
+        // stream's first answer is the answer) both drop. An answer the stream never took is
+        // not acknowledged: the request goes to a worker again rather than be lost.
+        let stored = self.notify(&q, &Notice::Answer(answer), format!("{}.answer", q.queue_id)).await;
+        if stored {
+            self.ack(m).await;
+        } else {
+            let _ = m.ack_with(AckKind::Nak(None)).await;
         }
         self.update(|s| {
             s.running.retain(|d| d != &q.dispatch_id);
-            s.answered += 1;
-            s.failed += u64::from(failed);
+            s.answered += u64::from(stored);
+            s.failed += u64::from(stored && failed);
         });
     }
 
-    async fn run_agent(&self, q: &QueueRequest) -> QueueAnswer {
+    async fn run_agent(&self, q: &QueueRequest, delivery: u64) -> QueueAnswer {
         let r = &self.opts.redactor;
         let answer = |outcome, usage| QueueAnswer {
             queue_id: q.queue_id.clone(),
             worker: self.opts.name.clone(),
+            delivery,
             outcome,
             usage,
         };

@@ -256,12 +256,15 @@ enum Scope {
 fn targets(scope: &Scope) -> Targets {
     let me = std::process::id() as i32;
     let owner = &shared().owner;
+    // The processes first, then what is tracked: a child forked in between is then both listed
+    // and tracked (the spawner holds the lock from its fork until it is registered), never
+    // taken for an unclaimed orphan and killed as it starts.
+    let running: Vec<Stat> =
+        all_pids().into_iter().filter_map(stat).filter(|st| !matches!(st.state, 'Z' | 'X')).collect();
     let tracked = TRACKED.lock().map(|t| t.clone()).unwrap_or_default();
     let watchdog = shared().watchdog_pid;
     let live_markers: BTreeSet<&str> = tracked.values().map(|t| t.marker.as_str()).collect();
     let live_groups: BTreeSet<i32> = tracked.values().map(|t| t.pgid).collect();
-    let running: Vec<Stat> =
-        all_pids().into_iter().filter_map(stat).filter(|st| !matches!(st.state, 'Z' | 'X')).collect();
     let mut out = Targets::default();
     let wanted_groups: BTreeSet<i32> = match scope {
         Scope::Dispatch { pgid, .. } => BTreeSet::from([*pgid]),

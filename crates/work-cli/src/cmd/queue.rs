@@ -11,11 +11,16 @@ use work_runtime::dispatch::Agent;
 pub fn repo_ref(root: &Path) -> Result<RepoRef, String> {
     let git = work_git::Git::new(root);
     let head = git.head_sha().ok_or("it has no commit checked out (HEAD)")?;
-    let roots = git.run(&["rev-list", "--max-parents=0", "HEAD"]).map_err(|e| e.to_string())?;
+    Ok(RepoRef { id: repo_id(root, &head)?, head })
+}
+
+/// The repository id of commit `head` in `root`: its oldest root commit.
+pub fn repo_id(root: &Path, head: &str) -> Result<String, String> {
+    let git = work_git::Git::new(root);
+    let roots = git.run(&["rev-list", "--max-parents=0", head]).map_err(|e| e.to_string())?;
     let mut roots: Vec<&str> = roots.split_whitespace().collect();
     roots.sort_unstable();
-    let id = roots.first().ok_or("it has no root commit")?.to_string();
-    Ok(RepoRef { id, head })
+    Ok(roots.first().ok_or("it has no root commit")?.to_string())
 }
 
 /// Parses a `--queue` value (bad input, exit 2, on a bad one).
@@ -68,7 +73,7 @@ pub fn connect(
     let state_file = ctx.state_path(format!("queue/{journal_name}.json"));
     let (ns, new) = namespace(ctx, &state_file, fresh);
     let agent = rt
-        .block_on(QueueAgent::connect(url, &ns, repository, work_queue::agent::DEFAULT_GRACE))
+        .block_on(QueueAgent::connect(url, &ns, new, repository, work_queue::agent::DEFAULT_GRACE))
         .map_err(|e| CliError::bad(format!("{what}: {e}")))?;
     if new {
         work_runtime::fsx::write_json_atomic(&state_file, &serde_json::json!({"namespace": ns}))

@@ -65,6 +65,8 @@ struct Local {
     ctx: Ctx,
     cli_agent: Option<String>,
     agents: Mutex<HashMap<String, Arc<dyn Agent>>>,
+    /// The repository and commit of the last check.
+    repo: Mutex<Option<RepoRef>>,
 }
 
 impl Backends for Local {
@@ -78,19 +80,60 @@ impl Backends for Local {
         Ok(agent)
     }
 
+    /// One `git status` per request gives both HEAD and the changed tracked files (untracked
+    /// files do not matter); the repository id is read again only when HEAD moved.
     fn checkout(&self) -> Result<RepoRef, String> {
-        let repo = crate::cmd::queue::repo_ref(&self.ctx.root)?;
-        let status = work_git::Git::new(&self.ctx.root).status().map_err(|e| e.to_string())?;
-        let changed: Vec<&str> = status.iter().filter(|e| e.code != "??").map(|e| e.path.as_str()).take(5).collect();
+        let git = work_git::Git::new(&self.ctx.root);
+        let out = git
+            .run(&["status", "--porcelain=v2", "--branch", "--untracked-files=no", "-z"])
+            .map_err(|e| e.to_string())?;
+        let (head, changed) = parse_status(&out);
+        let head = head.ok_or("it has no commit checked out (HEAD)")?;
         if !changed.is_empty() {
             return Err(format!("tracked files changed ({})", changed.join(", ")));
         }
-        Ok(repo)
+        let mut known = self.repo.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = known.as_ref().filter(|r| r.head == head) {
+            return Ok(r.clone());
+        }
+        let r = RepoRef { id: crate::cmd::queue::repo_id(&self.ctx.root, &head)?, head };
+        *known = Some(r.clone());
+        Ok(r)
     }
 
     fn root(&self) -> String {
         self.ctx.root.display().to_string()
     }
+}
+
+/// HEAD and the first few changed tracked paths from `git status --porcelain=v2 --branch -z`.
+fn parse_status(out: &str) -> (Option<String>, Vec<String>) {
+    let mut head = None;
+    let mut changed = Vec::new();
+    let mut records = out.split('\0').filter(|r| !r.is_empty());
+    while let Some(r) = records.next() {
+        if let Some(oid) = r.strip_prefix("# branch.oid ") {
+            head = Some(oid.to_string()).filter(|o| o.chars().all(|c| c.is_ascii_hexdigit()));
+            continue;
+        }
+        // Ordinary (8 fields before the path), renamed or copied (9, then the source path as
+        // a record of its own), unmerged (10).
+        let fields = match r.as_bytes().first() {
+            Some(b'1') => 8,
+            Some(b'2') => 9,
+            Some(b'u') => 10,
+            _ => continue,
+        };
+        if let Some(path) = r.splitn(fields + 1, ' ').nth(fields)
+            && changed.len() < 5
+        {
+            changed.push(path.to_string());
+        }
+        if fields == 9 {
+            let _ = records.next();
+        }
+    }
+    (head, changed)
 }
 
 fn valid_name(name: &str) -> bool {
@@ -138,7 +181,7 @@ pub fn run(global: &Global, a: Args) -> CmdResult {
         status_path: Some(ctx.state_path(format!("workers/{name}.json"))),
         redactor: ctx.redactor.clone(),
     };
-    let local = Arc::new(Local { ctx, cli_agent: a.agent.clone(), agents: Mutex::default() });
+    let local = Arc::new(Local { ctx, cli_agent: a.agent.clone(), agents: Mutex::default(), repo: Mutex::default() });
     let rt = ctx::runtime()?;
     work_run::output::err_line(&format!("worker {name}: pulling from {}", url.servers().join(",")));
     rt.block_on(work_queue::worker::run(&url, local, opts))
@@ -195,4 +238,25 @@ fn status(global: &Global, s: &StatusArgs) -> CmdResult {
         ));
     }
     Ok(ExitStatus::Done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_status;
+
+    #[test]
+    fn a_status_names_head_and_changed_tracked_files() {
+        let head = "0123456789abcdef0123456789abcdef01234567";
+        let out = format!(
+            "# branch.oid {head}\0# branch.head main\0\
+             1 .M N... 100644 100644 100644 aa bb src/a b.rs\0\
+             2 R. N... 100644 100644 100644 aa bb R100 new.rs\0old.rs\0\
+             u UU N... 100644 100644 100644 100644 aa bb cc both.rs\0"
+        );
+        let (h, changed) = parse_status(&out);
+        assert_eq!(h.as_deref(), Some(head));
+        assert_eq!(changed, ["src/a b.rs", "new.rs", "both.rs"]);
+        let (h, changed) = parse_status("# branch.oid (initial)\0# branch.head main\0");
+        assert_eq!((h, changed.len()), (None, 0), "no commit is no HEAD");
+    }
 }
