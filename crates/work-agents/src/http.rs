@@ -7,13 +7,16 @@
 //! one-line reason. Reasons never quote request headers, and the key itself is scrubbed from
 //! anything quoted from the server or the transport.
 //!
-//! The client is `ureq` (blocking, rustls with ring and the webpki roots, no gzip): a small
-//! dependency tree that compiles quickly, run on tokio's blocking pool. Each backend builds ONE
-//! [`Client`] and sends every request through it: its connections are kept alive and reused
-//! (a bounded pool of [`POOL_SIZE`] idle connections per host, enough for the largest wave
-//! cap in use), so N sequential requests to one host cost one TCP (and TLS) handshake, and a
-//! wave of N concurrent ones at most N.
+//! The client ([`pool::Client`]) is async: hyper's HTTP/1.1 connection API on the caller's
+//! tokio runtime (rustls with ring and the webpki roots for `https://`), no thread held per
+//! request in flight. Each backend builds ONE [`Client`] and sends every request through it:
+//! its connections are kept alive and reused (a bounded pool of [`pool::POOL_SIZE`] idle
+//! connections per host), so N sequential requests to one host cost one TCP (and TLS)
+//! handshake, and a wave of N concurrent ones at most N.
 
+mod pool;
+
+pub(crate) use pool::Client;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -21,40 +24,6 @@ use std::time::{Duration, Instant};
 pub(crate) const MAX_RETRIES: u32 = 2;
 /// The longest wait honoured from a `Retry-After` header.
 pub(crate) const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
-/// The largest response body read.
-const BODY_CAP: u64 = 16 * 1024 * 1024;
-/// Idle connections kept per host (and in all) by one [`Client`]: one per dispatch slot at
-/// wave caps up to this size; a larger wave opens more but keeps only this many.
-pub(crate) const POOL_SIZE: usize = 256;
-/// How long an idle connection is kept before it is closed.
-const IDLE_AGE: Duration = Duration::from_secs(60);
-
-/// One backend's HTTP client: a keep-alive connection pool shared by all its requests
-/// (cheap to clone; clones share the pool).
-#[derive(Debug, Clone)]
-pub(crate) struct Client {
-    agent: ureq::Agent,
-}
-
-impl Client {
-    /// A client with a bounded keep-alive pool.
-    pub(crate) fn new() -> Self {
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_idle_connections(POOL_SIZE)
-            .max_idle_connections_per_host(POOL_SIZE)
-            .max_idle_age(IDLE_AGE)
-            .build()
-            .into();
-        Self { agent }
-    }
-}
-
-impl Default for Client {
-    fn default() -> Self {
-        Self::new()
-    }
-}
 
 /// One POST to make.
 #[derive(Debug, Clone)]
@@ -117,73 +86,56 @@ fn retry_after(value: Option<&str>) -> Option<Duration> {
     (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(3600.0)))
 }
 
-/// Makes the call through `client` on tokio's blocking pool; the body of a 2xx answer, or why not.
+/// Makes the call through `client`: the body of a 2xx answer, or why not.
 pub(crate) async fn post(client: &Client, call: Post, timeout: Duration) -> Result<String, HttpFailure> {
-    let client = client.clone();
-    match tokio::task::spawn_blocking(move || post_blocking(&client, &call, timeout)).await {
-        Ok(r) => r,
-        Err(e) => Err(HttpFailure { reason: format!("the HTTP task ended abnormally: {e}"), raw: String::new() }),
-    }
-}
-
-/// The blocking call.
-pub(crate) fn post_blocking(client: &Client, call: &Post, timeout: Duration) -> Result<String, HttpFailure> {
     let secret = call.secret.as_deref();
     // Capped so that the deadline cannot overflow, whatever the caller passed.
     let timeout = timeout.min(Duration::from_secs(work_config::MAX_TIMEOUT_SECS));
     let deadline = Instant::now() + timeout;
     let fail = |reason: String, raw: &str| HttpFailure { reason: scrub(&reason, secret), raw: scrub(raw, secret) };
+    let timed_out = || fail(format!("timed out after {:.1}s", timeout.as_secs_f64()), "");
+    let body = bytes::Bytes::from(call.body);
     let mut tries = 0u32;
     loop {
         tries += 1;
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(fail(format!("timed out after {:.1}s", timeout.as_secs_f64()), ""));
+            return Err(timed_out());
         }
-        let mut req = client.agent.post(call.url.as_str()).config().timeout_global(Some(left)).build();
-        for (k, v) in &call.headers {
-            req = req.header(k.as_str(), v.as_str());
-        }
-        let mut resp = match req.send(call.body.as_slice()) {
-            Ok(r) => r,
-            Err(ureq::Error::Timeout(_)) => {
-                return Err(fail(format!("timed out after {:.1}s", timeout.as_secs_f64()), ""));
-            }
-            Err(e) => {
-                let what = match &e {
-                    ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => {
-                        format!("the endpoint {} is unreachable ({e})", endpoint_of(&call.url))
+        let answer = match tokio::time::timeout(left, client.post(&call.url, &call.headers, body.clone())).await {
+            Err(_) => return Err(timed_out()),
+            Ok(Ok(a)) => a,
+            Ok(Err(e)) => {
+                let endpoint = endpoint_of(&call.url);
+                let what = match e {
+                    pool::SendError::Connect(e) => format!("the endpoint {endpoint} is unreachable ({e})"),
+                    pool::SendError::Url(e) | pool::SendError::Exchange(e) => {
+                        format!("request to {endpoint} failed: {e}")
                     }
-                    _ => format!("request to {} failed: {e}", endpoint_of(&call.url)),
+                    pool::SendError::Body(e) => format!("reading the answer from {endpoint} failed: {e}"),
                 };
                 return Err(fail(crate::head(&what, 300), ""));
             }
         };
-        let status = resp.status().as_u16();
-        let wait = retry_after(resp.headers().get("retry-after").and_then(|v| v.to_str().ok()));
-        let body = match resp.body_mut().with_config().limit(BODY_CAP).read_to_string() {
-            Ok(b) => b,
-            Err(ureq::Error::Timeout(_)) => {
-                return Err(fail(format!("timed out after {:.1}s", timeout.as_secs_f64()), ""));
-            }
-            Err(e) => return Err(fail(format!("HTTP {status}: reading the body failed: {e}"), "")),
-        };
+        let status = answer.status.as_u16();
+        let wait = retry_after(answer.headers.get("retry-after").and_then(|v| v.to_str().ok()));
+        let body_text = String::from_utf8_lossy(&answer.body).into_owned();
         if (200..300).contains(&status) {
-            return Ok(body);
+            return Ok(body_text);
         }
         if retryable(status) && tries <= MAX_RETRIES {
             let wait = wait.unwrap_or(Duration::from_millis(500 * u64::from(tries))).min(MAX_RETRY_WAIT);
             if Instant::now() + wait < deadline {
-                std::thread::sleep(wait);
+                tokio::time::sleep(wait).await;
                 continue;
             }
             return Err(fail(
                 format!(
                     "HTTP {status}: {} (retry-after {:.0}s would pass the dispatch timeout)",
-                    server_message(&body),
+                    server_message(&body_text),
                     wait.as_secs_f64()
                 ),
-                &body,
+                &body_text,
             ));
         }
         let reason = match status {
@@ -192,12 +144,12 @@ pub(crate) fn post_blocking(client: &Client, call: &Post, timeout: Duration) -> 
                 call.key_var.as_ref().map(|v| format!(" (from {v})")).unwrap_or_default()
             ),
             _ if retryable(status) => {
-                format!("HTTP {status} after {tries} tries: {}", server_message(&body))
+                format!("HTTP {status} after {tries} tries: {}", server_message(&body_text))
             }
-            _ => format!("HTTP {status}: {}", server_message(&body)),
+            _ => format!("HTTP {status}: {}", server_message(&body_text)),
         };
         // The body of a refusal may echo part of the key; keep it out of the record too.
-        let raw = if matches!(status, 401 | 403) { String::new() } else { body };
+        let raw = if matches!(status, 401 | 403) { String::new() } else { body_text };
         return Err(fail(reason, &raw));
     }
 }
@@ -238,8 +190,8 @@ mod tests {
         assert!(check_base_url("ftp://x").is_err() && check_base_url("http://127.0.0.1:9/v1").is_ok());
     }
 
-    #[test]
-    fn a_huge_timeout_does_not_overflow_the_deadline() {
+    #[tokio::test]
+    async fn a_huge_timeout_does_not_overflow_the_deadline() {
         let call = Post {
             url: "http://127.0.0.1:9/v1/chat/completions".into(),
             headers: vec![],
@@ -247,7 +199,7 @@ mod tests {
             secret: None,
             key_var: None,
         };
-        let e = post_blocking(&Client::new(), &call, Duration::MAX).expect_err("nothing listens on port 9");
+        let e = post(&Client::new(), call, Duration::MAX).await.expect_err("nothing listens on port 9");
         assert!(!e.reason.contains('\n'), "{}", e.reason);
     }
 }

@@ -47,6 +47,11 @@ pub(crate) fn seen_summary(items: &[Value]) -> Vec<Value> {
     recent.iter().map(|it| json!({"id": it.get("id"), "location": it.get("location")})).collect()
 }
 
+/// The line a rerun of a finished task prints.
+pub fn already_stopped(reason: &str) -> String {
+    format!("exhaust: task already stopped ({reason}); nothing to do (pass --fresh to start over)")
+}
+
 /// What one `work exhaust` run is asked to do.
 #[derive(Debug, Clone)]
 pub struct Params {
@@ -305,8 +310,13 @@ impl<'a> Engine<'a> {
 
     fn stop(&mut self, reason: &str, detail: &str) -> Result<(), ExhaustError> {
         if reason == stop::BUDGET || reason == stop::CALLER_TARGET {
+            // Every angle left is named once: membership by set, not by scanning the list.
+            let mut named: HashSet<String> = self.journal.dropped_due_to_budget.iter().cloned().collect();
             for a in self.remaining_angles() {
-                self.drop_for_budget(&a, &format!("not run ({detail})"));
+                if named.insert(a.clone()) {
+                    self.journal.budget_notes.push(format!("angle {a}: not run ({detail})"));
+                    self.journal.dropped_due_to_budget.push(a);
+                }
             }
         }
         self.journal.stopped_reason = Some(reason.into());
@@ -397,10 +407,7 @@ impl<'a> Engine<'a> {
     pub async fn drive(mut self) -> Result<Journal, ExhaustError> {
         let k = self.params.k;
         if self.journal.is_final() {
-            self.run.progress(&format!(
-                "exhaust: task already stopped ({}); nothing to do (pass --fresh to start over)",
-                self.journal.stopped_reason.as_deref().unwrap_or("")
-            ));
+            self.run.progress(&already_stopped(self.journal.stopped_reason.as_deref().unwrap_or("")));
             return Ok(self.journal);
         }
         // A resumed run starts from a snapshot of what it resumes (earlier rounds folded in,

@@ -197,6 +197,11 @@ impl Journal {
 
     /// True when the loop ended for good (not resumable by a bigger budget).
     pub fn is_final(&self) -> bool {
-        matches!(self.stopped_reason.as_deref(), Some("k-consecutive-dry" | "angles-and-oracles-exhausted"))
+        is_final_reason(self.stopped_reason.as_deref())
     }
+}
+
+/// True for the stop reasons that end a loop for good.
+pub(crate) fn is_final_reason(reason: Option<&str>) -> bool {
+    matches!(reason, Some("k-consecutive-dry" | "angles-and-oracles-exhausted"))
 }

@@ -13,11 +13,13 @@
 //! - [`oracle`]: oracle commands and their output;
 //! - [`journal`]: the journal and master object;
 //! - [`store`]: the journal on disk (snapshot + append-only log);
+//! - [`head`]: what a rerun of a finished task reads instead of the whole journal;
 //! - [`engine`]: the round loop.
 
 mod angle_sets;
 pub mod angles;
 pub mod engine;
+pub mod head;
 pub mod items;
 pub mod journal;
 pub mod oracle;

@@ -12,8 +12,11 @@
 //!   snapshot and the log's reset, or a snapshot someone replaced) and is ignored; a record that
 //!   does not parse (a torn tail) or breaks the `seq` sequence ends the replay.
 //!
-//! Loading reads the snapshot, then replays the log's records onto it.
+//! Loading reads the snapshot, then replays the log's records onto it. A finished journal's
+//! header also carries its [`Head`] and the snapshot's [`Stamp`]: a rerun of the finished task
+//! reads the header alone ([`Store::finished`]).
 
+use crate::head::{Head, Stamp};
 use crate::items::Rejected;
 use crate::journal::{Journal, RoundRecord};
 use serde::{Deserialize, Serialize};
@@ -238,6 +241,21 @@ impl Store {
         Ok(Some((j, store)))
     }
 
+    /// The head of a finished journal, read from its log's header alone: `Ok(None)` unless the
+    /// log holds nothing but a header with a head, and the snapshot's stamp is the one the header
+    /// recorded (the snapshot is unchanged since the stop wrote it). Then the caller loads the
+    /// journal whole.
+    pub fn finished(snapshot: &Path) -> Result<Option<Head>, LoadError> {
+        let Some(lines) = work_runtime::fsx::read_json_lines(&log_path(snapshot))? else { return Ok(None) };
+        let [header] = lines.as_slice() else { return Ok(None) };
+        let stamp = header.get("snapshot").and_then(|s| serde_json::from_value::<Stamp>(s.clone()).ok());
+        if stamp.is_none() || stamp != Stamp::of(snapshot) {
+            return Ok(None);
+        }
+        let head = header.get("head").and_then(|h| serde_json::from_value::<Head>(h.clone()).ok());
+        Ok(head.filter(Head::is_final))
+    }
+
     /// Records what changed since the last commit: one appended record, or a snapshot when
     /// the journal is small, the log has grown as large as the snapshot, or a list shrank.
     pub fn commit(&mut self, run: &RunContext, j: &Journal) -> io::Result<()> {
@@ -263,7 +281,14 @@ impl Store {
         let mut bytes = serde_json::to_vec_pretty(&v).map_err(io::Error::other)?;
         bytes.push(b'\n');
         work_runtime::fsx::write_atomic(&self.snapshot, &bytes)?;
-        let header = serde_json::json!({"journalLog": LOG_VERSION, "base": sha256_hex(&bytes)});
+        let mut header = serde_json::json!({"journalLog": LOG_VERSION, "base": sha256_hex(&bytes)});
+        if j.is_final()
+            && let Some(stamp) = Stamp::of(&self.snapshot)
+        {
+            // A rerun of the finished task reads this instead of the snapshot ([`Store::finished`]).
+            header["snapshot"] = serde_json::to_value(stamp).map_err(io::Error::other)?;
+            header["head"] = run.redactor.redact_json(&serde_json::to_value(Head::of(j)).map_err(io::Error::other)?);
+        }
         let mut line = header.to_string().into_bytes();
         line.push(b'\n');
         work_runtime::fsx::write_atomic(&self.log, &line)?;
@@ -330,6 +355,40 @@ mod tests {
             "large journals grow by appending: {} snapshots in 400 commits",
             store.snapshots
         );
+    }
+
+    #[test]
+    fn a_finished_journal_is_read_from_its_head_while_the_snapshot_is_untouched() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let r = run(dir.path());
+        let path = dir.path().join(".work/quality-journals/work-exhaust-t.json");
+        let mut j = Journal::new("t", "things", 3, Vec::new());
+        for n in 0..30 {
+            grow(&mut j, n);
+        }
+        let mut store = Store::new(&path);
+        store.snapshot(&r, &j).expect("snapshot");
+        assert_eq!(Store::finished(&path).expect("read"), None, "a journal that can go on has no head");
+        j.stopped_reason = Some("k-consecutive-dry".into());
+        store.snapshot(&r, &j).expect("snapshot");
+        let head = Store::finished(&path).expect("read").expect("a finished journal's head");
+        assert_eq!(head, Head::of(&j));
+        assert_eq!((head.seen, head.rounds, head.first_items.len()), (30, 30, crate::head::HEAD_ITEMS));
+        // The snapshot replaced by a copy of itself (another inode): the head is not believed.
+        let copy = dir.path().join("copy.json");
+        std::fs::copy(&path, &copy).expect("copy");
+        std::fs::rename(&copy, &path).expect("replace");
+        assert_eq!(Store::finished(&path).expect("read"), None);
+        // Edited in place: neither.
+        store.snapshot(&r, &j).expect("snapshot");
+        assert!(Store::finished(&path).expect("read").is_some());
+        let text = std::fs::read_to_string(&path).expect("read").replace("\"k\": 3", "\"k\": 30");
+        std::fs::write(&path, text).expect("edit");
+        assert_eq!(Store::finished(&path).expect("read"), None);
+        // A record after the header: not a finished journal's log.
+        store.snapshot(&r, &j).expect("snapshot");
+        work_runtime::fsx::append_line(&log_path(&path), br#"{"seq": 1}"#).expect("append");
+        assert_eq!(Store::finished(&path).expect("read"), None);
     }
 
     #[test]

@@ -1,10 +1,10 @@
 //! The append-only event log of a run: `.work/runs/<run-id>/events.jsonl`, one JSON object a
 //! line, each with `ts`, `run_id`, `seq` and `kind`; and the dispatch records beside it
 //! (`dispatches/<dispatch-id>.a<attempt>.json`, the request and the response of one attempt).
-//! A record's large request parts (`schema`, `context` of [`BLOB_MIN`] bytes or more: the
-//! same schema every finder gets, the `seen` list every finder of a round gets) are stored
-//! once per run under `blobs/<sha256>.json` and named in the record as
-//! `{"blob": "blobs/<sha256>.json"}` ([`resolve_record`] puts them back).
+//! A record's large request parts (the `schema`, and each field of the `context`, of
+//! [`BLOB_MIN`] bytes or more: the same schema every finder gets, the `seen` list every finder
+//! of a round gets) are stored once per run under `blobs/<sha256>.json` and named in the
+//! record as `{"blob": "blobs/<sha256>.json"}` ([`resolve_record`] puts them back).
 //!
 //! Invariants: `seq` is strictly increasing from 1 within a run; every line is flushed when
 //! written, and `dispatch.start` is also synced before the agent starts (so a killed run's
@@ -153,9 +153,16 @@ impl EventLog {
         }
         let rel = format!("dispatches/{dispatch_id}.a{attempt}.json");
         let mut value = self.redactor.redact_json(record);
-        for part in ["schema", "context"] {
-            if let Some(v) = value.get_mut("request").and_then(|r| r.get_mut(part)) {
+        if let Some(req) = value.get_mut("request") {
+            if let Some(v) = req.get_mut("schema") {
                 self.store_blob(v);
+            }
+            // A context's large fields one by one: what several dispatches share (a round's
+            // `seen` list) is stored once even when a small field (the angle) differs.
+            match req.get_mut("context") {
+                Some(Value::Object(fields)) => fields.values_mut().for_each(|v| self.store_blob(v)),
+                Some(v) => self.store_blob(v),
+                None => {}
             }
         }
         // An audit record, not resume state: written whole (temp + rename) but not fsynced,
@@ -404,16 +411,22 @@ pub fn resolve_record(run_dir: &Path, record: &Value) -> Value {
     let mut out = record.clone();
     if let Some(req) = out.get_mut("request").and_then(Value::as_object_mut) {
         for v in req.values_mut() {
-            let Some(rel) = v.get("blob").and_then(Value::as_str).filter(|r| r.starts_with("blobs/")) else {
-                continue;
-            };
-            let path = run_dir.join(rel);
-            if let Some(back) = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok()) {
-                *v = back;
-            }
+            resolve_blob(run_dir, v);
+        }
+        if let Some(Value::Object(fields)) = req.get_mut("context") {
+            fields.values_mut().for_each(|v| resolve_blob(run_dir, v));
         }
     }
     out
+}
+
+/// Puts a blob back in place of its reference `{"blob": "blobs/…"}`.
+fn resolve_blob(run_dir: &Path, v: &mut Value) {
+    let Some(rel) = v.get("blob").and_then(Value::as_str).filter(|r| r.starts_with("blobs/")) else { return };
+    let path = run_dir.join(rel);
+    if let Some(back) = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok()) {
+        *v = back;
+    }
 }
 
 /// True when the file exists, is not empty and does not end with a newline.
@@ -545,17 +558,21 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let l = log(dir.path());
         let schema = json!({"type": "object", "description": "x".repeat(2000)});
+        let seen: Vec<Value> = (0..100).map(|i| json!({"id": format!("item-{i}"), "location": "a.rs:1"})).collect();
         for (id, angle) in [("d1", "a"), ("d2", "b")] {
-            let rec = json!({"request": {"prompt": format!("angle {angle}"), "schema": schema, "context": {"angle": angle}},
+            let rec = json!({"request": {"prompt": format!("angle {angle}"), "schema": schema,
+                                         "context": {"angle": angle, "seen": seen}},
                              "response": {"outcome": "ok"}});
             let rel = l.record_dispatch(id, 1, &rec).expect("recorded");
             let stored: Value =
                 serde_json::from_slice(&std::fs::read(dir.path().join(&rel)).expect("read")).expect("json");
-            assert!(stored["request"]["schema"]["blob"].as_str().is_some_and(|b| b.starts_with("blobs/")), "{stored}");
+            let is_blob = |v: &Value| v["blob"].as_str().is_some_and(|b| b.starts_with("blobs/"));
+            assert!(is_blob(&stored["request"]["schema"]), "{stored}");
+            assert!(is_blob(&stored["request"]["context"]["seen"]), "{stored}");
             assert_eq!(stored["request"]["context"]["angle"], angle, "a small part stays inline");
             assert_eq!(resolve_record(dir.path(), &stored), rec);
         }
         let blobs = std::fs::read_dir(dir.path().join("blobs")).expect("blobs").count();
-        assert_eq!(blobs, 1, "the schema both dispatches sent is stored once");
+        assert_eq!(blobs, 2, "the schema and the seen list both dispatches sent are stored once each");
     }
 }

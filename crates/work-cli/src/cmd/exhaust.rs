@@ -230,19 +230,26 @@ fn run_locked(
         Some(v) => v.iter().map(|s| s.trim().to_string()).collect(),
         None => work_exhaust::angles::default_pool(),
     };
-    let existing = if a.fresh {
-        None
-    } else {
-        work_exhaust::store::Store::load(&journal_path).map_err(|e| match e {
-            work_exhaust::store::LoadError::Read(e) => {
-                CliError::bad(format!("read journal {}: {e}", journal_path.display()))
-            }
-            work_exhaust::store::LoadError::Corrupt(e) => CliError::bad(format!(
-                "resume journal {}: it is corrupt ({e}); it was left untouched — move it away or pass --fresh",
-                journal_path.display()
-            )),
-        })?
+    let load_error = |e| match e {
+        work_exhaust::store::LoadError::Read(e) => {
+            CliError::bad(format!("read journal {}: {e}", journal_path.display()))
+        }
+        work_exhaust::store::LoadError::Corrupt(e) => CliError::bad(format!(
+            "resume journal {}: it is corrupt ({e}); it was left untouched — move it away or pass --fresh",
+            journal_path.display()
+        )),
     };
+    // A finished task is reported from its journal's head; the journal is read whole only when
+    // it can go on, or its master object is asked for (--json).
+    if !a.fresh
+        && !a.json
+        && a.queue.is_none()
+        && let (Some(agent), Some(head)) =
+            (&agent, work_exhaust::store::Store::finished(&journal_path).map_err(load_error)?)
+    {
+        return rerun_finished(ctx, &a, agent.as_ref(), head, &journal_path);
+    }
+    let existing = if a.fresh { None } else { work_exhaust::store::Store::load(&journal_path).map_err(load_error)? };
     let resumed = existing.is_some();
     let journal = match existing {
         Some((mut j, _)) => {
@@ -253,12 +260,7 @@ fn run_locked(
                 j.task = task.clone();
             }
             if j.what != a.what {
-                return Err(CliError::bad(format!(
-                    "resume journal {}: it records the discovery `{}`, not `{}` — pass another --task, or --fresh to start over",
-                    journal_path.display(),
-                    j.what,
-                    a.what
-                )));
+                return Err(other_discovery(&journal_path, &j.what, &a.what));
             }
             // New angles join the pool; angles already used are never re-run as fresh ones.
             let mut known: std::collections::HashSet<String> =
@@ -330,7 +332,7 @@ fn run_locked(
                 ctx::print_json(&ctx.redactor.redact_json(&serde_json::to_value(&j).unwrap_or_default()));
             }
             let searched = !j.angles_used.is_empty() || j.given_up.is_empty();
-            summary(&run, &j, &reason).print();
+            summary(&run, &j.items, j.seen.len(), &reason).print();
             Ok(work_run::status::exhaust(work_run::status::ExhaustStop::parse(&reason), searched))
         }
         Err(ExhaustError::Oracle(e)) => {
@@ -348,11 +350,57 @@ fn run_locked(
     }
 }
 
+fn other_discovery(journal_path: &std::path::Path, recorded: &str, asked: &str) -> CliError {
+    CliError::bad(format!(
+        "resume journal {}: it records the discovery `{recorded}`, not `{asked}` — pass another --task, or --fresh to start over",
+        journal_path.display()
+    ))
+}
+
+/// Reruns a finished task from its journal's head: the same checks, events, lines and exit
+/// status as a resume that finds the journal stopped, without reading the journal whole.
+fn rerun_finished(
+    ctx: &Ctx,
+    a: &Args,
+    agent: &dyn work_runtime::dispatch::Agent,
+    head: work_exhaust::head::Head,
+    journal_path: &std::path::Path,
+) -> CmdResult {
+    if head.what != a.what {
+        return Err(other_discovery(journal_path, &head.what, &a.what));
+    }
+    resolve_scope(ctx, &a.scope)?;
+    let run = ctx.start_resumed_run("exhaust", a.budget.budget(), head.spent, head.spent_by_role.clone())?;
+    let concurrency = a.concurrency.or(ctx.config.concurrency).unwrap_or(DEFAULT_CONCURRENCY).max(1);
+    run.emit(
+        "exhaust.start",
+        serde_json::json!({"what": a.what, "k": a.k, "cap": concurrency, "agent": agent.describe(),
+                           "resumed": true, "journal": journal_path.display().to_string()}),
+    );
+    let reason = head.stopped_reason.clone().unwrap_or_default();
+    run.progress(&work_exhaust::engine::already_stopped(&reason));
+    run.finish(&reason, serde_json::json!({"seen": head.seen}));
+    run.progress(&format!(
+        "Stopped: {reason} · {} seen · {} rejected · {} round(s) · journal {}",
+        head.seen,
+        head.rejected,
+        head.rounds,
+        journal_path.display()
+    ));
+    let searched = head.angles_used > 0 || head.given_up == 0;
+    summary(&run, &head.first_items, head.seen, &reason).print();
+    Ok(work_run::status::exhaust(work_run::status::ExhaustStop::parse(&reason), searched))
+}
+
 /// The end of the run: the accepted items as `PATH:LINE title` (the first 20), what was
 /// spent, the journal to resume from, the event log.
-fn summary(run: &work_runtime::run::RunContext, j: &Journal, reason: &str) -> work_run::harness::Summary {
-    let items: Vec<String> = j
-        .items
+fn summary(
+    run: &work_runtime::run::RunContext,
+    items: &[serde_json::Value],
+    total: usize,
+    reason: &str,
+) -> work_run::harness::Summary {
+    let items: Vec<String> = items
         .iter()
         .take(20)
         .map(|i| {
@@ -364,7 +412,7 @@ fn summary(run: &work_runtime::run::RunContext, j: &Journal, reason: &str) -> wo
     work_run::harness::Summary {
         outcome: reason.to_string(),
         label: "found".into(),
-        total: j.seen.len(),
+        total,
         items,
         spent: run.budget.spent(),
         budget: run.budget.budget(),

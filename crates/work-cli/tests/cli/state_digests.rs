@@ -77,6 +77,60 @@ fn an_untouched_journal_resumes() {
     assert_eq!(code, 0, "{err}");
 }
 
+/// Runs the task to its end, then reruns it as a person would (no --json): what a rerun of a
+/// finished task reads is the journal log's head, not the whole journal.
+fn finished(s: &Scenario, agent: &str) -> String {
+    let v = resume(s, agent);
+    assert_eq!(v.0, 0, "{}", v.2);
+    s.read(".agent-state/calls")
+}
+
+fn rerun(s: &Scenario, agent: &str) -> (i32, String, String) {
+    s.run(&["exhaust", "things", "-k", "2", "--angles", "a,b,c", "--agent", agent])
+}
+
+#[test]
+fn a_finished_task_reruns_from_its_head_and_dispatches_nothing() {
+    let (s, agent) = exhaust_repo();
+    let calls = finished(&s, &agent);
+    let (code, _, err) = rerun(&s, &agent);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("task already stopped (angles-and-oracles-exhausted)") && err.contains("3 seen"), "{err}");
+    assert!(err.contains("src/a.rs:1"), "the summary lists the items: {err}");
+    assert_eq!(s.read(".agent-state/calls"), calls, "nothing was dispatched");
+}
+
+#[test]
+fn a_finished_journal_rewritten_after_work_exited_is_refused_on_a_rerun() {
+    let (s, agent) = exhaust_repo();
+    let calls = finished(&s, &agent);
+    // The liar: the finished journal made resumable again, with an invented item.
+    let mut j = s.read_json(JOURNAL);
+    j["stoppedReason"] = serde_json::Value::Null;
+    j["seen"].as_array_mut().expect("seen").push("invented".into());
+    s.write(JOURNAL, &serde_json::to_string_pretty(&j).expect("json"));
+    let (code, _, err) = rerun(&s, &agent);
+    assert_eq!(code, 2, "{err}");
+    assert_one_line_error(&err);
+    assert!(err.contains("work-exhaust-things.json") && err.contains("changed outside a run"), "{err}");
+    assert_eq!(s.read(".agent-state/calls"), calls, "nothing was dispatched");
+}
+
+#[test]
+fn a_finished_journal_head_rewritten_after_work_exited_is_refused() {
+    let (s, agent) = exhaust_repo();
+    finished(&s, &agent);
+    // The liar: the head a rerun reads claims other findings.
+    let log = s.path(".work/quality-journals/work-exhaust-things.jsonl");
+    let text = std::fs::read_to_string(&log).expect("the journal's log");
+    assert!(text.contains("\"seen\":3"), "{text}");
+    std::fs::write(&log, text.replace("\"seen\":3", "\"seen\":300")).expect("write");
+    let (code, _, err) = rerun(&s, &agent);
+    assert_eq!(code, 2, "{err}");
+    assert_one_line_error(&err);
+    assert!(err.contains("work-exhaust-things.jsonl") && err.contains("changed outside a run"), "{err}");
+}
+
 fn until_paused(s: &Scenario) -> String {
     let agent = s.agent(
         "worker.py",
