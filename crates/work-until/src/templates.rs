@@ -73,7 +73,7 @@ Rules:\n\
 - Edit files in the repository only. Never edit anything under the `.work/` directory (the session files \
 belong to the engine).\n\
 - Do not run the whole loop yourself and do not pretend: the engine compares your claimed changes with \
-`git status` and `git diff`; a claim the tree does not back is recorded against you and is not progress.\n\
+the working tree's content before and after your turn; a claim the tree does not back is recorded against you and is not progress.\n\
 - Report `done` only when you believe the until-clause holds; the engine verifies it. Report `blocked` \
 only when you cannot go on (name the blocker). Otherwise report `continue` with precise next steps.\n\n\
 Answer with exactly one JSON object (no prose around it):\n\

@@ -5,7 +5,8 @@
 //!
 //! 1. `meta.md`: `status: running`, `in_progress: n`;
 //! 2. compact the ledger (`master.md`, ≤ 150 lines) and write `handoff.md`;
-//! 3. snapshot the tree (HEAD + the content of every dirty path), dispatch exactly one worker
+//! 3. snapshot the whole working tree by content (a git tree through a temporary index, so no
+//!    index flag or HEAD move changes what it sees), dispatch exactly one worker
 //!    (`workspace-write`), snapshot again: the difference is what really changed;
 //! 4. the dispatcher validated the answer against [`crate::report::report_schema`] (malformed ⇒
 //!    one retry ⇒ dropped); the engine parses it ([`crate::report::validate_report`]);
@@ -43,7 +44,7 @@ use crate::templates;
 use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
-use work_git::{Base, Compare, Git, TreeState, is_excluded};
+use work_git::{Git, is_excluded};
 use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
 use work_runtime::run::RunContext;
 
@@ -82,35 +83,23 @@ pub enum UntilError {
     Session(#[from] SessionError),
 }
 
-/// The tree at one instant: HEAD and the content of every dirty path.
-fn snapshot(git: &Git, exclude: &[String]) -> Option<TreeState> {
-    git.tree_state(Base::Status, exclude).ok()
+/// The working tree at one instant, by content: every tracked and untracked (not ignored) file
+/// outside the state directory, written as a git tree through a temporary index
+/// ([`Git::snapshot_tree`]). Nothing of the real index is trusted, so an `assume-unchanged` or
+/// `skip-worktree` flag cannot hide a change and a staged, unstaged or HEAD-only move (`git rm
+/// --cached`, `git reset --soft`) cannot fake one.
+fn snapshot(git: &Git, exclude: &[String]) -> Option<String> {
+    git.snapshot_tree(exclude).ok()
 }
 
-/// What changed from `a` to `b`: the paths of the commits in between, and every dirty path
-/// whose content changed (staging alone is not a change).
-fn changed_between(git: &Git, a: &TreeState, b: &TreeState, exclude: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    if a.head != b.head {
-        match (&a.head, &b.head) {
-            (Some(x), Some(y)) => {
-                if let Ok(paths) = git.diff_names(&[x, y]) {
-                    out.extend(paths);
-                }
-            }
-            (None, Some(y)) => {
-                if let Ok(s) = git.run(&["ls-tree", "-r", "--name-only", y]) {
-                    out.extend(s.lines().map(str::to_string));
-                }
-            }
-            _ => {}
-        }
-    }
-    out.extend(b.changed_since(a, Compare::Content));
+/// What changed from the tree `a` to the tree `b`: the paths whose content (or mode) differs.
+/// Commits in between count by what they left in the working tree, not by moving HEAD.
+fn changed_between(git: &Git, a: &str, b: &str, exclude: &[String]) -> Option<Vec<String>> {
+    let mut out = git.tree_diff_names(a, b).ok()?;
     out.retain(|p| !p.is_empty() && !is_excluded(p, exclude));
     out.sort();
     out.dedup();
-    out
+    Some(out)
 }
 
 fn covers(claim: &str, path: &str) -> bool {
@@ -378,10 +367,12 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
             }
         };
         let after = cx.git.as_ref().and_then(|g| snapshot(g, &cx.exclude));
-        let (git_ok, changed) = match (&cx.git, &before, &after) {
-            (Some(g), Some(a), Some(b)) => (true, changed_between(g, a, b, &cx.exclude)),
-            _ => (false, Vec::new()),
+        let changed = match (&cx.git, &before, &after) {
+            (Some(g), Some(a), Some(b)) => changed_between(g, a, b, &cx.exclude),
+            _ => None,
         };
+        let git_ok = changed.is_some();
+        let changed = changed.unwrap_or_default();
         let mut record = ground_truth(n, dispatch_id, report, git_ok, changed);
 
         // Decide.
@@ -689,9 +680,8 @@ fn roll_meta_forward(session: &mut Session) -> Option<(SessionStatus, String)> {
 #[derive(serde::Serialize, serde::Deserialize)]
 struct IterationStart {
     iteration: u32,
-    head: Option<String>,
-    /// Path ⇒ (status code, content hash).
-    paths: std::collections::BTreeMap<String, (String, Option<String>)>,
+    /// The whole working tree as a git tree id (see [`snapshot`]).
+    tree: String,
 }
 
 fn start_path(s: &Session) -> std::path::PathBuf {
@@ -700,24 +690,17 @@ fn start_path(s: &Session) -> std::path::PathBuf {
 
 /// The tree iteration `n` started from: the recorded one when `n` is being redone, else the
 /// tree now (recorded before the dispatch).
-fn iteration_start(cx: &Ctx<'_, '_>, s: &Session, n: u32, redo: bool) -> Result<Option<TreeState>, SessionError> {
-    let recorded = || -> Option<TreeState> {
-        let text = std::fs::read_to_string(start_path(s)).ok()?;
+fn iteration_start(cx: &Ctx<'_, '_>, s: &Session, n: u32, redo: bool) -> Result<Option<String>, SessionError> {
+    let recorded = || -> Option<String> {
+        let text = work_runtime::fsx::read_optional(&start_path(s)).ok()??;
         let st: IterationStart = serde_json::from_str(&text).ok()?;
-        (st.iteration == n).then(|| TreeState {
-            head: st.head,
-            paths: st.paths.into_iter().map(|(p, (code, hash))| (p, work_git::PathState { code, hash })).collect(),
-        })
+        (st.iteration == n).then_some(st.tree)
     };
     if redo && let Some(t) = recorded() {
         return Ok(Some(t));
     }
     let Some(now) = cx.git.as_ref().and_then(|g| snapshot(g, &cx.exclude)) else { return Ok(None) };
-    let st = IterationStart {
-        iteration: n,
-        head: now.head.clone(),
-        paths: now.paths.iter().map(|(p, v)| (p.clone(), (v.code.clone(), v.hash.clone()))).collect(),
-    };
+    let st = IterationStart { iteration: n, tree: now.clone() };
     let path = start_path(s);
     cx.env.run.write_state(&path, &st).map_err(|e| SessionError::Io {
         action: "write",

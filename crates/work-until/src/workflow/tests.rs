@@ -266,7 +266,7 @@ async fn a_merge_lost_to_a_crash_is_rolled_forward_once() {
     s.meta.verify = Some("test -e b".into());
     s.save_meta("t".into(), &|p, t| work_runtime::fsx::write_atomic(p, t.as_bytes())).expect("meta");
     let (out, s, seen) = go(d.path(), meta(Some("test -e b"), 5, Mode::Auto), vec![edit("b", "done")]).await;
-    assert_eq!(out.status, SessionStatus::Done);
+    assert_eq!(out.status, SessionStatus::Done, "{}", out.stopped_reason);
     assert_eq!(seen, vec![2], "iteration 2 is redone with the same number");
     let text = std::fs::read_to_string(s.master_path()).expect("master");
     assert_eq!(text.matches("### Iteration 01").count(), 1, "{text}");
@@ -302,6 +302,6 @@ async fn committed_changes_count_and_unverifiable_done_pauses() {
     assert_eq!(out.status, SessionStatus::Paused, "no verify command: a person checks");
     assert!(out.stopped_reason.starts_with("unverified-done"), "{}", out.stopped_reason);
     let r1: IterationRecord = read_archive(&s, 1).expect("archive");
-    assert_eq!(r1.changed, vec!["c.txt".to_string()]);
+    assert_eq!(r1.changed, vec!["c.txt".to_string()], "{r1:?}");
     assert!(r1.false_claims.is_empty());
 }
