@@ -18,18 +18,22 @@
 //!    nothing stalls like an empty `continue`. Outside a git work tree no change can be
 //!    verified, so no report counts as progress there (claims are recorded as unverifiable);
 //!    `n == max` ⇒ `max-reached`; human-gate ⇒ pause;
-//! 6. **commit**: the archive `reports/NN.md`, whose machine record carries what the iteration
-//!    leaves in the meta (status, stop reason, stall state);
-//! 7. the files derived from it: `report.md`, `master.md` (the merge), and `meta.md` last
-//!    (`iteration_count: n`), so a meta that says stopped always has its ledger.
+//! 6. **commit**: the iteration's record appended to the ledger log `ledger.jsonl` (see
+//!    [`crate::store`]); it carries what the iteration leaves in the meta (status, stop
+//!    reason, stall state);
+//! 7. the files derived from it: the archive `reports/NN.md`, `report.md`, the merge (a
+//!    snapshot `ledger.json` + `master.md` when the log has outgrown the last one or the
+//!    iteration stopped the session), and `meta.md` last (`iteration_count: n`), so a meta
+//!    that says stopped always has its ledger.
 //!
 //! The tree the iteration started from is recorded (`iteration-start.json`) before its
 //! dispatch; a redo after a crash measures its change against that, not against what the
 //! killed attempt left in the tree (which would read as "changed nothing").
 //!
-//! A kill before step 6 leaves no archive `n`: the next start redoes iteration `n` with the
-//! same number. A kill after it leaves the meta (and perhaps the ledger) behind the archive:
-//! the next start rolls both forward from the archives and, when the committed iteration
+//! A kill before step 6 leaves no record `n`: the next start redoes iteration `n` with the
+//! same number. A kill after it leaves the meta (and perhaps the archive) behind the log: the
+//! next start rolls them forward from the record (a session from before the log, from its
+//! archives) and, when the committed iteration
 //! stopped the session, finishes with that stop without dispatching. Merges are idempotent.
 //! So no iteration is lost or counted twice. The session directory itself appears whole (see
 //! [`crate::session::init_session`]).
