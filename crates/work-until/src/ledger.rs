@@ -729,6 +729,26 @@ mod tests {
     }
 
     #[test]
+    fn old_decisions_fold_into_one_line_and_a_refold_keeps_the_count() {
+        let mut items: Vec<Item> = (1..=50).map(|n| Item::new(n, &format!("decision {n}"))).collect();
+        assert!(fold_decisions(&mut items, 20));
+        assert_eq!(items.len(), 21);
+        assert!(items[0].text.starts_with("30 earlier decisions folded (iterations 1–30, "), "{}", items[0].text);
+        assert_eq!(items[1].iter, Some(31));
+        assert!(!fold_decisions(&mut items, 20), "nothing more to fold");
+        items.extend((51..=60).map(|n| Item::new(n, &format!("decision {n}"))));
+        assert!(fold_decisions(&mut items, 20));
+        assert!(items[0].text.starts_with("40 earlier decisions folded (iterations 1–40, "), "{}", items[0].text);
+        assert!(items[0].text.contains("decision 40") && items[0].text.chars().count() < 400, "{}", items[0].text);
+        assert_eq!((items.len(), items[1].iter, items[20].iter), (21, Some(41), Some(60)));
+        // It survives master.md's round trip.
+        let m = meta();
+        let mut l = Ledger { decisions: items, ..Ledger::default() };
+        l.merged_through = 60;
+        assert_eq!(Ledger::parse(&l.render(&m)).decisions, l.decisions);
+    }
+
+    #[test]
     fn unknown_sections_survive() {
         let m = meta();
         let mut l = Ledger::default();

@@ -160,3 +160,89 @@ impl LedgerStore {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::validate_report;
+    use serde_json::json;
+
+    fn run(dir: &Path) -> RunContext {
+        RunContext::start(
+            work_runtime::run::RunOptions {
+                root: dir.to_path_buf(),
+                state_dir: dir.join(".work"),
+                clock: std::sync::Arc::new(work_runtime::clock::SystemClock),
+                redactor: Default::default(),
+                budget: Default::default(),
+                already_spent: Default::default(),
+                already_by_role: Default::default(),
+                progress: work_runtime::run::ProgressSink::Silent,
+            },
+            "until",
+        )
+        .expect("run")
+    }
+
+    fn record(n: u32) -> IterationRecord {
+        let report = validate_report(&json!({"status": "continue", "summary": format!("step {n}"),
+            "decisions": [format!("decision {n}")]}))
+        .expect("valid");
+        IterationRecord {
+            iteration: n,
+            dispatch_id: format!("d{n}"),
+            report,
+            git: true,
+            changed: vec!["a.rs".into()],
+            false_claims: vec![],
+            unclaimed: vec!["a.rs".into()],
+            verify: None,
+            decision: "continue".into(),
+            empty: false,
+            commit: None,
+        }
+    }
+
+    #[test]
+    fn commits_append_and_a_reload_is_the_same_ledger() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let r = run(dir.path());
+        let mut ledger = Ledger::default();
+        let mut store = LedgerStore::new(dir.path());
+        assert!(store.commit_iteration(&r, &record(1)).is_err(), "no snapshot to extend yet");
+        store.snapshot(&r, &ledger).expect("snapshot");
+        for n in 1..=60 {
+            store.commit_iteration(&r, &record(n)).expect("commit");
+            ledger.merge(&record(n));
+            if store.due() {
+                store.snapshot(&r, &ledger).expect("snapshot");
+            }
+            let (back, _, _) = LedgerStore::load(dir.path()).expect("load").expect("some");
+            assert_eq!(back, ledger, "after commit {n}");
+        }
+        assert!(store.snapshots < 30, "the ledger grows by appending: {} snapshots in 60 commits", store.snapshots);
+    }
+
+    #[test]
+    fn a_torn_record_and_a_stale_log_are_ignored() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let r = run(dir.path());
+        let mut ledger = Ledger::default();
+        let mut store = LedgerStore::new(dir.path());
+        store.snapshot(&r, &ledger).expect("snapshot");
+        store.commit_iteration(&r, &record(1)).expect("commit");
+        ledger.merge(&record(1));
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(dir.path().join(LOG_FILE)).expect("log");
+        f.write_all(br#"{"seq": 2, "iteration": {"iter"#).expect("tear");
+        drop(f);
+        let (back, _, replayed) = LedgerStore::load(dir.path()).expect("load").expect("some");
+        assert_eq!(back, ledger, "the torn record is dropped");
+        assert_eq!(replayed.iterations.keys().copied().collect::<Vec<_>>(), vec![1]);
+        // A snapshot replaced by hand: the log no longer extends it and is ignored.
+        std::fs::write(dir.path().join(SNAPSHOT_FILE), "{}\n").expect("write");
+        let (back, store, replayed) = LedgerStore::load(dir.path()).expect("load").expect("some");
+        assert_eq!((back, replayed.iterations.len()), (Ledger::default(), 0));
+        assert!(store.due(), "a stale log is replaced by the next snapshot");
+    }
+}
