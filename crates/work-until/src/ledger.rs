@@ -8,8 +8,10 @@
 //!
 //! Compaction keeps the ledger under a line limit (150) by folding, oldest first: full
 //! iteration entries into one-liners, one-liners into a range, old ground-truth notes and
-//! incidents into a count, long bodies into their first lines. Open blockers and decisions
-//! are never dropped (at most shortened to one line each).
+//! incidents into a count, long bodies into their first lines, and — when that is not enough —
+//! the oldest decisions into one line (their count, their iterations and the gist of each),
+//! keeping the newest [`DECISIONS_VERBATIM`] verbatim. Open blockers are never dropped (at most
+//! shortened to one line each); a folded decision stays word for word in its `reports/NN.md`.
 
 use crate::report::{ReconReport, ReportStatus, WorkerReport};
 use crate::session::{Meta, SessionStatus};
@@ -17,6 +19,9 @@ use serde::{Deserialize, Serialize};
 
 /// The default line limit of `master.md`.
 pub const LEDGER_LINE_LIMIT: usize = 150;
+
+/// Decisions kept verbatim when older ones are folded (the newest).
+pub const DECISIONS_VERBATIM: usize = 20;
 
 /// One ledger list item, tagged with the iteration it came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,7 +57,7 @@ impl Item {
 }
 
 /// One full iteration entry in the ledger.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IterEntry {
     /// The iteration number.
     pub n: u32,
@@ -62,8 +67,9 @@ pub struct IterEntry {
     pub body: Vec<String>,
 }
 
-/// The parsed ledger.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The parsed ledger (also the snapshot `ledger.json`, see [`crate::store`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Ledger {
     /// The last iteration merged into the ledger.
     pub merged_through: u32,
@@ -477,6 +483,9 @@ impl Ledger {
             {
                 continue;
             }
+            if fold_decisions(&mut self.decisions, DECISIONS_VERBATIM) {
+                continue;
+            }
             if let Some(e) = self.iterations.first_mut()
                 && e.body.len() > 12
             {
@@ -509,6 +518,64 @@ impl Ledger {
             break;
         }
     }
+}
+
+/// The fold line's prefix: `N earlier decisions folded (iterations A–B, each word for word in
+/// reports/NN.md): gist; gist; …`.
+const FOLDED_DECISIONS: &str = " earlier decisions folded (iterations ";
+
+/// Folds all but the newest `keep` decisions into one line at the front (an earlier fold line
+/// is folded into the new one). False when there is nothing to fold.
+fn fold_decisions(items: &mut Vec<Item>, keep: usize) -> bool {
+    let folded_line = |i: &Item| i.iter.is_none() && i.text.contains(FOLDED_DECISIONS);
+    let earlier = items.first().filter(|i| folded_line(i)).cloned();
+    let verbatim = items.len() - usize::from(earlier.is_some());
+    if verbatim <= keep {
+        return false;
+    }
+    let start = usize::from(earlier.is_some());
+    let drop = verbatim - keep;
+    let gone: Vec<Item> = items.drain(start..start + drop).collect();
+    let (mut count, mut first) = (0usize, None::<u32>);
+    let mut gist: Vec<String> = Vec::new();
+    if let Some(e) = &earlier {
+        let (n, rest) = e.text.split_once(FOLDED_DECISIONS).unwrap_or(("0", ""));
+        count = n.trim().parse().unwrap_or(0);
+        first = rest.split(['–', ',', ')']).next().and_then(|a| a.trim().parse().ok());
+        if let Some((_, g)) = rest.split_once("): ") {
+            gist.extend(g.split("; ").map(str::to_string));
+        }
+    }
+    count += gone.len();
+    first = first.or_else(|| gone.iter().find_map(|i| i.iter));
+    let last = gone.iter().filter_map(|i| i.iter).max().unwrap_or(first.unwrap_or(0));
+    gist.extend(gone.iter().map(|i| one_line(&i.text, 40)));
+    // The gist keeps the newest folded decisions that fit in 240 characters.
+    let mut kept: Vec<String> = Vec::new();
+    let mut room = 240usize;
+    for g in gist.iter().rev() {
+        let cost = g.chars().count() + 2;
+        if cost > room {
+            break;
+        }
+        room -= cost;
+        kept.push(g.clone());
+    }
+    if kept.len() < gist.len() {
+        kept.push("…".into());
+    }
+    kept.reverse();
+    let span = match first {
+        Some(a) if a != last => format!("{a}–{last}"),
+        _ => last.to_string(),
+    };
+    let text = format!("{count}{FOLDED_DECISIONS}{span}, each word for word in reports/NN.md): {}", kept.join("; "));
+    if earlier.is_some() {
+        items[0] = Item { iter: None, text };
+    } else {
+        items.insert(0, Item { iter: None, text });
+    }
+    true
 }
 
 fn fold_items(items: &mut Vec<Item>, keep: usize, what: &str) -> bool {
@@ -659,6 +726,26 @@ mod tests {
         assert!(text.contains("### Iteration 60"));
         let reparsed = Ledger::parse(&text);
         assert_eq!(reparsed.render(&m), text);
+    }
+
+    #[test]
+    fn old_decisions_fold_into_one_line_and_a_refold_keeps_the_count() {
+        let mut items: Vec<Item> = (1..=50).map(|n| Item::new(n, &format!("decision {n}"))).collect();
+        assert!(fold_decisions(&mut items, 20));
+        assert_eq!(items.len(), 21);
+        assert!(items[0].text.starts_with("30 earlier decisions folded (iterations 1–30, "), "{}", items[0].text);
+        assert_eq!(items[1].iter, Some(31));
+        assert!(!fold_decisions(&mut items, 20), "nothing more to fold");
+        items.extend((51..=60).map(|n| Item::new(n, &format!("decision {n}"))));
+        assert!(fold_decisions(&mut items, 20));
+        assert!(items[0].text.starts_with("40 earlier decisions folded (iterations 1–40, "), "{}", items[0].text);
+        assert!(items[0].text.contains("decision 40") && items[0].text.chars().count() < 400, "{}", items[0].text);
+        assert_eq!((items.len(), items[1].iter, items[20].iter), (21, Some(41), Some(60)));
+        // It survives master.md's round trip.
+        let m = meta();
+        let mut l = Ledger { decisions: items, ..Ledger::default() };
+        l.merged_through = 60;
+        assert_eq!(Ledger::parse(&l.render(&m)).decisions, l.decisions);
     }
 
     #[test]

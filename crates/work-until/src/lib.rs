@@ -7,6 +7,8 @@
 //!   where one is unambiguous;
 //! - [`session`] — `meta.md` (the commit point), `init-session`, `resolve-resume`, listing;
 //! - [`ledger`] — `master.md` (parse, merge, `compact-master`) and the iteration archive;
+//! - [`store`] — the ledger on disk: a snapshot (`ledger.json`) and an append-only log
+//!   (`ledger.jsonl`), the iteration's commit point;
 //! - [`report`] — the worker's report schema and `validate-report`;
 //! - [`templates`] — the hand-off, worker and recon briefs;
 //! - [`workflow`] — the iteration loop, stall rules, human gate and git ground truth.
@@ -16,6 +18,7 @@ pub mod ledger;
 pub mod report;
 mod seal;
 pub mod session;
+pub mod store;
 pub mod templates;
 pub mod workflow;
 

@@ -1,6 +1,7 @@
 //! git's view of the tree, sealed for a session (see `work_git::integrity`): an index flag,
 //! an exclude line, a `.gitattributes`, a hook or a driver a worker sets hides its change from
-//! `git status` and `git diff` — the ground truth of every iteration — without touching a file.
+//! `git status` and `git diff` without touching a file (the iteration ground truth is measured by
+//! hashing, but the seal also names what a worker did to git).
 //! The seal is taken the first time a session runs and kept beside `meta.md`, so a resumed
 //! session compares with the same seal.
 

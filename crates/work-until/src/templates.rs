@@ -1,7 +1,7 @@
 //! The templates as code: the hand-off (`handoff.md`, what the next worker is told),
 //! the worker brief (the dispatch prompt) and the recon brief.
 
-use crate::ledger::{Ledger, VerifyResult, one_line};
+use crate::ledger::{DECISIONS_VERBATIM, Item, Ledger, VerifyResult, one_line};
 use crate::session::Meta;
 
 /// Renders `handoff.md` for iteration `n` from the session and the (compacted) ledger.
@@ -35,7 +35,7 @@ pub fn handoff(meta: &Meta, ledger: &Ledger, n: u32, last_verify: Option<&Verify
         }
         None => o.push_str("This is the first iteration.\n"),
     }
-    let section = |o: &mut String, title: &str, items: &[crate::ledger::Item]| {
+    let section = |o: &mut String, title: &str, items: &[Item]| {
         if !items.is_empty() {
             o.push_str(&format!("\n### {title}\n\n"));
             for i in items {
@@ -44,7 +44,7 @@ pub fn handoff(meta: &Meta, ledger: &Ledger, n: u32, last_verify: Option<&Verify
         }
     };
     section(&mut o, "Open blockers", &ledger.open_blockers);
-    section(&mut o, "Decisions already taken (keep them)", &ledger.decisions);
+    section(&mut o, "Decisions already taken (keep them)", &brief_decisions(&ledger.decisions));
     section(&mut o, "Next steps", &ledger.next_steps);
     let recent_truth: Vec<_> = ledger.ground_truth.iter().rev().take(5).rev().cloned().collect();
     section(&mut o, "Ground truth notes (the engine checks claims against git)", &recent_truth);
@@ -63,6 +63,24 @@ pub fn handoff(meta: &Meta, ledger: &Ledger, n: u32, last_verify: Option<&Verify
     o
 }
 
+/// The decisions a brief names: the newest [`DECISIONS_VERBATIM`] word for word, after the
+/// ledger's fold line and a count of the ones in between (all of them are in `master.md`), so
+/// the brief does not grow with the session.
+fn brief_decisions(all: &[Item]) -> Vec<Item> {
+    if all.len() <= DECISIONS_VERBATIM + 1 {
+        return all.to_vec();
+    }
+    let mut out = Vec::new();
+    let folded = all.first().filter(|i| i.iter.is_none());
+    out.extend(folded.cloned());
+    let between = all.len() - DECISIONS_VERBATIM - usize::from(folded.is_some());
+    if between > 0 {
+        out.push(Item { iter: None, text: format!("{between} more earlier decisions: see the session's master.md") });
+    }
+    out.extend(all[all.len() - DECISIONS_VERBATIM..].iter().cloned());
+    out
+}
+
 /// The worker brief (the dispatch prompt) for one iteration, around the hand-off text.
 pub fn worker_prompt(meta: &Meta, handoff_text: &str, n: u32) -> String {
     format!(
@@ -73,7 +91,7 @@ Rules:\n\
 - Edit files in the repository only. Never edit anything under the `.work/` directory (the session files \
 belong to the engine).\n\
 - Do not run the whole loop yourself and do not pretend: the engine compares your claimed changes with \
-`git status` and `git diff`; a claim the tree does not back is recorded against you and is not progress.\n\
+the working tree's content before and after your turn; a claim the tree does not back is recorded against you and is not progress.\n\
 - Report `done` only when you believe the until-clause holds; the engine verifies it. Report `blocked` \
 only when you cannot go on (name the blocker). Otherwise report `continue` with precise next steps.\n\n\
 Answer with exactly one JSON object (no prose around it):\n\

@@ -5,7 +5,8 @@
 //!
 //! 1. `meta.md`: `status: running`, `in_progress: n`;
 //! 2. compact the ledger (`master.md`, ≤ 150 lines) and write `handoff.md`;
-//! 3. snapshot the tree (HEAD + the content of every dirty path), dispatch exactly one worker
+//! 3. snapshot the whole working tree by content (a git tree through a temporary index, so no
+//!    index flag or HEAD move changes what it sees), dispatch exactly one worker
 //!    (`workspace-write`), snapshot again: the difference is what really changed;
 //! 4. the dispatcher validated the answer against [`crate::report::report_schema`] (malformed ⇒
 //!    one retry ⇒ dropped); the engine parses it ([`crate::report::validate_report`]);
@@ -17,33 +18,38 @@
 //!    nothing stalls like an empty `continue`. Outside a git work tree no change can be
 //!    verified, so no report counts as progress there (claims are recorded as unverifiable);
 //!    `n == max` ⇒ `max-reached`; human-gate ⇒ pause;
-//! 6. **commit**: the archive `reports/NN.md`, whose machine record carries what the iteration
-//!    leaves in the meta (status, stop reason, stall state);
-//! 7. the files derived from it: `report.md`, `master.md` (the merge), and `meta.md` last
-//!    (`iteration_count: n`), so a meta that says stopped always has its ledger.
+//! 6. **commit**: the iteration's record appended to the ledger log `ledger.jsonl` (see
+//!    [`crate::store`]); it carries what the iteration leaves in the meta (status, stop
+//!    reason, stall state);
+//! 7. the files derived from it: the archive `reports/NN.md`, `report.md`, the merge (a
+//!    snapshot `ledger.json` + `master.md` when the log has outgrown the last one or the
+//!    iteration stopped the session), and `meta.md` last (`iteration_count: n`), so a meta
+//!    that says stopped always has its ledger.
 //!
 //! The tree the iteration started from is recorded (`iteration-start.json`) before its
 //! dispatch; a redo after a crash measures its change against that, not against what the
 //! killed attempt left in the tree (which would read as "changed nothing").
 //!
-//! A kill before step 6 leaves no archive `n`: the next start redoes iteration `n` with the
-//! same number. A kill after it leaves the meta (and perhaps the ledger) behind the archive:
-//! the next start rolls both forward from the archives and, when the committed iteration
+//! A kill before step 6 leaves no record `n`: the next start redoes iteration `n` with the
+//! same number. A kill after it leaves the meta (and perhaps the archive) behind the log: the
+//! next start rolls them forward from the record (a session from before the log, from its
+//! archives) and, when the committed iteration
 //! stopped the session, finishes with that stop without dispatching. Merges are idempotent.
 //! So no iteration is lost or counted twice. The session directory itself appears whole (see
 //! [`crate::session::init_session`]).
 
 use crate::ledger::{
-    IterationCommit, IterationRecord, LEDGER_LINE_LIMIT, Ledger, ReconRecord, VerifyResult, machine_block,
-    normalize_blocker, one_line, render_report, with_machine_block,
+    IterationCommit, IterationRecord, LEDGER_LINE_LIMIT, Ledger, ReconRecord, VerifyResult, normalize_blocker,
+    one_line, render_report, with_machine_block,
 };
 use crate::report::{ReportStatus, WorkerReport, recon_schema, report_schema, validate_recon, validate_report};
 use crate::session::{Mode, Session, SessionError, SessionStatus};
+use crate::store::LedgerStore;
 use crate::templates;
 use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
-use work_git::{Base, Compare, Git, TreeState, is_excluded};
+use work_git::{Git, is_excluded};
 use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
 use work_runtime::run::RunContext;
 
@@ -82,35 +88,23 @@ pub enum UntilError {
     Session(#[from] SessionError),
 }
 
-/// The tree at one instant: HEAD and the content of every dirty path.
-fn snapshot(git: &Git, exclude: &[String]) -> Option<TreeState> {
-    git.tree_state(Base::Status, exclude).ok()
+/// The working tree at one instant, by content: every tracked and untracked (not ignored) file
+/// outside the state directory, written as a git tree through a temporary index
+/// ([`Git::snapshot_tree`]). Nothing of the real index is trusted, so an `assume-unchanged` or
+/// `skip-worktree` flag cannot hide a change and a staged, unstaged or HEAD-only move (`git rm
+/// --cached`, `git reset --soft`) cannot fake one.
+fn snapshot(git: &Git, exclude: &[String]) -> Option<String> {
+    git.snapshot_tree(exclude).ok()
 }
 
-/// What changed from `a` to `b`: the paths of the commits in between, and every dirty path
-/// whose content changed (staging alone is not a change).
-fn changed_between(git: &Git, a: &TreeState, b: &TreeState, exclude: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    if a.head != b.head {
-        match (&a.head, &b.head) {
-            (Some(x), Some(y)) => {
-                if let Ok(paths) = git.diff_names(&[x, y]) {
-                    out.extend(paths);
-                }
-            }
-            (None, Some(y)) => {
-                if let Ok(s) = git.run(&["ls-tree", "-r", "--name-only", y]) {
-                    out.extend(s.lines().map(str::to_string));
-                }
-            }
-            _ => {}
-        }
-    }
-    out.extend(b.changed_since(a, Compare::Content));
+/// What changed from the tree `a` to the tree `b`: the paths whose content (or mode) differs.
+/// Commits in between count by what they left in the working tree, not by moving HEAD.
+fn changed_between(git: &Git, a: &str, b: &str, exclude: &[String]) -> Option<Vec<String>> {
+    let mut out = git.tree_diff_names(a, b).ok()?;
     out.retain(|p| !p.is_empty() && !is_excluded(p, exclude));
     out.sort();
     out.dedup();
-    out
+    Some(out)
 }
 
 fn covers(claim: &str, path: &str) -> bool {
@@ -123,6 +117,12 @@ fn tail_lines(text: &str, n: usize) -> Vec<String> {
     lines[lines.len().saturating_sub(n)..].iter().map(|l| one_line(l, 300)).collect()
 }
 
+/// What a commit appends.
+enum Record<'a> {
+    Iteration(&'a IterationRecord),
+    Recon(&'a ReconRecord),
+}
+
 struct Ctx<'a, 'b> {
     env: &'a LoopEnv<'b>,
     git: Option<Git>,
@@ -131,6 +131,8 @@ struct Ctx<'a, 'b> {
     surface: Option<work_git::surface::CheckSurface>,
     /// git's view of the tree when the session first ran (see `crate::seal`).
     seal: Option<work_git::integrity::Seal>,
+    /// The ledger's snapshot and log (see [`crate::store`]).
+    store: std::sync::Mutex<LedgerStore>,
 }
 
 /// The file beside `meta.md` that keeps the check surface the session froze.
@@ -201,9 +203,42 @@ impl Ctx<'_, '_> {
         )
     }
 
+    /// Compacts the ledger and writes it whole: the snapshot `ledger.json` (which starts a
+    /// fresh log) and `master.md`, the ledger as a person reads it.
     fn save_ledger(&self, s: &Session, ledger: &mut Ledger) -> Result<(), SessionError> {
         ledger.compact(&s.meta, LEDGER_LINE_LIMIT);
+        let path = s.dir.join(crate::store::SNAPSHOT_FILE);
+        let io = |e: std::io::Error| SessionError::Io {
+            action: "write",
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        };
+        match self.store.lock() {
+            Ok(mut st) => st.snapshot(self.env.run, ledger).map_err(io)?,
+            Err(_) => return Err(io(std::io::Error::other("the ledger store is poisoned"))),
+        }
         self.write(&s.master_path(), &ledger.render(&s.meta))
+    }
+
+    /// The commit point of an iteration (or the recon): its record appended to the log.
+    fn commit(&self, s: &Session, record: Record<'_>) -> Result<(), SessionError> {
+        let path = s.dir.join(crate::store::LOG_FILE);
+        let io = |e: std::io::Error| SessionError::Io {
+            action: "append to",
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        };
+        let mut st = self.store.lock().map_err(|_| io(std::io::Error::other("the ledger store is poisoned")))?;
+        match record {
+            Record::Iteration(r) => st.commit_iteration(self.env.run, r),
+            Record::Recon(r) => st.commit_recon(self.env.run, r),
+        }
+        .map_err(io)
+    }
+
+    /// The log has grown as large as the snapshot.
+    fn snapshot_due(&self) -> bool {
+        self.store.lock().map(|st| st.due()).unwrap_or(true)
     }
 
     async fn verify(&self, cmd: &str) -> VerifyResult {
@@ -241,27 +276,32 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
     }
     let surface = check_surface(env, session).await;
     let seal = crate::seal::session_seal(env, session, git.as_ref());
-    let cx = Ctx { env, git, exclude, surface, seal };
+    let (mut ledger, store, committed) = commit::load_ledger(session)?;
+    let cx = Ctx { env, git, exclude, surface, seal, store: std::sync::Mutex::new(store) };
     let run = env.run;
 
-    // Roll the meta and the ledger forward from the archives (the commit points), and note
-    // an interrupted iteration.
+    // Roll the meta and the ledger forward from the commit points (the ledger log's records;
+    // the archives of a session written before the log), and note an interrupted iteration.
     let before_roll = session.meta.iteration_count;
-    let rolled = roll_meta_forward(session);
-    if session.meta.iteration_count > before_roll
-        && let Some(r) = read_archive::<IterationRecord>(session, session.meta.iteration_count)
-    {
-        cx.write(&session.report_path(), &render_report(&session.meta, &r))?;
+    let rolled = commit::roll_meta_forward(session, &committed);
+    for k in (before_roll + 1)..=session.meta.iteration_count {
+        let Some(r) = committed.iteration(session, k) else { continue };
+        let text = render_report(&session.meta, &r);
+        if !session.archive_path(k).exists() {
+            cx.write(&session.archive_path(k), &with_machine_block(text.clone(), &r))?;
+        }
+        if k == session.meta.iteration_count {
+            cx.write(&session.report_path(), &text)?;
+        }
     }
-    let mut ledger = session.load_ledger()?;
     if session.meta.recon_done
         && ledger.recon.is_empty()
-        && let Some(r) = read_archive::<ReconRecord>(session, 0)
+        && let Some(r) = committed.recon(session)
     {
         ledger.merge_recon(&r);
     }
     for k in (ledger.merged_through + 1)..=session.meta.iteration_count {
-        match read_archive::<IterationRecord>(session, k) {
+        match committed.iteration(session, k) {
             Some(r) => ledger.merge(&r),
             None => ledger.incident(&format!("the archive of iteration {k:02} is unreadable; its merge is lost")),
         }
@@ -290,7 +330,7 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
     cx.save_meta(session)?;
 
     let mut last_verify: Option<VerifyResult> = if session.meta.iteration_count > 0 {
-        read_archive::<IterationRecord>(session, session.meta.iteration_count).and_then(|r| r.verify)
+        committed.iteration(session, session.meta.iteration_count).and_then(|r| r.verify)
     } else {
         None
     };
@@ -316,13 +356,12 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
         session.meta.in_progress = Some(n);
         session.meta.status = SessionStatus::Running;
         ledger.compact(&session.meta, LEDGER_LINE_LIMIT);
-        cx.write(&session.master_path(), &ledger.render(&session.meta))?;
         cx.save_meta(session)?;
         let handoff = templates::handoff(&session.meta, &ledger, n, last_verify.as_ref());
         cx.write(&session.handoff_path(), &handoff)?;
         run.emit("until.iteration.start", json!({"session": session.meta.id, "iteration": n}));
 
-        let before = iteration_start(&cx, session, n, redo)?;
+        let before = commit::iteration_start(&cx, session, n, redo)?;
         let outcome = env
             .dispatcher
             .dispatch(DispatchSpec {
@@ -378,10 +417,12 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
             }
         };
         let after = cx.git.as_ref().and_then(|g| snapshot(g, &cx.exclude));
-        let (git_ok, changed) = match (&cx.git, &before, &after) {
-            (Some(g), Some(a), Some(b)) => (true, changed_between(g, a, b, &cx.exclude)),
-            _ => (false, Vec::new()),
+        let changed = match (&cx.git, &before, &after) {
+            (Some(g), Some(a), Some(b)) => changed_between(g, a, b, &cx.exclude),
+            _ => None,
         };
+        let git_ok = changed.is_some();
+        let changed = changed.unwrap_or_default();
         let mut record = ground_truth(n, dispatch_id, report, git_ok, changed);
 
         // Decide.
@@ -422,13 +463,16 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
             empty_streak: session.meta.empty_streak,
             blockers_seen: session.meta.blockers_seen.clone(),
         });
+        cx.commit(session, Record::Iteration(&record))?;
         let text = render_report(&session.meta, &record);
         cx.write(&session.archive_path(n), &with_machine_block(text.clone(), &record))?;
         cx.write(&session.report_path(), &text)?;
         session.meta.iteration_count = n;
         session.meta.in_progress = None;
         ledger.merge(&record);
-        cx.save_ledger(session, &mut ledger)?;
+        if status.is_some() || cx.snapshot_due() {
+            cx.save_ledger(session, &mut ledger)?;
+        }
         cx.save_meta(session)?;
         run.progress(&format!(
             "Iteration {n}/{}: {} · {} · {}",
@@ -647,6 +691,7 @@ async fn recon(
     };
     let record = ReconRecord { dispatch_id, recon };
     let text = format!("# Recon — iteration 00 of `{}`\n\n{}\n", session.meta.id, record.recon.summary.trim());
+    cx.commit(session, Record::Recon(&record))?;
     cx.write(&session.archive_path(0), &with_machine_block(text, &record))?;
     session.meta.recon_done = true;
     session.meta.in_progress = None;
@@ -655,81 +700,6 @@ async fn recon(
     cx.save_meta(session)?;
     env.run.progress("Iteration 0 (recon): map merged");
     Ok(None)
-}
-
-/// Applies the archives newer than `meta.md` (iterations committed by a run killed before it
-/// wrote the meta) to the meta: the iteration count, the stall state and the status. Returns
-/// the stop the last of them made, if it made one.
-fn roll_meta_forward(session: &mut Session) -> Option<(SessionStatus, String)> {
-    if session.meta.recon && !session.meta.recon_done && read_archive::<ReconRecord>(session, 0).is_some() {
-        session.meta.recon_done = true;
-        session.meta.in_progress = None;
-    }
-    let mut stop = None;
-    while let Some(r) = read_archive::<IterationRecord>(session, session.meta.iteration_count + 1) {
-        let Some(c) = r.commit.filter(|_| r.iteration == session.meta.iteration_count + 1) else { break };
-        let m = &mut session.meta;
-        m.iteration_count = r.iteration;
-        m.in_progress = None;
-        m.empty_streak = c.empty_streak;
-        m.blockers_seen = c.blockers_seen;
-        m.status = c.status;
-        m.stopped_reason = c.stopped_reason.clone();
-        stop = match c.status {
-            SessionStatus::Active | SessionStatus::Running => None,
-            s => Some((s, c.stopped_reason.unwrap_or_default())),
-        };
-    }
-    stop
-}
-
-/// The tree before the first attempt of an iteration (`iteration-start.json`), recorded before
-/// its dispatch so that a redo after a crash measures the change against the tree the
-/// iteration started from, not against the killed attempt's edits.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct IterationStart {
-    iteration: u32,
-    head: Option<String>,
-    /// Path ⇒ (status code, content hash).
-    paths: std::collections::BTreeMap<String, (String, Option<String>)>,
-}
-
-fn start_path(s: &Session) -> std::path::PathBuf {
-    s.dir.join("iteration-start.json")
-}
-
-/// The tree iteration `n` started from: the recorded one when `n` is being redone, else the
-/// tree now (recorded before the dispatch).
-fn iteration_start(cx: &Ctx<'_, '_>, s: &Session, n: u32, redo: bool) -> Result<Option<TreeState>, SessionError> {
-    let recorded = || -> Option<TreeState> {
-        let text = std::fs::read_to_string(start_path(s)).ok()?;
-        let st: IterationStart = serde_json::from_str(&text).ok()?;
-        (st.iteration == n).then(|| TreeState {
-            head: st.head,
-            paths: st.paths.into_iter().map(|(p, (code, hash))| (p, work_git::PathState { code, hash })).collect(),
-        })
-    };
-    if redo && let Some(t) = recorded() {
-        return Ok(Some(t));
-    }
-    let Some(now) = cx.git.as_ref().and_then(|g| snapshot(g, &cx.exclude)) else { return Ok(None) };
-    let st = IterationStart {
-        iteration: n,
-        head: now.head.clone(),
-        paths: now.paths.iter().map(|(p, v)| (p.clone(), (v.code.clone(), v.hash.clone()))).collect(),
-    };
-    let path = start_path(s);
-    cx.env.run.write_state(&path, &st).map_err(|e| SessionError::Io {
-        action: "write",
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    })?;
-    Ok(Some(now))
-}
-
-fn read_archive<T: for<'de> serde::Deserialize<'de>>(s: &Session, n: u32) -> Option<T> {
-    let text = std::fs::read_to_string(s.archive_path(n)).ok()?;
-    machine_block(&text)
 }
 
 fn finish(
@@ -805,6 +775,8 @@ pub fn summary_lines(session: &Session, ledger: &Ledger) -> Vec<String> {
     v.truncate(25);
     v
 }
+
+mod commit;
 
 #[cfg(test)]
 mod tests;

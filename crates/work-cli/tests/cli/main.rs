@@ -36,4 +36,5 @@ mod soak;
 mod state_digests;
 mod ultra;
 mod until;
+mod until_truth;
 mod walkthrough;

@@ -203,7 +203,9 @@ fn until_end(s: &Scenario, end: End) -> UntilEnd {
     let End::Exited(code, stdout) = end else { panic!("the clean rerun was killed") };
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap_or(serde_json::Value::Null);
     let dir = s.path(&format!(".work/sessions/{SLUG}"));
-    let mut state = files(&dir, &["handoff.md", "meta.md", "iteration-start.json"]);
+    // The ledger's snapshot and log hold the incidents a crash leaves (an interrupted
+    // iteration); `master.md`, their rendering, is compared without them.
+    let mut state = files(&dir, &["handoff.md", "meta.md", "iteration-start.json", "ledger.json", "ledger.jsonl"]);
     for (name, text) in state.iter_mut() {
         let t = if name == "master.md" { without_section(text, "Incidents") } else { text.clone() };
         *text = normalize(&t);

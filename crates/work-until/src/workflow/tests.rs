@@ -1,5 +1,6 @@
 //! Loop tests with a scripted in-process agent.
 
+use super::commit::read_archive;
 use super::*;
 use crate::session::{Meta, init_session};
 use async_trait::async_trait;
@@ -71,12 +72,11 @@ fn say(doc: serde_json::Value) -> Step {
     Box::new(move |_: &Path, _| Ok(doc.clone()))
 }
 
-async fn go(root: &Path, meta: Meta, steps: Vec<Step>) -> (LoopOutcome, Session, Vec<u64>) {
-    let state = root.join(".work");
-    let run = RunContext::start(
+fn run_ctx(root: &Path) -> RunContext {
+    RunContext::start(
         RunOptions {
             root: root.to_path_buf(),
-            state_dir: state.clone(),
+            state_dir: root.join(".work"),
             clock: Arc::new(work_runtime::clock::SystemClock),
             redactor: Default::default(),
             budget: Budget::default(),
@@ -86,7 +86,12 @@ async fn go(root: &Path, meta: Meta, steps: Vec<Step>) -> (LoopOutcome, Session,
         },
         "until",
     )
-    .expect("run");
+    .expect("run")
+}
+
+async fn go(root: &Path, meta: Meta, steps: Vec<Step>) -> (LoopOutcome, Session, Vec<u64>) {
+    let state = root.join(".work");
+    let run = run_ctx(root);
     let agent = Arc::new(Scripted { steps: Mutex::new(steps), seen: Mutex::new(vec![]) });
     let d = Dispatcher::new(
         agent.clone(),
@@ -257,21 +262,106 @@ async fn a_merge_lost_to_a_crash_is_rolled_forward_once() {
     let d = repo();
     let (out, mut s, _) = go(d.path(), meta(Some("false"), 5, Mode::HumanGate), vec![edit("a", "continue")]).await;
     assert_eq!(out.iterations, 1);
-    // Simulate a kill between the meta commit and the ledger merge of iteration 1.
-    let master = s.master_path();
-    std::fs::write(&master, Ledger::default().render(&s.meta)).expect("write");
+    // Simulate a kill between the commit of iteration 1 (its record appended to the log) and
+    // everything after it: the snapshot is still the empty ledger, the meta still says 0.
+    let r1: IterationRecord = read_archive(&s, 1).expect("archive");
+    let run = run_ctx(d.path());
+    let mut store = crate::store::LedgerStore::new(&s.dir);
+    store.snapshot(&run, &Ledger::default()).expect("snapshot");
+    store.commit_iteration(&run, &r1).expect("commit");
+    std::fs::remove_file(s.archive_path(1)).expect("rm archive");
     // And a kill in the middle of iteration 2 (started, never merged).
+    s.meta.iteration_count = 0;
     s.meta.in_progress = Some(2);
     s.meta.mode = Mode::Auto;
     s.meta.verify = Some("test -e b".into());
     s.save_meta("t".into(), &|p, t| work_runtime::fsx::write_atomic(p, t.as_bytes())).expect("meta");
+    // The rolled-forward iteration paused the session: this run ends with that stop.
+    let (out, mut s, seen) = go(d.path(), meta(Some("test -e b"), 5, Mode::Auto), vec![]).await;
+    assert_eq!((out.status, out.iterations), (SessionStatus::Paused, 1), "{}", out.stopped_reason);
+    assert!(seen.is_empty(), "iteration 1 is rolled forward from the log's record, not redone");
+    assert!(s.archive_path(1).exists(), "the archive is written again from the log's record");
+    s.meta.in_progress = Some(2);
+    s.meta.mode = Mode::Auto;
+    s.save_meta("t".into(), &|p, t| work_runtime::fsx::write_atomic(p, t.as_bytes())).expect("meta");
     let (out, s, seen) = go(d.path(), meta(Some("test -e b"), 5, Mode::Auto), vec![edit("b", "done")]).await;
-    assert_eq!(out.status, SessionStatus::Done);
+    assert_eq!(out.status, SessionStatus::Done, "{}", out.stopped_reason);
     assert_eq!(seen, vec![2], "iteration 2 is redone with the same number");
     let text = std::fs::read_to_string(s.master_path()).expect("master");
     assert_eq!(text.matches("### Iteration 01").count(), 1, "{text}");
     assert_eq!(text.matches("### Iteration 02").count(), 1, "{text}");
     assert!(text.contains("interrupted before it was merged"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_from_before_the_log_resumes_from_master_md_and_its_archives() {
+    let d = repo();
+    let (out, mut s, _) = go(d.path(), meta(Some("false"), 5, Mode::HumanGate), vec![edit("a", "continue")]).await;
+    assert_eq!(out.iterations, 1);
+    // The old format: no ledger.json / ledger.jsonl, master.md behind the archives.
+    std::fs::remove_file(s.dir.join(crate::store::SNAPSHOT_FILE)).expect("rm snapshot");
+    std::fs::remove_file(s.dir.join(crate::store::LOG_FILE)).expect("rm log");
+    std::fs::write(s.master_path(), Ledger::default().render(&s.meta)).expect("write");
+    s.meta.mode = Mode::Auto;
+    s.meta.verify = Some("test -e b".into());
+    s.save_meta("t".into(), &|p, t| work_runtime::fsx::write_atomic(p, t.as_bytes())).expect("meta");
+    let (out, s, seen) = go(d.path(), meta(Some("test -e b"), 5, Mode::Auto), vec![edit("b", "done")]).await;
+    assert_eq!((out.status, seen), (SessionStatus::Done, vec![2]), "{}", out.stopped_reason);
+    let text = std::fs::read_to_string(s.master_path()).expect("master");
+    assert_eq!(text.matches("### Iteration 01").count(), 1, "{text}");
+    assert!(s.dir.join(crate::store::SNAPSHOT_FILE).exists(), "the next snapshot starts the log");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_session_keeps_the_ledger_and_the_brief_within_budget() {
+    // 125 iterations, each with a decision, a false claim and a real edit: master.md stays
+    // within its line budget, the newest decisions verbatim, the brief stops growing, and
+    // committing an iteration appends to the log instead of rewriting the ledger.
+    let d = repo();
+    let total = 125u32;
+    let steps: Vec<Step> = (1..=total)
+        .map(|n| -> Step {
+            Box::new(move |root: &Path, _| {
+                std::fs::write(root.join("a.txt"), format!("{n}\n")).map_err(|e| e.to_string())?;
+                let brief = std::fs::read_to_string(root.join(".work/sessions/s/handoff.md")).unwrap_or_default();
+                std::fs::write(root.join(format!(".work/brief-{n}.len")), brief.len().to_string())
+                    .map_err(|e| e.to_string())?;
+                Ok(json!({"status": "continue", "summary": format!("step {n}: edited a.txt"),
+                          "changes_claimed": ["a.txt", "ghost.rs"],
+                          "decisions": [format!("decision number {n}: keep the format of a.txt stable")],
+                          "next_steps": [format!("step {}", n + 1)]}))
+            })
+        })
+        .collect();
+    let (out, s, seen) = go(d.path(), meta(Some("false"), total, Mode::Auto), steps).await;
+    assert_eq!((out.status, out.iterations), (SessionStatus::MaxReached, total), "{}", out.stopped_reason);
+    assert_eq!(seen.len(), total as usize);
+    let master = std::fs::read_to_string(s.master_path()).expect("master");
+    let lines = master.lines().count();
+    assert!(lines <= LEDGER_LINE_LIMIT, "master.md has {lines} lines at iteration {total}:\n{master}");
+    // The oldest decisions are folded into one line naming how many; every later one is
+    // verbatim, at least the newest DECISIONS_VERBATIM.
+    let fold = master.lines().find(|l| l.contains(" earlier decisions folded (iterations 1–")).expect("a fold line");
+    let folded: u32 = fold.trim_start_matches("- ").split(' ').next().and_then(|c| c.parse().ok()).expect("count");
+    assert!(folded >= 1 && total - folded >= crate::ledger::DECISIONS_VERBATIM as u32, "{fold}");
+    for n in (folded + 1)..=total {
+        assert!(master.contains(&format!("- [iter {n}] decision number {n}:")), "decision {n} verbatim:\n{master}");
+    }
+    // The brief stops growing: each decision line costs ~60 B, so unfolded the brief would be
+    // ~9 KB at 125 and gain ~1.5 KB over the last 25 iterations.
+    let brief = |n: u32| -> usize {
+        std::fs::read_to_string(d.path().join(format!(".work/brief-{n}.len"))).expect("len").parse().expect("n")
+    };
+    let peak = |r: std::ops::RangeInclusive<u32>| r.map(brief).max().unwrap_or(0);
+    let (middle, last) = (peak(50..=100), peak(101..=total));
+    assert!(last <= 4096, "the brief reached {last} B after iteration 100");
+    assert!(last <= middle + 400, "the brief peaked at {middle} B in 50–100 and {last} B in 101–{total}");
+    let snapshots = std::fs::read_to_string(s.dir.join(crate::store::LOG_FILE)).expect("log");
+    assert_eq!(snapshots.lines().count(), 1, "a stopped session's log is folded into its snapshot");
+    let ledger: Ledger =
+        serde_json::from_str(&std::fs::read_to_string(s.dir.join(crate::store::SNAPSHOT_FILE)).expect("snapshot"))
+            .expect("the snapshot is the ledger");
+    assert_eq!(ledger.merged_through, total);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -302,6 +392,6 @@ async fn committed_changes_count_and_unverifiable_done_pauses() {
     assert_eq!(out.status, SessionStatus::Paused, "no verify command: a person checks");
     assert!(out.stopped_reason.starts_with("unverified-done"), "{}", out.stopped_reason);
     let r1: IterationRecord = read_archive(&s, 1).expect("archive");
-    assert_eq!(r1.changed, vec!["c.txt".to_string()]);
+    assert_eq!(r1.changed, vec!["c.txt".to_string()], "{r1:?}");
     assert!(r1.false_claims.is_empty());
 }
