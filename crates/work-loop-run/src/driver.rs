@@ -128,7 +128,8 @@ pub fn preflight(root: &Path, s: &Settings) -> Result<SpecDir, LoopError> {
     }
     let engine_state = engine::load(&sd)?;
     cohort::load(&sd)?;
-    let runner = load_runner(&sd)?;
+    // The driver's progress belongs to the engine's run: with no run there is nothing to read.
+    let runner = if engine_state.is_some() { load_runner(&sd)? } else { None };
     let effective_mode = match &engine_state {
         None => {
             if s.resume {
@@ -207,8 +208,24 @@ pub fn preflight(root: &Path, s: &Settings) -> Result<SpecDir, LoopError> {
     Ok(sd)
 }
 
+/// Reads `loop-run.json`, digest-checked (see `work_runtime::fsx::digests`): the pinned gates,
+/// the frozen check surface and the approved digests in it are what a resume trusts, so a file
+/// changed or removed since `work` last wrote it is refused.
 fn load_runner(sd: &SpecDir) -> Result<Option<RunnerState>, LoopError> {
-    match sd.read_optional(STATE_FILE)? {
+    let path = sd.file(STATE_FILE)?;
+    work_runtime::fsx::digests::cover(&path);
+    let hint = |e: String| {
+        LoopError::bad(format!(
+            "{e} (`work loop engine reset {dir}` and `work loop cohort reset {dir}` discard the run, with a person's authorization)",
+            dir = sd.rel()
+        ))
+    };
+    let text = sd.read_optional(STATE_FILE).map_err(|e| hint(e.to_string()))?;
+    if text.is_none() {
+        work_runtime::fsx::digests::verify(&path, None)
+            .map_err(|e| hint(format!("read `{}/{STATE_FILE}`: {e}", sd.rel())))?;
+    }
+    match text {
         None => Ok(None),
         Some(text) => serde_json::from_str(&text)
             .map(Some)
@@ -473,6 +490,7 @@ impl Driver {
 
     fn save(&self) -> Result<(), LoopError> {
         let p = self.sd.file(STATE_FILE)?;
+        work_runtime::fsx::digests::cover(&p);
         self.run
             .write_state(&p, &self.rs)
             .map_err(|e| LoopError::bad(format!("write `{}/{STATE_FILE}`: {e}", self.sd.rel())))

@@ -34,5 +34,6 @@ mod self_contained;
 mod soak;
 mod state_digests;
 mod ultra;
+mod ultra_resume;
 mod until;
 mod walkthrough;
