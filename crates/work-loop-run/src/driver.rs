@@ -126,8 +126,9 @@ pub fn preflight(root: &Path, s: &Settings) -> Result<SpecDir, LoopError> {
             s.spec_dir
         )));
     }
-    let engine_state = engine::load(&sd)?;
-    cohort::load(&sd)?;
+    cover_state_files(&sd)?;
+    let engine_state = engine::load(&sd).map_err(|e| reset_hint(&sd, e.to_string()))?;
+    cohort::load(&sd).map_err(|e| reset_hint(&sd, e.to_string()))?;
     // The driver's progress belongs to the engine's run: with no run there is nothing to read.
     let runner = if engine_state.is_some() { load_runner(&sd)? } else { None };
     let effective_mode = match &engine_state {
@@ -208,22 +209,34 @@ pub fn preflight(root: &Path, s: &Settings) -> Result<SpecDir, LoopError> {
     Ok(sd)
 }
 
+/// The loop's state files — the engine's, the cohort's and the driver's — are recorded and
+/// checked by digest (`work_runtime::fsx::digests`): one changed between invocations (an
+/// implementer that edited it and killed `work`, a script, a hand) is refused by the next.
+fn cover_state_files(sd: &SpecDir) -> Result<(), LoopError> {
+    for f in [engine::STATE_FILE, cohort::STATE_FILE, STATE_FILE] {
+        work_runtime::fsx::digests::cover(&sd.file(f)?);
+    }
+    Ok(())
+}
+
+/// A refused state file's error, with the way to discard the run.
+fn reset_hint(sd: &SpecDir, e: String) -> LoopError {
+    LoopError::bad(format!(
+        "{e} (`work loop engine reset {dir}` and `work loop cohort reset {dir}` discard the run, with a person's authorization)",
+        dir = sd.rel()
+    ))
+}
+
 /// Reads `loop-run.json`, digest-checked (see `work_runtime::fsx::digests`): the pinned gates,
 /// the frozen check surface and the approved digests in it are what a resume trusts, so a file
 /// changed or removed since `work` last wrote it is refused.
 fn load_runner(sd: &SpecDir) -> Result<Option<RunnerState>, LoopError> {
     let path = sd.file(STATE_FILE)?;
     work_runtime::fsx::digests::cover(&path);
-    let hint = |e: String| {
-        LoopError::bad(format!(
-            "{e} (`work loop engine reset {dir}` and `work loop cohort reset {dir}` discard the run, with a person's authorization)",
-            dir = sd.rel()
-        ))
-    };
-    let text = sd.read_optional(STATE_FILE).map_err(|e| hint(e.to_string()))?;
+    let text = sd.read_optional(STATE_FILE).map_err(|e| reset_hint(sd, e.to_string()))?;
     if text.is_none() {
         work_runtime::fsx::digests::verify(&path, None)
-            .map_err(|e| hint(format!("read `{}/{STATE_FILE}`: {e}", sd.rel())))?;
+            .map_err(|e| reset_hint(sd, format!("read `{}/{STATE_FILE}`: {e}", sd.rel())))?;
     }
     match text {
         None => Ok(None),

@@ -308,24 +308,45 @@ fn loop_paused() -> (Scenario, String) {
 
 #[test]
 fn loop_run_state_changed_or_removed_after_work_exited_is_refused() {
-    let state = format!("{}/loop-run.json", crate::loop_run::DIR);
-    for what in ["changed outside a run", "removed outside a run"] {
-        let (s, agent) = loop_paused();
-        if what.starts_with("changed") {
-            // The liar unpins the gates: the next resume would take whatever work.toml says.
-            let mut v = s.read_json(&state);
+    use crate::loop_run::DIR;
+    type Tamper = fn(&Scenario);
+    let cases: [(&str, &str, Tamper); 4] = [
+        ("loop-run.json", "changed outside a run", |s| {
+            // The liar unpins the gates: the next resume would take whatever it says.
+            let p = format!("{DIR}/loop-run.json");
+            let mut v = s.read_json(&p);
             v["pinned_gates"] = serde_json::json!([["test", "true"]]);
-            s.write(&state, &serde_json::to_string_pretty(&v).expect("json"));
-        } else {
-            std::fs::remove_file(s.path(&state)).expect("rm");
-        }
-        let before = s.read(&format!("{}/engine-state.json", crate::loop_run::DIR));
-        let (code, out, err) = s.run(&["loop", "run", crate::loop_run::DIR, "--agent", &agent, "--json", "--resume"]);
-        assert_eq!(code, 2, "{what}: stdout {out}\nstderr {err}");
+            s.write(&p, &serde_json::to_string_pretty(&v).expect("json"));
+        }),
+        ("loop-run.json", "removed outside a run", |s| {
+            std::fs::remove_file(s.path(&format!("{DIR}/loop-run.json"))).expect("rm");
+        }),
+        ("engine-state.json", "changed outside a run", |s| {
+            // The liar moves the engine to DONE.
+            let p = format!("{DIR}/engine-state.json");
+            let mut v = s.read_json(&p);
+            v["state"] = "DONE".into();
+            s.write(&p, &serde_json::to_string_pretty(&v).expect("json"));
+        }),
+        ("state.json", "changed outside a run", |s| {
+            let p = format!("{DIR}/state.json");
+            let mut v = s.read_json(&p);
+            v["implementation_retry_count"] = 0.into();
+            v["note"] = "reset by the agent".into();
+            s.write(&p, &serde_json::to_string_pretty(&v).expect("json"));
+        }),
+    ];
+    for (file, what, tamper) in cases {
+        let (s, agent) = loop_paused();
+        tamper(&s);
+        let (code, out, err) = s.run(&["loop", "run", DIR, "--agent", &agent, "--json", "--resume"]);
+        assert_eq!(code, 2, "{file} {what}: stdout {out}\nstderr {err}");
         assert_one_line_error(&err);
-        assert!(err.contains("loop-run.json") && err.contains(what) && err.contains("work loop engine reset"), "{err}");
-        assert_eq!(crate::loop_run::calls(&s, "implementer"), 0, "{what}: nothing was dispatched");
-        assert_eq!(s.read(&format!("{}/engine-state.json", crate::loop_run::DIR)), before, "{what}: no transition");
+        assert!(
+            err.contains(&format!("`{file}`")) && err.contains(what) && err.contains("work loop engine reset"),
+            "{file} {what}: {err}"
+        );
+        assert_eq!(crate::loop_run::calls(&s, "implementer"), 0, "{file} {what}: nothing was dispatched");
     }
 }
 

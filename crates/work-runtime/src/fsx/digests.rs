@@ -369,3 +369,48 @@ pub fn head() -> String {
     })
     .unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One test: the registry is process-wide, so its cases run in order.
+    #[test]
+    fn changes_removals_foreign_lines_and_a_broken_chain() {
+        let d = tempfile::tempdir().expect("tmp");
+        let state = d.path().join(".work");
+        install(&state);
+        let journal = state.join("j.json");
+        super::super::write_atomic(&journal, b"one").expect("write");
+        assert_eq!(super::super::read_optional(&journal).expect("read").as_deref(), Some("one"));
+        fs::write(&journal, b"two").expect("tamper");
+        let e = super::super::read_optional(&journal).expect_err("refused");
+        assert!(e.to_string().contains("`j.json` was changed outside a run"), "{e}");
+
+        // A file outside the state directory, once covered; removed behind work's back.
+        let outside = d.path().join("spec").join("loop-run.json");
+        cover(&outside);
+        super::super::write_atomic(&outside, b"{}").expect("write");
+        assert!(fs::read_to_string(state.join(LOG_NAME)).expect("log").contains("\"../spec/loop-run.json\""));
+        fs::remove_file(&outside).expect("rm");
+        let e = super::super::read_kept(&outside).expect_err("refused");
+        assert!(e.to_string().contains("removed outside a run"), "{e}");
+
+        // Another process appends a correctly chained line: read, not refused.
+        super::super::write_atomic(&journal, b"three").expect("write");
+        let head = head();
+        let line = serde_json::json!({"path": "j.json", "sha256": super::super::sha256_hex(b"four"), "chain": head});
+        let mut f = fs::OpenOptions::new().append(true).open(state.join(LOG_NAME)).expect("open");
+        writeln!(f, "{line}").expect("append");
+        fs::write(&journal, b"four").expect("the other process's write");
+        assert_eq!(super::super::read_optional(&journal).expect("read").as_deref(), Some("four"));
+
+        // A line edited in place breaks the chain: every recorded file is refused.
+        let log = state.join(LOG_NAME);
+        let text = fs::read_to_string(&log).expect("log");
+        fs::write(&log, text.replacen("j.json", "x.json", 1)).expect("edit");
+        install(&state);
+        let e = super::super::read_optional(&journal).expect_err("refused");
+        assert!(e.to_string().contains("edited outside a run of work (line 2"), "{e}");
+    }
+}
