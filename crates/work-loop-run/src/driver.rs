@@ -606,7 +606,11 @@ impl Driver {
     fn state_files_digest(&self) -> Result<String, LoopError> {
         let mut all = String::new();
         for f in ["engine-state.json", "state.json", STATE_FILE] {
-            all.push_str(&self.sd.read_optional(f)?.map(|t| sha256_hex(t.as_bytes())).unwrap_or_default());
+            // A file its digest refuses (an agent rewrote it) reads as changed, not as an error.
+            match self.sd.read_optional(f) {
+                Ok(t) => all.push_str(&t.map(|t| sha256_hex(t.as_bytes())).unwrap_or_default()),
+                Err(e) => all.push_str(&format!("<{e}>")),
+            }
             all.push('|');
         }
         let mut files = Vec::new();
