@@ -46,8 +46,10 @@ struct Registry {
     index: HashMap<String, (Option<String>, String)>,
     head: String,
     lines: usize,
-    /// Bytes of the log read so far (complete lines only).
+    /// Bytes of the log read so far (complete lines only), and the inode they were read from
+    /// (a compaction replaces the file).
     consumed: u64,
+    inode: u64,
     /// Set when the chain is broken: the 1-based line that does not follow its predecessor.
     broken: Option<usize>,
     /// Hashers of append-only logs, with the length they have hashed.
@@ -102,11 +104,12 @@ impl Registry {
     /// Reads the lines appended since the last call (all of them the first time, or when the
     /// log shrank: compacted by another process, or cut), checking the chain.
     fn sync(&mut self) {
+        use std::os::unix::fs::MetadataExt;
         let path = self.log_path();
-        let len = fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        if len < self.consumed || (len == 0 && self.lines > 0) {
+        let (len, inode) = fs::metadata(&path).map(|m| (m.len(), m.ino())).unwrap_or((0, 0));
+        if len < self.consumed || inode != self.inode {
             self.index.clear();
-            (self.head, self.lines, self.consumed, self.broken) = (String::new(), 0, 0, None);
+            (self.head, self.lines, self.consumed, self.broken, self.inode) = (String::new(), 0, 0, None, inode);
         }
         if len == self.consumed {
             return;
@@ -169,9 +172,11 @@ impl Registry {
             }
         }
         if super::write_atomic_unrecorded(&self.log_path(), &out).is_ok() {
+            use std::os::unix::fs::MetadataExt;
             self.head = head;
             self.lines = out.iter().filter(|&&b| b == b'\n').count();
             self.consumed = out.len() as u64;
+            self.inode = fs::metadata(self.log_path()).map(|m| m.ino()).unwrap_or(0);
         }
     }
 
@@ -192,6 +197,10 @@ impl Registry {
         f.write_all(&buf)?;
         f.sync_data()?;
         self.consumed = end + buf.len() as u64;
+        self.inode = {
+            use std::os::unix::fs::MetadataExt;
+            f.metadata().map(|m| m.ino()).unwrap_or(0)
+        };
         self.head = super::sha256_hex(line.as_bytes());
         self.lines += 1;
         match sha {
