@@ -126,9 +126,11 @@ pub fn preflight(root: &Path, s: &Settings) -> Result<SpecDir, LoopError> {
             s.spec_dir
         )));
     }
-    let engine_state = engine::load(&sd)?;
-    cohort::load(&sd)?;
-    let runner = load_runner(&sd)?;
+    cover_state_files(&sd)?;
+    let engine_state = engine::load(&sd).map_err(|e| reset_hint(&sd, e.to_string()))?;
+    cohort::load(&sd).map_err(|e| reset_hint(&sd, e.to_string()))?;
+    // The driver's progress belongs to the engine's run: with no run there is nothing to read.
+    let runner = if engine_state.is_some() { load_runner(&sd)? } else { None };
     let effective_mode = match &engine_state {
         None => {
             if s.resume {
@@ -207,8 +209,36 @@ pub fn preflight(root: &Path, s: &Settings) -> Result<SpecDir, LoopError> {
     Ok(sd)
 }
 
+/// The loop's state files — the engine's, the cohort's and the driver's — are recorded and
+/// checked by digest (`work_runtime::fsx::digests`): one changed between invocations (an
+/// implementer that edited it and killed `work`, a script, a hand) is refused by the next.
+fn cover_state_files(sd: &SpecDir) -> Result<(), LoopError> {
+    for f in [engine::STATE_FILE, cohort::STATE_FILE, STATE_FILE] {
+        work_runtime::fsx::digests::cover(&sd.file(f)?);
+    }
+    Ok(())
+}
+
+/// A refused state file's error, with the way to discard the run.
+fn reset_hint(sd: &SpecDir, e: String) -> LoopError {
+    LoopError::bad(format!(
+        "{e} (`work loop engine reset {dir}` and `work loop cohort reset {dir}` discard the run, with a person's authorization)",
+        dir = sd.rel()
+    ))
+}
+
+/// Reads `loop-run.json`, digest-checked (see `work_runtime::fsx::digests`): the pinned gates,
+/// the frozen check surface and the approved digests in it are what a resume trusts, so a file
+/// changed or removed since `work` last wrote it is refused.
 fn load_runner(sd: &SpecDir) -> Result<Option<RunnerState>, LoopError> {
-    match sd.read_optional(STATE_FILE)? {
+    let path = sd.file(STATE_FILE)?;
+    work_runtime::fsx::digests::cover(&path);
+    let text = sd.read_optional(STATE_FILE).map_err(|e| reset_hint(sd, e.to_string()))?;
+    if text.is_none() {
+        work_runtime::fsx::digests::verify(&path, None)
+            .map_err(|e| reset_hint(sd, format!("read `{}/{STATE_FILE}`: {e}", sd.rel())))?;
+    }
+    match text {
         None => Ok(None),
         Some(text) => serde_json::from_str(&text)
             .map(Some)
@@ -473,6 +503,7 @@ impl Driver {
 
     fn save(&self) -> Result<(), LoopError> {
         let p = self.sd.file(STATE_FILE)?;
+        work_runtime::fsx::digests::cover(&p);
         self.run
             .write_state(&p, &self.rs)
             .map_err(|e| LoopError::bad(format!("write `{}/{STATE_FILE}`: {e}", self.sd.rel())))
@@ -575,7 +606,11 @@ impl Driver {
     fn state_files_digest(&self) -> Result<String, LoopError> {
         let mut all = String::new();
         for f in ["engine-state.json", "state.json", STATE_FILE] {
-            all.push_str(&self.sd.read_optional(f)?.map(|t| sha256_hex(t.as_bytes())).unwrap_or_default());
+            // A file its digest refuses (an agent rewrote it) reads as changed, not as an error.
+            match self.sd.read_optional(f) {
+                Ok(t) => all.push_str(&t.map(|t| sha256_hex(t.as_bytes())).unwrap_or_default()),
+                Err(e) => all.push_str(&format!("<{e}>")),
+            }
             all.push('|');
         }
         let mut files = Vec::new();

@@ -265,6 +265,17 @@ pub fn read_optional(path: &Path) -> io::Result<Option<String>> {
     }
 }
 
+/// [`read_optional`] for a state file a later run trusts (a goal's state, a loop run's
+/// progress): besides the digest check, one that `work` wrote and did not remove is refused
+/// when it is gone, so deleting it cannot make the next run start over unnoticed.
+pub fn read_kept(path: &Path) -> io::Result<Option<String>> {
+    let text = read_optional(path)?;
+    if text.is_none() {
+        digests::check_missing(path)?;
+    }
+    Ok(text)
+}
+
 /// The SHA-256 of `bytes`, lower-case hex: how state files and dispatch payloads are named
 /// and checked.
 pub fn sha256_hex(bytes: &[u8]) -> String {

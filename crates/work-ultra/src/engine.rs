@@ -38,6 +38,8 @@ use std::time::Duration;
 use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
 use work_runtime::run::RunContext;
 
+mod freeze;
+
 /// A failure to keep the goal's files (exit 1; the goal can be resumed).
 #[derive(Debug, thiserror::Error)]
 pub enum UltraError {
@@ -243,9 +245,14 @@ impl Runner<'_, '_> {
         ));
         self.save()?;
 
+        let root = self.env.run.root.clone();
+        // A check changed since the goal's first run froze it: stop before anything runs.
+        if let Some(stop) = self.changed_between_runs(&root)? {
+            return Ok(stop);
+        }
+
         // RED: before any implementation dispatch.
         let mut fresh_red: BTreeSet<String> = BTreeSet::new();
-        let root = self.env.run.root.clone();
         for c in &goal.criteria {
             // A criterion is its definition and the content of the scripts its scenario runs:
             // a rewritten script is a different check, and its RED is captured again.
@@ -324,12 +331,11 @@ impl Runner<'_, '_> {
         // The check surface is frozen before the first implementation dispatch.
         let mut checks: Vec<String> = goal.criteria.iter().map(|c| c.scenario.clone()).collect();
         checks.extend(goal.criteria.iter().filter_map(|c| c.cleanup.clone()));
-        let mut surface = work_git::surface::CheckSurface::freeze(&root, &checks, work_git::surface::Named::CheckLike);
-        // A criterion that runs a test runner: its suite's own report is the baseline the final
-        // full pass is compared with.
+        // A criterion that runs a test runner: its suite's own report, taken once for the goal,
+        // is the baseline the final full pass is compared with.
         let longest = goal.criteria.iter().map(|c| c.timeout_secs).max().map(Duration::from_secs);
         let scenarios: Vec<&str> = goal.criteria.iter().map(|c| c.scenario.as_str()).collect();
-        surface.record_suites(&self.env.run.spawner, &root, &scenarios, longest).await;
+        let (surface, frozen) = self.freeze(&root, &checks, &scenarios, longest).await?;
         let git = work_git::Git::new(&root);
         let seal = if git.is_repo() { git.seal().ok() } else { None };
         let mut attempts_run: BTreeMap<String, u32> = BTreeMap::new();
@@ -348,7 +354,7 @@ impl Runner<'_, '_> {
                     notes.push("the final full pass failed a criterion that had passed: make it pass reliably".into());
                     continue;
                 }
-                let lost = surface.suite_changes(&self.env.run.spawner, &root, longest).await;
+                let lost = frozen.suite_changes(&self.env.run.spawner, &root, longest).await;
                 if !lost.is_empty() {
                     let what = work_git::surface::describe(&lost);
                     let detail = format!(

@@ -6,6 +6,11 @@
 //!   appended by writing old bytes + the new entry atomically, see [`Notepad::append`]);
 //! - `receipts.json` — the cleanup receipts (written atomically, entries only ever added);
 //! - `evidence/<criterion>/<label>.{stdout,stderr,json}` — what each scenario run showed.
+//!
+//! Every one of them is written through the runtime's state writer and read back through its
+//! digest-checked readers: a file changed (or `state.json` / `receipts.json` removed) outside a
+//! run is refused on the next run with one line, and `work ultra GOAL.toml --fresh` starts the
+//! goal over.
 
 use crate::goal::Tier;
 use serde::{Deserialize, Serialize};
@@ -151,6 +156,19 @@ pub struct GoalState {
     pub attempt_log: Vec<AttemptRecord>,
     /// Per criterion id.
     pub criteria: BTreeMap<String, CriterionState>,
+    /// What judges the goal (the scenarios' check scripts, the configuration, the test tree,
+    /// the suites' own reports), frozen before the goal's first implementation dispatch: every
+    /// later run compares the tree with it before anything runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_surface: Option<work_git::surface::CheckSurface>,
+    /// The sha256 of `check_surface` as frozen ([`surface_digest`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_surface_sha256: Option<String>,
+}
+
+/// The digest of a frozen check surface (of its JSON form).
+pub fn surface_digest(s: &work_git::surface::CheckSurface) -> String {
+    fsx::sha256_hex(&serde_json::to_vec(s).unwrap_or_default())
 }
 
 impl GoalState {
@@ -171,20 +189,49 @@ impl GoalState {
             attempts: 0,
             attempt_log: Vec::new(),
             criteria: BTreeMap::new(),
+            check_surface: None,
+            check_surface_sha256: None,
         }
     }
 
-    /// Loads `state.json` from a goal directory; `Ok(None)` when there is none.
+    /// Loads `state.json` from a goal directory; `Ok(None)` when there is none (and never was:
+    /// one that `work` wrote and someone removed is refused).
     pub fn load(dir: &Path) -> Result<Option<GoalState>, String> {
         let path = dir.join("state.json");
-        let text = fsx::read_optional(&path).map_err(|e| format!("read `{}`: {e}", path.display()))?;
+        let text = fsx::read_kept(&path).map_err(|e| format!("read `{}`: {e}", path.display()))?;
         let Some(text) = text else { return Ok(None) };
         let st: GoalState =
             serde_json::from_str(&text).map_err(|e| format!("read goal state `{}`: {e}", path.display()))?;
         if st.version != STATE_VERSION {
             return Err(format!("read goal state `{}`: version {} is not {STATE_VERSION}", path.display(), st.version));
         }
+        if let Some(s) = &st.check_surface
+            && st.check_surface_sha256.as_deref() != Some(surface_digest(s).as_str())
+        {
+            return Err(format!(
+                "read goal state `{}`: its frozen check surface does not match its digest (changed outside a run)",
+                path.display()
+            ));
+        }
         Ok(Some(st))
+    }
+
+    /// Reads back the notepad and every evidence file the state names (digest-checked): a
+    /// notepad, a RED proof or an observation rewritten after `work` exited is refused, naming
+    /// the file.
+    pub fn check_records(&self, dir: &Path) -> Result<(), String> {
+        let pad = dir.join("notepad.md");
+        fsx::read_optional_bytes(&pad).map_err(|e| format!("read `{}`: {e}", pad.display()))?;
+        let recs = self.criteria.values().flat_map(|c| c.red.iter().chain(c.last.iter()));
+        for r in recs {
+            for rel in
+                [Some(&r.evidence.json), r.evidence.stdout.as_ref(), r.evidence.stderr.as_ref()].into_iter().flatten()
+            {
+                let path = dir.join(rel);
+                fsx::read_optional_bytes(&path).map_err(|e| format!("read evidence `{}`: {e}", path.display()))?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -246,7 +293,7 @@ impl Receipts {
     /// Loads `receipts.json`; empty when absent.
     pub fn load(dir: &Path, goal_id: &str) -> Result<Receipts, String> {
         let path = dir.join("receipts.json");
-        match fsx::read_optional(&path).map_err(|e| format!("read `{}`: {e}", path.display()))? {
+        match fsx::read_kept(&path).map_err(|e| format!("read `{}`: {e}", path.display()))? {
             None => Ok(Receipts { goal_id: goal_id.into(), receipts: Vec::new() }),
             Some(t) => serde_json::from_str(&t).map_err(|e| format!("read cleanup receipts `{}`: {e}", path.display())),
         }
@@ -285,12 +332,8 @@ impl Notepad {
     /// are kept exactly: the file is rewritten atomically as old bytes + entry, so a crash
     /// leaves either the old notepad or the old notepad plus the whole entry.
     pub fn append(&self, entry: &str) -> io::Result<()> {
-        let old = match std::fs::read(&self.path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(e),
-        };
-        let mut bytes = old;
+        // Digest-checked: a notepad rewritten after `work` exited is refused, never appended to.
+        let mut bytes = fsx::read_optional_bytes(&self.path)?.unwrap_or_default();
         if !bytes.is_empty() && !bytes.ends_with(b"\n") {
             bytes.push(b'\n');
         }

@@ -1,14 +1,15 @@
 //! `work ultra <GOAL.toml>`: the evidence-driven goal runner (docs/ultra.md).
 //!
 //! ```text
-//! work ultra <GOAL.toml> [--agent SPEC] [--max-attempts N]
+//! work ultra <GOAL.toml> [--agent SPEC] [--max-attempts N] [--fresh]
 //!            [--budget-dispatches N] [--budget-tokens N] [--budget-usd X] [--json]
 //! ```
 //!
 //! The goal file is read and checked (`work_ultra::goal`), the goal's earlier state is read
 //! (`<state>/goals/<goal-id>/`), the tier may only ratchet up, and the implementer's agent is
 //! resolved, all before anything is written: bad input is exit 2 with one line. Running the
-//! same goal again resumes it (kept REDs, continued attempt numbers, the notepad appended to).
+//! same goal again resumes it (kept REDs, continued attempt numbers, the notepad appended to);
+//! a state file changed or removed outside a run is refused, and `--fresh` starts the goal over.
 //! Exit 0 when every criterion went RED → GREEN, 1 when the goal stopped BLOCKED (a spent
 //! budget is stop reason `budget`; the budget is per run).
 
@@ -37,6 +38,10 @@ pub struct Args {
     /// `--budget-dispatches`, `--budget-tokens`, `--budget-usd` (per run).
     #[command(flatten)]
     pub budget: BudgetArgs,
+    /// Start the goal over: its state (REDs, attempts, the frozen check surface), receipts and
+    /// notepad are discarded, the evidence files are kept until overwritten.
+    #[arg(long)]
+    pub fresh: bool,
     /// Print the result as one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
@@ -90,7 +95,11 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
     // A run that loses the lock touches nothing: the lock file is the holder's.
     let lock = work_runtime::fsx::LockFile::acquire(&lock_path)
         .map_err(|e| CliError::bad(format!("lock goal `{}`: {e}", goal.id)))?;
-    let loaded = load_state(&dir, &goal);
+    let loaded = if args.fresh {
+        Ok((None, Receipts { goal_id: goal.id.clone(), receipts: Vec::new() }))
+    } else {
+        load_state(&dir, &goal, &shown)
+    };
     let (existing, mut receipts) = match loaded {
         Ok(l) => l,
         Err(e) => {
@@ -110,6 +119,9 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
             return Err(e);
         }
     };
+    if args.fresh {
+        discard_state(&dir, &goal)?;
+    }
     let run = ctx.start_run_as(run_id, "ultra", args.budget.budget(), Spent::default(), Default::default())?;
     run.events.announce_total(work_runtime::events::Unit::Criterion, goal.criteria.len() as u64);
     let mut st = existing
@@ -153,10 +165,15 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
     Ok(work_run::status::goal(outcome.status))
 }
 
-/// Reads the goal's earlier state and receipts and checks them against the goal.
-fn load_state(dir: &Path, goal: &Goal) -> Result<(Option<GoalState>, Receipts), CliError> {
-    let existing = GoalState::load(dir).map_err(CliError::bad)?;
-    let receipts = Receipts::load(dir, &goal.id).map_err(CliError::bad)?;
+/// Reads the goal's earlier state and receipts (digest-checked, and the evidence they name)
+/// and checks them against the goal.
+fn load_state(dir: &Path, goal: &Goal, shown: &str) -> Result<(Option<GoalState>, Receipts), CliError> {
+    let fresh_hint = |e: String| CliError::bad(format!("{e} (`work ultra {shown} --fresh` starts the goal over)"));
+    let existing = GoalState::load(dir).map_err(fresh_hint)?;
+    let receipts = Receipts::load(dir, &goal.id).map_err(fresh_hint)?;
+    if let Some(st) = &existing {
+        st.check_records(dir).map_err(fresh_hint)?;
+    }
     if let Some(st) = &existing {
         if st.tier == Tier::Heavy && goal.tier == Tier::Light {
             return Err(CliError::bad(format!(
@@ -173,6 +190,19 @@ fn load_state(dir: &Path, goal: &Goal) -> Result<(Option<GoalState>, Receipts), 
         }
     }
     Ok((existing, receipts))
+}
+
+/// `--fresh`: removes the goal's state, receipts and notepad (through the state writer, so
+/// their digests are forgotten) and starts with none.
+fn discard_state(dir: &Path, goal: &Goal) -> Result<(), CliError> {
+    for name in ["state.json", "receipts.json", "notepad.md"] {
+        let p = dir.join(name);
+        if p.exists() {
+            work_runtime::fsx::remove_state(&p)
+                .map_err(|e| CliError::bad(format!("start goal `{}` over: remove `{}`: {e}", goal.id, p.display())))?;
+        }
+    }
+    Ok(())
 }
 
 /// Bad input after the lock was taken: leave nothing this call created (the lock file and

@@ -35,6 +35,7 @@ mod self_contained;
 mod soak;
 mod state_digests;
 mod ultra;
+mod ultra_resume;
 mod until;
 mod until_truth;
 mod walkthrough;

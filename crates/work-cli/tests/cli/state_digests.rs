@@ -256,3 +256,231 @@ fn an_untouched_implement_progress_record_resumes() {
     assert_eq!(p["finished"], true, "{p}");
     assert_eq!(p["ended"].as_array().map(|a| a.iter().filter(|t| t["status"] == "DONE").count()), Some(2), "{p}");
 }
+
+
+// ----- the digest log's chain -------------------------------------------------------------
+
+/// Rewrites every digest the log records for `rel` to `sha` in place (the chain fields kept).
+fn forge_log_entries(s: &Scenario, rel: &str, sha: &str) -> usize {
+    let log = s.path(".work/state-digests.jsonl");
+    let text = std::fs::read_to_string(&log).expect("the digest log");
+    let mut forged = 0;
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).expect("a log line");
+            if v["path"] == rel {
+                v["sha256"] = sha.into();
+                forged += 1;
+            }
+            v.to_string()
+        })
+        .collect();
+    std::fs::write(&log, lines.join("\n") + "\n").expect("write");
+    forged
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+#[test]
+fn a_journal_rewritten_with_its_digest_forged_in_the_log_is_refused() {
+    let (s, agent) = exhaust_repo();
+    first_round(&s, &agent);
+    let calls = s.read(".agent-state/calls");
+    // The liar rewrites the journal and makes the log's entries for it match the new content.
+    let mut j = s.read_json(JOURNAL);
+    j["seen"].as_array_mut().expect("seen").push("invented".into());
+    let text = serde_json::to_string_pretty(&j).expect("json");
+    s.write(JOURNAL, &text);
+    let forged = forge_log_entries(&s, "quality-journals/work-exhaust-things.json", &sha256(text.as_bytes()));
+    assert!(forged >= 2, "the journal was recorded more than once ({forged})");
+    let (code, _, err) = resume(&s, &agent);
+    assert_eq!(code, 2, "{err}");
+    assert_one_line_error(&err);
+    assert!(err.contains("state-digests.jsonl") && err.contains("edited outside a run"), "{err}");
+    assert_eq!(s.read(".agent-state/calls"), calls, "nothing was dispatched");
+}
+
+#[test]
+fn a_line_removed_from_the_middle_of_the_digest_log_is_refused() {
+    let (s, agent) = exhaust_repo();
+    first_round(&s, &agent);
+    let log = s.path(".work/state-digests.jsonl");
+    let text = std::fs::read_to_string(&log).expect("the digest log");
+    let mut lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() >= 3, "{text}");
+    lines.remove(1);
+    std::fs::write(&log, lines.join("\n") + "\n").expect("write");
+    let (code, _, err) = resume(&s, &agent);
+    assert_eq!(code, 2, "{err}");
+    assert_one_line_error(&err);
+    assert!(err.contains("edited outside a run") && err.contains("line 2"), "{err}");
+}
+
+// ----- ultra --------------------------------------------------------------------------------
+
+const GOAL: &str = r#"
+id = "greet"
+objective = "greet.sh prints hello, world"
+tier = "LIGHT"
+tier_justification = "one script"
+stop_line = "I'll stop right away when sh check.sh passes"
+
+[[criteria]]
+id = "happy"
+scenario = "sh check.sh"
+evidence = ["stdout", "exit_code"]
+pass = { exit_code = 0 }
+"#;
+
+const GOAL_DIR: &str = ".work/goals/greet";
+
+/// A goal whose first run stops BLOCKED (an implementer that changes nothing, one attempt).
+fn ultra_stopped() -> (Scenario, String) {
+    let s = Scenario::new();
+    s.write("GOAL.toml", GOAL);
+    s.write("check.sh", "test \"$(sh greet.sh 2>/dev/null)\" = 'hello, world'\n");
+    s.commit("goal");
+    let agent = s.agent(
+        "lazy.py",
+        r#"bump('calls')
+print(json.dumps({"status": "done", "summary": "nothing", "claims": [], "cleanup": []}))"#,
+    );
+    let v = s.run_json(&["ultra", "GOAL.toml", "--agent", &agent, "--max-attempts", "1", "--json"], 1);
+    assert_eq!(v["stop_reason"], "attempts-exhausted", "{v}");
+    (s, agent)
+}
+
+fn ultra_again(s: &Scenario, agent: &str, extra: &[&str]) -> (i32, String, String) {
+    let mut args = vec!["ultra", "GOAL.toml", "--agent", agent, "--max-attempts", "1", "--json"];
+    args.extend_from_slice(extra);
+    s.run(&args)
+}
+
+#[test]
+fn ultra_state_files_changed_or_removed_after_work_exited_are_refused() {
+    type Tamper = fn(&Scenario);
+    let cases: [(&str, &str, Tamper); 6] = [
+        ("state.json", "changed outside a run", |s| {
+            // Forget the frozen check surface and the attempts: the next run would freeze anew.
+            let p = format!("{GOAL_DIR}/state.json");
+            let mut v = s.read_json(&p);
+            v.as_object_mut().expect("object").remove("check_surface");
+            v.as_object_mut().expect("object").remove("check_surface_sha256");
+            v["attempts"] = 0.into();
+            s.write(&p, &serde_json::to_string_pretty(&v).expect("json"));
+        }),
+        ("state.json", "removed outside a run", |s| {
+            std::fs::remove_file(s.path(&format!("{GOAL_DIR}/state.json"))).expect("rm");
+        }),
+        ("receipts.json", "changed outside a run", |s| {
+            s.write(&format!("{GOAL_DIR}/receipts.json"), "{\"goal_id\": \"greet\", \"receipts\": []}\n");
+        }),
+        ("receipts.json", "removed outside a run", |s| {
+            std::fs::remove_file(s.path(&format!("{GOAL_DIR}/receipts.json"))).expect("rm");
+        }),
+        ("notepad.md", "changed outside a run", |s| {
+            s.write(&format!("{GOAL_DIR}/notepad.md"), "# Notepad\nall fine, nothing was tried\n");
+        }),
+        ("red.json", "changed outside a run", |s| {
+            let p = format!("{GOAL_DIR}/evidence/happy/red.json");
+            let mut v = s.read_json(&p);
+            v["verdict"] = "fail".into();
+            v["exit_code"] = 7.into();
+            s.write(&p, &v.to_string());
+        }),
+    ];
+    for (file, what, tamper) in cases {
+        let (s, agent) = ultra_stopped();
+        tamper(&s);
+        let calls = s.read(".agent-state/calls");
+        let (code, out, err) = ultra_again(&s, &agent, &[]);
+        assert_eq!(code, 2, "{file} {what}: stdout {out}\nstderr {err}");
+        assert_one_line_error(&err);
+        assert!(err.contains(file) && err.contains(what) && err.contains("--fresh"), "{file} {what}: {err}");
+        assert_eq!(s.read(".agent-state/calls"), calls, "{file} {what}: nothing was dispatched");
+        // A person's way out: start the goal over.
+        let (code, out, err) = ultra_again(&s, &agent, &["--fresh"]);
+        assert_eq!(code, 1, "{file} {what}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+        assert_eq!((v["stop_reason"].as_str(), v["runs"].as_u64()), (Some("attempts-exhausted"), Some(1)), "{v}");
+    }
+}
+
+#[test]
+fn ultra_untouched_state_resumes() {
+    let (s, agent) = ultra_stopped();
+    let (code, out, err) = ultra_again(&s, &agent, &[]);
+    assert_eq!(code, 1, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!((v["stop_reason"].as_str(), v["runs"].as_u64()), (Some("attempts-exhausted"), Some(2)), "{v}");
+    assert_eq!(v["attempts"], 2, "{v}");
+}
+
+// ----- loop run -----------------------------------------------------------------------------
+
+/// A loop run paused at its plan gate: `loop-run.json` holds the pinned gates.
+fn loop_paused() -> (Scenario, String) {
+    let s = Scenario::new();
+    let agent = crate::loop_run::setup(&s, "test -f hello.txt", true);
+    let v = crate::loop_run::run(&s, &agent, &[], 3);
+    assert_eq!(v["reason"], "spec-human-gate", "{v}");
+    let v = crate::loop_run::run(&s, &agent, &["--resume"], 3);
+    assert_eq!(v["reason"], "plan-human-gate", "{v}");
+    (s, agent)
+}
+
+#[test]
+fn loop_run_state_changed_or_removed_after_work_exited_is_refused() {
+    use crate::loop_run::DIR;
+    type Tamper = fn(&Scenario);
+    let cases: [(&str, &str, Tamper); 4] = [
+        ("loop-run.json", "changed outside a run", |s| {
+            // The liar unpins the gates: the next resume would take whatever it says.
+            let p = format!("{DIR}/loop-run.json");
+            let mut v = s.read_json(&p);
+            v["pinned_gates"] = serde_json::json!([["test", "true"]]);
+            s.write(&p, &serde_json::to_string_pretty(&v).expect("json"));
+        }),
+        ("loop-run.json", "removed outside a run", |s| {
+            std::fs::remove_file(s.path(&format!("{DIR}/loop-run.json"))).expect("rm");
+        }),
+        ("engine-state.json", "changed outside a run", |s| {
+            // The liar moves the engine to DONE.
+            let p = format!("{DIR}/engine-state.json");
+            let mut v = s.read_json(&p);
+            v["state"] = "DONE".into();
+            s.write(&p, &serde_json::to_string_pretty(&v).expect("json"));
+        }),
+        ("state.json", "changed outside a run", |s| {
+            let p = format!("{DIR}/state.json");
+            let mut v = s.read_json(&p);
+            v["implementation_retry_count"] = 0.into();
+            v["note"] = "reset by the agent".into();
+            s.write(&p, &serde_json::to_string_pretty(&v).expect("json"));
+        }),
+    ];
+    for (file, what, tamper) in cases {
+        let (s, agent) = loop_paused();
+        tamper(&s);
+        let (code, out, err) = s.run(&["loop", "run", DIR, "--agent", &agent, "--json", "--resume"]);
+        assert_eq!(code, 2, "{file} {what}: stdout {out}\nstderr {err}");
+        assert_one_line_error(&err);
+        assert!(
+            err.contains(&format!("`{file}`")) && err.contains(what) && err.contains("work loop engine reset"),
+            "{file} {what}: {err}"
+        );
+        assert_eq!(crate::loop_run::calls(&s, "implementer"), 0, "{file} {what}: nothing was dispatched");
+    }
+}
+
+#[test]
+fn loop_run_untouched_state_resumes() {
+    let (s, agent) = loop_paused();
+    let v = crate::loop_run::run(&s, &agent, &["--resume"], 3);
+    assert_eq!(v["reason"], "code-human-gate", "{v}");
+    assert_eq!(crate::loop_run::calls(&s, "implementer"), 1, "{v}");
+}

@@ -666,9 +666,16 @@ print(json.dumps({"status": "done", "summary": "fixed", "claims": [], "cleanup":
     assert_eq!(out["stop_reason"], "check-tampered");
     assert!(out["stop_detail"].as_str().is_some_and(|d| d.contains("check.sh")), "{out}");
 
-    // Running the goal again with the rewritten script in place re-captures RED against it —
-    // and a criterion that passes before any work is no failing-first proof.
+    // Running the goal again with the rewritten script in place compares it with the goal's
+    // freeze and stops before anything runs: the rewritten script is never the new baseline.
+    let calls = s.read(".agent-state/calls");
     let out = s.run_json(&["ultra", "GOAL.toml", "--agent", &liar, "--json"], 1);
+    assert_eq!(out["stop_reason"], "check-tampered", "{out}");
+    assert!(out["stop_detail"].as_str().is_some_and(|d| d.contains("check.sh") && d.contains("--fresh")), "{out}");
+    assert_eq!(s.read(".agent-state/calls"), calls, "nothing was dispatched");
+    // Started over on purpose, RED is captured against the rewritten script — and a criterion
+    // that passes before any work is no failing-first proof.
+    let out = s.run_json(&["ultra", "GOAL.toml", "--agent", &liar, "--fresh", "--json"], 1);
     assert_eq!(out["stop_reason"], "already-green", "{out}");
 
     // The honest twin writes the code and adds a test; the existing test and the check stay.

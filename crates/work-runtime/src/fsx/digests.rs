@@ -4,27 +4,35 @@
 //!
 //! Once [`install`]ed for a state directory (the CLI does it before any command runs), every
 //! state file written through [`super::write_atomic`] or [`super::append_line`] under that
-//! directory — journals and their logs, session files, `meta.md`, progress files, loop state;
-//! not `runs/` (event logs and dispatch records), `locks/` or this log itself — gets a line in
-//! `<state>/state-digests.jsonl` **before** the write: `{"path": "<relative>", "sha256":
-//! "<digest of the whole file after the write>", "chain": "<sha256 of the previous line>"}`.
-//! The lines form a hash chain; a run's `run.end` event records the files it wrote and the
-//! chain's head ([`written`], [`head`]).
+//! directory — journals and their logs, session files, `meta.md`, progress files, goal state,
+//! loop state; not `runs/` (event logs and dispatch records), `locks/` or this log itself — and
+//! every file a workflow [`cover`]s outside it (`work loop run`'s `loop-run.json` beside the
+//! spec) gets a line in `<state>/state-digests.jsonl` **before** the write: `{"path":
+//! "<relative>", "sha256": "<digest of the whole file after the write>", "chain": "<sha256 of
+//! the previous line>"}`. A run's `run.end` event records the files it wrote and the chain's
+//! head ([`written`], [`head`]).
 //!
-//! Reading a state file through [`super::read_optional`], [`super::read_optional_bytes`] or
-//! [`super::read_json_lines`] checks it: a file with a recorded digest must hash to the last
-//! recorded one, or to the one before it (a crash between the line and the write leaves the old
-//! content). Anything else is refused with one line naming the file. A file never recorded
+//! Reading a state file through [`super::read_optional`], [`super::read_optional_bytes`],
+//! [`super::read_json_lines`] or [`super::read_kept`] checks it: a file with a recorded digest
+//! must hash to the last recorded one, or to the one before it (a crash between the line and
+//! the write leaves the old content). Anything else is refused with one line naming the file;
+//! [`super::read_kept`] also refuses a recorded file that is gone. A file never recorded
 //! (written before digests existed, or by a person before any run) is read as it is; a file
 //! `work` removed is forgotten.
 //!
-//! This is a tripwire, not a signature: a process that rewrites the file *and* appends a
-//! matching line is not caught (nothing here is secret from the agent).
+//! The lines form a hash chain, checked whenever the log is read: a line edited, removed or
+//! inserted anywhere but at the end breaks it, and every recorded file is then refused. Lines
+//! are appended under a lock (`<state>/locks/state-digests.lock`), and every process reads the
+//! lines others appended before it checks or appends, so concurrent runs keep one chain.
+//!
+//! This is a tripwire, not a signature: nothing here is secret from the agent, so a process
+//! that rewrites a file *and* appends a correctly chained line (or removes the log) is not
+//! caught.
 
 use sha2::Digest;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
-use std::io::{self, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -34,15 +42,22 @@ pub const LOG_NAME: &str = "state-digests.jsonl";
 #[derive(Default)]
 struct Registry {
     state_dir: PathBuf,
-    loaded: bool,
     /// Per relative path: the last two recorded digests (older first).
     index: HashMap<String, (Option<String>, String)>,
     head: String,
     lines: usize,
+    /// Bytes of the log read so far (complete lines only), and the inode they were read from
+    /// (a compaction replaces the file).
+    consumed: u64,
+    inode: u64,
+    /// Set when the chain is broken: the 1-based line that does not follow its predecessor.
+    broken: Option<usize>,
     /// Hashers of append-only logs, with the length they have hashed.
     running: HashMap<PathBuf, (u64, sha2::Sha256)>,
     /// What this process wrote: path → last digest.
     written: BTreeMap<String, String>,
+    /// State files outside the state directory (absolute paths).
+    covered: BTreeSet<PathBuf>,
 }
 
 static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
@@ -55,10 +70,25 @@ pub fn install(state_dir: &Path) {
     }
 }
 
+/// Records (and checks) `path`, a state file kept outside the state directory, like the
+/// files inside it. Every process that writes or reads the file must cover it first.
+pub fn cover(path: &Path) {
+    let Ok(abs) = std::path::absolute(path) else { return };
+    with(|r| r.covered.insert(abs));
+}
+
 impl Registry {
-    /// The path relative to the state directory, when it is a recorded state file.
+    /// The path's key in the log, when it is a recorded state file: relative to the state
+    /// directory, or (a [`cover`]ed file) to its parent as `../…`, else absolute.
     fn rel(&self, path: &Path) -> Option<String> {
         let abs = std::path::absolute(path).ok()?;
+        if self.covered.contains(&abs) {
+            let rest = self.state_dir.parent().and_then(|p| abs.strip_prefix(p).ok());
+            return Some(match rest {
+                Some(r) => format!("../{}", r.to_string_lossy()),
+                None => abs.to_string_lossy().into_owned(),
+            });
+        }
         let rel = abs.strip_prefix(&self.state_dir).ok()?;
         let first = rel.components().next()?.as_os_str().to_string_lossy().into_owned();
         if matches!(first.as_str(), "runs" | "locks" | LOG_NAME) {
@@ -71,26 +101,49 @@ impl Registry {
         self.state_dir.join(LOG_NAME)
     }
 
-    fn load(&mut self) {
-        if self.loaded {
+    /// Reads the lines appended since the last call (all of them the first time, or when the
+    /// log shrank: compacted by another process, or cut), checking the chain.
+    fn sync(&mut self) {
+        use std::os::unix::fs::MetadataExt;
+        let path = self.log_path();
+        let (len, inode) = fs::metadata(&path).map(|m| (m.len(), m.ino())).unwrap_or((0, 0));
+        if len < self.consumed || inode != self.inode {
+            self.index.clear();
+            (self.head, self.lines, self.consumed, self.broken, self.inode) = (String::new(), 0, 0, None, inode);
+        }
+        if len == self.consumed {
             return;
         }
-        self.loaded = true;
-        let Ok(bytes) = fs::read(self.log_path()) else { return };
-        for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-            let Ok(v) = serde_json::from_slice::<serde_json::Value>(line) else { continue };
-            let Some(path) = v.get("path").and_then(|p| p.as_str()) else { continue };
-            self.lines += 1;
-            self.head = super::sha256_hex(line);
-            match v.get("sha256").and_then(|s| s.as_str()) {
-                Some(sha) => self.note(path, sha),
-                None => {
-                    self.index.remove(path);
-                }
-            }
+        let mut bytes = Vec::new();
+        let read = fs::File::open(&path).and_then(|mut f| {
+            f.seek(SeekFrom::Start(self.consumed))?;
+            f.read_to_end(&mut bytes)
+        });
+        if read.is_err() {
+            return;
         }
-        if self.lines > 2 * self.index.len() + 256 {
-            self.compact();
+        let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        self.consumed += complete as u64;
+        for line in bytes[..complete].split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            self.apply(line);
+        }
+    }
+
+    /// Applies one line of the log. A line that does not parse is a torn write and skipped (the
+    /// next line chains to the one before it).
+    fn apply(&mut self, line: &[u8]) {
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(line) else { return };
+        let Some(path) = v.get("path").and_then(|p| p.as_str()) else { return };
+        self.lines += 1;
+        if self.broken.is_none() && v.get("chain").and_then(|c| c.as_str()) != Some(self.head.as_str()) {
+            self.broken = Some(self.lines);
+        }
+        self.head = super::sha256_hex(line);
+        match v.get("sha256").and_then(|s| s.as_str()) {
+            Some(sha) => self.note(path, sha),
+            None => {
+                self.index.remove(path);
+            }
         }
     }
 
@@ -99,8 +152,12 @@ impl Registry {
         self.index.insert(rel.to_string(), (prev, sha.to_string()));
     }
 
-    /// Rewrites the log with the last two digests of each file (a fresh chain).
+    /// Rewrites the log with the last two digests of each file (a fresh chain). Never on a
+    /// broken chain: that would launder the edit.
     fn compact(&mut self) {
+        if self.broken.is_some() || self.lines <= 2 * self.index.len() + 256 {
+            return;
+        }
         let mut out = Vec::new();
         let mut head = String::new();
         let mut paths: Vec<&String> = self.index.keys().collect();
@@ -115,19 +172,35 @@ impl Registry {
             }
         }
         if super::write_atomic_unrecorded(&self.log_path(), &out).is_ok() {
+            use std::os::unix::fs::MetadataExt;
             self.head = head;
             self.lines = out.iter().filter(|&&b| b == b'\n').count();
+            self.consumed = out.len() as u64;
+            self.inode = fs::metadata(self.log_path()).map(|m| m.ino()).unwrap_or(0);
         }
     }
 
-    /// Appends one line (synced) and updates the index.
+    /// Appends one line (synced) under the log's lock, after reading what other processes
+    /// appended, and updates the index.
     fn record(&mut self, rel: &str, sha: Option<&str>) -> io::Result<()> {
-        self.load();
-        let line = serde_json::json!({"path": rel, "sha256": sha, "chain": self.head}).to_string();
         fs::create_dir_all(&self.state_dir)?;
-        let mut f = fs::OpenOptions::new().create(true).append(true).open(self.log_path())?;
-        f.write_all(format!("{line}\n").as_bytes())?;
+        let _lock = self.lock()?;
+        self.sync();
+        self.compact();
+        let line = serde_json::json!({"path": rel, "sha256": sha, "chain": self.head}).to_string();
+        let mut f = fs::OpenOptions::new().create(true).read(true).append(true).open(self.log_path())?;
+        let end = f.seek(SeekFrom::End(0))?;
+        // A torn last line (a crash mid-append) gets its newline, so this line stands alone.
+        let mut buf = if end > self.consumed { b"\n".to_vec() } else { Vec::new() };
+        buf.extend_from_slice(line.as_bytes());
+        buf.push(b'\n');
+        f.write_all(&buf)?;
         f.sync_data()?;
+        self.consumed = end + buf.len() as u64;
+        self.inode = {
+            use std::os::unix::fs::MetadataExt;
+            f.metadata().map(|m| m.ino()).unwrap_or(0)
+        };
         self.head = super::sha256_hex(line.as_bytes());
         self.lines += 1;
         match sha {
@@ -142,11 +215,32 @@ impl Registry {
         }
         Ok(())
     }
+
+    /// The log's lock (blocking; released when dropped or when the process dies).
+    fn lock(&self) -> io::Result<nix::fcntl::Flock<fs::File>> {
+        let p = self.state_dir.join("locks").join("state-digests.lock");
+        fs::create_dir_all(self.state_dir.join("locks"))?;
+        let f = fs::OpenOptions::new().create(true).truncate(false).write(true).open(p)?;
+        nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive).map_err(|(_, e)| io::Error::from(e))
+    }
+
+    /// Why a recorded file cannot be believed now, if the chain is broken.
+    fn broken_msg(&self, name: &str) -> Option<String> {
+        self.broken.map(|n| {
+            format!(
+                "state file `{name}` cannot be checked: the digest log `{LOG_NAME}` was edited outside a run of work (line {n} does not follow the line before it); restore the log, or remove it if you trust every state file as it is"
+            )
+        })
+    }
 }
 
 fn with<T>(f: impl FnOnce(&mut Registry) -> T) -> Option<T> {
     let mut g = REGISTRY.lock().ok()?;
     g.as_mut().map(f)
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
 /// Records the digest `path` will have once `bytes` replace it (called before the write).
@@ -187,7 +281,7 @@ pub(crate) fn before_append(path: &Path, bytes: &[u8]) -> io::Result<()> {
 pub(crate) fn before_move_dir(from: &Path, to: &Path) -> io::Result<()> {
     with(|r| {
         let (Some(from), Some(to)) = (r.rel(from), r.rel(to)) else { return Ok(()) };
-        r.load();
+        r.sync();
         let prefix = format!("{from}/");
         let mut moved: Vec<(String, String)> = r
             .index
@@ -213,17 +307,27 @@ pub(crate) fn before_remove(path: &Path) -> io::Result<()> {
     .unwrap_or(Ok(()))
 }
 
+fn refused(msg: Option<String>) -> io::Result<()> {
+    match msg {
+        Some(msg) => Err(io::Error::new(io::ErrorKind::InvalidData, msg)),
+        None => Ok(()),
+    }
+}
+
 /// Checks what was read from `path` against the last recorded digest.
 pub(crate) fn check(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let verdict = with(|r| {
         let rel = r.rel(path)?;
-        r.load();
+        r.sync();
         let (prev, last) = r.index.get(&rel)?;
+        let name = file_name(path);
+        if let Some(msg) = r.broken_msg(&name) {
+            return Some(msg);
+        }
         let sha = super::sha256_hex(bytes);
         if &sha == last || prev.as_deref() == Some(sha.as_str()) {
             return None;
         }
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         Some(format!(
             "state file `{name}` was changed outside a run of work (its sha256 is {}…, work last wrote {}…); \
              restore it or start over",
@@ -231,9 +335,33 @@ pub(crate) fn check(path: &Path, bytes: &[u8]) -> io::Result<()> {
             &last[..last.len().min(12)]
         ))
     });
-    match verdict.flatten() {
-        Some(msg) => Err(io::Error::new(io::ErrorKind::InvalidData, msg)),
-        None => Ok(()),
+    refused(verdict.flatten())
+}
+
+/// Checks that `path`, found missing, was not a recorded state file: one `work` wrote and did
+/// not remove is refused as removed outside a run.
+pub(crate) fn check_missing(path: &Path) -> io::Result<()> {
+    let verdict = with(|r| {
+        let rel = r.rel(path)?;
+        r.sync();
+        let (_, last) = r.index.get(&rel)?;
+        let name = file_name(path);
+        Some(r.broken_msg(&name).unwrap_or_else(|| {
+            format!(
+                "state file `{name}` was removed outside a run of work (work last wrote it with sha256 {}…); restore it or start over",
+                &last[..last.len().min(12)]
+            )
+        }))
+    });
+    refused(verdict.flatten())
+}
+
+/// Checks a state file read by a reader of its own (`None`: it is missing) the way
+/// [`super::read_kept`] does: changed, or recorded and gone, is refused.
+pub fn verify(path: &Path, content: Option<&[u8]>) -> io::Result<()> {
+    match content {
+        Some(bytes) => check(path, bytes),
+        None => check_missing(path),
     }
 }
 
@@ -245,8 +373,53 @@ pub fn written() -> BTreeMap<String, String> {
 /// The digest log's chain head (the sha256 of its last line).
 pub fn head() -> String {
     with(|r| {
-        r.load();
+        r.sync();
         r.head.clone()
     })
     .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One test: the registry is process-wide, so its cases run in order.
+    #[test]
+    fn changes_removals_foreign_lines_and_a_broken_chain() {
+        let d = tempfile::tempdir().expect("tmp");
+        let state = d.path().join(".work");
+        install(&state);
+        let journal = state.join("j.json");
+        super::super::write_atomic(&journal, b"one").expect("write");
+        assert_eq!(super::super::read_optional(&journal).expect("read").as_deref(), Some("one"));
+        fs::write(&journal, b"two").expect("tamper");
+        let e = super::super::read_optional(&journal).expect_err("refused");
+        assert!(e.to_string().contains("`j.json` was changed outside a run"), "{e}");
+
+        // A file outside the state directory, once covered; removed behind work's back.
+        let outside = d.path().join("spec").join("loop-run.json");
+        cover(&outside);
+        super::super::write_atomic(&outside, b"{}").expect("write");
+        assert!(fs::read_to_string(state.join(LOG_NAME)).expect("log").contains("\"../spec/loop-run.json\""));
+        fs::remove_file(&outside).expect("rm");
+        let e = super::super::read_kept(&outside).expect_err("refused");
+        assert!(e.to_string().contains("removed outside a run"), "{e}");
+
+        // Another process appends a correctly chained line: read, not refused.
+        super::super::write_atomic(&journal, b"three").expect("write");
+        let head = head();
+        let line = serde_json::json!({"path": "j.json", "sha256": super::super::sha256_hex(b"four"), "chain": head});
+        let mut f = fs::OpenOptions::new().append(true).open(state.join(LOG_NAME)).expect("open");
+        writeln!(f, "{line}").expect("append");
+        fs::write(&journal, b"four").expect("the other process's write");
+        assert_eq!(super::super::read_optional(&journal).expect("read").as_deref(), Some("four"));
+
+        // A line edited in place breaks the chain: every recorded file is refused.
+        let log = state.join(LOG_NAME);
+        let text = fs::read_to_string(&log).expect("log");
+        fs::write(&log, text.replacen("j.json", "x.json", 1)).expect("edit");
+        install(&state);
+        let e = super::super::read_optional(&journal).expect_err("refused");
+        assert!(e.to_string().contains("edited outside a run of work (line 2"), "{e}");
+    }
 }
