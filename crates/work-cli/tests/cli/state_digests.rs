@@ -257,7 +257,6 @@ fn an_untouched_implement_progress_record_resumes() {
     assert_eq!(p["ended"].as_array().map(|a| a.iter().filter(|t| t["status"] == "DONE").count()), Some(2), "{p}");
 }
 
-
 // ----- the digest log's chain -------------------------------------------------------------
 
 /// Rewrites every digest the log records for `rel` to `sha` in place (the chain fields kept).
