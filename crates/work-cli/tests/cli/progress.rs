@@ -58,7 +58,7 @@ fn exhaust_args(agent: &str) -> Vec<String> {
 }
 
 /// Runs `work args` with stderr on a pseudo-terminal.
-fn on_a_terminal(s: &Scenario, args: &[String], no_color: bool) -> (i32, String, String) {
+pub(crate) fn on_a_terminal(s: &Scenario, args: &[String], no_color: bool) -> (i32, String, String) {
     let script = s.path(".agents/pty_run.py");
     s.write(".agents/pty_run.py", PTY_RUN);
     let (out, tty) = (s.path(".agent-state/pty.out"), s.path(".agent-state/pty.tty"));
@@ -88,7 +88,7 @@ fn on_a_terminal(s: &Scenario, args: &[String], no_color: bool) -> (i32, String,
 }
 
 /// The text with every escape sequence (CSI … letter) taken out.
-fn strip_escapes(s: &str) -> String {
+pub(crate) fn strip_escapes(s: &str) -> String {
     let mut out = String::new();
     let mut chars = s.chars().peekable();
     while let Some(c) = chars.next() {
