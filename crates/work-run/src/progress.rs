@@ -6,7 +6,7 @@
 //! | a terminal | normal / verbose | a live status list (`●` running, `✓` done, `○` idle, `⚠` blocked): one row for the run; for a plan (implement, loop run) one row per task, the running one with the role, model and elapsed time of its dispatch in flight; one row per other dispatch in flight with role, model and elapsed time; and a done/total bar when a total is known; the workflow's progress lines (and, verbose, each dispatch's start and end) scroll above it |
 //! | not a terminal | normal | the workflow's progress lines, plain (no escape code) |
 //! | not a terminal | verbose | the same, and one plain line per dispatch start and end (role, model, duration, tokens, cost) and per task end |
-//! | either | quiet | nothing (errors and the final summary line are printed elsewhere) |
+//! | either | quiet | nothing (errors and the final summary line are printed elsewhere; [`crate::output::human`] and [`crate::output::note`] are left out) |
 //!
 //! `NO_COLOR` (set and not empty) leaves colour out of the live display; `TERM=dumb` makes it
 //! plain. The live display is drawn with `indicatif` (rate-limited redraws, a steady tick so
@@ -26,7 +26,8 @@ use work_runtime::run::RunContext;
 /// How much `work` says on stderr (`-q` / `-v`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Verbosity {
-    /// `-q`: errors and the final summary line only (nothing but the document with `--json`).
+    /// `-q`: errors and the final summary line only (nothing but the document with `--json`);
+    /// a workflow's human result lines and the notes are left out, data is printed.
     Quiet,
     /// The default: progress lines (a live status list on a terminal) and the summary.
     Normal,

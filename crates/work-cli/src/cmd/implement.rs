@@ -265,9 +265,10 @@ fn emit(ctx: &Ctx, json: bool, report: &EndReport, run: Option<&work_runtime::ru
 /// What to do after the run: review a finished change; read why it stopped and run the same
 /// command again.
 fn next_step(report: &EndReport) -> String {
+    let larger = if report.kind.as_deref() == Some("budget") { " and a larger budget" } else { "" };
     let again = match report.iter_id.as_deref() {
-        Some(id) => format!("the same command with --iter-id {id} continues task by task"),
-        None => "the same command runs again".into(),
+        Some(id) => format!("the same command with --iter-id {id}{larger} continues task by task"),
+        None => format!("the same command{larger} runs again"),
     };
     match (report.status, &report.artifacts.dir) {
         (Status::Done, _) => "review the change (`git diff`) and commit it".into(),

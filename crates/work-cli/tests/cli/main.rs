@@ -29,6 +29,7 @@ mod loop_run;
 mod mcp;
 mod mcp_client;
 mod progress;
+mod progress_quiet;
 mod progress_tasks;
 mod protocol;
 mod self_contained;
