@@ -273,6 +273,9 @@ fn next_step(report: &EndReport) -> String {
     match (report.status, &report.artifacts.dir) {
         (Status::Done, _) => "review the change (`git diff`) and commit it".into(),
         (_, Some(dir)) => format!("read {dir}/BLOCKED.md; {again}"),
+        (_, None) if report.kind.as_deref() == Some("dirty-tree") => {
+            format!("commit or stash what `git status` shows; {again}")
+        }
         (_, None) => format!("fix what the outcome names; {again}"),
     }
 }

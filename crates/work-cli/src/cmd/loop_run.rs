@@ -241,8 +241,11 @@ fn complete_resume(v: &mut serde_json::Value, extra: &str) {
 /// result.
 fn next_commands(doc: &serde_json::Value) -> Vec<String> {
     let mut seen = std::collections::BTreeSet::new();
-    let entries = doc.get("next").and_then(serde_json::Value::as_object).into_iter().flatten();
+    let mut entries: Vec<_> = doc.get("next").and_then(serde_json::Value::as_object).into_iter().flatten().collect();
+    // `then` repeats one of the named commands (mostly `resume`): the named key labels it.
+    entries.sort_by_key(|(k, _)| k.as_str() == "then");
     entries
+        .into_iter()
         .filter_map(|(k, v)| v.as_str().filter(|c| c.starts_with("work ")).map(|c| (k, c)))
         .filter(|(_, c)| seen.insert(c.to_string()))
         .map(|(k, c)| format!("{k}: {c}"))
