@@ -136,4 +136,24 @@ fn loop_run_on_a_terminal_draws_the_task_row_and_the_bar_and_piped_it_does_not()
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(!err.contains('\x1b') && !err.contains("● ") && !err.contains("✓ ") && !err.contains('█'), "{err}");
     assert!(err.contains("loop: wave 0: task 1: Add the greeting"), "{err}");
+    // The summary names each continuing command once, under its own name.
+    let next = err.lines().find_map(|l| l.strip_prefix("next: ")).unwrap_or_else(|| panic!("a next step: {err}"));
+    assert!(next.contains("resume: work loop run ") && !next.contains("then:"), "{next}");
+    assert_eq!(next.matches("approve: ").count(), 1, "{next}");
+}
+
+#[test]
+fn implement_on_a_dirty_tree_says_to_commit_or_stash_and_that_the_same_command_continues() {
+    let s = plan_repo();
+    s.write("stray.txt", "not committed\n");
+    let a = implement_args(&slow(&s, "implement_roles.py"));
+    let (code, _, err) = s.run(&a[..a.len() - 1].iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("outcome: BLOCKED dirty-tree"), "{err}");
+    assert!(err.contains("spent: 0 dispatch(es) · 0 tokens (0 in, 0 out) · $0.0000"), "nothing dispatched: {err}");
+    let next = err.lines().find_map(|l| l.strip_prefix("next: ")).unwrap_or_else(|| panic!("a next step: {err}"));
+    assert_eq!(
+        next,
+        "commit or stash what `git status` shows; the same command with --iter-id it-1 continues task by task"
+    );
 }
