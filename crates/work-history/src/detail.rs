@@ -374,13 +374,14 @@ pub fn timeline(events: &[Value]) -> Vec<Step> {
             "until.iteration.start" => {
                 Some(step(e, "iteration", format!("iteration {}", e["iteration"]), "started".into(), String::new()))
             }
-            "task.end" => Some(step(
-                e,
-                "task",
-                s("task_id"),
-                s("status"),
-                format!("repairs {} · dispatches {} {}", e["repairs"], e["dispatches"], s("reason")).trim().to_string(),
-            )),
+            "task.end" => {
+                // implement counts repairs and dispatches per task; loop run's task.end has neither.
+                let counts = match (e["repairs"].as_u64(), e["dispatches"].as_u64()) {
+                    (Some(r), Some(d)) => format!("repairs {r} · dispatches {d} "),
+                    _ => String::new(),
+                };
+                Some(step(e, "task", s("task_id"), s("status"), format!("{counts}{}", s("reason")).trim().to_string()))
+            }
             "snapshot" => Some(step(e, "snapshot", s("boundary"), "taken".into(), s("sha"))),
             "iteration.end" => Some(step(e, "iteration", s("kind"), s("status"), s("reason"))),
             "loop.transition" => Some(step(e, "transition", s("event"), String::new(), s("text"))),

@@ -131,6 +131,7 @@ fn absorb(out: &mut TaskOutcome, doc: &Value, phase: &str) -> Result<(), Stop> {
 pub async fn run_task(env: &Env, iter: &str, task: &TaskSpec, start: Option<Option<String>>) -> TaskOutcome {
     let mut out = TaskOutcome::new(&task.id, &task.title);
     out.e2e = task.e2e;
+    env.run.emit("task.start", json!({"task_id": task.id, "title": task.title}));
     env.run.progress(&format!("task {}: {}", task.id, task.title));
     let fp_start = start.unwrap_or_else(|| env.tree.fingerprint().ok());
     let mut result = drive(env, iter, task, &mut out, fp_start.as_deref()).await;

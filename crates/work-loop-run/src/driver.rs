@@ -1486,6 +1486,9 @@ impl Driver {
             let text = self.sd.read_optional("plan.md")?.unwrap_or_default();
             let plan = parse_plan(&text).map_err(|e| LoopError::bad(format!("read `{}`: {e}", self.rel("plan.md"))))?;
             let key = wave_index.to_string();
+            let total: usize = c.schedule_waves.iter().map(Vec::len).sum();
+            let mut done = c.schedule_waves.iter().take(wave_index).map(Vec::len).sum::<usize>()
+                + self.rs.done_tasks.get(&key).map_or(0, Vec::len);
             for id in wave {
                 if self.rs.done_tasks.get(&key).is_some_and(|d| d.contains(&id)) {
                     continue;
@@ -1506,6 +1509,8 @@ impl Driver {
                     "spec_dir": self.sd.rel(),
                 });
                 let dir = self.sd.rel().to_string();
+                let start = json!({"task_id": task.id, "title": task.title, "done": done, "total": total});
+                self.run.emit("task.start", start);
                 self.run.progress(&format!("loop: wave {wave_index}: task {}: {}", task.id, task.title));
                 if let Err((code, msg)) = self
                     .implement(&format!("task-{}", task.id), ctx, |nudge| {
@@ -1513,8 +1518,11 @@ impl Driver {
                     })
                     .await?
                 {
+                    self.run.emit("task.end", json!({"task_id": task.id, "status": "BLOCKED", "reason": msg}));
                     return Ok(Some(self.blocked(&code, msg)));
                 }
+                self.run.emit("task.end", json!({"task_id": task.id, "status": "DONE"}));
+                done += 1;
                 self.rs.done_tasks.entry(key.clone()).or_default().push(id);
                 self.rs.in_flight = None;
                 self.save()?;

@@ -51,7 +51,8 @@ pub struct Summary {
     pub spent: Spent,
     /// The limits in force.
     pub budget: Budget,
-    /// The command to run next, when there is one.
+    /// What to do next (a resume command, a file to read, the change to review); without one
+    /// the summary names the commands that look at this run again.
     pub next: Option<String>,
     /// The run's event log.
     pub events: Option<PathBuf>,
@@ -97,11 +98,13 @@ impl Summary {
         if !limits.is_empty() {
             out.push(format!("budget: {}", limits.join(" · ")));
         }
-        if let Some(n) = &self.next {
-            out.push(format!("next: {n}"));
-        }
-        if let Some(l) = self.look_back() {
-            out.push(format!("look back: {l}"));
+        match (&self.next, self.look_back()) {
+            (Some(n), look) => {
+                out.push(format!("next: {n}"));
+                out.extend(look.map(|l| format!("look back: {l}")));
+            }
+            (None, Some(l)) => out.push(format!("next: {l}")),
+            (None, None) => {}
         }
         if let Some(e) = &self.events {
             out.push(format!("events: {}", e.display()));
@@ -120,7 +123,7 @@ impl Summary {
         }
         match (&self.next, self.look_back()) {
             (Some(n), _) => line.push_str(&format!(" · next: {n}")),
-            (None, Some(l)) => line.push_str(&format!(" · look back: {l}")),
+            (None, Some(l)) => line.push_str(&format!(" · next: {l}")),
             (None, None) => {}
         }
         line
@@ -297,14 +300,20 @@ mod tests {
             lines.contains(&"budget: spent $0.84 of $0.50 (+68%) · spent 1200 of 2000 tokens".to_string()),
             "{lines:?}"
         );
-        assert!(lines.contains(&"look back: work show r-1 · work report r-1".to_string()), "{lines:?}");
+        assert!(lines.contains(&"next: work show r-1 · work report r-1".to_string()), "{lines:?}");
         let last = s.final_line();
         assert!(
             last.starts_with("budget · spent 3 dispatch(es)")
                 && last.contains("over budget: spent $0.84 of $0.50 (+68%)"),
             "{last}"
         );
-        assert!(last.ends_with("look back: work show r-1 · work report r-1"), "{last}");
+        assert!(last.ends_with("next: work show r-1 · work report r-1"), "{last}");
+        // With a next step, the look-back commands are a line of their own.
+        let s = Summary { next: Some("work until resume s --max 20".into()), ..s };
+        let lines = s.lines();
+        assert!(lines.contains(&"next: work until resume s --max 20".to_string()), "{lines:?}");
+        assert!(lines.contains(&"look back: work show r-1 · work report r-1".to_string()), "{lines:?}");
+        assert!(s.final_line().ends_with(" · next: work until resume s --max 20"), "{}", s.final_line());
     }
 
     #[test]

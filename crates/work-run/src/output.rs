@@ -70,6 +70,23 @@ pub fn line(text: impl AsRef<str>) {
     write_bytes(&mut w, s.as_bytes());
 }
 
+/// Writes one line of a workflow's human rendering of its result, or of what a command did
+/// (`wrote work.toml`, `removed RUN`), on stdout. Under `-q` it is left out: the one final
+/// line on stderr says the outcome, and `--json` (never affected) is the result to read.
+pub fn human(text: impl AsRef<str>) {
+    if crate::progress::verbosity() != crate::progress::Verbosity::Quiet {
+        line(text);
+    }
+}
+
+/// Writes one note for a person on stderr (which spec directory was picked, where a worker
+/// pulls from); left out under `-q`. Errors and warnings go through [`err_line`] always.
+pub fn note(text: &str) {
+    if crate::progress::verbosity() != crate::progress::Verbosity::Quiet {
+        err_line(text);
+    }
+}
+
 /// Writes one JSON document (every string redacted, pretty-printed) on stdout: the `--json`
 /// result, nothing else.
 pub fn json(value: &Value) {

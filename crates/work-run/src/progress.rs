@@ -3,10 +3,10 @@
 //!
 //! | stderr | verbosity | what is drawn |
 //! |---|---|---|
-//! | a terminal | normal / verbose | a live status list (`●` running, `✓` done, `○` idle, `⚠` blocked): one row for the run, one per dispatch in flight with role, model and elapsed time, and a done/total bar when a total is known; the workflow's progress lines (and, verbose, each dispatch's start and end) scroll above it |
+//! | a terminal | normal / verbose | a live status list (`●` running, `✓` done, `○` idle, `⚠` blocked): one row for the run; for a plan (implement, loop run) one row per task, the running one with the role, model and elapsed time of its dispatch in flight; one row per other dispatch in flight with role, model and elapsed time; and a done/total bar when a total is known; the workflow's progress lines (and, verbose, each dispatch's start and end) scroll above it |
 //! | not a terminal | normal | the workflow's progress lines, plain (no escape code) |
-//! | not a terminal | verbose | the same, and one plain line per dispatch start and end (role, model, duration, tokens, cost) |
-//! | either | quiet | nothing (errors and the final summary line are printed elsewhere) |
+//! | not a terminal | verbose | the same, and one plain line per dispatch start and end (role, model, duration, tokens, cost) and per task end |
+//! | either | quiet | nothing (errors and the final summary line are printed elsewhere; [`crate::output::human`] and [`crate::output::note`] are left out) |
 //!
 //! `NO_COLOR` (set and not empty) leaves colour out of the live display; `TERM=dumb` makes it
 //! plain. The live display is drawn with `indicatif` (rate-limited redraws, a steady tick so
@@ -26,7 +26,8 @@ use work_runtime::run::RunContext;
 /// How much `work` says on stderr (`-q` / `-v`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Verbosity {
-    /// `-q`: errors and the final summary line only (nothing but the document with `--json`).
+    /// `-q`: errors and the final summary line only (nothing but the document with `--json`);
+    /// a workflow's human result lines and the notes are left out, data is printed.
     Quiet,
     /// The default: progress lines (a live status list on a terminal) and the summary.
     Normal,
@@ -125,6 +126,19 @@ struct Flight {
     model: String,
     attempt: u64,
     started: chrono::DateTime<chrono::Utc>,
+    /// Its own row; None when the running task's row shows it (or there is no display).
+    row: Option<ProgressBar>,
+    /// True when it runs inside the running task.
+    in_task: bool,
+}
+
+/// The task running (implement, loop run): its row shows the dispatch in flight.
+struct Task {
+    id: String,
+    title: String,
+    started: chrono::DateTime<chrono::Utc>,
+    dispatches: u64,
+    tokens: u64,
     row: Option<ProgressBar>,
 }
 
@@ -136,8 +150,12 @@ struct State {
     ended: VecDeque<ProgressBar>,
     done: BTreeMap<Unit, u64>,
     totals: BTreeMap<Unit, u64>,
-    /// The step in progress ("round 3").
-    current: Option<(Unit, Option<u64>)>,
+    /// The step in progress ("round 3", "task 2").
+    current: Option<String>,
+    /// The task running, if any.
+    task: Option<Task>,
+    /// Rows of ended tasks, oldest first.
+    tasks_ended: VecDeque<ProgressBar>,
     passing: BTreeSet<String>,
     blocked: Option<String>,
     dispatches: u64,
@@ -157,6 +175,9 @@ struct Live {
 
 /// How many rows of ended dispatches stay on screen.
 const ENDED_ROWS: usize = 4;
+
+/// How many rows of ended tasks stay on screen.
+const TASK_ROWS: usize = 8;
 
 fn style(template: &str) -> ProgressStyle {
     ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_spinner())
@@ -209,6 +230,11 @@ fn one_line(s: &str, max: usize) -> String {
     if flat.chars().count() > max { format!("{}…", flat.chars().take(max).collect::<String>()) } else { flat }
 }
 
+/// A task's row without what follows it: "● task 2 Add the parser".
+fn task_text(l: &Live, glyph: Glyph, t: &Task) -> String {
+    format!("{} task {} {}", l.paint(glyph), t.id, t.title)
+}
+
 fn secs(d: chrono::TimeDelta) -> String {
     format!("{:.1}s", d.num_milliseconds().max(0) as f64 / 1000.0)
 }
@@ -232,18 +258,92 @@ impl Renderer {
         if self.verbose {
             self.say(&format!("dispatch {id} start: {role} · {model} (attempt {attempt})"));
         }
-        let row = self.live.as_ref().map(|l| {
-            let row = match &st.bar {
-                Some(bar) => l.multi.insert_before(bar, ProgressBar::new_spinner()),
-                None => l.multi.add(ProgressBar::new_spinner()),
-            };
-            row.set_style(style("  {prefix} {elapsed:>4}"));
-            row.set_prefix(format!("{} {role:<16} {model:<10} {id}", l.paint(Glyph::Running)));
-            row.enable_steady_tick(Duration::from_millis(500));
-            row
-        });
+        let in_task = st.task.is_some();
+        let row = match (&self.live, &st.task) {
+            (Some(l), Some(t)) => {
+                if let Some(row) = &t.row {
+                    row.reset_elapsed();
+                    row.set_prefix(format!("{} · {role} · {model} ·", task_text(l, Glyph::Running, t)));
+                    row.set_style(style("  {prefix} {elapsed}"));
+                }
+                None
+            }
+            (Some(l), None) => {
+                let row = self.new_row(l, st);
+                row.set_style(style("  {prefix} {elapsed:>4}"));
+                row.set_prefix(format!("{} {role:<16} {model:<10} {id}", l.paint(Glyph::Running)));
+                Some(row)
+            }
+            (None, _) => None,
+        };
         let started = self.clock.now();
-        st.flights.insert(id.to_string(), Flight { role: role.into(), model: model.into(), attempt, started, row });
+        let flight = Flight { role: role.into(), model: model.into(), attempt, started, row, in_task };
+        st.flights.insert(id.to_string(), flight);
+    }
+
+    /// A new ticking row above the bar.
+    fn new_row(&self, l: &Live, st: &State) -> ProgressBar {
+        let row = match &st.bar {
+            Some(bar) => l.multi.insert_before(bar, ProgressBar::new_spinner()),
+            None => l.multi.add(ProgressBar::new_spinner()),
+        };
+        row.enable_steady_tick(Duration::from_millis(500));
+        row
+    }
+
+    fn on_task_start(&self, st: &mut State, id: &str, title: &str) {
+        self.clear_ended(st);
+        if let Some(t) = st.task.take() {
+            // A task that never said it ended (not expected): its row goes.
+            if let (Some(l), Some(row)) = (&self.live, t.row) {
+                l.multi.remove(&row);
+            }
+        }
+        st.current = Some(format!("task {id}"));
+        let mut task = Task {
+            id: id.into(),
+            title: one_line(title, 60),
+            started: self.clock.now(),
+            dispatches: 0,
+            tokens: 0,
+            row: None,
+        };
+        if let Some(l) = &self.live {
+            let row = self.new_row(l, st);
+            row.set_style(style("  {prefix}"));
+            row.set_prefix(task_text(l, Glyph::Running, &task));
+            task.row = Some(row);
+        }
+        st.task = Some(task);
+    }
+
+    fn on_task_end(&self, st: &mut State, id: &str, done: bool, reason: Option<&str>) {
+        if done {
+            *st.done.entry(Unit::Task).or_insert(0) += 1;
+        }
+        let Some(t) = st.task.take_if(|t| t.id == id) else { return };
+        let took = secs(self.clock.now() - t.started);
+        let spent = format!("{} dispatch(es) · {took} · {}", t.dispatches, tokens_text(t.tokens));
+        let why = match (done, reason) {
+            (true, _) => String::new(),
+            (false, Some(r)) => format!(" · blocked: {}", one_line(r, 60)),
+            (false, None) => " · blocked".into(),
+        };
+        if self.verbose {
+            let word = if done { "DONE" } else { "not done" };
+            self.say(&format!("task {} {word}: {spent}{why}", t.id));
+        }
+        let (Some(l), Some(row)) = (&self.live, &t.row) else { return };
+        let glyph = if done { Glyph::Done } else { Glyph::Blocked };
+        row.set_style(style("  {prefix}"));
+        row.set_prefix(format!("{} · {spent}{why}", task_text(l, glyph, &t)));
+        row.finish();
+        st.tasks_ended.push_back(row.clone());
+        while st.tasks_ended.len() > TASK_ROWS {
+            if let Some(old) = st.tasks_ended.pop_front() {
+                l.multi.remove(&old);
+            }
+        }
     }
 
     fn on_end(&self, st: &mut State, id: &str, end: AttemptEnd, reason: Option<&str>, tokens: u64, cost: f64) {
@@ -251,6 +351,9 @@ impl Renderer {
         st.tokens += tokens;
         st.cost_usd += cost;
         let Some(f) = st.flights.remove(id) else { return };
+        if f.in_task {
+            self.task_dispatch_ended(st, tokens);
+        }
         let took = secs(self.clock.now() - f.started);
         let word = match end {
             AttemptEnd::Ok => "ok",
@@ -285,6 +388,24 @@ impl Renderer {
         }
     }
 
+    /// The running task's row once one of its dispatches ended: what it spent so far, or the
+    /// next dispatch still in flight.
+    fn task_dispatch_ended(&self, st: &mut State, tokens: u64) {
+        let still = st.flights.values().any(|f| f.in_task);
+        let Some(t) = st.task.as_mut() else { return };
+        t.dispatches += 1;
+        t.tokens += tokens;
+        if let (Some(l), Some(row), false) = (&self.live, &t.row, still) {
+            row.set_style(style("  {prefix}"));
+            row.set_prefix(format!(
+                "{} · {} dispatch(es) · {}",
+                task_text(l, Glyph::Running, t),
+                t.dispatches,
+                tokens_text(t.tokens)
+            ));
+        }
+    }
+
     fn clear_ended(&self, st: &mut State) {
         if let Some(l) = &self.live {
             for row in st.ended.drain(..) {
@@ -311,11 +432,7 @@ impl Renderer {
             Glyph::Running
         };
         let mut parts = vec![st.workflow.clone()];
-        match st.current {
-            Some((u, Some(n))) => parts.push(format!("{} {n}", u.as_str())),
-            Some((u, None)) => parts.push(u.as_str().to_string()),
-            None => {}
-        }
+        parts.extend(st.current.clone());
         parts.push(match glyph {
             Glyph::Running => format!("{} in flight", st.flights.len()),
             Glyph::Blocked => format!("blocked: {}", st.blocked.as_deref().unwrap_or_default()),
@@ -361,8 +478,21 @@ impl Renderer {
             }
             Observed::StepStarted { unit, n } => {
                 self.clear_ended(st);
-                st.current = Some((*unit, *n));
+                st.current = Some(match n {
+                    Some(n) => format!("{} {n}", unit.as_str()),
+                    None => unit.as_str().to_string(),
+                });
             }
+            Observed::TaskStarted { id, title, done, total } => {
+                if let Some(t) = total {
+                    st.totals.insert(Unit::Task, *t);
+                }
+                if let Some(d) = done {
+                    st.done.insert(Unit::Task, *d);
+                }
+                self.on_task_start(st, id, title)
+            }
+            Observed::TaskEnded { id, done, reason } => self.on_task_end(st, id, *done, reason.as_deref()),
             Observed::StepEnded { unit, done } => {
                 let d = st.done.entry(*unit).or_insert(0);
                 *d = done.unwrap_or(*d + 1);
@@ -386,7 +516,8 @@ impl Renderer {
             Observed::RunEnded { .. } => {
                 if let Some(l) = &self.live {
                     let rows = st.flights.values_mut().filter_map(|f| f.row.take());
-                    for row in rows.chain(st.ended.drain(..)).chain(st.bar.take()) {
+                    let tasks = st.task.take().and_then(|t| t.row).into_iter().chain(st.tasks_ended.drain(..));
+                    for row in rows.chain(st.ended.drain(..)).chain(tasks).chain(st.bar.take()) {
                         row.finish_and_clear();
                     }
                     l.status.finish_and_clear();

@@ -300,7 +300,7 @@ pub enum Observed {
         n: Option<u64>,
     },
     /// A step ended: `done` steps are done in all when known (`journal.saved` counts the
-    /// rounds), else one more is (`task.end`, `task.resumed`, `loop.task.done`).
+    /// rounds), else one more is (`task.resumed`: a task done by an earlier run).
     StepEnded {
         /// What kind of step.
         unit: Unit,
@@ -313,6 +313,27 @@ pub enum Observed {
         unit: Unit,
         /// How many.
         total: u64,
+    },
+    /// `task.start`: a task of a plan began (implement, loop run). Loop run also says how
+    /// many of the plan's tasks are done before it and how many there are.
+    TaskStarted {
+        /// The task id.
+        id: String,
+        /// Its title.
+        title: String,
+        /// Tasks done before this one, when the event says.
+        done: Option<u64>,
+        /// Tasks in the plan, when the event says.
+        total: Option<u64>,
+    },
+    /// `task.end`: a task ended, done or not.
+    TaskEnded {
+        /// The task id.
+        id: String,
+        /// True when its status is `DONE`.
+        done: bool,
+        /// Why it did not end done.
+        reason: Option<String>,
     },
     /// `ultra.observe`: a criterion observed passing or failing.
     Criterion {
@@ -373,7 +394,18 @@ impl Observed {
             "until.iteration.start" => return step_started(Unit::Iteration, "iteration"),
             "journal.saved" => Observed::StepEnded { unit: Unit::Round, done: num("rounds") },
             "until.iteration.end" => Observed::StepEnded { unit: Unit::Iteration, done: num("iteration") },
-            "task.end" | "task.resumed" | "loop.task.done" => Observed::StepEnded { unit: Unit::Task, done: None },
+            "task.resumed" => Observed::StepEnded { unit: Unit::Task, done: None },
+            "task.start" => Observed::TaskStarted {
+                id: text("task_id"),
+                title: text("title"),
+                done: num("done"),
+                total: num("total"),
+            },
+            "task.end" => Observed::TaskEnded {
+                id: text("task_id"),
+                done: text("status") == "DONE",
+                reason: f.get("reason").and_then(Value::as_str).map(str::to_string),
+            },
             "plan.selected" => Observed::Total {
                 unit: Unit::Task,
                 total: f.get("tasks").and_then(Value::as_array).map_or(0, |a| a.len() as u64),
@@ -502,6 +534,11 @@ mod tests {
         );
         l.emit("journal.saved", json!({"rounds": 1, "seen": 0}));
         l.emit("plan.selected", json!({"tasks": ["1", "2"]}));
+        l.emit("task.start", json!({"task_id": "1", "title": "Add the parser"}));
+        l.emit("task.end", json!({"task_id": "1", "status": "BLOCKED", "reason": "r"}));
+        l.emit("task.start", json!({"task_id": "2", "title": "t", "done": 1, "total": 2}));
+        l.emit("task.end", json!({"task_id": "2", "status": "DONE"}));
+        l.emit("loop.task.done", json!({"label": "task-2"}));
         l.emit("oracle.ran", json!({"items": 0}));
         l.emit("progress.total", json!({"unit": "galaxy", "total": 3}));
         let got = seen.0.lock().expect("lock").clone();
@@ -526,11 +563,15 @@ mod tests {
                 },
                 Observed::StepEnded { unit: Unit::Round, done: Some(1) },
                 Observed::Total { unit: Unit::Task, total: 2 },
+                Observed::TaskStarted { id: "1".into(), title: "Add the parser".into(), done: None, total: None },
+                Observed::TaskEnded { id: "1".into(), done: false, reason: Some("r".into()) },
+                Observed::TaskStarted { id: "2".into(), title: "t".into(), done: Some(1), total: Some(2) },
+                Observed::TaskEnded { id: "2".into(), done: true, reason: None },
             ],
             "kinds no display follows, and an unknown unit, are not observed"
         );
         // Every observed event is in the log too.
-        assert_eq!(read_log(&dir.path().join("events.jsonl")).expect("read").len(), 8);
+        assert_eq!(read_log(&dir.path().join("events.jsonl")).expect("read").len(), 13);
     }
 
     #[test]

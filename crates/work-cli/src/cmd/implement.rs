@@ -230,7 +230,7 @@ fn emit(ctx: &Ctx, json: bool, report: &EndReport, run: Option<&work_runtime::ru
     if json {
         ctx::print_json(&report.to_json());
     } else {
-        work_run::output::line(format!(
+        work_run::output::human(format!(
             "{} {}: {}",
             report.status.as_str(),
             report.iter_id.as_deref().unwrap_or("-"),
@@ -238,13 +238,13 @@ fn emit(ctx: &Ctx, json: bool, report: &EndReport, run: Option<&work_runtime::ru
         ));
         for t in &report.tasks {
             let status = serde_json::to_value(t.status).ok().and_then(|v| v.as_str().map(str::to_string));
-            work_run::output::line(format!("  task {}: {}", t.id, status.unwrap_or_default()));
+            work_run::output::human(format!("  task {}: {}", t.id, status.unwrap_or_default()));
         }
         for c in &report.concerns {
-            work_run::output::line(format!("  concern: {c}"));
+            work_run::output::human(format!("  concern: {c}"));
         }
         if let Some(dir) = &report.artifacts.dir {
-            work_run::output::line(format!("  artifacts: {dir}"));
+            work_run::output::human(format!("  artifacts: {dir}"));
         }
     }
     let events = report.run_id.as_deref().map(|id| ctx.state_path("runs").join(id).join("events.jsonl"));
@@ -253,20 +253,31 @@ fn emit(ctx: &Ctx, json: bool, report: &EndReport, run: Option<&work_runtime::ru
         label: "changed".into(),
         total: report.files.len(),
         items: report.files.iter().take(20).cloned().collect(),
-        next: match report.status {
-            Status::Done => None,
-            Status::Blocked | Status::Partial | Status::NeedsContext => report
-                .artifacts
-                .blocked_md
-                .as_ref()
-                .map(|b| format!("read {b}; the same command (same --iter-id) continues task by task")),
-        },
+        next: Some(next_step(report)),
         events,
         spent: run.map(|r| r.budget.spent()).unwrap_or_default(),
         budget: run.map(|r| r.budget.budget()).unwrap_or_default(),
     };
     summary.print();
     Ok(work_run::status::iteration(report.status))
+}
+
+/// What to do after the run: review a finished change; read why it stopped and run the same
+/// command again.
+fn next_step(report: &EndReport) -> String {
+    let larger = if report.kind.as_deref() == Some("budget") { " and a larger budget" } else { "" };
+    let again = match report.iter_id.as_deref() {
+        Some(id) => format!("the same command with --iter-id {id}{larger} continues task by task"),
+        None => format!("the same command{larger} runs again"),
+    };
+    match (report.status, &report.artifacts.dir) {
+        (Status::Done, _) => "review the change (`git diff`) and commit it".into(),
+        (_, Some(dir)) => format!("read {dir}/BLOCKED.md; {again}"),
+        (_, None) if report.kind.as_deref() == Some("dirty-tree") => {
+            format!("commit or stash what `git status` shows; {again}")
+        }
+        (_, None) => format!("fix what the outcome names; {again}"),
+    }
 }
 
 /// Runs the folded preflight; a non-repository is bad input.

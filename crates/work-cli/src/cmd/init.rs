@@ -107,20 +107,20 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
     let text = format!("{HEAD}{}", gates(&root));
     work_runtime::fsx::write_atomic(&toml, text.as_bytes())
         .map_err(|e| CliError::Runtime(format!("write `{}`: {e}", toml.display())))?;
-    work_run::output::line(format!("wrote {}", toml.display()));
+    work_run::output::human(format!("wrote {}", toml.display()));
     let ignore = root.join(".gitignore");
     let current = work_runtime::fsx::read_optional(&ignore)
         .map_err(|e| CliError::Runtime(format!("read `{}`: {e}", ignore.display())))?
         .unwrap_or_default();
     if ignores_state(&current) {
-        work_run::output::line(format!("{} already ignores .work/", ignore.display()));
+        work_run::output::human(format!("{} already ignores .work/", ignore.display()));
     } else {
         let sep = if current.is_empty() || current.ends_with('\n') { "" } else { "\n" };
         let next = format!("{current}{sep}# work's state (run logs, journals, sessions)\n.work/\n");
         work_runtime::fsx::write_atomic(&ignore, next.as_bytes())
             .map_err(|e| CliError::Runtime(format!("write `{}`: {e}", ignore.display())))?;
-        work_run::output::line(format!("added .work/ to {}", ignore.display()));
+        work_run::output::human(format!("added .work/ to {}", ignore.display()));
     }
-    work_run::output::line("Next: work agents check · work exhaust \"WHAT TO FIND\"");
+    work_run::output::human("Next: work agents check · work exhaust \"WHAT TO FIND\"");
     Ok(ExitStatus::Done)
 }

@@ -61,7 +61,7 @@ impl SpecDirArg {
             (Some(p), _) | (None, Some(p)) => p.clone(),
             (None, None) => {
                 let d = work_loop::common::find_spec_dir(root)?;
-                work_run::output::err_line(&format!(
+                work_run::output::note(&format!(
                     "work loop: using spec directory `{d}` (the only one with loop state)"
                 ));
                 d

@@ -201,7 +201,7 @@ pub fn run(global: &Global, a: RunArgs) -> CmdResult {
         outcome: format!("{} ({})", report.outcome, report.reason),
         spent: tracker.spent(),
         budget: tracker.budget(),
-        next: (!next.is_empty()).then(|| next.join(" · or ")),
+        next: (!next.is_empty()).then(|| next.join(" · ")),
         events: Some(events),
         ..Default::default()
     }
@@ -210,24 +210,15 @@ pub fn run(global: &Global, a: RunArgs) -> CmdResult {
     Ok(report.exit)
 }
 
-/// A value quoted for `sh` when it needs it.
-fn sh_quote(v: &str) -> String {
-    if !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+".contains(c)) {
-        v.to_string()
-    } else {
-        format!("'{}'", v.replace('\'', "'\\''"))
-    }
-}
-
 /// The flags a resumed run needs again (the run's state keeps neither the agent nor the test
 /// gate given on this command line), so the printed `--resume` commands work as printed.
 fn resume_flags(a: &RunArgs) -> String {
     let mut out = String::new();
     if let Some(agent) = &a.agent {
-        out.push_str(&format!(" --agent {}", sh_quote(agent)));
+        out.push_str(&format!(" --agent {}", super::sh_quote(agent)));
     }
     if let Some(t) = &a.test_cmd {
-        out.push_str(&format!(" --test-cmd {}", sh_quote(t)));
+        out.push_str(&format!(" --test-cmd {}", super::sh_quote(t)));
     }
     out
 }
@@ -245,36 +236,48 @@ fn complete_resume(v: &mut serde_json::Value, extra: &str) {
     }
 }
 
+/// The commands of the result's `next` that continue the run, each once, as `KEY: COMMAND`
+/// (`approve: work loop run … --approve`); the action word, files and edits stay in the
+/// result.
+fn next_commands(doc: &serde_json::Value) -> Vec<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut entries: Vec<_> = doc.get("next").and_then(serde_json::Value::as_object).into_iter().flatten().collect();
+    // `then` repeats one of the named commands (mostly `resume`): the named key labels it.
+    entries.sort_by_key(|(k, _)| k.as_str() == "then");
+    entries
+        .into_iter()
+        .filter_map(|(k, v)| v.as_str().filter(|c| c.starts_with("work ")).map(|c| (k, c)))
+        .filter(|(_, c)| seen.insert(c.to_string()))
+        .map(|(k, c)| format!("{k}: {c}"))
+        .collect()
+}
+
 /// Prints the result and returns the commands that continue the run (for the summary).
 fn render(r: &Report, extra: &str, json: bool) -> Vec<String> {
     let mut doc = serde_json::to_value(r).unwrap_or(serde_json::Value::Null);
     if !extra.is_empty() {
         complete_resume(&mut doc, extra);
     }
-    let next: Vec<String> = doc
-        .get("next")
-        .and_then(serde_json::Value::as_object)
-        .map(|o| o.values().filter_map(|v| v.as_str().map(str::to_string)).collect())
-        .unwrap_or_default();
+    let next = next_commands(&doc);
     if json {
         print_json(&doc);
         return next;
     }
     let line = |k: &str| doc.get(k).and_then(serde_json::Value::as_str).unwrap_or("-").to_string();
-    work_run::output::line(format!("{}: {} ({})", line("outcome"), line("message"), line("reason")));
-    work_run::output::line(format!(
+    work_run::output::human(format!("{}: {} ({})", line("outcome"), line("message"), line("reason")));
+    work_run::output::human(format!(
         "state: {}  run: {}  review mode: {}",
         line("state"),
         line("run_id"),
         line("review_mode")
     ));
     if let Some(v) = doc.get("verdict").and_then(serde_json::Value::as_str) {
-        work_run::output::line(format!("verdict: {v} ({})", doc["verdict_state"].as_str().unwrap_or("-")));
+        work_run::output::human(format!("verdict: {v} ({})", doc["verdict_state"].as_str().unwrap_or("-")));
     }
     if let Some(next) = doc.get("next").and_then(serde_json::Value::as_object) {
         for (k, v) in next {
             if let Some(s) = v.as_str() {
-                work_run::output::line(format!("next {k}: {s}"));
+                work_run::output::human(format!("next {k}: {s}"));
             }
         }
     }

@@ -16,3 +16,12 @@ pub mod show;
 pub mod ultra;
 pub mod until;
 pub mod worker;
+
+/// A value quoted for `sh` when it needs it (the commands a summary prints run as printed).
+pub(crate) fn sh_quote(v: &str) -> String {
+    if !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+".contains(c)) {
+        v.to_string()
+    } else {
+        format!("'{}'", v.replace('\'', "'\\''"))
+    }
+}

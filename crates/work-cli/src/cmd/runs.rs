@@ -123,12 +123,12 @@ fn gc(global: &Global, older_than: &str, json: bool) -> CmdResult {
         return Ok(ExitStatus::Done);
     }
     for id in &report.removed {
-        work_run::output::line(format!("removed {id}"));
+        work_run::output::human(format!("removed {id}"));
     }
     for id in &report.kept_running {
-        work_run::output::line(format!("kept {id} (still running)"));
+        work_run::output::human(format!("kept {id} (still running)"));
     }
-    work_run::output::line(format!(
+    work_run::output::human(format!(
         "{} run(s) removed, {} still running kept, {} younger than {older_than} kept.",
         report.removed.len(),
         report.kept_running.len(),

@@ -133,7 +133,7 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
         model: role.model.clone(),
         effort: role.effort.clone(),
         dir: dir.clone(),
-        goal_file: shown,
+        goal_file: shown.clone(),
     };
     let outcome = crate::ctx::runtime()?
         .block_on(engine::drive(&env, &goal, &mut st, &mut receipts))
@@ -152,10 +152,7 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
         outcome: format!("{} ({})", outcome.status.as_str(), outcome.reason.as_str()),
         spent: run.budget.spent(),
         budget: run.budget.budget(),
-        next: match outcome.status {
-            GoalStatus::Done => None,
-            GoalStatus::Running | GoalStatus::Blocked => Some(format!("read {}", dir.join("notepad.md").display())),
-        },
+        next: Some(next_step(&args, &shown, &outcome, &dir, &run.budget.spent())),
         events: Some(run.run_dir().join("events.jsonl")),
         ..Default::default()
     }
@@ -163,6 +160,36 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
     drop(tree);
     drop(lock);
     Ok(work_run::status::goal(outcome.status))
+}
+
+/// What to run after the run: review a finished change, or read the notepad and run the goal
+/// again (fresh attempts; a budget stop with the spent limits raised).
+fn next_step(args: &Args, shown: &str, outcome: &Outcome, dir: &Path, spent: &Spent) -> String {
+    if outcome.status == GoalStatus::Done {
+        return "review the change (`git diff`) and commit it".into();
+    }
+    let mut again = format!("work ultra {}", super::sh_quote(shown));
+    if let Some(a) = &args.agent {
+        again.push_str(&format!(" --agent {}", super::sh_quote(a)));
+    }
+    if let Some(n) = args.max_attempts {
+        again.push_str(&format!(" --max-attempts {n}"));
+    }
+    let b = &args.budget;
+    let limits = work_until::session::BudgetLimits {
+        dispatches: b.budget_dispatches,
+        tokens: b.budget_tokens,
+        usd: b.budget_usd,
+    };
+    let raised = limits.raised_flags(spent);
+    if !raised.is_empty() {
+        again.push_str(&format!(" {raised}"));
+    }
+    let notepad = dir.join("notepad.md");
+    match outcome.reason {
+        engine::StopReason::Budget => format!("{again} continues with a larger budget"),
+        _ => format!("read {} (what was tried), then `{again}` tries again", notepad.display()),
+    }
 }
 
 /// Reads the goal's earlier state and receipts (digest-checked, and the evidence they name)
@@ -291,7 +318,7 @@ fn render(goal: &Goal, st: &GoalState, receipts: &Receipts, outcome: &Outcome, d
 }
 
 fn print_human(goal: &Goal, st: &GoalState, outcome: &Outcome, dir: &Path) {
-    work_run::output::line(format!(
+    work_run::output::human(format!(
         "goal {}: {} ({}) — {}",
         goal.id,
         outcome.status.as_str(),
@@ -307,7 +334,7 @@ fn print_human(goal: &Goal, st: &GoalState, outcome: &Outcome, dir: &Path) {
         };
         let red = cs.and_then(|s| s.red.as_ref());
         let last = cs.and_then(|s| s.last.as_ref()).filter(|r| r.label != "red");
-        work_run::output::line(format!(
+        work_run::output::human(format!(
             "  {:<20} RED {} → GREEN {}  (attempts {})",
             c.id,
             word(red),
@@ -315,5 +342,5 @@ fn print_human(goal: &Goal, st: &GoalState, outcome: &Outcome, dir: &Path) {
             cs.map(|s| s.attempts).unwrap_or(0)
         ));
     }
-    work_run::output::line(format!("notepad: {}", dir.join("notepad.md").display()));
+    work_run::output::human(format!("notepad: {}", dir.join("notepad.md").display()));
 }

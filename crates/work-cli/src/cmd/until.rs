@@ -403,7 +403,7 @@ fn render(s: &Session, outcome: &LoopOutcome, run: &work_runtime::run::RunContex
         }));
     } else {
         for l in &outcome.summary {
-            work_run::output::line(l);
+            work_run::output::human(l);
         }
     }
     let ledger = s.load_ledger().ok();
@@ -424,7 +424,10 @@ fn render(s: &Session, outcome: &LoopOutcome, run: &work_runtime::run::RunContex
         items,
         spent: s.meta.spent,
         budget: s.meta.budget.budget(),
-        next: session::resume_command(&s.meta),
+        next: Some(match session::resume_command(&s.meta) {
+            Some(resume) => resume,
+            None => "review the change (`git diff`) and commit it".into(),
+        }),
         events: Some(run_dir.join("events.jsonl")),
     };
     summary.print();

@@ -183,7 +183,7 @@ pub fn run(global: &Global, a: Args) -> CmdResult {
     };
     let local = Arc::new(Local { ctx, cli_agent: a.agent.clone(), agents: Mutex::default(), repo: Mutex::default() });
     let rt = ctx::runtime()?;
-    work_run::output::err_line(&format!("worker {name}: pulling from {}", url.servers().join(",")));
+    work_run::output::note(&format!("worker {name}: pulling from {}", url.servers().join(",")));
     rt.block_on(work_queue::worker::run(&url, local, opts))
         .map_err(|e| CliError::bad(format!("start the worker: {e}")))?;
     Ok(ExitStatus::Done)

@@ -30,6 +30,8 @@ mod loop_run;
 mod mcp;
 mod mcp_client;
 mod progress;
+mod progress_quiet;
+mod progress_tasks;
 mod protocol;
 mod self_contained;
 mod soak;

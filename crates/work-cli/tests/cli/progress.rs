@@ -58,7 +58,7 @@ fn exhaust_args(agent: &str) -> Vec<String> {
 }
 
 /// Runs `work args` with stderr on a pseudo-terminal.
-fn on_a_terminal(s: &Scenario, args: &[String], no_color: bool) -> (i32, String, String) {
+pub(crate) fn on_a_terminal(s: &Scenario, args: &[String], no_color: bool) -> (i32, String, String) {
     let script = s.path(".agents/pty_run.py");
     s.write(".agents/pty_run.py", PTY_RUN);
     let (out, tty) = (s.path(".agent-state/pty.out"), s.path(".agent-state/pty.tty"));
@@ -88,7 +88,7 @@ fn on_a_terminal(s: &Scenario, args: &[String], no_color: bool) -> (i32, String,
 }
 
 /// The text with every escape sequence (CSI … letter) taken out.
-fn strip_escapes(s: &str) -> String {
+pub(crate) fn strip_escapes(s: &str) -> String {
     let mut out = String::new();
     let mut chars = s.chars().peekable();
     while let Some(c) = chars.next() {
@@ -234,4 +234,58 @@ fn the_summary_shows_tokens_cost_the_overshoot_and_what_to_run_next() {
     let (code, shown, e) = s.run(&["show", id]);
     assert_eq!(code, 0, "{e}");
     assert!(shown.contains(id), "{shown}");
+}
+
+const RED_GOAL: &str = r#"
+id = "greet"
+objective = "greet.sh prints hello, world"
+tier = "LIGHT"
+tier_justification = "one script following a known pattern"
+stop_line = "I'll stop right away when sh greet.sh prints hello, world"
+
+[[criteria]]
+id = "happy"
+scenario = "sh greet.sh"
+evidence = ["stdout", "exit_code"]
+pass = { exit_code = 0, stdout_contains = "hello, world" }
+"#;
+
+/// Runs a command line a summary printed, with this build's `work` first on PATH.
+fn run_printed(s: &Scenario, line: &str) -> (i32, String) {
+    let bin = assert_cmd::cargo::cargo_bin("work");
+    let dir = bin.parent().expect("the binary's directory");
+    let path = format!("{}:{}", dir.display(), std::env::var("PATH").unwrap_or_default());
+    #[expect(clippy::disallowed_methods, reason = "the printed command runs as a person would paste it")]
+    let out = std::process::Command::new("sh")
+        .args(["-c", line])
+        .current_dir(s.root())
+        .env("PATH", path)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run sh");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn ultra_names_the_command_that_runs_the_goal_again_and_it_runs() {
+    let s = repo();
+    s.write("GOAL.toml", RED_GOAL);
+    s.commit("goal");
+    let liar =
+        s.agent("liar.py", r#"print(json.dumps({"status": "done", "summary": "fixed", "claims": [], "cleanup": []}))"#);
+    let (code, _, err) = s.run(&["ultra", "GOAL.toml", "--agent", &liar, "--budget-dispatches", "1"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("outcome: BLOCKED (budget)") && err.contains("budget: spent 1 of 1 dispatches"), "{err}");
+    let next = err.lines().find_map(|l| l.strip_prefix("next: ")).unwrap_or_else(|| panic!("a next step: {err}"));
+    let cmd = next.strip_suffix(" continues with a larger budget").unwrap_or_else(|| panic!("{next}"));
+    assert!(cmd.starts_with("work ultra GOAL.toml --agent ") && cmd.ends_with(" --budget-dispatches 2"), "{cmd}");
+    // The printed command runs the goal again: the lie is seen twice and the goal stops.
+    let (code, err) = run_printed(&s, cmd);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("outcome: BLOCKED (same-failure-repeated)"), "{err}");
+    let next = err.lines().find_map(|l| l.strip_prefix("next: ")).unwrap_or_else(|| panic!("{err}"));
+    assert!(
+        next.starts_with("read ") && next.contains("notepad.md (what was tried), then `work ultra GOAL.toml"),
+        "{next}"
+    );
 }
