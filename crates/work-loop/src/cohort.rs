@@ -10,7 +10,6 @@
 use crate::adjudication::{self, Class};
 use crate::canonical;
 use crate::common::{Lock, LoopError, LoopResult, Outcome, SpecDir, confine, read_status, sha256_hex};
-use crate::plan;
 use crate::report::{self, ReportClass};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -276,7 +275,7 @@ fn check_run_id(st: &CohortState, expect: Option<&str>) -> Result<(), LoopError>
 
 /// Takes the lock, loads the state, checks the run id and applies `f`; writes only when `f`
 /// says something changed.
-fn mutate(
+pub(crate) fn mutate(
     sd: &SpecDir,
     expect: Option<&str>,
     f: impl FnOnce(&mut CohortState) -> Result<(bool, Value, String), LoopError>,
@@ -507,30 +506,7 @@ pub(crate) fn status_legal_after_approval(sd: &SpecDir) -> Result<(), LoopError>
     Ok(())
 }
 
-/// `cohort schedule`: waves from plan.md's tasks; resets the wave pointer.
-pub fn schedule(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
-    mutate(sd, expect, |st| {
-        let text = sd
-            .read_optional("plan.md")?
-            .ok_or_else(|| LoopError::bad(format!("read `{}/plan.md`: no such file", sd.rel())))?;
-        let parsed =
-            plan::parse_plan(&text).map_err(|e| LoopError::bad(format!("schedule `{}/plan.md`: {e}", sd.rel())))?;
-        let waves = parsed.waves();
-        let sha = canonical::sha256(&text, true);
-        let changed = st.schedule_waves != waves
-            || st.current_wave_index != 0
-            || st.schedule_plan_sha256.as_deref() != Some(&sha);
-        st.schedule_waves = waves.clone();
-        st.current_wave_index = 0;
-        st.schedule_plan_sha256 = Some(sha);
-        // One `wave N: ids` line per wave (1-based), as the scripts print the order.
-        let mut text: Vec<String> =
-            waves.iter().enumerate().map(|(i, w)| format!("wave {}: {}", i + 1, w.join(", "))).collect();
-        text.push(format!("{} task(s) in {} wave(s)", parsed.tasks().len(), waves.len()));
-        let doc = json!({ "schedule_waves": waves, "current_wave_index": 0, "tasks": parsed.tasks() });
-        Ok((changed, doc, text.join("\n")))
-    })
-}
+pub use crate::schedule::schedule;
 
 /// `cohort schedule --plan P`: P must be the spec directory's own plan.md (the scripts accept
 /// the flag and refuse any other file, so a schedule always describes the approved plan).

@@ -75,23 +75,33 @@ pub struct Outcome {
     /// True when the text goes to stderr (the scripts print their findings and sentinels
     /// there); the `--json` document is always on stdout.
     pub text_on_stderr: bool,
+    /// Warnings printed on stderr (one line each, with or without `--json`), as the scripts
+    /// print theirs beside a successful answer.
+    pub warnings: Vec<String>,
 }
 
 impl Outcome {
     /// A successful outcome.
     pub fn ok(json: Value, text: impl Into<String>) -> Self {
-        Outcome { exit: ExitStatus::Done, json, text: text.into(), text_on_stderr: false }
+        Outcome { exit: ExitStatus::Done, json, text: text.into(), text_on_stderr: false, warnings: Vec::new() }
     }
 
     /// An outcome with an explicit exit status.
     pub fn with(exit: ExitStatus, json: Value, text: impl Into<String>) -> Self {
-        Outcome { exit, json, text: text.into(), text_on_stderr: false }
+        Outcome { exit, json, text: text.into(), text_on_stderr: false, warnings: Vec::new() }
     }
 
     /// The same outcome with its text on stderr.
     #[must_use]
     pub fn text_to_stderr(mut self) -> Self {
         self.text_on_stderr = true;
+        self
+    }
+
+    /// The same outcome with these warnings.
+    #[must_use]
+    pub fn with_warnings(mut self, warnings: Vec<String>) -> Self {
+        self.warnings = warnings;
         self
     }
 }

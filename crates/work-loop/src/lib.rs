@@ -20,9 +20,12 @@ pub mod engine;
 pub mod events;
 pub mod freshness;
 pub mod lint;
+pub mod lint_refs;
 pub mod plan;
 pub mod report;
+pub mod schedule;
 pub mod table;
+pub mod touches;
 pub mod workspace;
 
 pub use common::{LoopError, LoopResult, Outcome, SpecDir};

@@ -13,6 +13,7 @@
 //! Exit 1 when any error is found; warnings alone keep exit 0.
 
 use crate::common::{LoopError, LoopResult, Outcome, confine, read_status};
+use crate::lint_refs;
 use serde::Serialize;
 use serde_json::json;
 use std::collections::BTreeSet;
@@ -38,6 +39,13 @@ pub struct Finding {
     pub line: Option<usize>,
     /// What is wrong.
     pub message: String,
+}
+
+impl Finding {
+    /// A warning (a finding that keeps exit 0).
+    pub fn warning(code: &'static str, path: &str, line: Option<usize>, message: String) -> Finding {
+        warn(code, path, line, message)
+    }
 }
 
 fn err(code: &'static str, path: &str, line: Option<usize>, message: String) -> Finding {
@@ -190,13 +198,25 @@ pub fn lint(repo_root: &Path, root_arg: &str, base: Option<&str>) -> LoopResult 
         },
     };
     let base = base_ref(&lint_root, base)?;
-    let workspace = read_workspace(repo_root, &prefix)?;
+    let mut findings = Vec::new();
+    // A workspace.toml that resolves outside the root (a symlink) is never read: it anchors
+    // nothing, as if absent.
+    let workspace = if confine(repo_root, &format!("{prefix}workspace.toml")).is_err() {
+        findings.push(warn(
+            "reference_outside_root",
+            &format!("{prefix}workspace.toml"),
+            None,
+            "workspace.toml resolves outside the root; it is not read".into(),
+        ));
+        None
+    } else {
+        read_workspace(repo_root, &prefix)?
+    };
     let backlog = workspace.as_ref().map(backlog_slugs).unwrap_or_default();
     let dirs = spec_dirs(repo_root, &prefix)?;
-    let mut findings = Vec::new();
     for d in &dirs {
         let ship = base.as_deref().is_some_and(|b| shipped_since(&lint_root, &prefix, d, b));
-        lint_spec(repo_root, d, &backlog, workspace.is_some(), ship, &mut findings)?;
+        lint_spec(repo_root, &prefix, d, &backlog, workspace.is_some(), ship, &mut findings)?;
     }
     if base.is_none() {
         findings.push(warn(
@@ -237,6 +257,7 @@ fn shipped_since(lint_root: &Path, prefix: &str, dir: &str, base: &str) -> bool 
 
 fn lint_spec(
     repo_root: &Path,
+    prefix: &str,
     dir: &str,
     backlog: &BTreeSet<String>,
     has_workspace: bool,
@@ -300,6 +321,8 @@ fn lint_spec(
         }
     }
     links(repo_root, dir, &spec_rel, &text, out);
+    let cx = lint_refs::RefContext { repo_root, prefix, dir, spec_rel: &spec_rel };
+    lint_refs::check(&cx, &text, out);
     let plan_rel = format!("{dir}/plan.md");
     let plan_path = confine(repo_root, &plan_rel)?;
     if let Some(plan) = fsx::read_optional(&plan_path).map_err(|e| LoopError::bad(format!("read `{plan_rel}`: {e}")))? {

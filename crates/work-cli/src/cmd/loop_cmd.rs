@@ -577,6 +577,9 @@ fn fingerprint_shape(f: &str) -> bool {
 fn emit(json: bool, result: LoopResult) -> CmdResult {
     match result {
         Ok(o) => {
+            for w in &o.warnings {
+                eprintln!("warning: {w}");
+            }
             if json {
                 print_json(&o.json);
             } else if !o.text.is_empty() && o.text_on_stderr {

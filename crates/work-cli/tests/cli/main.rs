@@ -26,6 +26,7 @@ mod liars_loop;
 mod liars_suite;
 mod loop_cmd;
 mod loop_conformance;
+mod loop_conformance_refs;
 mod loop_run;
 mod mcp;
 mod mcp_client;
