@@ -249,7 +249,7 @@ fn emit(ctx: &Ctx, json: bool, report: &EndReport, run: Option<&work_runtime::ru
     }
     let events = report.run_id.as_deref().map(|id| ctx.state_path("runs").join(id).join("events.jsonl"));
     let summary = work_run::harness::Summary {
-        outcome: format!("{} {}", report.status.as_str(), report.kind.as_deref().unwrap_or("")).trim().to_string(),
+        outcome: outcome_line(report),
         label: "changed".into(),
         total: report.files.len(),
         items: report.files.iter().take(20).cloned().collect(),
@@ -260,6 +260,22 @@ fn emit(ctx: &Ctx, json: bool, report: &EndReport, run: Option<&work_runtime::ru
     };
     summary.print();
     Ok(work_run::status::iteration(report.status))
+}
+
+/// `DONE`, or `BLOCKED kind: why` — the reason, on one line, so stderr says why the run stopped
+/// even when stdout carries the `--json` document.
+fn outcome_line(report: &EndReport) -> String {
+    let head = format!("{} {}", report.status.as_str(), report.kind.as_deref().unwrap_or(""));
+    let head = head.trim();
+    let why: String = report.reason.split_whitespace().collect::<Vec<_>>().join(" ");
+    if report.status == Status::Done || why.is_empty() {
+        return head.to_string();
+    }
+    if why.chars().count() > 240 {
+        let cut: String = why.chars().take(239).collect();
+        return format!("{head}: {cut}…");
+    }
+    format!("{head}: {why}")
 }
 
 /// What to do after the run: review a finished change; read why it stopped and run the same
