@@ -205,9 +205,9 @@ if role == 'implementer':
     open(('one' if tid == '1' else 'two') + '.txt', 'w').write(tid + '\n')
     print(json.dumps({'status': 'DONE', 'summary': 'task ' + tid, 'applied_changes': True}))
 elif role == 'spec-reviewer':
-    print(json.dumps({'status': 'compliant', 'issues': []}))
+    print(json.dumps({'status': 'compliant', 'issues': [], 'files_read': [('one' if tid == '1' else 'two') + '.txt']}))
 else:
-    print(json.dumps({'verdict': 'approved', 'issues': []}))
+    print(json.dumps({'verdict': 'approved', 'issues': [], 'files_read': [('one' if tid == '1' else 'two') + '.txt']}))
 "#,
     );
     let args: Vec<String> =
