@@ -377,33 +377,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// An exclusive lock: a kernel `flock` on `<path>` ([`fsx::LockFile`]).
-///
-/// The lock file is never deleted; the kernel releases the lock when its holder exits or dies,
-/// so a crashed run never wedges the spec and two processes can never both hold it. A live
-/// holder makes [`Lock::acquire`] fail at once with a refusal that names it: the loser of a
-/// race changes nothing and says so.
-#[derive(Debug)]
-pub struct Lock {
-    _file: fsx::LockFile,
-}
-
-impl Lock {
-    /// Takes the lock at `path` (`…/engine-state.json.lock`) without waiting.
-    pub fn acquire(path: &Path) -> Result<Lock, LoopError> {
-        match fsx::LockFile::acquire(path) {
-            Ok(file) => Ok(Lock { _file: file }),
-            Err(fsx::LockError::Held { path, holder }) => {
-                let who = holder.map(|p| format!(" by pid {p}")).unwrap_or_default();
-                Err(LoopError::refused(
-                    format!("take the lock `{path}`: another transition holds it{who}; nothing was changed"),
-                    serde_json::json!({ "lock": path, "holder_pid": holder, "reason": "lock_held" }),
-                ))
-            }
-            Err(e @ fsx::LockError::Io { .. }) => Err(LoopError::bad(e.to_string())),
-        }
-    }
-}
+pub use crate::lock::Lock;
 
 #[cfg(test)]
 mod tests {
@@ -421,72 +395,6 @@ mod tests {
         // A commented-out status, on one line or across several, is not the live one.
         assert_eq!(read_status("<!--\nStatus: Approved\n-->\nStatus: Draft\n").as_deref(), Some("Draft"));
         assert_eq!(read_status("<!-- Status: Approved -->\nStatus: Draft\n").as_deref(), Some("Draft"));
-    }
-
-    #[test]
-    fn lock_is_exclusive_and_released_on_drop() {
-        let d = tempfile::tempdir().expect("tempdir");
-        let p = d.path().join("x.lock");
-        let a = Lock::acquire(&p).expect("first");
-        let err = Lock::acquire(&p).expect_err("second is refused");
-        match &err {
-            LoopError::Refused { message, json } => {
-                assert!(message.contains("nothing was changed"), "{message}");
-                assert_eq!(json["holder_pid"], serde_json::json!(std::process::id()));
-            }
-            other => panic!("expected a refusal, got {other:?}"),
-        }
-        drop(a);
-        // The lock file stays (deleting it would let two holders lock two different files).
-        assert!(p.exists());
-        Lock::acquire(&p).expect("free again");
-    }
-
-    #[test]
-    fn a_leftover_lock_file_is_free_whatever_it_holds() {
-        let d = tempfile::tempdir().expect("tempdir");
-        let p = d.path().join("x.lock");
-        // A dead holder's pid (above any pid_max), a live pid without a flock (ours), and an
-        // empty file (killed between create and write): none is a lock.
-        for content in ["1073741823\n", &format!("{}\n", std::process::id()), ""] {
-            fs::write(&p, content).expect("write");
-            let l = Lock::acquire(&p).expect("a file without a live flock is free");
-            drop(l);
-        }
-    }
-
-    #[test]
-    fn a_lock_held_by_another_open_file_description_refuses() {
-        // Two acquisitions in one process use two open file descriptions, so flock
-        // conflicts exactly as between processes; many threads racing get exactly one winner.
-        let d = tempfile::tempdir().expect("tempdir");
-        let p = d.path().join("x.lock");
-        for _ in 0..50 {
-            // Every round starts from a crashed holder's leftover file.
-            fs::write(&p, "1073741823\n").expect("a stale pid");
-            let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
-            let winners = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-            let hold = std::sync::Arc::new(std::sync::Barrier::new(8));
-            let handles: Vec<_> = (0..8)
-                .map(|_| {
-                    let (p, barrier, winners, hold) = (p.clone(), barrier.clone(), winners.clone(), hold.clone());
-                    std::thread::spawn(move || {
-                        barrier.wait();
-                        let l = Lock::acquire(&p);
-                        if l.is_ok() {
-                            winners.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                        }
-                        // Everyone has tried before anyone releases.
-                        hold.wait();
-                        drop(l);
-                    })
-                })
-                .collect();
-            for h in handles {
-                h.join().expect("join");
-            }
-            assert_eq!(winners.load(std::sync::atomic::Ordering::SeqCst), 1);
-        }
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod events;
 pub mod freshness;
 pub mod lint;
 pub mod lint_refs;
+pub mod lock;
 pub mod plan;
 pub mod report;
 pub mod schedule;

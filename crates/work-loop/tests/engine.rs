@@ -776,12 +776,16 @@ fn a_leftover_lock_file_does_not_wedge_the_spec() {
     let fx = Fx::new();
     fx.init(Mode::Code);
     let lock = fx.root.join(DIR).join("engine-state.json.lock");
-    // Killed between creating the lock file and writing its pid; then a dead holder's pid.
+    // Killed between creating the lock file and writing its record, long ago; then a bare pid
+    // (what earlier releases left behind). Both are free, and the release removes the file.
     std::fs::write(&lock, "").expect("w");
+    let old = std::time::SystemTime::now() - work_loop::lock::STALE_AFTER - std::time::Duration::from_secs(5);
+    std::fs::File::options().write(true).open(&lock).expect("open").set_modified(old).expect("mtime");
     fx.fire_ok(Event::SpecReady);
+    assert!(!lock.exists(), "the release removes the lock file");
     std::fs::write(&lock, "1073741823\n").expect("w");
     fx.fire_ok(Event::FindingsRemain);
-    assert!(lock.exists(), "the lock file is never deleted");
+    assert!(!lock.exists(), "the release removes the lock file");
 }
 
 #[test]

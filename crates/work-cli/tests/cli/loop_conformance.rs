@@ -313,6 +313,61 @@ fn refusals_and_missing_state_exit_1_and_a_malformed_command_line_exit_2() {
     assert_eq!(lp(&s, &["cohort", "no-such-verb", DIR]).0, 2);
 }
 
+fn lock_files(s: &Scenario) -> Vec<String> {
+    let dir = std::fs::read_dir(s.path(DIR)).expect("spec dir");
+    dir.filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".lock"))
+        .collect()
+}
+
+#[test]
+fn a_verb_leaves_no_lock_file_and_a_planted_held_lock_refuses_and_changes_nothing() {
+    let s = Scenario::new();
+    let run = init_pair(&s);
+    assert_eq!(lp(&s, &["engine", "transition", DIR, "spec-ready"]).0, 0);
+    let cycle = format!("{run}:1");
+    let attempt =
+        ["cohort", "record-attempt", DIR, "--phase", "implement", "--cycle-id", &cycle, "--expect-run-id", &run];
+    assert_eq!(lp(&s, &attempt).0, 0);
+    assert_eq!(lock_files(&s), Vec::<String>::new(), "no lock file remains after a verb");
+    let record = format!("statelock1 {} 1234567\n", "e".repeat(32));
+    let cases: [(&str, &[&str]); 4] = [
+        ("engine-state.json", &["engine", "transition", DIR, "findings-remain", "--json"]),
+        ("engine-state.json", &["engine", "reset", DIR, "--json"]),
+        ("state.json", &["cohort", "reset", DIR, "--json"]),
+        ("state.json", &["cohort", "approve-plan", DIR, "--expect-run-id", &run, "--json"]),
+    ];
+    for (state, args) in cases {
+        let lock = s.path(&format!("{DIR}/{state}.lock"));
+        for planted_dir in [true, false] {
+            let before = s.read(&format!("{DIR}/{state}"));
+            if planted_dir {
+                std::fs::create_dir(&lock).expect("plant a directory");
+            } else {
+                std::fs::write(&lock, &record).expect("plant a script's record");
+            }
+            let (code, out, err) = lp(&s, args);
+            assert_eq!(code, 1, "{args:?} against a held lock: {out}{err}");
+            let doc = json_of(&out);
+            assert_eq!(doc["reason"], "lock_held", "{out}");
+            let holder = if planted_dir { Value::Null } else { serde_json::json!(1234567) };
+            assert_eq!(doc["holder_pid"], holder, "{out}");
+            assert_eq!(s.read(&format!("{DIR}/{state}")), before, "{args:?} changed {state}");
+            if planted_dir {
+                assert!(lock.is_dir());
+                std::fs::remove_dir(&lock).expect("rmdir");
+            } else {
+                assert_eq!(std::fs::read_to_string(&lock).expect("kept"), record, "the holder's file is left alone");
+                std::fs::remove_file(&lock).expect("rm");
+            }
+        }
+    }
+    // The honest twin: once the holder is gone the same verb runs, and again leaves no lock file.
+    assert_eq!(lp(&s, &["engine", "transition", DIR, "findings-remain"]).0, 0);
+    assert_eq!(lock_files(&s), Vec::<String>::new());
+}
+
 #[test]
 fn the_disabled_verbs_exist_and_refuse() {
     let s = Scenario::new();
