@@ -12,6 +12,9 @@
 //!   older than [`STALE_AFTER`], then taken over; content in no known format is held for good
 //!   (the scripts never reclaim a file they did not write). A bare pid (the format earlier
 //!   `work` releases left behind, guarded by their flock alone) is free.
+//! - A record `work` wrote (its token starts with [`WORK_MARK`]) whose flock we get is free at
+//!   once: a live `work` holder keeps its flock, so its holder is gone (killed, crashed). A
+//!   crashed `work` run never wedges the spec; a script's record is still waited out.
 
 use crate::common::{LoopError, sha256_hex};
 use nix::fcntl::{Flock, FlockArg};
@@ -23,6 +26,10 @@ use std::time::{Duration, SystemTime};
 
 /// How old a record (or an empty file) must be before it counts as a crashed holder's.
 pub const STALE_AFTER: Duration = Duration::from_secs(300);
+
+/// The first hex digits of the token in every record `work` writes ("work" in hex): a record
+/// with it and no flock on its file was left by a `work` process that is gone.
+pub const WORK_MARK: &str = "776f726b";
 
 /// How many times a lost identity race is retried before the lock counts as held.
 const ATTEMPTS: usize = 64;
@@ -120,10 +127,10 @@ impl Lock {
             Ok(_) => classify(&text),
         };
         match verdict {
-            Verdict::Record(pid) if !stale => Ok(Err(Busy::Held(Some(pid)))),
+            Verdict::Record { pid, ours: false } if !stale => Ok(Err(Busy::Held(Some(pid)))),
             Verdict::Empty if !stale => Ok(Err(Busy::Held(None))),
             Verdict::Foreign => Ok(Err(Busy::Held(None))),
-            Verdict::Record(_) | Verdict::Empty | Verdict::BarePid => {
+            Verdict::Record { .. } | Verdict::Empty | Verdict::BarePid => {
                 lock.set_len(0)?;
                 Self::claim(path, lock)
             }
@@ -142,7 +149,8 @@ impl Lock {
         let token = sha256_hex(format!("{pid} {nanos} {:?} {}", std::thread::current().id(), md.ino()).as_bytes());
         use std::io::Seek;
         lock.seek(io::SeekFrom::Start(0))?;
-        lock.write_all(format!("statelock1 {} {pid}\n", &token[..32]).as_bytes())?;
+        let tail = &token[..32 - WORK_MARK.len()];
+        lock.write_all(format!("statelock1 {WORK_MARK}{tail} {pid}\n").as_bytes())?;
         Ok(Ok(Lock { path: path.to_path_buf(), ident, file: Some(lock) }))
     }
 }
@@ -159,7 +167,11 @@ impl Drop for Lock {
 }
 
 enum Verdict {
-    Record(u32),
+    /// A record in the scripts' format; `ours` when `work` wrote it ([`WORK_MARK`]).
+    Record {
+        pid: u32,
+        ours: bool,
+    },
     Empty,
     BarePid,
     Foreign,
@@ -170,7 +182,8 @@ fn classify(text: &str) -> Verdict {
         return Verdict::Empty;
     }
     if let Some(pid) = record_pid(text) {
-        return Verdict::Record(pid);
+        let ours = text.split(' ').nth(1).is_some_and(|t| t.starts_with(WORK_MARK));
+        return Verdict::Record { pid, ours };
     }
     let bare = text.strip_suffix('\n').unwrap_or(text);
     if !bare.is_empty() && bare.len() <= 10 && bare.bytes().all(|b| b.is_ascii_digit()) {

@@ -57,6 +57,21 @@ fn a_planted_directory_or_fresh_record_is_held_and_left_alone() {
 }
 
 #[test]
+fn a_record_a_gone_work_process_left_is_taken_at_once() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let p = d.path().join("x.lock");
+    let a = Lock::acquire(&p).expect("first");
+    let left = fs::read_to_string(&p).expect("the record");
+    assert!(left.split(' ').nth(1).is_some_and(|t| t.starts_with(WORK_MARK) && t.len() == 32), "{left:?}");
+    drop(a);
+    // What a killed holder leaves: its fresh record, and no flock on the file.
+    fs::write(&p, format!("statelock1 {WORK_MARK}{} 1234567\n", "e".repeat(24))).expect("plant");
+    let l = Lock::acquire(&p).unwrap_or_else(|e| panic!("a gone work holder's record is free: {e:?}"));
+    drop(l);
+    assert!(!p.exists());
+}
+
+#[test]
 fn a_stale_record_an_old_empty_file_or_a_bare_pid_is_taken() {
     let d = tempfile::tempdir().expect("tempdir");
     let p = d.path().join("x.lock");
