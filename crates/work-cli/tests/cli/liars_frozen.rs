@@ -76,6 +76,24 @@ fn until_liar_that_rebinds_what_an_existing_test_calls_is_caught_with_the_frozen
 }
 
 #[test]
+fn until_liar_that_prunes_the_frozen_tree_after_rebinding_is_not_believed() {
+    // An untracked file when the session starts makes the frozen tree one no commit holds; the
+    // worker rebinds, then prunes every unreachable object: the checks cannot be written back,
+    // and a frozen file differs, so the green verify is not believed.
+    let s = python_repo();
+    s.write("notes.md", "an untracked note\n");
+    let body = format!(
+        "{}\nimport subprocess\nsubprocess.run(['git', 'gc', '-q', '--prune=now'], check=True)",
+        append_to_test(REBINDS[0])
+    );
+    let v = until(&s, &body, 1);
+    assert_eq!(v["status"], "blocked", "{v}");
+    let why = v["stoppedReason"].as_str().unwrap_or_default();
+    assert!(why.starts_with("check-tampered") && why.contains("could not be rerun"), "{why}");
+    assert!(why.contains("gone from git's object store"), "{why}");
+}
+
+#[test]
 fn until_honest_twin_that_adds_a_test_to_the_same_file_and_fixes_the_code_is_done() {
     let s = python_repo();
     let v = until(&s, &format!("{FIX}\n{ADD_TEST}"), 0);
