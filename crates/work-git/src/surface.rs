@@ -158,6 +158,10 @@ pub struct CheckSurface {
     /// The suites' own reports before the first dispatch.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     suites: Vec<SuiteBaseline>,
+    /// The whole-tree snapshot taken with the freeze (a git tree id, see
+    /// [`crate::snapshot`]): what [`crate::restore`] writes the frozen files back from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tree: Option<String>,
 }
 
 /// A runner's report recorded before the first dispatch.
@@ -374,6 +378,26 @@ impl CheckSurface {
             }
         }
         out
+    }
+
+    /// Records the whole working tree (outside `exclude`) as the tree the checks were frozen
+    /// in; a tree that cannot be written is left unrecorded (the rerun with the frozen checks
+    /// restored is then skipped, and the file-level freeze and the suite report still hold).
+    pub fn record_tree<S: AsRef<str>>(&mut self, git: &crate::Git, exclude: &[S]) {
+        self.tree = git.snapshot_tree(exclude).ok();
+    }
+
+    /// The checks as frozen, for a rerun with them written back ([`crate::restore::Frozen`]);
+    /// `None` when no tree was recorded with the freeze.
+    pub fn frozen<'a>(
+        &'a self,
+        git: &'a crate::Git,
+        root: &'a Path,
+        exclude: &'a [String],
+        tag: &'a str,
+    ) -> Option<crate::restore::Frozen<'a>> {
+        let tree = self.tree.as_deref()?;
+        Some(crate::restore::Frozen { git, root, tree, paths: self.paths(), exclude, tag })
     }
 
     /// The frozen paths, sorted.

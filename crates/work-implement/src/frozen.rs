@@ -16,12 +16,8 @@
 //! Only a run whose frozen files changed pays for this: otherwise the copy would be the tree.
 
 use crate::env::{Env, GateRun};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use work_git::restore::{Frozen, written_back};
 use work_git::surface::CheckSurface;
-
-/// Distinguishes the copies of one process.
-static NEXT_COPY: AtomicU64 = AtomicU64::new(0);
 
 /// What the rerun with the frozen checks restored found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,20 +39,10 @@ pub enum Rerun {
     Inconclusive(String),
 }
 
-/// Removes a copy when dropped.
-struct Copy(PathBuf);
-
-impl Drop for Copy {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 impl Env {
     /// Runs `cmds` (each must exit 0) over the agent's tree with the frozen files of `surface`
-    /// written back (see the module documentation).
+    /// written back (see the module documentation and `work_git::restore`).
     pub async fn frozen_rerun(&self, surface: &CheckSurface, cmds: &[String]) -> Rerun {
-        let git = self.tree.git();
         let frozen = match self.frozen_tree.lock().ok().and_then(|t| t.clone()) {
             Some(t) => t,
             None => match self.tree.base_tree() {
@@ -64,45 +50,65 @@ impl Env {
                 Err(e) => return Rerun::Inconclusive(format!("the frozen tree could not be read: {e}")),
             },
         };
-        let built = self.tree.snapshot_tree().and_then(|now| {
-            let (restored_tree, restored) = git.restore_paths(&now, &frozen, &surface.paths())?;
-            Ok((now, restored_tree, restored))
-        });
-        let (now, restored_tree, restored) = match built {
-            Ok(b) => b,
-            Err(e) => return Rerun::Inconclusive(format!("the tree with its frozen checks could not be built: {e}")),
+        let exclude: Vec<String> = self
+            .run
+            .state_dir
+            .strip_prefix(&self.run.root)
+            .ok()
+            .map(|p| p.to_string_lossy().into_owned())
+            .filter(|p| !p.is_empty())
+            .into_iter()
+            .collect();
+        let git = self.tree.git();
+        let fz = Frozen {
+            git,
+            root: &self.run.root,
+            tree: &frozen,
+            paths: surface.paths(),
+            exclude: &exclude,
+            tag: &self.run.run_id,
         };
-        if restored.is_empty() {
-            return Rerun::Unchanged;
+        let mut copies = 0;
+        let outcome = fz
+            .rerun(async |dir: &std::path::Path| {
+                copies += 1;
+                let what = if copies == 1 { "frozen" } else { "plain" };
+                if copies == 1 {
+                    self.run.emit("frozen-rerun.start", serde_json::json!({}));
+                }
+                self.run_in(dir, cmds, what).await
+            })
+            .await;
+        match outcome {
+            work_git::restore::Rerun::Unchanged => Rerun::Unchanged,
+            work_git::restore::Rerun::Green(restored) => {
+                self.run.emit("frozen-rerun.end", serde_json::json!({"restored": restored, "green": true}));
+                Rerun::Green(restored)
+            }
+            work_git::restore::Rerun::FrozenGone(why) | work_git::restore::Rerun::Inconclusive(why) => {
+                Rerun::Inconclusive(why)
+            }
+            work_git::restore::Rerun::Red { restored, run, plain } => {
+                self.run.emit("frozen-rerun.end", serde_json::json!({"restored": restored, "green": false}));
+                // Red with the frozen checks is never green. A plain copy of the agent's tree
+                // says whether the copy itself can run the suite — for the reason only.
+                let plain = match plain {
+                    Ok((true, _)) => "green in a plain copy of the agent's tree".to_string(),
+                    Ok((false, p)) => format!(
+                        "red in a plain copy of the agent's tree too (`{}` {}): if the suite needs something a copy lacks, restore the frozen checks in the tree and run it there",
+                        p.command, p.end
+                    ),
+                    Err(why) => why,
+                };
+                let reason = format!(
+                    "the suite passes in the agent's tree but fails with the frozen checks restored ({}: `{}` {}; {plain}); an added line changed what an existing test runs — adding tests is the only change allowed: fix the code, not the test, and run again",
+                    written_back(&restored),
+                    run.command,
+                    run.end
+                );
+                Rerun::Tampered { reason, restored, run }
+            }
         }
-        self.run.emit("frozen-rerun.start", serde_json::json!({"restored": restored}));
-        let run = match self.run_in_copy(&restored_tree, cmds, "frozen").await {
-            Ok(r) => r,
-            Err(why) => return Rerun::Inconclusive(why),
-        };
-        self.run.emit("frozen-rerun.end", serde_json::json!({"restored": restored, "green": run.green}));
-        if run.green {
-            return Rerun::Green(restored);
-        }
-        // Red with the frozen checks is never green. A plain copy of the agent's tree says
-        // whether the copy itself can run the suite — for the reason only: an agent could make
-        // its own tree red in a copy, and that must not turn the verdict into a shrug.
-        let plain = match self.run_in_copy(&now, cmds, "plain").await {
-            Ok(p) if p.green => "green in a plain copy of the agent's tree".to_string(),
-            Ok(p) => format!(
-                "red in a plain copy of the agent's tree too (`{}` {}): if the suite needs something a copy lacks, restore the frozen checks in the tree and run it there",
-                p.command, p.end
-            ),
-            Err(why) => why,
-        };
-        let reason = format!(
-            "the suite passes in the agent's tree but fails with the frozen checks restored ({} written back as {} when the run started: `{}` {}; {plain}); an added line changed what an existing test runs — adding tests is the only change allowed: fix the code, not the test, and run again",
-            restored.join(", "),
-            if restored.len() == 1 { "it was" } else { "they were" },
-            run.command,
-            run.end
-        );
-        Rerun::Tampered { reason, restored, run }
     }
 
     /// The verdict of [`Env::frozen_rerun`] for a green run: `Some((reason, blocked_detail))`
@@ -127,40 +133,24 @@ impl Env {
         }
     }
 
-    /// Writes `tree` into a fresh directory outside the repository (ignored dependencies linked
-    /// in), runs `cmds` there in order until one fails, and removes the directory.
-    async fn run_in_copy(&self, tree: &str, cmds: &[String], what: &str) -> Result<GateRun, String> {
-        let n = NEXT_COPY.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("work-{what}-{}-{n}", self.run.run_id));
-        let _ = std::fs::remove_dir_all(&dir);
-        if let Err(e) = work_runtime::fsx::ensure_dir(&dir) {
-            return Err(format!("the copy of the tree could not be made: {e}"));
-        }
-        let copy = Copy(dir);
-        self.tree
-            .git()
-            .materialize(tree, &copy.0)
-            .map_err(|e| format!("the copy of the tree could not be written: {e}"))?;
-        let exclude: Vec<String> = self
-            .run
-            .state_dir
-            .strip_prefix(&self.run.root)
-            .ok()
-            .map(|p| p.to_string_lossy().into_owned())
-            .into_iter()
-            .collect();
-        if let Ok(ignored) = self.tree.git().ignored_paths(&exclude) {
-            work_git::restore::link_ignored(&self.run.root, &copy.0, &ignored);
-        }
+    /// Runs `cmds` in `dir` (a copy of the tree) in order until one fails: `(green, the last
+    /// run)`.
+    async fn run_in(&self, dir: &std::path::Path, cmds: &[String], what: &str) -> (bool, GateRun) {
         let mut last = None;
         for cmd in cmds {
-            let run = self.gate_in(&format!("suite ({what} copy)"), cmd, &copy.0).await;
+            let run = self.gate_in(&format!("suite ({what} copy)"), cmd, dir).await;
             let green = run.green;
             last = Some(run);
             if !green {
                 break;
             }
         }
-        last.ok_or_else(|| "no command to run".to_string())
+        match last {
+            Some(run) => (run.green, run),
+            None => (
+                false,
+                GateRun { command: String::new(), green: false, end: "no command to run".into(), tail: String::new() },
+            ),
+        }
     }
 }

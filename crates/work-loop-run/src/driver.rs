@@ -922,6 +922,7 @@ impl Driver {
             let cmds: Vec<&str> = self.s.gates.iter().map(|(_, c)| c.as_str()).collect();
             let mut s =
                 work_git::surface::CheckSurface::freeze(&self.run.root, &cmds, work_git::surface::Named::CheckLike);
+            s.record_tree(&self.git, &self.state_prefix().into_iter().collect::<Vec<_>>());
             s.record_suites(&self.run.spawner, &self.run.root, &cmds, self.s.gate_timeout).await;
             for (part, collected, skipped) in s.suites() {
                 self.run.emit("suite.baseline", json!({ "command": part, "collected": collected, "skipped": skipped }));
@@ -1640,6 +1641,9 @@ impl Driver {
         if !red && let Some(r) = self.suite_report_stop().await {
             return Ok(Some(r));
         }
+        if !red && let Some(r) = self.restored_stop().await {
+            return Ok(Some(r));
+        }
         let c = self.cohort()?;
         let wave = Some(c.current_wave_index);
         if !red {
@@ -2296,6 +2300,8 @@ fn findings_text(findings: &[Value]) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+mod restored;
 
 #[cfg(test)]
 mod tests {

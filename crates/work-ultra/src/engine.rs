@@ -39,6 +39,7 @@ use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
 use work_runtime::run::RunContext;
 
 mod freeze;
+mod restored;
 
 /// A failure to keep the goal's files (exit 1; the goal can be resumed).
 #[derive(Debug, thiserror::Error)]
@@ -250,6 +251,9 @@ impl Runner<'_, '_> {
         if let Some(stop) = self.changed_between_runs(&root)? {
             return Ok(stop);
         }
+        if let Some(stop) = self.goal_changed_between_runs()? {
+            return Ok(stop);
+        }
 
         // RED: before any implementation dispatch.
         let mut fresh_red: BTreeSet<String> = BTreeSet::new();
@@ -360,6 +364,13 @@ impl Runner<'_, '_> {
                     let detail = format!(
                         "every criterion passes, but the suite a criterion runs lost tests since the goal's run started: {what}. Adding tests is the only change allowed: restore them (git diff shows the change), then run the goal again"
                     );
+                    return self.stop(GoalStatus::Blocked, StopReason::CheckTampered, detail, attempts_this_run, true);
+                }
+                if let Some(detail) = self.restored_detail(&root, &frozen).await {
+                    self.note(&format!(
+                        "\n## {} — Not GREEN with the frozen checks restored\n- {detail}\n",
+                        self.now()
+                    ))?;
                     return self.stop(GoalStatus::Blocked, StopReason::CheckTampered, detail, attempts_this_run, true);
                 }
                 let leftovers = self.leftovers();

@@ -12,7 +12,7 @@
 //! run is refused on the next run with one line, and `work ultra GOAL.toml --fresh` starts the
 //! goal over.
 
-use crate::goal::Tier;
+use crate::goal::{Criterion, CriterionKind, PassSpec, Tier};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io;
@@ -164,6 +164,50 @@ pub struct GoalState {
     /// The sha256 of `check_surface` as frozen ([`surface_digest`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check_surface_sha256: Option<String>,
+    /// What judges each criterion, frozen with the check surface (criteria added to the goal
+    /// later are frozen at the next run's freeze): a later run whose goal removed or changed
+    /// one stops BLOCKED `check-tampered` before anything runs.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub frozen_criteria: BTreeMap<String, FrozenCriterion>,
+}
+
+/// What judges a criterion, as frozen: its kind, scenario, observable and teardown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrozenCriterion {
+    /// `change` or `pin`.
+    pub kind: CriterionKind,
+    /// The scenario command.
+    pub scenario: String,
+    /// The PASS/FAIL observable.
+    pub pass: PassSpec,
+    /// The paired teardown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleanup: Option<String>,
+}
+
+impl FrozenCriterion {
+    /// `c` as it judges now.
+    pub fn of(c: &Criterion) -> Self {
+        FrozenCriterion { kind: c.kind, scenario: c.scenario.clone(), pass: c.pass.clone(), cleanup: c.cleanup.clone() }
+    }
+
+    /// What of `self` `now` changed (`scenario`, `pass`, `kind`, `cleanup`), in that order.
+    pub fn changed_in(&self, now: &FrozenCriterion) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if self.scenario != now.scenario {
+            v.push("scenario");
+        }
+        if self.pass != now.pass {
+            v.push("pass");
+        }
+        if self.kind != now.kind {
+            v.push("kind");
+        }
+        if self.cleanup != now.cleanup {
+            v.push("cleanup");
+        }
+        v
+    }
 }
 
 /// The digest of a frozen check surface (of its JSON form).
@@ -191,6 +235,7 @@ impl GoalState {
             criteria: BTreeMap::new(),
             check_surface: None,
             check_surface_sha256: None,
+            frozen_criteria: BTreeMap::new(),
         }
     }
 

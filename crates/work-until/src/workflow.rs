@@ -141,8 +141,14 @@ const SURFACE_FILE: &str = "check-surface.json";
 /// The verify command's check surface (its check scripts, the configuration, the test tree),
 /// frozen the first time the session runs with a verify command and kept in the session, so a
 /// later run compares with the same freeze. The test runners the verify command runs report
-/// their suite once here (the baseline a green verify is compared with).
-async fn check_surface(env: &LoopEnv<'_>, session: &Session) -> Option<work_git::surface::CheckSurface> {
+/// their suite once here (the baseline a green verify is compared with), and the whole tree is
+/// recorded as a git tree (what the rerun with the frozen checks restored writes back from).
+async fn check_surface(
+    env: &LoopEnv<'_>,
+    session: &Session,
+    git: Option<&Git>,
+    exclude: &[String],
+) -> Option<work_git::surface::CheckSurface> {
     let verify = session.meta.verify.as_ref()?;
     let path = session.dir.join(SURFACE_FILE);
     if let Ok(Some(text)) = work_runtime::fsx::read_optional(&path)
@@ -155,6 +161,9 @@ async fn check_surface(env: &LoopEnv<'_>, session: &Session) -> Option<work_git:
         std::slice::from_ref(verify),
         work_git::surface::Named::CheckLike,
     );
+    if let Some(g) = git {
+        s.record_tree(g, exclude);
+    }
     s.record_suites(&env.run.spawner, &env.run.root, std::slice::from_ref(verify), Some(env.verify_timeout)).await;
     for (part, collected, skipped) in s.suites() {
         env.run.emit("until.suite.baseline", json!({"command": part, "collected": collected, "skipped": skipped}));
@@ -274,7 +283,7 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
     {
         exclude.push(format!("{}/", rel.display()));
     }
-    let surface = check_surface(env, session).await;
+    let surface = check_surface(env, session, git.as_ref(), &exclude).await;
     let seal = crate::seal::session_seal(env, session, git.as_ref());
     let (mut ledger, store, committed) = commit::load_ledger(session)?;
     let cx = Ctx { env, git, exclude, surface, seal, store: std::sync::Mutex::new(store) };
@@ -580,6 +589,9 @@ async fn decide(
                         ),
                         "check-tampered".to_string(),
                     )
+                } else if passed && let Some(why) = cx.restored_verdict(&cmd).await {
+                    cx.env.run.emit("until.check-tampered", json!({"changes": why}));
+                    (Some(SessionStatus::Blocked), why, "check-tampered".to_string())
                 } else if passed {
                     meta.empty_streak = 0;
                     (Some(SessionStatus::Done), format!("done: `{cmd}` exited 0"), "done (verified)".to_string())
@@ -777,6 +789,7 @@ pub fn summary_lines(session: &Session, ledger: &Ledger) -> Vec<String> {
 }
 
 mod commit;
+mod restored;
 
 #[cfg(test)]
 mod tests;

@@ -17,7 +17,8 @@ pub(crate) const DIR: &str = "docs/specs/hello";
 /// - `finding-severity`: the severity of the code reviewer's finding (default blocker);
 /// - `spec-finding`: the spec/plan reviewer reports S1 on its first round (sustained).
 /// - `impl-status`: the implementer's status word (default `done`);
-/// - `impl-rewrite`: `PATH|TEXT`: the implementer overwrites PATH with TEXT and does nothing else;
+/// - `impl-rewrite`: `PATH|TEXT` (one a line): the implementer overwrites each PATH with its TEXT
+///   (`\n` in TEXT is a newline) and does nothing else;
 /// - `impl-commit`: the implementer commits what it wrote;
 /// - `impl-hang`: the first implementer call writes its change, then waits for `release`;
 /// - `impl-logonly`: the implementer only appends to `agent-calls.log` in the repository;
@@ -65,8 +66,9 @@ if role == 'implementer':
     if knob('impl-noop'):
         out({'status': status, 'summary': 'all done, trust me'})
     if knob('impl-rewrite'):
-        path, text = knob('impl-rewrite').split('|', 1)
-        open(path, 'w').write(text.replace('\\n', '\n'))
+        for entry in knob('impl-rewrite').splitlines():
+            path, text = entry.split('|', 1)
+            open(path, 'w').write(text.replace('\\n', '\n'))
         out({'status': status, 'summary': 'fixed it'})
     if knob('impl-logonly'):
         open('agent-calls.log', 'a').write('implementer call %d\n' % n)

@@ -21,6 +21,7 @@ mod harness;
 mod help;
 mod history;
 mod implement;
+mod liars_frozen;
 mod liars_implement;
 mod liars_loop;
 mod liars_suite;
