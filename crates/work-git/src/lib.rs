@@ -4,6 +4,7 @@
 //! running on a multi-threaded runtime, and from plain synchronous code).
 
 pub mod byproducts;
+pub mod change;
 pub mod evidence;
 pub mod integrity;
 pub mod locate;

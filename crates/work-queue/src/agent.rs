@@ -18,7 +18,7 @@
 
 use crate::QueueError;
 use crate::stream::{self, QueueUrl};
-use crate::wire::{AnswerOutcome, DISPATCH_STREAM, Notice, QueueAnswer, QueueRequest, RepoRef};
+use crate::wire::{AnswerOutcome, Change, DISPATCH_STREAM, Notice, QueueAnswer, QueueRequest, RepoRef};
 use async_nats::jetstream;
 use async_trait::async_trait;
 use futures_util::StreamExt;
@@ -44,12 +44,16 @@ struct Slot {
 }
 
 struct Shared {
+    client: async_nats::Client,
     js: jetstream::Context,
     fresh: bool,
     namespace: String,
     repository: RepoRef,
     slots: Mutex<HashMap<String, watch::Sender<Slot>>>,
     by_sequence: Mutex<HashMap<u64, String>>,
+    /// Per request (its generation-0 queue id): the generation the next ask of it starts
+    /// from, past every ask of it this process made.
+    generations: Mutex<HashMap<String, u32>>,
     grace: Duration,
 }
 
@@ -80,17 +84,38 @@ impl Shared {
         }
     }
 
+    /// The generation an ask of `base` starts from; the next ask starts past it.
+    fn reserve(&self, base: &str) -> u32 {
+        let mut g = self.generations.lock().unwrap_or_else(|p| p.into_inner());
+        let next = g.entry(base.to_string()).or_insert(0);
+        *next += 1;
+        *next - 1
+    }
+
+    /// An ask of `base` used generation `used`: the next one starts past it.
+    fn used(&self, base: &str, used: u32) {
+        let mut g = self.generations.lock().unwrap_or_else(|p| p.into_inner());
+        let next = g.entry(base.to_string()).or_insert(0);
+        *next = (*next).max(used + 1);
+    }
+
     /// The stream's answer for `id`, if it holds one (an unreachable stream is asked again later).
     async fn stored(&self, id: &str) -> Option<QueueAnswer> {
         crate::stream::first_answer(&self.js, &self.namespace, id).await.ok().flatten()
     }
 }
 
+/// Takes the coordinator's change against HEAD (the HEAD commit and the change), for
+/// dispatches whose agents must see the uncommitted tree (reviewers). Runs on a blocking
+/// thread; the error is one line.
+pub type ChangeSource = Arc<dyn Fn() -> Result<(String, Change), String> + Send + Sync>;
+
 /// The coordinator's queue-backed agent. Cheap to clone.
 #[derive(Clone)]
 pub struct QueueAgent {
     shared: Arc<Shared>,
     describe: String,
+    change: Option<ChangeSource>,
 }
 
 impl std::fmt::Debug for QueueAgent {
@@ -139,17 +164,26 @@ impl QueueAgent {
         let advisories = subscribe(stream::max_deliveries_subject()).await?;
         let live = subscribe(crate::wire::notices_of(namespace)).await?;
         let shared = Arc::new(Shared {
+            client,
             js,
             fresh,
             namespace: namespace.into(),
             repository,
             slots: Mutex::default(),
             by_sequence: Mutex::default(),
+            generations: Mutex::default(),
             grace,
         });
         tokio::spawn(read_advisories(shared.clone(), advisories));
         tokio::spawn(read_live(shared.clone(), live));
-        Ok(QueueAgent { shared, describe: format!("queue:{}", url.servers().join(",")) })
+        Ok(QueueAgent { shared, describe: format!("queue:{}", url.servers().join(",")), change: None })
+    }
+
+    /// The same queue, for agents that must see the coordinator's uncommitted change: every
+    /// request carries it (taken by `source` when the request is made), and the worker runs
+    /// the agent in a scratch worktree with the change replayed (docs/scale-out.md).
+    pub fn carrying_change(&self, source: ChangeSource) -> Self {
+        QueueAgent { change: Some(source), ..self.clone() }
     }
 
     /// Answers seen after the one taken (another worker ran the same request again), over
@@ -159,8 +193,19 @@ impl QueueAgent {
         slots.values().map(|s| s.borrow().answers.len().saturating_sub(1) as u64).sum()
     }
 
-    async fn publish(&self, q: &QueueRequest) -> Result<u64, String> {
+    /// Publishes `q`: its sequence in the dispatch stream, and whether JetStream had it already
+    /// (the same queue id within the duplicate window).
+    async fn publish(&self, q: &QueueRequest) -> Result<(u64, bool), String> {
         let payload = serde_json::to_vec(q).map_err(|e| e.to_string())?;
+        let max = self.shared.client.server_info().max_payload;
+        if max > 0 && payload.len() > max {
+            let change = q.change.as_ref().map(|c| format!(" (the change against HEAD is {} bytes)", c.patch.len()));
+            return Err(format!(
+                "the request is {} bytes{}, more than the queue's max_payload of {max}: commit part of the change, raise max_payload on the servers, or run without --queue",
+                payload.len(),
+                change.unwrap_or_default()
+            ));
+        }
         let subject = crate::wire::dispatch_subject(&self.shared.namespace);
         let mut last = String::new();
         // A node lost mid-publish: the same message id again is safe (JetStream deduplicates).
@@ -172,13 +217,24 @@ impl QueueAgent {
                 jetstream::message::PublishMessage::build().payload(payload.clone().into()).message_id(&q.queue_id);
             match self.shared.js.send_publish(subject.clone(), msg).await {
                 Ok(ack) => match ack.await {
-                    Ok(ack) => return Ok(ack.sequence),
+                    Ok(ack) => return Ok((ack.sequence, ack.duplicate)),
                     Err(e) => last = e.to_string(),
                 },
                 Err(e) => last = e.to_string(),
             }
         }
         Err(format!("publish to the queue failed: {last}"))
+    }
+
+    /// Whether the dispatch stream still holds request `sequence` (not yet answered and
+    /// acknowledged, nor given up on). Unknown counts as held.
+    async fn held(&self, sequence: u64) -> bool {
+        use jetstream::stream::RawMessageErrorKind;
+        let Ok(s) = self.shared.js.get_stream_no_info(DISPATCH_STREAM).await else { return true };
+        match s.get_raw_message(sequence).await {
+            Ok(_) => true,
+            Err(e) => e.kind() != RawMessageErrorKind::NoMessageFound,
+        }
     }
 
     async fn forget(&self, sequence: u64) {
@@ -210,18 +266,70 @@ impl Agent for QueueAgent {
 
     async fn invoke(&self, request: &DispatchRequest, options: InvokeOptions) -> Result<AgentReply, AgentError> {
         let timeout_ms = u64::try_from(options.timeout.as_millis()).unwrap_or(u64::MAX);
-        let q = QueueRequest::new(&self.shared.namespace, &self.shared.repository, request, timeout_ms);
-        let mut rx = self.shared.slot(&q.queue_id).subscribe();
-        rx.borrow_and_update();
-        // Answered already (by a worker while this coordinator was down): nothing to ask.
-        if !self.shared.fresh
-            && let Some(a) = self.shared.stored(&q.queue_id).await
-        {
-            return reply(a);
+        let (repository, change) = self.change_now().await.map_err(failed)?;
+        let base = QueueRequest::new(&self.shared.namespace, &repository, request, timeout_ms, change);
+        let (generation, result) = self.ask(&base, options.timeout).await;
+        self.shared.used(&base.queue_id, generation);
+        result
+    }
+}
+
+/// At most this many generations of one request (each one a failed ask before it).
+const MAX_GENERATIONS: u32 = 64;
+
+impl QueueAgent {
+    /// The repository and change a request is made at: the coordinator's HEAD and change now
+    /// when the agent must see the change, else the checkout the queue was connected at.
+    async fn change_now(&self) -> Result<(RepoRef, Option<Change>), String> {
+        let Some(source) = self.change.clone() else { return Ok((self.shared.repository.clone(), None)) };
+        let (head, change) = tokio::task::spawn_blocking(move || source())
+            .await
+            .map_err(|e| format!("take the change against HEAD: {e}"))?
+            .map_err(|e| format!("take the change against HEAD: {e}"))?;
+        Ok((RepoRef { id: self.shared.repository.id.clone(), head }, Some(change)))
+    }
+
+    /// Asks `base`. Within one coordinator every ask is a new message: a repeated ask is a
+    /// deliberate retry (a failure, or an answer the dispatcher refused, is never the answer
+    /// to it), so each ask of the same request takes a generation of its own. Across a
+    /// restart, an answer stored already is taken when it is a success; a failure, or a
+    /// request that is gone unanswered, moves on to the next generation (a new message that
+    /// runs again). Returns the generation used.
+    async fn ask(&self, base: &QueueRequest, timeout: Duration) -> (u32, Result<AgentReply, AgentError>) {
+        let mut generation = self.shared.reserve(&base.queue_id);
+        while generation < MAX_GENERATIONS {
+            let q = base.generation(generation);
+            let mut rx = self.shared.slot(&q.queue_id).subscribe();
+            rx.borrow_and_update();
+            // Answered already (by a worker while this coordinator was down): nothing to ask.
+            if !self.shared.fresh
+                && let Some(a) = self.shared.stored(&q.queue_id).await
+            {
+                if matches!(a.outcome, AnswerOutcome::Ok { .. }) {
+                    return (generation, reply(a));
+                }
+                generation += 1;
+                continue;
+            }
+            let (sequence, duplicate) = match self.publish(&q).await {
+                Ok(p) => p,
+                Err(e) => return (generation, Err(failed(e))),
+            };
+            // Asked before, and gone: answered (a success is the answer; a failure is not the
+            // answer to this ask), or given up on unanswered.
+            if duplicate && !self.held(sequence).await {
+                match self.settled(&q.queue_id).await {
+                    Some(a) if matches!(a.outcome, AnswerOutcome::Ok { .. }) => return (generation, reply(a)),
+                    _ => {
+                        generation += 1;
+                        continue;
+                    }
+                }
+            }
+            self.shared.by_sequence.lock().unwrap_or_else(|p| p.into_inner()).insert(sequence, q.queue_id.clone());
+            return (generation, self.wait(&q.queue_id, sequence, timeout, rx).await);
         }
-        let sequence = self.publish(&q).await.map_err(failed)?;
-        self.shared.by_sequence.lock().unwrap_or_else(|p| p.into_inner()).insert(sequence, q.queue_id.clone());
-        self.wait(&q.queue_id, sequence, options.timeout, rx).await
+        (generation, Err(failed(format!("asked {MAX_GENERATIONS} times, and every ask failed"))))
     }
 }
 
@@ -245,6 +353,7 @@ impl QueueAgent {
                 }
             }
             if slot.given_up {
+                self.forget(sequence).await;
                 let why = slot.refused.map(|r| format!("; last refusal: {r}")).unwrap_or_default();
                 return Err(failed(format!("no worker finished it: its delivery limit was reached{why}")));
             }

@@ -81,12 +81,28 @@ pub struct QueueRequest {
     pub repository: RepoRef,
     /// The agent's time limit, in milliseconds.
     pub timeout_ms: u64,
+    /// The coordinator's uncommitted change, for a dispatch that must see it (a reviewer):
+    /// the worker replays it in a scratch worktree at `repository.head` and runs the agent
+    /// there. None: the agent runs in the worker's own checkout, which must be at that commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<Change>,
+}
+
+/// A working tree's change against the request's commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    /// The working tree as a git tree id: what the replayed change must give (and its
+    /// fingerprint in the queue id).
+    pub tree: String,
+    /// `git diff --binary` from the commit to that tree.
+    pub patch: String,
 }
 
 impl QueueRequest {
-    /// The request for one attempt of `req` in namespace `ns`, at `repository`.
-    pub fn new(ns: &str, repository: &RepoRef, req: &DispatchRequest, timeout_ms: u64) -> Self {
-        let content = json!([
+    /// The request for one attempt of `req` in namespace `ns`, at `repository`, with the
+    /// coordinator's `change` when the agent must see it.
+    pub fn new(ns: &str, repository: &RepoRef, req: &DispatchRequest, timeout_ms: u64, change: Option<Change>) -> Self {
+        let mut content = json!([
             ns,
             repository.id,
             repository.head,
@@ -101,6 +117,11 @@ impl QueueRequest {
             req.context,
             timeout_ms
         ]);
+        // The change's fingerprint, only when there is one: the ids of requests without one
+        // stay what they were.
+        if let (Some(c), Value::Array(a)) = (&change, &mut content) {
+            a.push(json!(c.tree));
+        }
         let digest = sha2::Sha256::digest(content.to_string().as_bytes());
         QueueRequest {
             protocol: QUEUE_PROTOCOL.into(),
@@ -119,7 +140,19 @@ impl QueueRequest {
             context: req.context.clone(),
             repository: repository.clone(),
             timeout_ms,
+            change,
         }
+    }
+
+    /// The same request asked anew after `generation` earlier asks of it failed: a queue id
+    /// of its own (a new message, a new answer subject), so that a failure is never the
+    /// answer to a later deliberate retry. Generation 0 is the request itself.
+    pub fn generation(&self, generation: u32) -> Self {
+        let mut q = self.clone();
+        if generation > 0 {
+            q.queue_id = format!("{}-{generation}", self.queue_id);
+        }
+        q
     }
 
     /// The `work.dispatch.v1` request a worker hands its own backend, in its checkout `cwd`.
@@ -257,21 +290,35 @@ mod tests {
     #[test]
     fn the_queue_id_names_the_dispatch_not_the_run() {
         let repo = RepoRef { id: "r".into(), head: "h".into() };
-        let a = QueueRequest::new("ns", &repo, &request("p", "run-1", "d0001"), 1000);
-        let b = QueueRequest::new("ns", &repo, &request("p", "run-2", "d0007"), 1000);
+        let a = QueueRequest::new("ns", &repo, &request("p", "run-1", "d0001"), 1000, None);
+        let b = QueueRequest::new("ns", &repo, &request("p", "run-2", "d0007"), 1000, None);
         assert_eq!(a.queue_id, b.queue_id, "a resumed run asks the same dispatch");
-        let c = QueueRequest::new("ns", &repo, &request("q", "run-1", "d0001"), 1000);
+        let c = QueueRequest::new("ns", &repo, &request("q", "run-1", "d0001"), 1000, None);
         assert_ne!(a.queue_id, c.queue_id);
-        let d = QueueRequest::new("other", &repo, &request("p", "run-1", "d0001"), 1000);
+        let d = QueueRequest::new("other", &repo, &request("p", "run-1", "d0001"), 1000, None);
         assert_ne!(a.queue_id, d.queue_id, "another journal never shares answers");
-        let e = QueueRequest::new("ns", &RepoRef { id: "r".into(), head: "h2".into() }, &request("p", "r", "d"), 1000);
+        let e = QueueRequest::new(
+            "ns",
+            &RepoRef { id: "r".into(), head: "h2".into() },
+            &request("p", "r", "d"),
+            1000,
+            None,
+        );
         assert_ne!(a.queue_id, e.queue_id, "another commit is another dispatch");
+        let change = |tree: &str| Some(Change { tree: tree.into(), patch: "p".into() });
+        let f = QueueRequest::new("ns", &repo, &request("p", "run-1", "d0001"), 1000, change("t1"));
+        let g = QueueRequest::new("ns", &repo, &request("p", "run-2", "d0002"), 1000, change("t2"));
+        assert_ne!(a.queue_id, f.queue_id, "a change is another dispatch");
+        assert_ne!(f.queue_id, g.queue_id, "another change is another dispatch");
+        let again = f.generation(1);
+        assert_ne!(again.queue_id, f.queue_id, "a retry after a failure is a new message");
+        assert_eq!((f.generation(0).queue_id, again.brief), (f.queue_id.clone(), f.brief.clone()));
     }
 
     #[test]
     fn the_worker_runs_the_brief_in_its_own_checkout() {
         let repo = RepoRef { id: "r".into(), head: "h".into() };
-        let q = QueueRequest::new("ns", &repo, &request("p", "run-1", "d0001"), 1000);
+        let q = QueueRequest::new("ns", &repo, &request("p", "run-1", "d0001"), 1000, None);
         let d = q.to_dispatch("/worker");
         assert_eq!((d.cwd.as_str(), d.prompt.as_str(), d.dispatch_id.as_str()), ("/worker", "p", "d0001"));
         let text = serde_json::to_string(&Notice::Answer(QueueAnswer {

@@ -4,12 +4,15 @@
 //! A request is handed back (refused, negatively acknowledged so another worker may take it)
 //! when its repository or commit is not the one checked out here, when the checkout is not
 //! usable (changed tracked files), or when it asks for a write role and the worker was not
-//! started to run them. While an agent runs, the worker tells JetStream it is in progress, so
+//! started to run them. A request that carries the coordinator's change (a reviewer's) runs in
+//! a scratch worktree at its commit with the change replayed instead (refused when the commit
+//! is missing or the change does not replay to its tree); the agent must leave that tree as it
+//! found it, or its answer is replaced by a failure. While an agent runs, the worker tells JetStream it is in progress, so
 //! the short redelivery wait only elapses for a worker that died or stopped.
 
 use crate::QueueError;
 use crate::stream::{self, QueueUrl, Redelivery};
-use crate::wire::{self, AnswerOutcome, Notice, QUEUE_PROTOCOL, QueueAnswer, QueueRequest, RepoRef};
+use crate::wire::{self, AnswerOutcome, Change, Notice, QUEUE_PROTOCOL, QueueAnswer, QueueRequest, RepoRef};
 use async_nats::jetstream::{self, AckKind};
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -21,12 +24,25 @@ use work_runtime::redact::Redactor;
 
 /// What the worker needs from the machine it runs on (the CLI provides it: config, git).
 pub trait Backends: Send + Sync {
-    /// The backend for `role`, configured on this machine.
-    fn agent(&self, role: &str) -> Result<Arc<dyn Agent>, String>;
+    /// The backend for `role`, configured on this machine, working in `cwd` (the checkout's
+    /// root when `None`, else a scratch worktree).
+    fn agent(&self, role: &str, cwd: Option<&str>) -> Result<Arc<dyn Agent>, String>;
     /// The checkout as it is now; an error when it cannot serve (tracked files changed).
     fn checkout(&self) -> Result<RepoRef, String>;
     /// The checkout's root, absolute.
     fn root(&self) -> String;
+    /// A scratch worktree at commit `head` with `change` replayed (its result checked against
+    /// the change's tree); an error (one line) when it cannot be made. Blocking.
+    fn scratch(&self, head: &str, change: &Change) -> Result<Box<dyn ScratchTree>, String>;
+}
+
+/// A scratch worktree a request with a change runs in; dropping it removes it (blocking).
+pub trait ScratchTree: Send + Sync {
+    /// Its root, absolute.
+    fn root(&self) -> String;
+    /// Whether it is still exactly what was made (nothing written, removed or committed); the
+    /// error says what changed. Blocking.
+    fn unchanged(&self) -> Result<(), String>;
 }
 
 /// How a worker runs.
@@ -200,7 +216,9 @@ impl Worker {
         if here.id != q.repository.id {
             return Some(format!("it has repository {}, not {}", here.id, q.repository.id));
         }
-        if here.head != q.repository.head {
+        // A request with a change runs in a scratch worktree at its commit: the checkout's own
+        // HEAD does not matter.
+        if q.change.is_none() && here.head != q.repository.head {
             return Some(format!("it has commit {} checked out, not {}", here.head, q.repository.head));
         }
         None
@@ -233,16 +251,12 @@ impl Worker {
             return;
         }
         if let Some(reason) = self.refusal(&q).await {
-            self.update(|s| {
-                s.refused += 1;
-                s.last_refusal = Some(reason.clone());
-            });
-            let worker = self.opts.name.clone();
-            let id = format!("{}.refused.{worker}.{delivery}", q.queue_id);
-            self.notify(&q, &Notice::Refused { queue_id: q.queue_id.clone(), worker, reason }, id).await;
-            let _ = m.ack_with(AckKind::Nak(Some(Duration::from_millis(500)))).await;
-            return;
+            return self.refuse(m, &q, delivery, reason).await;
         }
+        let scratch = match self.scratch(&q).await {
+            Ok(s) => s,
+            Err(reason) => return self.refuse(m, &q, delivery, reason).await,
+        };
         self.update(|s| s.running.push(q.dispatch_id.clone()));
         let started = Notice::Started { queue_id: q.queue_id.clone(), worker: self.opts.name.clone(), delivery };
         // The pickup is told while the agent already runs (its deadline starts now either way).
@@ -251,8 +265,11 @@ impl Worker {
             async {
                 told.await;
             },
-            self.run_agent(&q, delivery)
+            self.run_agent(&q, delivery, scratch.as_deref())
         );
+        if let Some(s) = scratch {
+            let _ = tokio::task::spawn_blocking(move || drop(s)).await;
+        }
         let failed = !matches!(answer.outcome, AnswerOutcome::Ok { .. });
         // The answer first, then the acknowledgement: a worker lost between the two leaves a
         // redelivery whose second answer the stream (same message id) and the coordinator (the
@@ -271,7 +288,47 @@ impl Worker {
         });
     }
 
-    async fn run_agent(&self, q: &QueueRequest, delivery: u64) -> QueueAnswer {
+    /// Hands `q` back: another worker may take it.
+    async fn refuse(&self, m: &jetstream::Message, q: &QueueRequest, delivery: u64, reason: String) {
+        self.update(|s| {
+            s.refused += 1;
+            s.last_refusal = Some(reason.clone());
+        });
+        let worker = self.opts.name.clone();
+        let id = format!("{}.refused.{worker}.{delivery}", q.queue_id);
+        self.notify(q, &Notice::Refused { queue_id: q.queue_id.clone(), worker, reason }, id).await;
+        let _ = m.ack_with(AckKind::Nak(Some(Duration::from_millis(500)))).await;
+    }
+
+    /// The scratch worktree `q` runs in, when it carries a change.
+    async fn scratch(&self, q: &QueueRequest) -> Result<Option<Box<dyn ScratchTree>>, String> {
+        let Some(change) = q.change.clone() else { return Ok(None) };
+        let (backends, head) = (self.backends.clone(), q.repository.head.clone());
+        match tokio::task::spawn_blocking(move || backends.scratch(&head, &change)).await {
+            Ok(Ok(s)) => Ok(Some(s)),
+            Ok(Err(why)) => Err(format!("its scratch worktree could not be made: {why}")),
+            Err(e) => Err(format!("its scratch worktree could not be made: {e}")),
+        }
+    }
+
+    /// Runs `q`'s agent: in the scratch worktree when there is one (which it must leave as it
+    /// found it: its answer is replaced by a failure otherwise), else in the checkout.
+    async fn run_agent(&self, q: &QueueRequest, delivery: u64, scratch: Option<&dyn ScratchTree>) -> QueueAnswer {
+        let mut a = self.run_agent_in(q, delivery, scratch.map(|s| s.root())).await;
+        if let Some(s) = scratch
+            && let Err(why) = tokio::task::block_in_place(|| s.unchanged())
+        {
+            let reason = format!(
+                "read-only violated on worker {}: the {} changed its scratch worktree ({why}); its answer is not used",
+                self.opts.name, q.role
+            );
+            a.outcome =
+                AnswerOutcome::Failed { reason: self.opts.redactor.redact(&reason).into_owned(), raw: String::new() };
+        }
+        a
+    }
+
+    async fn run_agent_in(&self, q: &QueueRequest, delivery: u64, cwd: Option<String>) -> QueueAnswer {
         let r = &self.opts.redactor;
         let answer = |outcome, usage| QueueAnswer {
             queue_id: q.queue_id.clone(),
@@ -280,14 +337,14 @@ impl Worker {
             outcome,
             usage,
         };
-        let agent = match self.backends.agent(&q.role) {
+        let agent = match self.backends.agent(&q.role, cwd.as_deref()) {
             Ok(a) => a,
             Err(why) => {
                 let reason = r.redact(&format!("no backend for role {}: {why}", q.role)).into_owned();
                 return answer(AnswerOutcome::Failed { reason, raw: String::new() }, Default::default());
             }
         };
-        let request = q.to_dispatch(&self.backends.root());
+        let request = q.to_dispatch(&cwd.unwrap_or_else(|| self.backends.root()));
         let options = InvokeOptions { timeout: Duration::from_millis(q.timeout_ms.max(1)) };
         let result = agent.invoke(&request, options).await;
         let text = |s: &str| r.redact(s).into_owned();

@@ -79,6 +79,43 @@ pub struct RunArgs {
     /// Print the result as one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Run the reviewers and the finding-adjudicator on `work worker`s pulling from this queue
+    /// (nats://HOST:PORT; see docs/scale-out.md); each request carries the working tree's
+    /// change against HEAD. The drafter and the implementer run here.
+    #[arg(long, value_name = "URL")]
+    pub queue: Option<String>,
+}
+
+/// The roles whose dispatches go to the queue with `--queue`: the read-only review round.
+const QUEUE_ROLES: &[&str] =
+    &[work_loop_run::prompts::REVIEWER, work_loop_run::prompts::QUALITY, work_loop_run::prompts::ADJUDICATOR];
+
+/// A role's pins and its agent.
+type RoleAgent = (work_config::ResolvedRole, std::sync::Arc<dyn work_runtime::dispatch::Agent>);
+
+/// One agent per role: the queue's (carrying the change) for [`QUEUE_ROLES`] with `--queue`,
+/// this machine's for the others. Bad input (exit 2) when a role cannot be served.
+fn resolve_roles(ctx: &Ctx, a: &RunArgs, rt: &tokio::runtime::Runtime, key: &str) -> Result<Vec<RoleAgent>, CliError> {
+    let queued = |r: &str| a.queue.is_some() && QUEUE_ROLES.contains(&r);
+    let mut local = Vec::new();
+    for r in ROLES.iter().filter(|r| !queued(r)) {
+        let (role, agent) = ctx.resolve_agent(r, a.agent.as_deref())?;
+        a.budget.check_agent(agent.as_ref())?;
+        local.push((role, agent));
+    }
+    let Some(q) = &a.queue else { return Ok(local) };
+    let what = "run the loop";
+    let url = crate::cmd::queue::parse_url(what, q)?;
+    // The workers run the backends: only the pins are resolved here, before anything is written.
+    let pins = QUEUE_ROLES
+        .iter()
+        .map(|r| crate::cmd::queue::role(ctx, r, a.agent.as_deref()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let queue = crate::cmd::queue::connect_agent(ctx, rt, what, &url, &format!("loop-{key}"), !a.resume)?
+        .carrying_change(crate::cmd::queue::change_source(ctx));
+    let agent: std::sync::Arc<dyn work_runtime::dispatch::Agent> = std::sync::Arc::new(queue);
+    local.extend(pins.into_iter().map(|role| (role, agent.clone())));
+    Ok(local)
 }
 
 fn settings(ctx: &Ctx, a: &RunArgs) -> Result<Settings, CliError> {
@@ -94,6 +131,9 @@ fn settings(ctx: &Ctx, a: &RunArgs) -> Result<Settings, CliError> {
         (false, None) => HumanInput::None,
     };
     a.budget.validate("run the loop")?;
+    if let Some(q) = &a.queue {
+        crate::cmd::queue::parse_url("run the loop", q)?;
+    }
     if a.max_spec_rounds == 0 {
         return Err(CliError::bad("use --max-spec-rounds: it must be at least 1"));
     }
@@ -155,13 +195,10 @@ pub fn run(global: &Global, a: RunArgs) -> CmdResult {
     let locks_existed = ctx.state_path("locks").exists();
     let lock = work_runtime::fsx::LockFile::acquire(&lock_path)
         .map_err(|e| CliError::bad(format!("lock the spec directory `{}`: {e}", settings.spec_dir)))?;
-    let prepared = work_loop_run::preflight(&ctx.root, &settings).map_err(loop_err).and_then(|sd| {
-        let resolved = ROLES.iter().map(|r| ctx.resolve_agent(r, a.agent.as_deref())).collect::<Result<Vec<_>, _>>()?;
-        for (_, agent) in &resolved {
-            a.budget.check_agent(agent.as_ref())?;
-        }
-        Ok((sd, resolved))
-    });
+    let rt = ctx::runtime()?;
+    let prepared = work_loop_run::preflight(&ctx.root, &settings)
+        .map_err(loop_err)
+        .and_then(|sd| Ok((sd, resolve_roles(&ctx, &a, &rt, &key)?)));
     let (sd, resolved) = match prepared {
         Ok(p) => p,
         Err(e) => {
@@ -194,7 +231,6 @@ pub fn run(global: &Global, a: RunArgs) -> CmdResult {
         })
         .collect();
     let (tracker, events) = (run.budget.clone(), run.run_dir().join("events.jsonl"));
-    let rt = ctx::runtime()?;
     let report = rt.block_on(Driver::new(run, roles, settings, sd).drive());
     let next = render(&report, &resume_flags(&a), a.json);
     work_run::harness::Summary {
@@ -219,6 +255,9 @@ fn resume_flags(a: &RunArgs) -> String {
     }
     if let Some(t) = &a.test_cmd {
         out.push_str(&format!(" --test-cmd {}", super::sh_quote(t)));
+    }
+    if let Some(q) = &a.queue {
+        out.push_str(&format!(" --queue {}", super::sh_quote(q)));
     }
     out
 }

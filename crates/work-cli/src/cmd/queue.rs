@@ -1,9 +1,13 @@
 //! `--queue nats://…` on a workflow: the coordinator's side of scale-out (docs/scale-out.md).
-//! The workflow runs exactly as locally; only its finders' backend is the queue.
+//! The workflow runs exactly as locally; only the backend of its read-only fan-outs (exhaust's
+//! finders, loop run's reviewers and adjudicator) is the queue. A reviewer's request carries
+//! the coordinator's change against HEAD ([`change_source`]), which the worker replays in a
+//! scratch worktree.
 
 use crate::ctx::{CliError, Ctx};
 use std::path::Path;
 use std::sync::Arc;
+use work_queue::agent::ChangeSource;
 use work_queue::{QueueAgent, QueueUrl, RepoRef};
 use work_runtime::dispatch::Agent;
 
@@ -68,6 +72,18 @@ pub fn connect(
     journal_name: &str,
     fresh: bool,
 ) -> Result<Arc<dyn Agent>, CliError> {
+    Ok(Arc::new(connect_agent(ctx, rt, what, url, journal_name, fresh)?))
+}
+
+/// [`connect`], as the queue agent itself.
+pub fn connect_agent(
+    ctx: &Ctx,
+    rt: &tokio::runtime::Runtime,
+    what: &str,
+    url: &QueueUrl,
+    journal_name: &str,
+    fresh: bool,
+) -> Result<QueueAgent, CliError> {
     let repository =
         repo_ref(&ctx.root).map_err(|e| CliError::bad(format!("{what}: --queue needs a git checkout: {e}")))?;
     let state_file = ctx.state_path(format!("queue/{journal_name}.json"));
@@ -79,5 +95,24 @@ pub fn connect(
         work_runtime::fsx::write_json_atomic(&state_file, &serde_json::json!({"namespace": ns}))
             .map_err(|e| CliError::Runtime(format!("write {}: {e}", state_file.display())))?;
     }
-    Ok(Arc::new(agent))
+    Ok(agent)
+}
+
+/// The coordinator's change against HEAD, taken when a reviewer's request is made: the whole
+/// working tree (tracked and untracked files, not ignored ones), the state directory left as
+/// HEAD has it.
+pub fn change_source(ctx: &Ctx) -> ChangeSource {
+    let root = ctx.root.clone();
+    let exclude: Vec<String> = ctx
+        .state_dir
+        .strip_prefix(&ctx.root)
+        .ok()
+        .map(|p| p.display().to_string())
+        .filter(|p| !p.is_empty())
+        .into_iter()
+        .collect();
+    Arc::new(move || {
+        let c = work_git::Git::new(&root).change(&exclude).map_err(|e| e.to_string())?;
+        Ok((c.head, work_queue::wire::Change { tree: c.tree, patch: c.patch }))
+    })
 }

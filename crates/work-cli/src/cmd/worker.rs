@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use work_queue::RepoRef;
-use work_queue::worker::{Backends, WorkerOptions, WorkerStatus};
+use work_queue::worker::{Backends, ScratchTree, WorkerOptions, WorkerStatus};
 use work_runtime::ExitStatus;
 use work_runtime::dispatch::Agent;
 
@@ -59,25 +59,77 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
+/// A role's pins and its agent for the checkout.
+type RoleAgent = (work_config::ResolvedRole, Arc<dyn Agent>);
+
 /// This machine's side of a worker: its configuration's backends (built once per role) and
 /// its checkout, read again before every request.
 struct Local {
     ctx: Ctx,
     cli_agent: Option<String>,
-    agents: Mutex<HashMap<String, Arc<dyn Agent>>>,
+    agents: Mutex<HashMap<String, RoleAgent>>,
     /// The repository and commit of the last check.
     repo: Mutex<Option<RepoRef>>,
+    /// Where this worker's scratch worktrees go: this prefix and a number.
+    scratch_prefix: PathBuf,
+    scratches: std::sync::atomic::AtomicU64,
+}
+
+impl Local {
+    /// The scratch worktrees of this worker (its name in this checkout) live in the system's
+    /// temporary directory, outside the checkout (an agent run there sees only the change's
+    /// tree); the ones a killed worker left are removed when it starts again.
+    fn scratch_prefix(ctx: &Ctx, name: &str) -> PathBuf {
+        use sha2::Digest;
+        let key = hex::encode(&sha2::Sha256::digest(format!("{}\0{name}", ctx.root.display()).as_bytes())[..6]);
+        std::env::temp_dir().join(format!("work-scratch-{key}-"))
+    }
+
+    fn sweep_scratches(&self) {
+        let (Some(dir), Some(prefix)) =
+            (self.scratch_prefix.parent(), self.scratch_prefix.file_name().map(|f| f.to_string_lossy().into_owned()))
+        else {
+            return;
+        };
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+        let _ = work_git::Git::new(&self.ctx.root).run(&["worktree", "prune"]);
+    }
+}
+
+/// A scratch worktree of the worker's checkout.
+struct Scratch(work_git::change::Scratch);
+
+impl ScratchTree for Scratch {
+    fn root(&self) -> String {
+        self.0.root().display().to_string()
+    }
+
+    fn unchanged(&self) -> Result<(), String> {
+        self.0.unchanged().map_err(|e| e.to_string())
+    }
 }
 
 impl Backends for Local {
-    fn agent(&self, role: &str) -> Result<Arc<dyn Agent>, String> {
+    /// Built once per role for the checkout; for a scratch worktree, built again from the
+    /// same configuration to work there.
+    fn agent(&self, role: &str, cwd: Option<&str>) -> Result<Arc<dyn Agent>, String> {
         let mut agents = self.agents.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(a) = agents.get(role) {
-            return Ok(a.clone());
+        let (resolved, agent) = match agents.get(role) {
+            Some(a) => a.clone(),
+            None => {
+                let a = self.ctx.resolve_agent(role, self.cli_agent.as_deref()).map_err(|e| e.to_string())?;
+                agents.insert(role.to_string(), a.clone());
+                a
+            }
+        };
+        match cwd {
+            None => Ok(agent),
+            Some(dir) => work_agents::build(&resolved, std::path::Path::new(dir)).map_err(|e| e.to_string()),
         }
-        let (_, agent) = self.ctx.resolve_agent(role, self.cli_agent.as_deref()).map_err(|e| e.to_string())?;
-        agents.insert(role.to_string(), agent.clone());
-        Ok(agent)
     }
 
     /// One `git status` per request gives both HEAD and the changed tracked files (untracked
@@ -103,6 +155,16 @@ impl Backends for Local {
 
     fn root(&self) -> String {
         self.ctx.root.display().to_string()
+    }
+
+    fn scratch(&self, head: &str, change: &work_queue::wire::Change) -> Result<Box<dyn ScratchTree>, String> {
+        let n = self.scratches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = PathBuf::from(format!("{}{}-{n}", self.scratch_prefix.display(), std::process::id()));
+        let change =
+            work_git::change::Change { head: head.into(), tree: change.tree.clone(), patch: change.patch.clone() };
+        let s = work_git::change::Scratch::create(&work_git::Git::new(&self.ctx.root), &dir, &change)
+            .map_err(|e| e.to_string())?;
+        Ok(Box::new(Scratch(s)))
     }
 }
 
@@ -181,7 +243,16 @@ pub fn run(global: &Global, a: Args) -> CmdResult {
         status_path: Some(ctx.state_path(format!("workers/{name}.json"))),
         redactor: ctx.redactor.clone(),
     };
-    let local = Arc::new(Local { ctx, cli_agent: a.agent.clone(), agents: Mutex::default(), repo: Mutex::default() });
+    let scratch_prefix = Local::scratch_prefix(&ctx, &name);
+    let local = Arc::new(Local {
+        ctx,
+        cli_agent: a.agent.clone(),
+        agents: Mutex::default(),
+        repo: Mutex::default(),
+        scratch_prefix,
+        scratches: Default::default(),
+    });
+    local.sweep_scratches();
     let rt = ctx::runtime()?;
     work_run::output::note(&format!("worker {name}: pulling from {}", url.servers().join(",")));
     rt.block_on(work_queue::worker::run(&url, local, opts))

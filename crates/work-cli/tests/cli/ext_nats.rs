@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-fn nats_server() -> PathBuf {
+pub(crate) fn nats_server() -> PathBuf {
     let p = std::env::var_os("WORK_TEST_NATS_SERVER").map(PathBuf::from).unwrap_or_else(|| {
         panic!("WORK_TEST_NATS_SERVER is not set: run the suite with scripts/test.sh (scripts/test-tools/nats.sh installs nats-server)")
     });
@@ -27,10 +27,10 @@ fn free_port() -> u16 {
 }
 
 /// A process killed (SIGKILL) and reaped on drop.
-struct Proc(Option<Child>);
+pub(crate) struct Proc(pub(crate) Option<Child>);
 
 impl Proc {
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(mut c) = self.0.take() {
             let _ = c.kill();
             let _ = c.wait();
@@ -45,14 +45,14 @@ impl Drop for Proc {
 }
 
 /// A JetStream cluster of `n` nodes on loopback, in a temp dir.
-struct Cluster {
+pub(crate) struct Cluster {
     _dir: tempfile::TempDir,
     nodes: Vec<Proc>,
     clients: Vec<u16>,
 }
 
 impl Cluster {
-    fn start(n: usize) -> Cluster {
+    pub(crate) fn start(n: usize) -> Cluster {
         let bin = nats_server();
         let dir = tempfile::tempdir().expect("tempdir");
         let clients: Vec<u16> = (0..n).map(|_| free_port()).collect();
@@ -98,7 +98,7 @@ impl Cluster {
         Cluster { _dir: dir, nodes, clients }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         self.clients.iter().map(|p| format!("nats://127.0.0.1:{p}")).collect::<Vec<_>>().join(",")
     }
 }
@@ -118,7 +118,7 @@ fn work_bin() -> PathBuf {
     assert_cmd::cargo::cargo_bin("work")
 }
 
-fn spawn_work(dir: &Path, args: &[&str], log: &Path) -> Proc {
+pub(crate) fn spawn_work(dir: &Path, args: &[&str], log: &Path) -> Proc {
     #[expect(clippy::disallowed_methods, reason = "the test runs workers and coordinators it kills")]
     let child = std::process::Command::new(work_bin())
         .args(args)
@@ -241,7 +241,7 @@ fn failures(s: &Scenario) -> String {
     out
 }
 
-fn wait_for(path: &Path, what: &str, secs: u64) -> String {
+pub(crate) fn wait_for(path: &Path, what: &str, secs: u64) -> String {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
         if let Ok(t) = std::fs::read_to_string(path)
@@ -256,7 +256,7 @@ fn wait_for(path: &Path, what: &str, secs: u64) -> String {
 
 /// Waits until worker `name` in `dir` no longer runs `angle`'s dispatch (its answer is then in
 /// the answer stream: a worker publishes it before it says so).
-fn wait_answered(dir: &Path, name: &str, angle: &str, secs: u64) {
+pub(crate) fn wait_answered(dir: &Path, name: &str, angle: &str, secs: u64) {
     let path = dir.join(format!(".work/workers/{name}.json"));
     let deadline = Instant::now() + Duration::from_secs(secs);
     let suffix = format!("-{angle}");
@@ -495,4 +495,85 @@ fn ext_nats_a_bad_queue_is_one_line_and_exit_2_before_any_dispatch() {
     let (code, _, err) = s.run(&["worker"]);
     assert_eq!(code, 2, "{err}");
     assert_one_line_error(&err);
+}
+
+/// A finder that fails its first call of a001 and waits 8 s on its first call of a002 (each
+/// call counted per angle in the agent state directory).
+fn retry_scenario() -> (Scenario, String, tempfile::TempDir) {
+    let s = Scenario::new();
+    s.write("src/a.rs", "fn a() {}\n");
+    s.commit("files");
+    let state = tempfile::tempdir().expect("agent state");
+    nix::unistd::mkfifo(&state.path().join("fifo"), nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+    let script = format!(
+        r#"#!/bin/bash
+IFS= read -r req
+[[ $req =~ \"angle\":\"(a[0-9]+)\" ]] && angle=${{BASH_REMATCH[1]}}
+S={state:?}
+echo x >> "$S/calls-$angle"
+n=$(wc -l < "$S/calls-$angle")
+if [ "$angle" = a001 ] && [ "$n" = 1 ]; then echo "a001 fails its first call" >&2; exit 1; fi
+if [ "$angle" = a002 ] && [ "$n" = 1 ]; then echo > "$S/started-a002"; read -r -t 8 _ <> "$S/fifo" || true; fi
+printf '{{"angle":"%s","items":[]}}\n' "$angle"
+"#,
+        state = state.path().display().to_string()
+    );
+    s.write(".agents/finder.sh", &script);
+    let p = s.path(".agents/finder.sh");
+    let mut perm = std::fs::metadata(&p).expect("stat").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&p, perm).expect("chmod");
+    let exclude = s.path(".git/info/exclude");
+    let mut ex = std::fs::read_to_string(&exclude).unwrap_or_default();
+    ex.push_str("\n.agents/\n.work/\n");
+    std::fs::write(&exclude, ex).expect("write exclude");
+    (s, format!("command:{}", p.display()), state)
+}
+
+#[test]
+fn ext_nats_a_resumed_coordinator_runs_again_what_failed_while_it_was_down() {
+    nats_server();
+    let cluster = Cluster::start(1);
+    let url = cluster.url();
+    let (s, agent, state) = retry_scenario();
+    let clones = tempfile::tempdir().expect("clones");
+    let dir = clones.path().join("w");
+    s.git(&["clone", "-q", &s.root().display().to_string(), &dir.display().to_string()]);
+    let args = ["worker", "--queue", &url, "--agent", &agent, "--concurrency", "2", "--name", "w"];
+    let _w = spawn_work(&dir, &args, &clones.path().join("w.log"));
+    let argv = [
+        "-c",
+        "timeouts.dispatch_secs=30",
+        "exhaust",
+        "x",
+        "-k",
+        "2",
+        "--angles",
+        "a001,a002",
+        "--angles-per-round",
+        "2",
+        "--max-rounds",
+        "1",
+        "--agent",
+        &agent,
+        "--queue",
+        &url,
+        "--json",
+    ];
+    // Killed while a002 still runs, after a001's failure was stored: the round was never
+    // committed, so the resumed coordinator asks both again.
+    let mut coordinator = spawn_work(s.root(), &argv, &clones.path().join("coordinator.log"));
+    wait_for(&state.path().join("started-a002"), "a002's dispatch", 60);
+    wait_for(&state.path().join("calls-a001"), "a001's dispatch", 60);
+    wait_answered(&dir, "w", "a001", 60);
+    coordinator.kill();
+    let out = s.work().args(argv).timeout(Duration::from_secs(120)).output().expect("resume");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let master: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    // The failure is not the answer to the resumed ask: a001 ran again (and answered); a002's
+    // answer, still running at the kill, is taken once.
+    assert_eq!(master["rounds"][0]["failedFinders"], 0, "{master}");
+    let c = calls(&state);
+    assert_eq!((c.get("a001"), c.get("a002")), (Some(&2), Some(&1)), "{c:?}");
 }

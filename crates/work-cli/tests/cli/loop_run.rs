@@ -925,3 +925,20 @@ fn the_approved_spec_rewritten_after_plan_locked_blocks_the_code_phase() {
     assert_eq!(v["reason"], "approved-artifacts-changed", "{v}");
     assert!(v["message"].as_str().is_some_and(|m| m.contains("spec.md")), "{v}");
 }
+
+#[test]
+fn a_bad_queue_is_exit_2_before_any_dispatch_or_state() {
+    let s = Scenario::new();
+    let agent = setup(&s, "true", true);
+    let free = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let nobody = format!("nats://127.0.0.1:{free}");
+    for q in ["localhost:4222", "nats://h", nobody.as_str()] {
+        let (code, _, err) = s.run(&["loop", "run", DIR, "--agent", &agent, "--light", "--queue", q]);
+        assert_eq!(code, 2, "{q}: {err}");
+        assert_one_line_error(&err);
+        assert!(err.contains("queue"), "{q}: {err}");
+        assert!(!s.path(".work").exists(), "{q}: an exit 2 leaves no .work/ directory");
+        assert!(!s.path(&format!("{DIR}/engine-state.json")).exists(), "{q}: no run was started");
+        assert!(log(&s).is_empty(), "{q}: nothing was dispatched");
+    }
+}

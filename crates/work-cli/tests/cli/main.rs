@@ -14,6 +14,7 @@ mod ext_harness;
 mod ext_mcp;
 mod ext_mcp_hosts;
 mod ext_nats;
+mod ext_nats_review;
 mod ext_real_model;
 mod ext_workflows;
 mod fs_safety;
