@@ -58,7 +58,9 @@ impl Git {
         let infos: Vec<String> =
             restored.iter().filter_map(|p| entries.get(p).map(|(mode, sha)| format!("{mode},{sha},{p}"))).collect();
         for chunk in infos.chunks(CHUNK) {
-            let mut args = vec!["update-index", "--add"];
+            // `--replace`: a file or symlink the agent left where a frozen file's directory
+            // was (`tests` a symlink, `tests/test_a.py` frozen) gives way.
+            let mut args = vec!["update-index", "--add", "--replace"];
             for info in chunk {
                 args.extend(["--cacheinfo", info.as_str()]);
             }
@@ -82,8 +84,9 @@ impl Git {
     }
 
     /// Writes the files `paths` of `tree` into the working tree, through a temporary index
-    /// (the real index is not touched; git never writes through a symlinked directory); a path
-    /// `tree` does not hold is removed from the working tree (never through a symlink).
+    /// (the real index is not touched; git never writes through a symlinked directory: it
+    /// replaces the symlink); a path `tree` does not hold is removed from the working tree
+    /// first (never through a symlink).
     pub fn write_paths(&self, tree: &str, paths: &[String]) -> Result<(), GitError> {
         let entries = self.tree_entries(tree)?;
         let (have, gone): (Vec<&String>, Vec<&String>) = paths.iter().partition(|p| entries.contains_key(*p));
@@ -214,10 +217,15 @@ impl<'a> WrittenBack<'a> {
     /// where a file was frozen).
     fn write(git: &'a Git, now: &str, restored_tree: &str, restored: &[String]) -> Result<Self, GitError> {
         let under: Vec<String> = restored.iter().map(|r| format!("{r}/")).collect();
+        // What the agent has under a restored path (a directory where a file was frozen), or
+        // on the way to one (a file or symlink where a frozen file's directory was).
         let mut paths: Vec<String> = git
             .tree_entries(now)?
             .into_keys()
-            .filter(|p| under.iter().any(|u| p.starts_with(u.as_str())))
+            .filter(|p| {
+                under.iter().any(|u| p.starts_with(u.as_str()))
+                    || restored.iter().any(|r| r.strip_prefix(p.as_str()).is_some_and(|rest| rest.starts_with('/')))
+            })
             .chain(restored.iter().cloned())
             .collect();
         paths.sort();
