@@ -185,7 +185,7 @@ fn implement_mini_honest_twin_that_adds_a_test_function_and_fixes_the_code_is_do
     assert_eq!(r["status"], "DONE", "{r}");
 }
 
-fn edit(s: &Scenario, a: &str, test_cmd: &str, code: i32) -> Value {
+pub(crate) fn edit(s: &Scenario, a: &str, test_cmd: &str, code: i32) -> Value {
     let site = if s.path("lib.py").exists() { "lib.py:1" } else { "shared.txt:1" };
     s.run_json(
         &[
