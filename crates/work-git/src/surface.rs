@@ -260,9 +260,10 @@ fn shadowed(rel: &str) -> Vec<String> {
     Vec::new()
 }
 
-/// The files under `root` (relative, sorted), outside [`SKIP_DIRS`], at most [`MAX_FILES`];
-/// symlinks are listed, never followed.
-fn tree_files(root: &Path) -> Vec<String> {
+/// The files under `root` (relative, sorted), outside [`SKIP_DIRS`], that a runner loads on its
+/// own or that could shadow a module ([`is_loaded_on_its_own`], [`shadowed`]): the whole tree
+/// is walked (a name is all that is looked at), symlinks listed, never followed.
+fn hook_files(root: &Path) -> Vec<String> {
     let mut out = Vec::new();
     let mut stack = vec![String::new()];
     while let Some(dir) = stack.pop() {
@@ -275,7 +276,7 @@ fn tree_files(root: &Path) -> Vec<String> {
                 if !SKIP_DIRS.contains(&name.as_str()) {
                     stack.push(child);
                 }
-            } else if out.len() < MAX_FILES {
+            } else if is_loaded_on_its_own(&name) || !shadowed(&child).is_empty() {
                 out.push(child);
             }
         }
@@ -367,7 +368,7 @@ impl CheckSurface {
         s.walk(root, "", false);
         // What a runner loads on its own, and what would shadow a frozen module, as the tree
         // has them now: only files created later are `added`.
-        for rel in tree_files(root) {
+        for rel in hook_files(root) {
             let name = rel.rsplit('/').next().unwrap_or_default();
             if !s.files.contains_key(&rel)
                 && (is_loaded_on_its_own(name) || shadowed(&rel).iter().any(|m| s.files.contains_key(m)))
@@ -547,7 +548,7 @@ impl CheckSurface {
                 push(cfg, "added (a test runner's configuration: it changes how every check runs)".to_string());
             }
         }
-        for rel in tree_files(root) {
+        for rel in hook_files(root) {
             if let Some(name) = rel.rsplit('/').next()
                 && is_loaded_on_its_own(name)
             {

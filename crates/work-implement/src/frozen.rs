@@ -50,15 +50,7 @@ impl Env {
                 Err(e) => return Rerun::Inconclusive(format!("the frozen tree could not be read: {e}")),
             },
         };
-        let exclude: Vec<String> = self
-            .run
-            .state_dir
-            .strip_prefix(&self.run.root)
-            .ok()
-            .map(|p| p.to_string_lossy().into_owned())
-            .filter(|p| !p.is_empty())
-            .into_iter()
-            .collect();
+        let exclude = self.run.state_exclude();
         let git = self.tree.git();
         let fz = Frozen { git, root: &self.run.root, tree: &frozen, paths: surface.paths(), exclude: &exclude };
         let outcome = fz

@@ -17,18 +17,6 @@ use std::path::Path;
 use std::time::Duration;
 use work_git::restore::Rerun;
 use work_git::surface::{CheckSurface, TestEdits};
-use work_runtime::run::RunContext;
-
-/// What the snapshots of the goal's tree leave out: the state directory.
-pub(super) fn exclude(run: &RunContext) -> Vec<String> {
-    run.state_dir
-        .strip_prefix(&run.root)
-        .ok()
-        .map(|p| p.to_string_lossy().trim_end_matches('/').to_string())
-        .filter(|p| !p.is_empty())
-        .into_iter()
-        .collect()
-}
 
 impl Runner<'_, '_> {
     /// Why every criterion passing is not believed (the detail of a BLOCKED
@@ -36,7 +24,7 @@ impl Runner<'_, '_> {
     pub(super) async fn restored_detail(&self, root: &Path, frozen: &CheckSurface) -> Option<String> {
         let git = work_git::Git::new(root);
         let run = self.env.run;
-        let exclude = exclude(run);
+        let exclude = run.state_exclude();
         let criteria = &self.goal.criteria;
         let frozen_checks = if git.is_repo() { frozen.frozen(&git, root, &exclude) } else { None };
         let outcome = match frozen_checks {
