@@ -287,3 +287,51 @@ fn implement_and_edit_honest_twins_behind_a_symlinked_test_directory_are_done() 
     assert_eq!(r["status"], "DONE", "edit: {r}");
     assert!(s.path("tests").is_symlink() && s.read("tests_real/test_lib.py").contains("test_f_twice"));
 }
+
+// --------------------------------------------------- an interruption during the rerun
+
+/// A verify that interrupts `work` (SIGINT to the `work` process above it) when it runs over the
+/// fixed code with the frozen test written back, i.e. during the rerun; green over the fixed code
+/// otherwise, red before the fix.
+const INTERRUPT_IN_RERUN: &str = r#"import os, signal, sys, time
+if 'return 1' not in open('lib.py').read():
+    sys.exit(1)
+if 'test_f_twice' in open('tests/test_lib.py').read():
+    sys.exit(0)
+pid = os.getpid()
+while pid > 1:
+    stat = open('/proc/%d/stat' % pid).read()
+    if stat[stat.index('(') + 1:stat.rindex(')')] == 'work':
+        os.kill(pid, signal.SIGINT)
+        time.sleep(30)
+    pid = int(stat[stat.rindex(')') + 2:].split()[1])
+sys.exit(1)
+"#;
+
+#[test]
+fn an_interruption_during_the_rerun_puts_the_agents_versions_back() {
+    let s = python_repo();
+    s.write("verify_interrupt.py", INTERRUPT_IN_RERUN);
+    s.commit("a verify that interrupts the rerun");
+    let agent = s.agent(
+        "worker.py",
+        &format!("{FIX}\n{ADD_TEST}\nprint(json.dumps({{\"status\": \"done\", \"summary\": \"done\"}}))"),
+    );
+    let (code, out, err) = s.run(&[
+        "until",
+        "the suite passes",
+        "--goal",
+        "g",
+        "--verify",
+        "python3 verify_interrupt.py",
+        "--agent",
+        &agent,
+        "--json",
+    ]);
+    assert_eq!(code, 130, "work was interrupted during the rerun: {out}{err}");
+    assert!(
+        s.read("tests/test_lib.py").contains("test_f_twice"),
+        "the agent's version of the frozen test is back after the interruption"
+    );
+    assert_eq!(s.read("lib.py"), "def f():\n    return 1\n", "the agent's code is untouched");
+}
