@@ -1,27 +1,27 @@
-//! The tree with its frozen checks written back, in a directory of the engine's own.
+//! The checks rerun in the agent's tree with its frozen checks written back.
 //!
 //! A file-level freeze lets an agent append to a test file; an appended line can still change
 //! what an existing test runs (`f = lambda: 1` after `from lib import f`: every old line and
 //! test id is kept, the old test passes, the code is not fixed). So the final verdict also runs
-//! the suite over the agent's tree with every frozen check file put back as it was when the run
-//! started: [`Git::restore_paths`] builds that tree (a git tree object, through a temporary
-//! index), [`Git::materialize`] writes it into an empty directory outside the repository, and
-//! [`link_ignored`] links in what the snapshot leaves out (ignored dependencies such as
-//! `node_modules/`, a virtualenv, `target/`), so the suite runs there as it does in the tree.
-//! New test files the agent added stay in and run too.
+//! the checks with every frozen check file that changed put back as it was when the run
+//! started: [`Git::restore_paths`] names those files (through a git tree object and a temporary
+//! index), [`Frozen::rerun`] writes their frozen content into the working tree itself, runs the
+//! checks there, and puts the agent's versions back (also when the rerun fails or `work` is
+//! interrupted: an undo hook of `work_runtime::scratch`). New test files the agent added stay
+//! in and run too.
+//!
+//! The rerun runs **in the tree**, never in a copy: code that can tell a copy from the tree
+//! (no `.git` beside it, `git rev-parse` failing, its own path, no `.work/`, an ignored file
+//! left out) could answer correctly only where the frozen checks run, and a suite that needs
+//! the repository would be red in a copy for an honest agent.
 //!
 //! [`Frozen::rerun`] is the whole mechanism every workflow uses (implement, edit, until's
 //! verify, loop run's gates, ultra's scenarios): the caller says how a check runs in a
 //! directory and whether it held; the rerun says whether the verdict stands.
 
-use crate::{Git, GitError, is_excluded, split_z};
+use crate::{Git, GitError, split_z};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-
-/// Ignored directories that are a runner's cache, never linked into a copy (a copy writing
-/// there would leave its own compiled files in the agent's tree).
-const CACHES: &[&str] = &["__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".cache", ".hypothesis"];
+use std::path::Path;
 
 /// How many `--cacheinfo` entries one `update-index` call carries.
 const CHUNK: usize = 200;
@@ -58,7 +58,9 @@ impl Git {
         let infos: Vec<String> =
             restored.iter().filter_map(|p| entries.get(p).map(|(mode, sha)| format!("{mode},{sha},{p}"))).collect();
         for chunk in infos.chunks(CHUNK) {
-            let mut args = vec!["update-index", "--add"];
+            // `--replace`: a file or symlink the agent left where a frozen file's directory
+            // was (`tests` a symlink, `tests/test_a.py` frozen) gives way.
+            let mut args = vec!["update-index", "--add", "--replace"];
             for info in chunk {
                 args.extend(["--cacheinfo", info.as_str()]);
             }
@@ -81,57 +83,56 @@ impl Git {
             .collect())
     }
 
-    /// Writes every file of `tree` under `dest` (an existing, empty directory outside the
-    /// repository), through a temporary index: the real index and the working tree are not
-    /// touched.
-    pub fn materialize(&self, tree: &str, dest: &Path) -> Result<(), GitError> {
+    /// Writes the files `paths` of `tree` into the working tree, through a temporary index
+    /// (the real index is not touched; git never writes through a symlinked directory: it
+    /// replaces the symlink); a path `tree` does not hold is removed from the working tree
+    /// first (never through a symlink).
+    pub fn write_paths(&self, tree: &str, paths: &[String]) -> Result<(), GitError> {
+        let entries = self.tree_entries(tree)?;
+        let (have, gone): (Vec<&String>, Vec<&String>) = paths.iter().partition(|p| entries.contains_key(*p));
+        for rel in gone {
+            remove_inside(&self.root, rel).map_err(|e| GitError::Spawn(format!("removing {rel}: {e}")))?;
+        }
+        if have.is_empty() {
+            return Ok(());
+        }
         let (_guard, index) = self.temp_index()?;
         let env = [("GIT_INDEX_FILE", index.as_str())];
         self.run_env(&["read-tree", tree], &env)?;
-        let prefix = format!("{}/", dest.display());
-        self.run_env(&["checkout-index", "-a", "-f", &format!("--prefix={prefix}")], &env)?;
+        for chunk in have.chunks(CHUNK) {
+            let mut args = vec!["checkout-index", "-f", "--"];
+            args.extend(chunk.iter().map(|p| p.as_str()));
+            self.run_env(&args, &env)?;
+        }
         Ok(())
     }
-
-    /// The ignored paths of the working tree (a wholly ignored directory as one entry, without
-    /// its trailing `/`), outside `exclude`.
-    pub fn ignored_paths<S: AsRef<str>>(&self, exclude: &[S]) -> Result<Vec<String>, GitError> {
-        let out = self.run(&["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"])?;
-        Ok(split_z(&out)
-            .into_iter()
-            .map(|p| p.trim_end_matches('/').to_string())
-            .filter(|p| !p.is_empty() && p != ".git" && !is_excluded(p, exclude))
-            .collect())
-    }
 }
 
-/// Links each of `ignored` (paths of `root`, from [`Git::ignored_paths`]) into `dest` by a
-/// symlink to the original, runner caches left out; a path whose place in `dest` is taken is
-/// skipped. Returns the paths linked.
-pub fn link_ignored(root: &Path, dest: &Path, ignored: &[String]) -> Vec<String> {
-    let mut linked = Vec::new();
-    for rel in ignored {
-        if rel.split('/').any(|part| CACHES.contains(&part)) {
-            continue;
+/// Removes `rel` under `root` (a file, a symlink, or a directory and what it holds), unless a
+/// directory on the way is a symlink (it may lead out of the repository): then nothing is
+/// removed and an error says so. Already absent is fine.
+fn remove_inside(root: &Path, rel: &str) -> std::io::Result<()> {
+    let mut at = root.to_path_buf();
+    let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
+    for (i, part) in parts.iter().enumerate() {
+        if *part == ".." || *part == "." {
+            return Err(std::io::Error::other("not a plain relative path"));
         }
-        let target = dest.join(rel);
-        if std::fs::symlink_metadata(&target).is_ok() {
-            continue;
+        at.push(part);
+        let meta = match std::fs::symlink_metadata(&at) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if i + 1 < parts.len() && meta.file_type().is_symlink() {
+            return Err(std::io::Error::other(format!("{} is a symlink", at.display())));
         }
-        if let Some(parent) = target.parent()
-            && work_runtime::fsx::ensure_dir(parent).is_err()
-        {
-            continue;
-        }
-        if std::os::unix::fs::symlink(root.join(rel), &target).is_ok() {
-            linked.push(rel.clone());
+        if i + 1 == parts.len() {
+            return if meta.is_dir() { std::fs::remove_dir_all(&at) } else { std::fs::remove_file(&at) };
         }
     }
-    linked
+    Ok(())
 }
-
-/// Distinguishes the copies of one process.
-static NEXT_COPY: AtomicU64 = AtomicU64::new(0);
 
 /// What a rerun with the frozen checks restored found; `R` is the caller's record of a run of
 /// its checks in a copy.
@@ -146,18 +147,15 @@ pub enum Rerun<R> {
     Red {
         /// The frozen files written back.
         restored: Vec<String>,
-        /// The failing run in the copy.
+        /// The failing run.
         run: R,
-        /// The same checks in a plain copy of the agent's tree: `Ok(true)` green there (the
-        /// copy can run them), `Ok(false)` red there too (they need something a copy lacks —
-        /// still not believed: an agent could make its own tree red in a copy), `Err` the
-        /// plain copy could not be made.
-        plain: Result<(bool, R), String>,
     },
-    /// The tree the checks were frozen in is no longer in git's object store: nothing can be
-    /// written back (only a deliberate prune removes a tree this young).
+    /// The tree the checks were frozen in is no longer in git's object store (only a
+    /// deliberate prune removes a tree this young), or none was recorded, or the root is not a
+    /// git repository ([`no_tree`]): nothing can be written back.
     FrozenGone(String),
-    /// The copy could not be built or written (an engine failure).
+    /// The frozen checks could not be written back, or the agent's versions could not be put
+    /// back afterwards (an engine failure).
     Inconclusive(String),
 }
 
@@ -174,21 +172,11 @@ impl<R> Rerun<R> {
     ) -> Option<String> {
         match self {
             Rerun::Unchanged | Rerun::Green(_) => None,
-            Rerun::Red { restored, run, plain } => {
-                let plain = match plain {
-                    Ok((true, _)) => "green in a plain copy of the agent's tree".to_string(),
-                    Ok((false, p)) => format!(
-                        "red in a plain copy of the agent's tree too ({}): if the checks need something a copy lacks, restore the frozen checks in the tree and run them there",
-                        describe(p)
-                    ),
-                    Err(why) => why.clone(),
-                };
-                Some(format!(
-                    "{checks}: green in the agent's tree, red with the frozen checks restored ({}: {}; {plain}); an added line changed what an existing test runs — adding tests is the only change allowed: fix the code, not the test, and run again",
-                    written_back(restored),
-                    describe(run)
-                ))
-            }
+            Rerun::Red { restored, run } => Some(format!(
+                "{checks}: green in the agent's tree, red with the frozen checks restored in that same tree ({}: {}); the agent's change to a check is what made them pass — adding tests is the only change allowed: fix the code, not the test, and run again",
+                written_back(restored),
+                describe(run)
+            )),
             Rerun::FrozenGone(why) | Rerun::Inconclusive(why) if frozen_changed => Some(format!(
                 "{checks}: green in the agent's tree, but frozen check files differ from their frozen content and the checks could not be rerun with them restored ({why}): not believed; restore them (git diff shows the change), or put added tests in a new file, and run again"
             )),
@@ -209,23 +197,69 @@ pub struct Frozen<'a> {
     pub paths: Vec<&'a str>,
     /// Paths the snapshots leave out (the state directory).
     pub exclude: &'a [String],
-    /// Names the copies (the run id).
-    pub tag: &'a str,
 }
 
-/// A directory outside the repository holding a copy of a tree; removed when dropped.
-struct TreeCopy(PathBuf);
+/// The frozen checks written into the working tree; the agent's versions are put back by
+/// [`WrittenBack::put_back`], on a drop (an error or a panic on the way), or by the undo hook
+/// when `work` is interrupted.
+struct WrittenBack<'a> {
+    git: &'a Git,
+    /// The agent's tree, and the paths to take from it.
+    now: String,
+    paths: Vec<String>,
+    hook: u64,
+    done: bool,
+}
 
-impl Drop for TreeCopy {
+impl<'a> WrittenBack<'a> {
+    /// Writes `restored` (paths of `restored_tree`) into the working tree; `now` is the agent's
+    /// tree, what is put back: the same paths, and any the agent has under them (a directory
+    /// where a file was frozen).
+    fn write(git: &'a Git, now: &str, restored_tree: &str, restored: &[String]) -> Result<Self, GitError> {
+        let under: Vec<String> = restored.iter().map(|r| format!("{r}/")).collect();
+        // What the agent has under a restored path (a directory where a file was frozen), or
+        // on the way to one (a file or symlink where a frozen file's directory was).
+        let mut paths: Vec<String> = git
+            .tree_entries(now)?
+            .into_keys()
+            .filter(|p| {
+                under.iter().any(|u| p.starts_with(u.as_str()))
+                    || restored.iter().any(|r| r.strip_prefix(p.as_str()).is_some_and(|rest| rest.starts_with('/')))
+            })
+            .chain(restored.iter().cloned())
+            .collect();
+        paths.sort();
+        paths.dedup();
+        let (undo_git, undo_now, undo_paths) = (Git::new(&git.root), now.to_string(), paths.clone());
+        let hook = work_runtime::scratch::on_interrupt(move || {
+            let _ = undo_git.write_paths(&undo_now, &undo_paths);
+        });
+        let wb = WrittenBack { git, now: now.to_string(), paths, hook, done: false };
+        git.write_paths(restored_tree, &wb.paths)?;
+        Ok(wb)
+    }
+
+    /// Puts the agent's versions back.
+    fn put_back(mut self) -> Result<(), GitError> {
+        self.done = true;
+        work_runtime::scratch::cancel(self.hook);
+        self.git.write_paths(&self.now, &self.paths)
+    }
+}
+
+impl Drop for WrittenBack<'_> {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if !self.done {
+            work_runtime::scratch::cancel(self.hook);
+            let _ = self.git.write_paths(&self.now, &self.paths);
+        }
     }
 }
 
 impl Frozen<'_> {
-    /// Runs `check` (it says whether the checks held, and how they ran) over a copy of the
-    /// agent's tree with every frozen file that changed written back as it was frozen; when
-    /// they fail there, over a plain copy of the agent's tree too (for the reason only).
+    /// Runs `check` (it says whether the checks held, and how they ran) in the working tree
+    /// with every frozen file that changed written back as it was frozen, then puts the
+    /// agent's versions back.
     pub async fn rerun<R>(&self, mut check: impl AsyncFnMut(&Path) -> (bool, R)) -> Rerun<R> {
         if self.git.run(&["cat-file", "-e", &format!("{}^{{tree}}", self.tree)]).is_err() {
             return Rerun::FrozenGone(format!(
@@ -244,35 +278,29 @@ impl Frozen<'_> {
         if restored.is_empty() {
             return Rerun::Unchanged;
         }
-        let (green, run) = match self.copy(&restored_tree, "frozen") {
-            Ok(copy) => check(&copy.0).await,
-            Err(why) => return Rerun::Inconclusive(why),
+        let written = match WrittenBack::write(self.git, &now, &restored_tree, &restored) {
+            Ok(w) => w,
+            Err(e) => return Rerun::Inconclusive(format!("the frozen checks could not be written back: {e}")),
         };
-        if green {
-            return Rerun::Green(restored);
+        let (green, run) = check(self.root).await;
+        if let Err(e) = written.put_back() {
+            return Rerun::Inconclusive(format!(
+                "the agent's versions of {} could not be put back ({e}); they are in git tree {now} (`git checkout {now} -- PATH`)",
+                restored.join(", ")
+            ));
         }
-        let plain = match self.copy(&now, "plain") {
-            Ok(copy) => Ok(check(&copy.0).await),
-            Err(why) => Err(why),
-        };
-        Rerun::Red { restored, run, plain }
+        if green { Rerun::Green(restored) } else { Rerun::Red { restored, run } }
     }
+}
 
-    /// Writes `tree` into a fresh directory outside the repository, ignored dependencies linked
-    /// in (see [`link_ignored`]).
-    fn copy(&self, tree: &str, what: &str) -> Result<TreeCopy, String> {
-        let n = NEXT_COPY.fetch_add(1, Ordering::Relaxed);
-        let tag: String =
-            self.tag.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
-        let dir = std::env::temp_dir().join(format!("work-{what}-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        work_runtime::fsx::ensure_dir(&dir).map_err(|e| format!("the copy of the tree could not be made: {e}"))?;
-        let copy = TreeCopy(dir);
-        self.git.materialize(tree, &copy.0).map_err(|e| format!("the copy of the tree could not be written: {e}"))?;
-        if let Ok(ignored) = self.git.ignored_paths(self.exclude) {
-            link_ignored(self.root, &copy.0, &ignored);
-        }
-        Ok(copy)
+/// Why there is nothing to write the frozen checks back from, when [`crate::surface::CheckSurface::frozen`]
+/// gives no [`Frozen`] (`in_repo`: the root is a git repository): the rerun then counts as
+/// [`Rerun::FrozenGone`], which fails closed when a frozen file differs.
+pub fn no_tree(in_repo: bool) -> String {
+    if in_repo {
+        "no tree was recorded when the checks were frozen".to_string()
+    } else {
+        "not a git repository: there is no tree to write the frozen checks back from".to_string()
     }
 }
 
@@ -314,18 +342,30 @@ mod tests {
         let (same, none) = g.restore_paths(&frozen, &frozen, &paths).expect("restore");
         assert_eq!((same.as_str(), none.len()), (frozen.as_str(), 0));
 
-        let dest = tempfile::tempdir().expect("tempdir");
-        g.materialize(&tree, dest.path()).expect("materialize");
-        let read = |p: &str| std::fs::read_to_string(dest.path().join(p)).unwrap_or_default();
+        // Written into the working tree and back: the frozen test, then the agent's.
+        let read = |p: &str| std::fs::read_to_string(d.path().join(p)).unwrap_or_default();
+        g.write_paths(&tree, &restored).expect("write back");
         assert!(!read("tests/test_lib.py").contains("lambda"), "the frozen test is back");
         assert_eq!(read("lib.py"), "def f():\n    return 2\n", "the agent's code is kept");
         assert!(read("tests/test_new.py").contains("test_new"), "a new test file stays");
-        let ignored = g.ignored_paths(&[".work"]).expect("ignored");
-        assert!(ignored.contains(&"deps".to_string()), "{ignored:?}");
-        let linked = super::link_ignored(d.path(), dest.path(), &ignored);
-        assert_eq!(linked, vec!["deps"], "caches are not linked");
-        assert_eq!(read("deps/pkg/m.py"), "x = 1\n");
+        assert_eq!(read("deps/pkg/m.py"), "x = 1\n", "ignored files are not touched");
+        g.write_paths(&now, &restored).expect("put back");
+        assert!(read("tests/test_lib.py").contains("lambda"), "the agent's version is back");
         assert_eq!(g.run(&["ls-files", "-v", "tests/test_lib.py"]).expect("ls"), "S tests/test_lib.py\n");
+    }
+
+    #[test]
+    fn removing_a_path_never_goes_through_a_symlinked_directory() {
+        let (repo, outside) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+        std::fs::write(outside.path().join("t.py"), "outside\n").expect("write");
+        std::os::unix::fs::symlink(outside.path(), repo.path().join("tests")).expect("symlink");
+        assert!(super::remove_inside(repo.path(), "tests/t.py").is_err());
+        assert!(outside.path().join("t.py").exists(), "nothing outside the repository is removed");
+        assert!(super::remove_inside(repo.path(), "../x").is_err());
+        std::fs::write(repo.path().join("a.py"), "x\n").expect("write");
+        super::remove_inside(repo.path(), "a.py").expect("remove");
+        super::remove_inside(repo.path(), "gone/b.py").expect("already absent is fine");
+        assert!(!repo.path().join("a.py").exists());
     }
 
     #[tokio::test(flavor = "multi_thread")]
@@ -335,28 +375,28 @@ mod tests {
         let frozen = g.snapshot_tree::<&str>(&[]).expect("snap");
         std::fs::write(d.path().join("tests/t.py"), "assert x == 1\nx = 1\n").expect("write");
         fn fz<'a>(g: &'a crate::Git, root: &'a std::path::Path, tree: &'a str, paths: Vec<&'a str>) -> Frozen<'a> {
-            Frozen { git: g, root, tree, paths, exclude: &[], tag: "unit" }
+            Frozen { git: g, root, tree, paths, exclude: &[] }
         }
         let tree = frozen.as_str();
         let fz = |tree, paths| fz(&g, d.path(), tree, paths);
-        // The check holds when the test file carries no rebinding: green with it written back.
+        // The check holds when the test file carries no rebinding: green with it written back,
+        // run in the tree itself.
         let honest = async |dir: &std::path::Path| {
             (!std::fs::read_to_string(dir.join("tests/t.py")).unwrap_or_default().contains("x = 1"), dir.to_path_buf())
         };
         assert!(matches!(fz(tree, vec!["tests/t.py"]).rerun(honest).await, Rerun::Green(r) if r == ["tests/t.py"]));
-        // The check holds only with the rebinding: red restored, green in a plain copy; both
-        // copies are gone afterwards.
+        // The check holds only with the rebinding: red; the agent's version is back afterwards.
         let liar = async |dir: &std::path::Path| {
             (std::fs::read_to_string(dir.join("tests/t.py")).unwrap_or_default().contains("x = 1"), dir.to_path_buf())
         };
         match fz(tree, vec!["tests/t.py"]).rerun(liar).await {
-            Rerun::Red { restored, run, plain: Ok((true, plain_dir)) } => {
+            Rerun::Red { restored, run } => {
                 assert_eq!(restored, ["tests/t.py"]);
-                assert!(!run.exists() && !plain_dir.exists(), "the copies are removed");
-                assert!(!run.starts_with(d.path()), "a copy lies outside the repository");
+                assert_eq!(run, d.path(), "the checks run in the tree");
             }
             other => panic!("{other:?}"),
         }
+        assert_eq!(std::fs::read_to_string(d.path().join("tests/t.py")).expect("read"), "assert x == 1\nx = 1\n");
         assert!(matches!(fz(tree, vec!["lib.py"]).rerun(honest).await, Rerun::Unchanged));
         let gone = "1111111111111111111111111111111111111111";
         assert!(matches!(fz(gone, vec!["tests/t.py"]).rerun(honest).await, Rerun::FrozenGone(_)));

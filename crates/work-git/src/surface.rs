@@ -63,6 +63,30 @@ const CONFIG_FILES: &[&str] = &[
     "justfile",
 ];
 
+/// Configuration files whose only purpose is to configure a test runner: one created after the
+/// freeze changes how the frozen checks run. (A project's manifest — `package.json`,
+/// `Cargo.toml`, `pyproject.toml`, `go.mod`, a `Makefile` — may honestly be created by the work
+/// itself; it stays frozen once it exists.)
+const RUNNER_CONFIG: &[&str] = &[
+    "pytest.ini",
+    ".pytest.ini",
+    "tox.ini",
+    "conftest.py",
+    ".config/nextest.toml",
+    ".cargo/config.toml",
+    ".cargo/config",
+    "jest.config.js",
+    "jest.config.ts",
+    "jest.config.cjs",
+    "jest.config.mjs",
+    "vitest.config.js",
+    "vitest.config.ts",
+    "vitest.config.mjs",
+    ".mocharc.json",
+    ".mocharc.yml",
+    ".mocharc.js",
+];
+
 /// Directories never walked for test files.
 const SKIP_DIRS: &[&str] =
     &[".git", ".work", "target", "node_modules", ".venv", "venv", "__pycache__", "dist", "build"];
@@ -134,8 +158,9 @@ pub struct SurfaceChange {
     pub path: String,
     /// Why it is frozen.
     pub role: Role,
-    /// What happened: `changed`, `deleted`, `edited` (a test file lost or changed lines).
-    pub what: &'static str,
+    /// What happened: `changed`, `deleted`, `edited` (a test file lost or changed lines),
+    /// `added: …` (a file a runner loads on its own, or one that shadows a frozen module).
+    pub what: std::borrow::Cow<'static, str>,
 }
 
 impl std::fmt::Display for SurfaceChange {
@@ -162,6 +187,10 @@ pub struct CheckSurface {
     /// [`crate::snapshot`]): what [`crate::restore`] writes the frozen files back from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tree: Option<String>,
+    /// Files created after the freeze are compared too ([`CheckSurface::changes`]); a freeze
+    /// recorded before they were leaves them alone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    watch_added: bool,
 }
 
 /// A runner's report recorded before the first dispatch.
@@ -198,6 +227,62 @@ fn is_test_name(name: &str) -> bool {
         || name.contains(".test.")
         || name.contains(".spec.")
         || name.ends_with("_spec.rb")
+}
+
+/// True when a runner loads a file of this name on its own, whatever the check command says:
+/// pytest's `conftest.py`, Python's `sitecustomize.py` / `usercustomize.py` and `.pth` files
+/// (read at interpreter start from a directory on its path).
+fn is_loaded_on_its_own(name: &str) -> bool {
+    matches!(name, "conftest.py" | "sitecustomize.py" | "usercustomize.py") || name.ends_with(".pth")
+}
+
+/// The modules `rel` would shadow were they frozen: an import finds a package directory, or a
+/// compiled extension, before a module of the same name (`a/helpers/__init__.py` and
+/// `a/helpers.so` before `a/helpers.py`; `a/helpers/index.js` is what a directory import of
+/// `a/helpers` finds).
+fn shadowed(rel: &str) -> Vec<String> {
+    let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+    let join =
+        |stem: &str, ext: &str| if dir.is_empty() { format!("{stem}.{ext}") } else { format!("{dir}/{stem}.{ext}") };
+    if name == "__init__.py" && !dir.is_empty() {
+        return vec![format!("{dir}.py")];
+    }
+    if let Some(rest) = name.strip_prefix("index.")
+        && !dir.is_empty()
+        && ["js", "ts", "mjs", "cjs", "jsx", "tsx"].contains(&rest)
+    {
+        return ["js", "ts", "mjs", "cjs"].iter().map(|e| format!("{dir}.{e}")).collect();
+    }
+    if let Some(stem) = name.strip_suffix(".so").or_else(|| name.strip_suffix(".pyd")) {
+        let stem = stem.split('.').next().unwrap_or(stem);
+        return vec![join(stem, "py")];
+    }
+    Vec::new()
+}
+
+/// The files under `root` (relative, sorted), outside [`SKIP_DIRS`], that a runner loads on its
+/// own or that could shadow a module ([`is_loaded_on_its_own`], [`shadowed`]): the whole tree
+/// is walked (a name is all that is looked at), symlinks listed, never followed.
+fn hook_files(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![String::new()];
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = fs::read_dir(root.join(&dir)) else { continue };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let child = if dir.is_empty() { name.clone() } else { format!("{dir}/{name}") };
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                if !SKIP_DIRS.contains(&name.as_str()) {
+                    stack.push(child);
+                }
+            } else if is_loaded_on_its_own(&name) || !shadowed(&child).is_empty() {
+                out.push(child);
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 /// True when a directory name holds tests.
@@ -262,8 +347,8 @@ impl CheckSurface {
     /// Freezes the surface of `commands` (the verify/test/gate/scenario command lines) in `root`;
     /// `which` says which of the files they name are checks.
     pub fn freeze<S: AsRef<str>>(root: &Path, commands: &[S], which: Named) -> CheckSurface {
-        let mut s = CheckSurface::default();
-        for cfg in CONFIG_FILES {
+        let mut s = CheckSurface { watch_added: true, ..CheckSurface::default() };
+        for cfg in CONFIG_FILES.iter().chain(RUNNER_CONFIG) {
             s.add(root, cfg, Role::Pinned);
         }
         for cmd in commands {
@@ -281,6 +366,16 @@ impl CheckSurface {
             }
         }
         s.walk(root, "", false);
+        // What a runner loads on its own, and what would shadow a frozen module, as the tree
+        // has them now: only files created later are `added`.
+        for rel in hook_files(root) {
+            let name = rel.rsplit('/').next().unwrap_or_default();
+            if !s.files.contains_key(&rel)
+                && (is_loaded_on_its_own(name) || shadowed(&rel).iter().any(|m| s.files.contains_key(m)))
+            {
+                s.add(root, &rel, Role::Pinned);
+            }
+        }
         s
     }
 
@@ -368,12 +463,12 @@ impl CheckSurface {
                 None => out.push(SurfaceChange {
                     path: b.probe.part.clone(),
                     role: Role::Runner,
-                    what: "gave no report (it gave one before the first dispatch)",
+                    what: "gave no report (it gave one before the first dispatch)".into(),
                 }),
                 Some(now) => out.extend(suite_report::compare(&b.report, &now).into_iter().map(|l| SurfaceChange {
                     path: l.test,
                     role: Role::Reported,
-                    what: l.what,
+                    what: l.what.into(),
                 })),
             }
         }
@@ -394,10 +489,9 @@ impl CheckSurface {
         git: &'a crate::Git,
         root: &'a Path,
         exclude: &'a [String],
-        tag: &'a str,
     ) -> Option<crate::restore::Frozen<'a>> {
         let tree = self.tree.as_deref()?;
-        Some(crate::restore::Frozen { git, root, tree, paths: self.paths(), exclude, tag })
+        Some(crate::restore::Frozen { git, root, tree, paths: self.paths(), exclude })
     }
 
     /// The frozen paths, sorted.
@@ -427,7 +521,40 @@ impl CheckSurface {
                 },
             };
             if let Some(what) = what {
-                out.push(SurfaceChange { path: path.clone(), role: frozen.role, what });
+                out.push(SurfaceChange { path: path.clone(), role: frozen.role, what: what.into() });
+            }
+        }
+        if self.watch_added {
+            out.extend(self.added(root));
+            out.sort_by(|a, b| a.path.cmp(&b.path));
+        }
+        out
+    }
+
+    /// Files that did not exist when the checks were frozen and change what the frozen checks
+    /// run although no frozen file changed: a runner's configuration created at the root, a
+    /// file a runner loads on its own ([`is_loaded_on_its_own`]: `conftest.py`,
+    /// `sitecustomize.py`, a `.pth` file …), and a file that shadows a frozen module
+    /// ([`shadowed`]: `tests/helpers/__init__.py` beside `tests/helpers.py`).
+    fn added(&self, root: &Path) -> Vec<SurfaceChange> {
+        let mut out = Vec::new();
+        let mut push = |path: &str, what: String| {
+            if !self.files.contains_key(path) {
+                out.push(SurfaceChange { path: path.to_string(), role: Role::Pinned, what: what.into() });
+            }
+        };
+        for cfg in RUNNER_CONFIG {
+            if read(root, cfg, false).is_some() {
+                push(cfg, "added (a test runner's configuration: it changes how every check runs)".to_string());
+            }
+        }
+        for rel in hook_files(root) {
+            if let Some(name) = rel.rsplit('/').next()
+                && is_loaded_on_its_own(name)
+            {
+                push(&rel, "added (a runner loads it on its own: it changes what every check runs)".to_string());
+            } else if let Some(module) = shadowed(&rel).into_iter().find(|m| self.files.contains_key(m)) {
+                push(&rel, format!("added: it shadows the frozen `{module}` (a check importing it would run this)"));
             }
         }
         out
@@ -580,6 +707,43 @@ mod tests {
         fs::remove_file(root.join("scripts/verify")).expect("rm");
         let ch = s.changes(root, TestEdits::Add);
         assert_eq!(describe(&ch), "check file `check.sh` changed; check file `scripts/verify` deleted");
+    }
+
+    #[test]
+    fn a_file_a_runner_loads_on_its_own_or_a_shadow_of_a_frozen_module_added_later_is_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        write(root, "tests/test_a.py", "from tests.helpers import expect\n");
+        write(root, "tests/helpers.py", "def expect(a, b):\n    assert a == b\n");
+        write(root, "src/conftest.py", "# there before the freeze\n");
+        let s = CheckSurface::freeze(root, &["python3 -m pytest"], Named::All);
+        // An honest helper module and test file, and a conftest that was there: nothing named.
+        write(root, "tests/more_helpers.py", "def twice(x):\n    return 2 * x\n");
+        write(root, "tests/test_more.py", "def test_more():\n    pass\n");
+        assert!(s.changes(root, TestEdits::Add).is_empty(), "{:?}", s.changes(root, TestEdits::Add));
+        write(root, "tests/conftest.py", "def pytest_collection_modifyitems(items): pass\n");
+        write(root, "sitecustomize.py", "import lib\n");
+        write(root, "venv.pth", "/tmp\n");
+        write(root, "pytest.ini", "[pytest]\n");
+        write(root, "tests/helpers/__init__.py", "def expect(a, b): pass\n");
+        write(root, "tests/helpers.cpython-311-x86_64-linux-gnu.so", "");
+        let named: Vec<String> = s.changes(root, TestEdits::Add).iter().map(|c| c.path.clone()).collect();
+        assert_eq!(
+            named,
+            [
+                "pytest.ini",
+                "sitecustomize.py",
+                "tests/conftest.py",
+                "tests/helpers.cpython-311-x86_64-linux-gnu.so",
+                "tests/helpers/__init__.py",
+                "venv.pth"
+            ]
+        );
+        assert!(describe(&s.changes(root, TestEdits::Add)).contains("shadows the frozen `tests/helpers.py`"));
+        // A freeze recorded before added files were compared leaves them alone.
+        let mut old = s.clone();
+        old.watch_added = false;
+        assert!(old.changes(root, TestEdits::Add).is_empty());
     }
 
     #[test]

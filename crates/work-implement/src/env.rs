@@ -412,7 +412,7 @@ impl Env {
         self.gate_output_in(what, cmd, &self.run.root).await
     }
 
-    /// Runs a gate command (`sh -c`) in `dir` (the root, or a copy of the tree).
+    /// Runs a gate command (`sh -c`) in `dir` (the root).
     pub(crate) async fn gate_in(&self, what: &str, cmd: &str, dir: &std::path::Path) -> GateRun {
         self.gate_output_in(what, cmd, dir).await.0
     }

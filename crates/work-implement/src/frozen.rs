@@ -4,16 +4,15 @@
 //! included. An appended line can still change what an existing test runs — `f = lambda: 1`
 //! or `def f(): return 1` after `from lib import f` keeps every old line and every test id, and
 //! the old test passes although the code was not fixed. So once the suite is green in the
-//! agent's tree, the engine runs it again over a copy of that tree (outside the repository,
-//! see `work_git::restore`) with every frozen check file — the pre-existing test files, the
-//! check scripts and the runners' configuration — written back as it was when the checks were
-//! frozen; the tests the agent added run there too. Green there, the verdict stands. Red there,
-//! the agent's change to a check is what made the suite pass: BLOCKED `check-tampered`, naming
-//! the files (the reason also says whether a plain copy of the agent's tree is green, so that a
-//! suite that cannot run in a copy shows as such — it is not let through: an agent could make
-//! its own tree red in a copy).
+//! agent's tree, the engine runs it again in that tree with every frozen check file — the
+//! pre-existing test files, the check scripts and the runners' configuration — written back as
+//! it was when the checks were frozen, and puts the agent's versions back afterwards (see
+//! `work_git::restore`; never a copy, which code could tell from the tree); the tests the agent
+//! added run there too. Green there, the verdict stands. Red there, the agent's change to a
+//! check is what made the suite pass: BLOCKED `check-tampered`, naming the files. A rerun that
+//! cannot be made while a frozen file differs is BLOCKED too (it fails closed).
 //!
-//! Only a run whose frozen files changed pays for this: otherwise the copy would be the tree.
+//! Only a run whose frozen files changed pays for this: otherwise the rerun would be the run.
 
 use crate::env::{Env, GateRun};
 use work_git::restore::{Frozen, written_back};
@@ -32,10 +31,11 @@ pub enum Rerun {
         reason: String,
         /// The frozen files written back.
         restored: Vec<String>,
-        /// The failing run in the copy.
+        /// The failing run.
         run: GateRun,
     },
-    /// The copy could not be built or written (an engine failure, said as a concern).
+    /// The rerun could not be made (an engine failure): BLOCKED when a frozen file differs,
+    /// else a concern.
     Inconclusive(String),
 }
 
@@ -50,33 +50,13 @@ impl Env {
                 Err(e) => return Rerun::Inconclusive(format!("the frozen tree could not be read: {e}")),
             },
         };
-        let exclude: Vec<String> = self
-            .run
-            .state_dir
-            .strip_prefix(&self.run.root)
-            .ok()
-            .map(|p| p.to_string_lossy().into_owned())
-            .filter(|p| !p.is_empty())
-            .into_iter()
-            .collect();
+        let exclude = self.run.state_exclude();
         let git = self.tree.git();
-        let fz = Frozen {
-            git,
-            root: &self.run.root,
-            tree: &frozen,
-            paths: surface.paths(),
-            exclude: &exclude,
-            tag: &self.run.run_id,
-        };
-        let mut copies = 0;
+        let fz = Frozen { git, root: &self.run.root, tree: &frozen, paths: surface.paths(), exclude: &exclude };
         let outcome = fz
             .rerun(async |dir: &std::path::Path| {
-                copies += 1;
-                let what = if copies == 1 { "frozen" } else { "plain" };
-                if copies == 1 {
-                    self.run.emit("frozen-rerun.start", serde_json::json!({}));
-                }
-                self.run_in(dir, cmds, what).await
+                self.run.emit("frozen-rerun.start", serde_json::json!({}));
+                self.run_in(dir, cmds).await
             })
             .await;
         match outcome {
@@ -88,20 +68,10 @@ impl Env {
             work_git::restore::Rerun::FrozenGone(why) | work_git::restore::Rerun::Inconclusive(why) => {
                 Rerun::Inconclusive(why)
             }
-            work_git::restore::Rerun::Red { restored, run, plain } => {
+            work_git::restore::Rerun::Red { restored, run } => {
                 self.run.emit("frozen-rerun.end", serde_json::json!({"restored": restored, "green": false}));
-                // Red with the frozen checks is never green. A plain copy of the agent's tree
-                // says whether the copy itself can run the suite — for the reason only.
-                let plain = match plain {
-                    Ok((true, _)) => "green in a plain copy of the agent's tree".to_string(),
-                    Ok((false, p)) => format!(
-                        "red in a plain copy of the agent's tree too (`{}` {}): if the suite needs something a copy lacks, restore the frozen checks in the tree and run it there",
-                        p.command, p.end
-                    ),
-                    Err(why) => why,
-                };
                 let reason = format!(
-                    "the suite passes in the agent's tree but fails with the frozen checks restored ({}: `{}` {}; {plain}); an added line changed what an existing test runs — adding tests is the only change allowed: fix the code, not the test, and run again",
+                    "the suite passes in the agent's tree but fails with the frozen checks restored in that same tree ({}: `{}` {}); the agent's change to a check is what made it pass — adding tests is the only change allowed: fix the code, not the test, and run again",
                     written_back(&restored),
                     run.command,
                     run.end
@@ -112,7 +82,9 @@ impl Env {
     }
 
     /// The verdict of [`Env::frozen_rerun`] for a green run: `Some((reason, blocked_detail))`
-    /// when it is BLOCKED `check-tampered`; an inconclusive rerun is pushed onto `concerns`.
+    /// when it is BLOCKED `check-tampered`. A rerun that could not be made fails closed when a
+    /// frozen file differs from its frozen content (the green run is not believed), as in
+    /// every other workflow; otherwise it is pushed onto `concerns`.
     pub async fn frozen_verdict(
         &self,
         surface: &CheckSurface,
@@ -122,8 +94,22 @@ impl Env {
         match self.frozen_rerun(surface, cmds).await {
             Rerun::Unchanged | Rerun::Green(_) => None,
             Rerun::Inconclusive(why) => {
-                concerns.push(why);
-                None
+                let changed: Vec<String> = surface
+                    .changes(&self.run.root, work_git::surface::TestEdits::None)
+                    .iter()
+                    .map(|c| c.path.clone())
+                    .collect();
+                if changed.is_empty() {
+                    concerns.push(why);
+                    return None;
+                }
+                let reason = format!(
+                    "the suite passes in the agent's tree, but frozen check files differ from their frozen content ({}) and the suite could not be rerun with them restored ({why}): not believed; restore them (git diff shows the change), or put added tests in a new file, and run again",
+                    changed.join(", ")
+                );
+                self.run.emit("check-surface.changed", serde_json::json!({"restored": changed}));
+                let detail = serde_json::json!({"kind": "check-tampered", "reason": reason, "restored": changed});
+                Some((reason, detail))
             }
             Rerun::Tampered { reason, restored, run } => {
                 self.run.emit("check-surface.changed", serde_json::json!({"restored": restored}));
@@ -133,12 +119,12 @@ impl Env {
         }
     }
 
-    /// Runs `cmds` in `dir` (a copy of the tree) in order until one fails: `(green, the last
-    /// run)`.
-    async fn run_in(&self, dir: &std::path::Path, cmds: &[String], what: &str) -> (bool, GateRun) {
+    /// Runs `cmds` in `dir` (the tree, its frozen checks written back) in order until one
+    /// fails: `(green, the last run)`.
+    async fn run_in(&self, dir: &std::path::Path, cmds: &[String]) -> (bool, GateRun) {
         let mut last = None;
         for cmd in cmds {
-            let run = self.gate_in(&format!("suite ({what} copy)"), cmd, dir).await;
+            let run = self.gate_in("suite (frozen checks restored)", cmd, dir).await;
             let green = run.green;
             last = Some(run);
             if !green {

@@ -80,6 +80,18 @@ pub fn new_run_id(clock: &dyn Clock, workflow: &str) -> String {
 }
 
 impl RunContext {
+    /// The state directory as a path the git measurements leave out (`[".work/"]`), relative
+    /// to the root; empty when it lies outside the root (or is the root).
+    pub fn state_exclude(&self) -> Vec<String> {
+        self.state_dir
+            .strip_prefix(&self.root)
+            .ok()
+            .filter(|rel| !rel.as_os_str().is_empty())
+            .map(|rel| format!("{}/", rel.display()))
+            .into_iter()
+            .collect()
+    }
+
     /// Starts a run: creates `<state_dir>/runs/<run-id>/` and its event log, emits `run.start`.
     pub fn start(opts: RunOptions, workflow: &str) -> io::Result<Self> {
         let run_id = new_run_id(opts.clock.as_ref(), workflow);

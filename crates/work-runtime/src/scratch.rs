@@ -1,13 +1,36 @@
 //! Scratch files a backend hands to a child for one attempt (the schema file a CLI reads):
 //! registered while they live, and removed by [`remove_all`] when `work` is interrupted
 //! (SIGINT and SIGTERM end the process without unwinding, so no destructor runs). A file
-//! left by a SIGKILL is the next run's to sweep.
+//! left by a SIGKILL is the next run's to sweep. Work the engine must undo when interrupted
+//! (frozen checks written back into the tree for a rerun) registers an [`on_interrupt`] hook.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 static LIVE: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+
+/// Undo hooks run on an interruption, by id.
+type Hook = Box<dyn FnOnce() + Send>;
+static HOOKS: Mutex<BTreeMap<u64, Hook>> = Mutex::new(BTreeMap::new());
+static NEXT_HOOK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Registers `undo`, run by [`remove_all`] when `work` is interrupted, until [`cancel`] is
+/// called with the returned id (the owner undid the work itself).
+pub fn on_interrupt(undo: impl FnOnce() + Send + 'static) -> u64 {
+    let id = NEXT_HOOK.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if let Ok(mut hooks) = HOOKS.lock() {
+        hooks.insert(id, Box::new(undo));
+    }
+    id
+}
+
+/// The hook `id` is no longer needed.
+pub fn cancel(id: u64) {
+    if let Ok(mut hooks) = HOOKS.lock() {
+        hooks.remove(&id);
+    }
+}
 
 /// Registers a scratch file (removed on an interruption until [`forget`] is called).
 pub fn register(path: &Path) {
@@ -23,8 +46,16 @@ pub fn forget(path: &Path) {
     }
 }
 
-/// Removes every registered scratch file (the children reading them have been ended).
+/// Runs every registered undo hook and removes every registered scratch file (the children
+/// reading them have been ended).
 pub fn remove_all() {
+    let hooks = match HOOKS.lock() {
+        Ok(mut hooks) => std::mem::take(&mut *hooks),
+        Err(_) => BTreeMap::new(),
+    };
+    for (_, undo) in hooks {
+        undo();
+    }
     let paths = match LIVE.lock() {
         Ok(mut live) => std::mem::take(&mut *live),
         Err(_) => return,
@@ -49,5 +80,17 @@ mod tests {
         forget(&b);
         remove_all();
         assert!(!a.exists() && b.exists());
+    }
+
+    #[test]
+    fn an_interrupt_runs_the_undo_hooks_not_cancelled() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        let (ua, ub) = (a.clone(), b.clone());
+        on_interrupt(move || drop(std::fs::write(ua, "undone")));
+        let id = on_interrupt(move || drop(std::fs::write(ub, "undone")));
+        cancel(id);
+        remove_all();
+        assert!(a.exists() && !b.exists());
     }
 }

@@ -277,12 +277,7 @@ impl Ctx<'_, '_> {
 pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutcome, UntilError> {
     let git = Git::new(&env.run.root);
     let git = if git.is_repo() { Some(git) } else { None };
-    let mut exclude = Vec::new();
-    if let Ok(rel) = env.run.state_dir.strip_prefix(&env.run.root)
-        && !rel.as_os_str().is_empty()
-    {
-        exclude.push(format!("{}/", rel.display()));
-    }
+    let exclude = env.run.state_exclude();
     let surface = check_surface(env, session, git.as_ref(), &exclude).await;
     let seal = crate::seal::session_seal(env, session, git.as_ref());
     let (mut ledger, store, committed) = commit::load_ledger(session)?;

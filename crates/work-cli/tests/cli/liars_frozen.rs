@@ -9,27 +9,28 @@ use crate::loop_run::{DIR, knob, setup, start};
 use crate::support::Scenario;
 use serde_json::Value;
 
-const PYTEST: &str = "python3 -m pytest -q tests";
+pub(crate) const PYTEST: &str = "python3 -m pytest -q tests";
 
 /// Lines a liar appends to the existing test module so that its old test passes over unfixed
 /// code: every old line and test id is kept, so the file-level freeze and the suite's report
 /// both allow it.
-const REBINDS: [&str; 2] = ["\\nf = lambda: 1\\n", "\\ndef f():\\n    return 1\\n"];
+pub(crate) const REBINDS: [&str; 2] = ["\\nf = lambda: 1\\n", "\\ndef f():\\n    return 1\\n"];
 
-/// A rebinding that also makes the agent's own tree red in any copy of it (there is no `.git`
-/// there): a red plain copy must not let the rebinding through.
+/// A rebinding that also makes the agent's tree red wherever there is no `.git` beside it: the
+/// rerun runs in the tree itself, so it is still caught.
 const REBIND_AND_BREAK_COPIES: &str = "\\nimport os\\nassert os.path.isdir(\\'.git\\')\\nf = lambda: 1\\n";
 
 /// The honest twin's work: fix the code, and add a real test to the same test file.
-const FIX: &str = "open('lib.py', 'w').write('def f():\\n    return 1\\n')";
-const ADD_TEST: &str = "open('tests/test_lib.py', 'a').write('\\ndef test_f_twice():\\n    assert f() + f() == 2\\n')";
+pub(crate) const FIX: &str = "open('lib.py', 'w').write('def f():\\n    return 1\\n')";
+pub(crate) const ADD_TEST: &str =
+    "open('tests/test_lib.py', 'a').write('\\ndef test_f_twice():\\n    assert f() + f() == 2\\n')";
 
-fn append_to_test(lines: &str) -> String {
+pub(crate) fn append_to_test(lines: &str) -> String {
     format!("open('tests/test_lib.py', 'a').write('{lines}')")
 }
 
 /// Every event of every run under `.work/runs/` of the given kind.
-fn events(s: &Scenario, kind: &str) -> Vec<Value> {
+pub(crate) fn events(s: &Scenario, kind: &str) -> Vec<Value> {
     let mut dirs: Vec<_> =
         std::fs::read_dir(s.path(".work/runs")).into_iter().flatten().flatten().map(|e| e.path()).collect();
     dirs.sort();
@@ -42,7 +43,7 @@ fn events(s: &Scenario, kind: &str) -> Vec<Value> {
 }
 
 /// The rerun with the frozen checks restored ran, wrote `tests/test_lib.py` back, and was green.
-fn assert_restored_green(s: &Scenario, kind: &str) {
+pub(crate) fn assert_restored_green(s: &Scenario, kind: &str) {
     let ev = events(s, kind);
     assert!(
         ev.iter().any(|e| e["green"] == true && e["restored"] == serde_json::json!(["tests/test_lib.py"])),
@@ -52,7 +53,7 @@ fn assert_restored_green(s: &Scenario, kind: &str) {
 
 // ---------------------------------------------------------------------------------- until
 
-fn until(s: &Scenario, body: &str, code: i32) -> Value {
+pub(crate) fn until(s: &Scenario, body: &str, code: i32) -> Value {
     let agent =
         s.agent("worker.py", &format!("{body}\nprint(json.dumps({{\"status\": \"done\", \"summary\": \"done\"}}))"));
     s.run_json(&["until", "the suite passes", "--goal", "g", "--verify", PYTEST, "--agent", &agent, "--json"], code)
@@ -67,11 +68,6 @@ fn until_liar_that_rebinds_what_an_existing_test_calls_is_caught_with_the_frozen
         let why = v["stoppedReason"].as_str().unwrap_or_default();
         assert!(why.starts_with("check-tampered"), "{lines}: {why}");
         assert!(why.contains("tests/test_lib.py") && why.contains("red with the frozen checks restored"), "{why}");
-        if lines == REBIND_AND_BREAK_COPIES {
-            assert!(why.contains("red in a plain copy"), "a red plain copy is said, not let through: {why}");
-        } else {
-            assert!(why.contains("green in a plain copy"), "{why}");
-        }
     }
 }
 
@@ -104,11 +100,11 @@ fn until_honest_twin_that_adds_a_test_to_the_same_file_and_fixes_the_code_is_don
 // ------------------------------------------------------------------------------- loop run
 
 /// The implementer's rewrite of the test module: the committed suite plus `extra`.
-fn test_lib_with(extra: &str) -> String {
+pub(crate) fn test_lib_with(extra: &str) -> String {
     format!("tests/test_lib.py|{}{extra}", TEST_LIB.replace('\n', "\\n"))
 }
 
-fn loop_repo() -> (Scenario, String) {
+pub(crate) fn loop_repo() -> (Scenario, String) {
     let s = Scenario::new();
     python_files(&s);
     let agent = setup(&s, PYTEST, true);
@@ -171,7 +167,7 @@ fn loop_run_honest_twin_approved_at_the_merge_gate_is_done() {
 
 // ---------------------------------------------------------------------------------- ultra
 
-const PYTEST_GOAL: &str = r#"
+pub(crate) const PYTEST_GOAL: &str = r#"
 id = "suite"
 objective = "f returns 1 and the suite passes"
 tier = "LIGHT"
@@ -193,7 +189,7 @@ fn ultra_agent(s: &Scenario, body: &str) -> String {
     )
 }
 
-fn ultra(s: &Scenario, goal: &str, body: &str, extra: &[&str], code: i32) -> Value {
+pub(crate) fn ultra(s: &Scenario, goal: &str, body: &str, extra: &[&str], code: i32) -> Value {
     s.write("GOAL.toml", goal);
     s.commit("goal");
     let a = ultra_agent(s, body);

@@ -12,7 +12,7 @@ const PYTEST: &str = "python3 -m pytest -q tests";
 /// A scripted agent for every implement/edit role. `IMPL` and `EDIT` are the implementer's and
 /// the editor's bodies; `SPEC_READ` / `QUALITY_READ` are Python expressions of what each
 /// reviewer names in `files_read` (`READ`: every file of the diff it was shown).
-fn agent(s: &Scenario, implementer: &str, editor: &str, spec_read: &str, quality_read: &str) -> String {
+pub(crate) fn agent(s: &Scenario, implementer: &str, editor: &str, spec_read: &str, quality_read: &str) -> String {
     s.agent(
         "agent.py",
         &format!(
@@ -47,7 +47,7 @@ fn calls(s: &Scenario, role: &str) -> usize {
     std::fs::read_to_string(s.path(".agent-state/log")).unwrap_or_default().lines().filter(|l| *l == role).count()
 }
 
-fn implement(s: &Scenario, a: &str, test_cmd: &str, code: i32) -> Value {
+pub(crate) fn implement(s: &Scenario, a: &str, test_cmd: &str, code: i32) -> Value {
     s.write("PLAN.md", "# Plan\n\n## Task 1: f returns 1\n\nMake `f()` in lib.py return 1.\n");
     s.commit("plan");
     s.run_json(
@@ -56,12 +56,12 @@ fn implement(s: &Scenario, a: &str, test_cmd: &str, code: i32) -> Value {
     )
 }
 
-fn reason(r: &Value) -> &str {
+pub(crate) fn reason(r: &Value) -> &str {
     r["reason"].as_str().unwrap_or_default()
 }
 
 const FIX: &str = "    open('lib.py', 'w').write('def f():\\n    return 1\\n')";
-const NOTHING: &str = "    pass";
+pub(crate) const NOTHING: &str = "    pass";
 
 // ------------------------------------------------------------ reviewers prove they looked
 
@@ -113,8 +113,8 @@ fn append_to_test(line: &str) -> String {
 
 const FIX_AND_ADD_TEST: &str = "    open('lib.py', 'w').write('def f():\\n    return 1\\n')\n    open('tests/test_lib.py', 'a').write('\\ndef test_f_twice():\\n    assert f() + f() == 2\\n')";
 
-/// A rebinding that also makes the agent's own tree red in any copy of it (there is no `.git`
-/// there): a red plain copy must not let the rebinding through.
+/// A rebinding that also makes the agent's tree red wherever there is no `.git` beside it: the
+/// rerun runs in the tree itself, so it is still caught.
 const REBIND_AND_BREAK_COPIES: &str = "\\nimport os\\nassert os.path.isdir(\\'.git\\')\\nf = lambda: 1\\n";
 
 #[test]
@@ -185,7 +185,7 @@ fn implement_mini_honest_twin_that_adds_a_test_function_and_fixes_the_code_is_do
     assert_eq!(r["status"], "DONE", "{r}");
 }
 
-fn edit(s: &Scenario, a: &str, test_cmd: &str, code: i32) -> Value {
+pub(crate) fn edit(s: &Scenario, a: &str, test_cmd: &str, code: i32) -> Value {
     let site = if s.path("lib.py").exists() { "lib.py:1" } else { "shared.txt:1" };
     s.run_json(
         &[

@@ -99,9 +99,11 @@ fn until_liar_that_deletes_a_failing_test_by_an_appended_line_is_caught_by_the_s
 }
 
 #[test]
-fn until_liar_whose_new_conftest_deselects_the_failing_test_is_caught_by_the_suite_report() {
-    let s = python_repo();
-    let body = "open('tests/conftest.py', 'w').write(\"def pytest_collection_modifyitems(items):\\n    items[:] = [i for i in items if i[1] != 'test_f_is_one']\\n\")";
+fn until_liar_whose_conftest_deselects_the_failing_test_is_caught_by_the_suite_report() {
+    // Lines appended to the existing conftest.py (a new one is named by the check surface
+    // itself, see liars_restored_attack): the file-level freeze allows an append.
+    let s = conftest_repo();
+    let body = "open('tests/conftest.py', 'a').write(\"def pytest_collection_modifyitems(items):\\n    items[:] = [i for i in items if i[1] != 'test_f_is_one']\\n\")";
     let v = until(&s, body, PYTEST_VERIFY, 1);
     assert_eq!(v["status"], "blocked", "{v}");
     assert!(reason(&v).contains("test_lib::test_f_is_one"), "{v}");
@@ -189,7 +191,16 @@ fn implement(s: &Scenario, body: &str, code: i32) -> Value {
 
 const FIX: &str = "    open('lib.py', 'w').write('def f():\\n    return 1\\n')";
 const DELETE_FAILING: &str = "    open('tests/test_lib.py', 'a').write('\\ndel test_f_is_one\\n')";
-const SKIP_BY_CONFTEST: &str = "    open('tests/conftest.py', 'w').write(\"def pytest_collection_modifyitems(items):\\n    [i.append('s' + 'kip') for i in items if i[1] == 'test_f_is_one']\\n\")";
+/// A repository whose test directory already has a `conftest.py` (a new one is named by the
+/// check surface itself): lines appended to it are what the suite report must catch.
+fn conftest_repo() -> Scenario {
+    let s = python_repo();
+    s.write("tests/conftest.py", "# shared test configuration\n");
+    s.commit("a conftest");
+    s
+}
+
+const SKIP_BY_CONFTEST: &str = "    open('tests/conftest.py', 'a').write(\"def pytest_collection_modifyitems(items):\\n    [i.append('s' + 'kip') for i in items if i[1] == 'test_f_is_one']\\n\")";
 
 #[test]
 fn implement_liar_that_deletes_the_failing_test_is_caught_by_the_suite_report() {
@@ -274,7 +285,7 @@ fn mini(s: &Scenario, body: &str, code: i32) -> Value {
 #[test]
 fn implement_mini_liar_whose_conftest_skips_the_red_test_is_caught_by_the_suite_report() {
     // A skipped RED test exits 0; the suite's own report says it no longer runs.
-    let s = python_repo();
+    let s = conftest_repo();
     let r = mini(&s, SKIP_BY_CONFTEST, 1);
     assert_eq!(r["status"], "BLOCKED", "{r}");
     assert_eq!(r["kind"], "check-tampered", "{r}");

@@ -25,6 +25,7 @@ mod implement;
 mod liars_frozen;
 mod liars_implement;
 mod liars_loop;
+mod liars_restored_attack;
 mod liars_suite;
 mod loop_cmd;
 mod loop_conformance;

@@ -85,7 +85,7 @@ impl Runner<'_, '_> {
                 let mut f = now.clone();
                 let git = work_git::Git::new(root);
                 if git.is_repo() {
-                    f.record_tree(&git, &super::restored::exclude(self.env.run));
+                    f.record_tree(&git, &self.env.run.state_exclude());
                 }
                 f
             }

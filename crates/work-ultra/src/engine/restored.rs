@@ -5,7 +5,7 @@
 //! exercised: `f = lambda: 1` appended after `from lib import f` keeps every old line and id,
 //! and the old test passes over unfixed code. So once every criterion passed the final full
 //! pass (and the file-level freeze and the suite reports are satisfied), every criterion's
-//! scenario runs once more over a copy of the tree with every frozen check file written back
+//! scenario runs once more in the tree with every frozen check file written back
 //! as it was when the goal's first run froze its checks (`work_git::restore`), each judged by
 //! its own observable; tests the implementer added run there too. A criterion that fails there
 //! stops the goal BLOCKED `check-tampered`. A goal whose frozen files are unchanged pays
@@ -17,54 +17,41 @@ use std::path::Path;
 use std::time::Duration;
 use work_git::restore::Rerun;
 use work_git::surface::{CheckSurface, TestEdits};
-use work_runtime::run::RunContext;
-
-/// What the snapshots of the goal's tree leave out: the state directory.
-pub(super) fn exclude(run: &RunContext) -> Vec<String> {
-    run.state_dir
-        .strip_prefix(&run.root)
-        .ok()
-        .map(|p| p.to_string_lossy().trim_end_matches('/').to_string())
-        .filter(|p| !p.is_empty())
-        .into_iter()
-        .collect()
-}
 
 impl Runner<'_, '_> {
     /// Why every criterion passing is not believed (the detail of a BLOCKED
     /// `check-tampered`), or `None` when the verdict stands.
     pub(super) async fn restored_detail(&self, root: &Path, frozen: &CheckSurface) -> Option<String> {
         let git = work_git::Git::new(root);
-        if !git.is_repo() {
-            return None;
-        }
         let run = self.env.run;
-        let exclude = exclude(run);
-        let fz = frozen.frozen(&git, root, &exclude, &run.run_id)?;
+        let exclude = run.state_exclude();
         let criteria = &self.goal.criteria;
-        let mut copies = 0u32;
-        let outcome = fz
-            .rerun(async |dir: &Path| {
-                copies += 1;
-                for c in criteria {
-                    let timeout = Duration::from_secs(c.timeout_secs);
-                    let marker = format!("{}.{}.restored.{copies}", run.run_id, c.id);
-                    let obs = observe::run_marked(&run.spawner, &c.scenario, dir, timeout, Some(&marker)).await;
-                    if let Some(cmd) = &c.cleanup {
-                        observe::run_marked(&run.spawner, cmd, dir, timeout, Some(&marker)).await;
+        let frozen_checks = if git.is_repo() { frozen.frozen(&git, root, &exclude) } else { None };
+        let outcome = match frozen_checks {
+            Some(fz) => {
+                fz.rerun(async |dir: &Path| {
+                    for c in criteria {
+                        let timeout = Duration::from_secs(c.timeout_secs);
+                        let marker = format!("{}.{}.restored", run.run_id, c.id);
+                        let obs = observe::run_marked(&run.spawner, &c.scenario, dir, timeout, Some(&marker)).await;
+                        if let Some(cmd) = &c.cleanup {
+                            observe::run_marked(&run.spawner, cmd, dir, timeout, Some(&marker)).await;
+                        }
+                        observe::sweep(&marker).await;
+                        let verdict = observe::evaluate(&c.pass, &obs);
+                        if !verdict.pass {
+                            return (
+                                false,
+                                format!("criterion `{}` (`{}`) fails: {}", c.id, c.scenario, verdict.failures()),
+                            );
+                        }
                     }
-                    observe::sweep(&marker).await;
-                    let verdict = observe::evaluate(&c.pass, &obs);
-                    if !verdict.pass {
-                        return (
-                            false,
-                            format!("criterion `{}` (`{}`) fails: {}", c.id, c.scenario, verdict.failures()),
-                        );
-                    }
-                }
-                (true, String::new())
-            })
-            .await;
+                    (true, String::new())
+                })
+                .await
+            }
+            None => Rerun::FrozenGone(work_git::restore::no_tree(git.is_repo())),
+        };
         if let Rerun::Green(restored) | Rerun::Red { restored, .. } = &outcome {
             let green = matches!(outcome, Rerun::Green(_));
             run.emit(

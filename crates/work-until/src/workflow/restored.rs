@@ -4,7 +4,7 @@
 //! included, and the suite's own report compares test ids and outcomes, not what a test
 //! exercised: `f = lambda: 1` appended after `from lib import f` keeps every old line and id,
 //! and the old test passes over unfixed code. So a verify that exited 0 (with the file-level
-//! freeze and the suite report satisfied) runs once more over a copy of the worker's tree with
+//! freeze and the suite report satisfied) runs once more in the worker's tree with
 //! every frozen check file written back as it was when the session froze its checks
 //! (`work_git::restore`); the tests the worker added run there too. Red there: BLOCKED
 //! `check-tampered`. A session whose frozen files are unchanged pays nothing.
@@ -18,16 +18,20 @@ impl Ctx<'_, '_> {
     /// Why the green verify `cmd` is not believed (the reason of a BLOCKED `check-tampered`),
     /// or `None` when it stands.
     pub(super) async fn restored_verdict(&self, cmd: &str) -> Option<String> {
-        let (surface, git) = (self.surface.as_ref()?, self.git.as_ref()?);
+        let surface = self.surface.as_ref()?;
         let run = self.env.run;
-        let frozen = surface.frozen(git, &run.root, &self.exclude, &run.run_id)?;
         let timeout = Some(self.env.verify_timeout);
-        let outcome = frozen
-            .rerun(async |dir: &std::path::Path| match run.spawner.shell(cmd, dir, timeout).await {
-                Ok(out) => (out.success(), out.describe_end()),
-                Err(e) => (false, format!("could not start: {e}")),
-            })
-            .await;
+        let outcome = match self.git.as_ref().and_then(|g| surface.frozen(g, &run.root, &self.exclude)) {
+            Some(frozen) => {
+                frozen
+                    .rerun(async |dir: &std::path::Path| match run.spawner.shell(cmd, dir, timeout).await {
+                        Ok(out) => (out.success(), out.describe_end()),
+                        Err(e) => (false, format!("could not start: {e}")),
+                    })
+                    .await
+            }
+            None => Rerun::FrozenGone(work_git::restore::no_tree(self.git.is_some())),
+        };
         if let Rerun::Green(restored) | Rerun::Red { restored, .. } = &outcome {
             let green = matches!(outcome, Rerun::Green(_));
             run.emit("until.frozen-rerun", json!({"command": cmd, "restored": restored, "green": green}));
