@@ -348,8 +348,7 @@ impl Round {
 
 type Step = Result<Option<Report>, LoopError>;
 
-/// At most this many bytes of diff travel in a reviewer's context (then cut, with a note).
-pub const MAX_DIFF_BYTES: usize = 200_000;
+pub use crate::review_diff::MAX_DIFF_BYTES;
 
 /// The gate timeout when work.toml sets none (`[timeouts].gate_secs`): a hanging suite is a red
 /// gate, never a driver that waits forever while it holds the spec directory's lock.
@@ -774,8 +773,9 @@ impl Driver {
     }
 
     /// The full diff reviewers see: `git diff <base>` (committed work included) plus every
-    /// untracked file as an addition, outside the spec and state directories; at most
-    /// [`MAX_DIFF_BYTES`], then cut with a note.
+    /// untracked file as an addition, outside the spec and state directories. Never cut: once
+    /// it is over [`MAX_DIFF_BYTES`] the rest is not read, and [`crate::review_diff::whole`]
+    /// refuses it.
     fn diff_text(&self, base: &str) -> String {
         let mut text = String::new();
         if !base.is_empty() {
@@ -791,6 +791,9 @@ impl Driver {
             Err(_) => Vec::new(),
         };
         for p in added {
+            if text.len() > MAX_DIFF_BYTES {
+                break;
+            }
             let bytes = std::fs::read(self.run.root.join(&p)).unwrap_or_default();
             text.push_str(&format!("diff --git a/{p} b/{p}\nnew file (untracked)\n--- /dev/null\n+++ b/{p}\n"));
             match std::str::from_utf8(&bytes) {
@@ -803,19 +806,6 @@ impl Driver {
                 }
                 Err(_) => text.push_str(&format!("Binary file {p} ({} bytes)\n", bytes.len())),
             }
-            if text.len() > MAX_DIFF_BYTES {
-                break;
-            }
-        }
-        if text.len() > MAX_DIFF_BYTES {
-            let mut cut = MAX_DIFF_BYTES;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            text.truncate(cut);
-            text.push_str(&format!(
-                "\n… (cut at {MAX_DIFF_BYTES} bytes: run `git diff {base}` and read the untracked files for the rest)\n"
-            ));
         }
         text
     }
@@ -1705,7 +1695,13 @@ impl Driver {
                 o.insert("base".into(), json!(base));
                 o.insert("head".into(), json!(self.git.head_sha()));
                 o.insert("changed_paths".into(), json!(snap.keys().collect::<Vec<_>>()));
-                o.insert("diff".into(), json!(self.diff_text(&base)));
+                match crate::review_diff::whole(self.diff_text(&base), &changed) {
+                    Ok(diff) => o.insert("diff".into(), json!(diff)),
+                    Err(msg) => {
+                        let stop = Some((crate::review_diff::TOO_LARGE.into(), msg, ExitStatus::Unsuccessful));
+                        return Ok(Round { results: Vec::new(), stop });
+                    }
+                };
             }
             format!(
                 "the working tree's change against {against}, outside `{}/`; the full diff is in context.diff",

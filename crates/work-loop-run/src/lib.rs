@@ -9,6 +9,7 @@
 //! - [`prompts`]: the roles, their briefs and answer schemas.
 //! - [`proof`]: reviewers prove they looked; refutations cite re-read evidence; a red gate's
 //!   finding stays sustained.
+//! - [`review_diff`]: a reviewer's diff travels whole, or the round stops `too-large-to-review`.
 //! - [`state`]: `<spec-dir>/loop-run.json`, the driver's own progress.
 //! - [`verdict`]: the `review-verdict.v1` record, one per review unit.
 //! - [`status`]: rewriting spec.md / plan.md status lines.
@@ -19,6 +20,7 @@
 pub mod driver;
 pub mod prompts;
 pub mod proof;
+pub mod review_diff;
 pub mod risk;
 pub mod state;
 pub mod status;
