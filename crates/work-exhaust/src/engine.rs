@@ -239,10 +239,17 @@ impl<'a> Engine<'a> {
         }
         self.dedup.extend(keys);
         let evidence = raw.get("evidence").and_then(Value::as_str);
+        // The path as cited and the path it resolves to (a symlink to its in-repo target): a
+        // location through anything written during the run — the file, a symlink planted to a
+        // real file, a directory or directory link on the way — is refused.
         let cited_path = canonical.rsplit_once(':').map(|(p, _)| p.to_string()).unwrap_or_default();
+        let as_cited = match classify_location(&location) {
+            Location::FileLine(fl) => fl.path,
+            _ => String::new(),
+        };
         let verdict = if normalize_id(&id).is_empty() {
             Gate2::Refused("the id is empty".into())
-        } else if !cited_path.is_empty() && self.written.contains(&cited_path) {
+        } else if [&cited_path, &as_cited].iter().any(|p| written_through(&self.written, p)) {
             Gate2::Refused(format!(
                 "location `{location}` was written during the finders' round: a read-only finder cannot cite what it wrote"
             ))
@@ -816,6 +823,18 @@ impl<'a> Engine<'a> {
         let suffix = if failed { " · gate-3 failed — not counted as dry" } else { "" };
         self.commit_round(rec, suffix, stopped)
     }
+}
+
+/// True when `path` (repository-relative) or a directory on the way to it is in `written`.
+fn written_through(written: &HashSet<String>, path: &str) -> bool {
+    let mut p = path;
+    while !p.is_empty() {
+        if written.contains(p) {
+            return true;
+        }
+        p = p.rsplit_once('/').map(|(head, _)| head).unwrap_or("");
+    }
+    false
 }
 
 #[cfg(test)]
