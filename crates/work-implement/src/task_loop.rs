@@ -23,6 +23,8 @@
 //! - Reviewers see all of the task's change: a diff larger than one brief is reviewed in parts
 //!   ([`crate::parts`]), each part by its own dispatch that must prove it looked at its own
 //!   part; too large even in parts is BLOCKED `too-large-to-review`.
+//! - Reviewers are read-only: one whose dispatch changed the tree is BLOCKED
+//!   `reviewer-wrote-tree`, its answer dropped.
 //! - `applied_changes` (OR-ed over the first dispatch and every repair) only ever feeds a
 //!   neutral concern when it disagrees with the tree, never the outcome (seed #12).
 
@@ -414,29 +416,53 @@ fn review_diff(env: &Env, task: &TaskSpec, start: Option<&str>) -> Result<(TaskD
 /// One review of the task's diff: a proven reviewer dispatch per brief (the whole diff, or
 /// each part of it with `context.review_part`), the verdicts combined by `merge` when there
 /// are parts — one non-clean part makes the verdict non-clean, with every part's findings.
+/// `shown` is the tree the briefs show: a reviewer is read-only, and one that changed the
+/// tree (code nobody reviews) is BLOCKED `reviewer-wrote-tree`, its answer dropped.
 async fn reviewed(
     env: &Env,
     out: &mut TaskOutcome,
     task: &TaskSpec,
-    (_shown, briefs): (&str, &[Brief]),
+    (shown, briefs): (&str, &[Brief]),
     make: impl Fn(&str) -> Review,
     merge: fn(&[Value]) -> Value,
 ) -> Result<Value, Stop> {
     let mut verdicts = Vec::new();
     for b in briefs {
         let mut review = make(&b.diff);
+        let role = review.role;
         if let (Some((i, n)), Value::Object(o)) = (b.part, &mut review.context) {
             o.insert("review_part".into(), json!({"index": i, "count": n}));
             env.run.progress(&format!("task {}: {} reads part {i} of {n} of the diff", task.id, review.role));
             env.run.emit("review.part", json!({"task_id": task.id, "reviewer": review.role, "index": i, "count": n}));
         }
         let verdict = proven_review(env, out, review, task, &b.names).await?;
+        read_only_kept(env, task, role, shown)?;
         verdicts.push(verdict);
     }
     match verdicts.len() {
         1 => Ok(verdicts.remove(0)),
         _ => Ok(merge(&verdicts)),
     }
+}
+
+/// BLOCKED `reviewer-wrote-tree` when the tree is no longer `shown` (the whole-tree snapshot
+/// the reviewer was shown) after a read-only reviewer's dispatch, naming what it changed.
+fn read_only_kept(env: &Env, task: &TaskSpec, role: &str, shown: &str) -> Result<(), Stop> {
+    let now = env.tree.fingerprint().map_err(git_err)?;
+    if now == shown {
+        return Ok(());
+    }
+    let paths = env.tree.git().tree_diff_names(shown, &now).unwrap_or_default();
+    env.run.emit("review.wrote-tree", json!({"task_id": task.id, "reviewer": role, "paths": paths}));
+    Err(Stop::Blocked {
+        kind: "reviewer-wrote-tree",
+        reason: format!(
+            "task {}: the {role} changed the tree ({}); a reviewer is read-only: its answer is dropped, and a change nobody reviewed is not taken — undo it and run again",
+            task.id,
+            paths.join(", ")
+        ),
+        findings: paths.into_iter().map(Value::String).collect(),
+    })
 }
 
 async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome, start: Option<&str>) -> Result<(), Stop> {
