@@ -1443,6 +1443,10 @@ impl Driver {
             self.freeze_check_surface().await;
             self.save()?;
         }
+        if self.rs.git_seal.is_none() {
+            self.rs.git_seal = self.git.seal().ok();
+            self.save()?;
+        }
         let units = st.history.iter().filter(|h| h.event == "blocker-applied").count();
         self.enter_unit(&format!("code-{}", units + 1))?;
         if let Some(fix) = self.rs.fix.clone() {
@@ -1602,6 +1606,9 @@ impl Driver {
     // ----- GATES --------------------------------------------------------------------------
 
     async fn verify(&mut self) -> Step {
+        if let Some(msg) = self.rs.git_seal.as_ref().and_then(|seal| crate::git_seal::tampered(&self.git, seal)) {
+            return Ok(Some(self.blocked(crate::git_seal::TAMPERED, msg)));
+        }
         if let Some(r) = self.check_surface_stop() {
             return Ok(Some(r));
         }
