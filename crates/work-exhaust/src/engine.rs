@@ -506,7 +506,8 @@ impl<'a> Engine<'a> {
     }
 
     /// Runs read-only finders and enforces read-only. The tree (tracked, untracked, ignored, the
-    /// state directory, git's refs, config, hooks and info) is compared before and after:
+    /// state directory, git's refs, config, hooks and info, and git's sealed view: index flags,
+    /// excludes, attributes, drivers) is compared before and after:
     /// - a change to a tracked file, to work's state or to git's own files is a violation:
     ///   every answer of the wave is dropped as a failed dispatch (which finder wrote cannot be
     ///   told apart while they run at once) and the run says what changed;
@@ -515,12 +516,19 @@ impl<'a> Engine<'a> {
     async fn read_only_waves(&mut self, n: u32, specs: Vec<DispatchSpec>) -> Vec<DispatchOutcome> {
         use work_runtime::tree_guard::{TreeSnapshot, describe_changes};
         let exclude = [self.run.run_dir()];
+        let git = work_git::Git::new(&self.run.root);
+        let seal = git.seal().ok();
         let before = TreeSnapshot::take(&self.run.root, &exclude);
         let outcomes = self.dispatcher.dispatch_waves(specs, self.params.concurrency).await;
         let (Ok(before), Ok(after)) = (before, TreeSnapshot::take(&self.run.root, &exclude)) else {
             return outcomes;
         };
-        let changes = before.changes(&after);
+        let mut changes = before.changes(&after);
+        // git's view (index flags, excludes, attributes, hooks, drivers): the index file itself
+        // is left out of the walk (any `git status` refreshes it), its flags are not.
+        if let (Some(seal), Ok(now)) = (seal, git.seal()) {
+            changes.extend(seal.changes(&now).into_iter().map(|c| format!("~.git/ ({c})")));
+        }
         if changes.is_empty() {
             return outcomes;
         }
