@@ -19,6 +19,8 @@ pub(crate) const DIR: &str = "docs/specs/hello";
 /// - `impl-status`: the implementer's status word (default `done`);
 /// - `impl-rewrite`: `PATH|TEXT`: the implementer overwrites PATH with TEXT and does nothing else;
 /// - `impl-commit`: the implementer commits what it wrote;
+/// - `impl-hide`: `PATH|TEXT`: the implementer also overwrites PATH with TEXT and hides it
+///   from git (`update-index --skip-worktree`);
 /// - `impl-hang`: the first implementer call writes its change, then waits for `release`;
 /// - `impl-logonly`: the implementer only appends to `agent-calls.log` in the repository;
 /// - `drafter-status`: the drafter's status word (default `drafted`);
@@ -80,6 +82,10 @@ if role == 'implementer':
         if line not in old:
             open('hello.txt', 'a').write(line)
         written = 'hello.txt'
+    if knob('impl-hide'):
+        path, text = knob('impl-hide').split('|', 1)
+        open(path, 'w').write(text.replace('\\n', '\n'))
+        subprocess.run(['git', 'update-index', '--skip-worktree', path], check=True)
     if knob('impl-commit'):
         subprocess.run(['git', 'add', written], check=True)
         subprocess.run(['git', 'commit', '-q', '-m', 'implementer %d' % n], check=True)

@@ -23,6 +23,7 @@ mod history;
 mod implement;
 mod liars_implement;
 mod liars_loop;
+mod liars_matrix;
 mod liars_review_parts;
 mod liars_suite;
 mod loop_cmd;
