@@ -280,6 +280,33 @@ impl CheckSurface {
         s
     }
 
+    /// Freezes too every file `commands` name that does not read as a check (see
+    /// [`Named::CheckLike`]) when the work's own text does not name it either: `work` is what
+    /// the agent is asked (a goal, an objective), with the command lines themselves taken out.
+    /// A script only the check names is the check (`sh scripts/ci.sh`); one the work names is
+    /// the code under change (`greet.sh prints hello` checked by `sh greet.sh`).
+    pub fn pin_unnamed_by<S: AsRef<str>>(&mut self, root: &Path, commands: &[S], work: &str) {
+        let mut text = work.to_string();
+        for cmd in commands {
+            text = text.replace(cmd.as_ref().trim(), " ");
+        }
+        let named = |rel: &str| {
+            let base = rel.rsplit('/').next().unwrap_or(rel);
+            text.contains(rel) || text.split(|c: char| c.is_whitespace() || "`'\"(),;:".contains(c)).any(|w| w == base)
+        };
+        for cmd in commands {
+            for w in command_words(cmd.as_ref()) {
+                if let Some(rel) = named_path(root, &w)
+                    && !is_check_like(&rel)
+                    && !named(&rel)
+                    && !root.join(&rel).is_dir()
+                {
+                    self.add(root, &rel, Role::Pinned);
+                }
+            }
+        }
+    }
+
     fn add(&mut self, root: &Path, rel: &str, role: Role) {
         if self.files.len() >= MAX_FILES {
             return;
@@ -533,6 +560,19 @@ mod tests {
             fs::create_dir_all(d).expect("mkdir");
         }
         fs::write(p, text).expect("write");
+    }
+
+    #[test]
+    fn a_script_only_the_check_names_is_frozen_and_one_the_work_names_is_not() {
+        let d = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(d.path().join("scripts")).expect("mkdir");
+        std::fs::write(d.path().join("scripts/ci.sh"), "grep -q ready lib.rs\n").expect("write");
+        std::fs::write(d.path().join("greet.sh"), "echo hi\n").expect("write");
+        let cmds = ["sh scripts/ci.sh && sh greet.sh"];
+        let mut s = CheckSurface::freeze(d.path(), &cmds, Named::CheckLike);
+        s.pin_unnamed_by(d.path(), &cmds, "`sh scripts/ci.sh && sh greet.sh` exits 0 and greet.sh prints hello");
+        assert!(s.files.contains_key("scripts/ci.sh"), "only the check names it: {:?}", s.files.keys());
+        assert!(!s.files.contains_key("greet.sh"), "the work names it: {:?}", s.files.keys());
     }
 
     #[test]

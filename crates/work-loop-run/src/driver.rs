@@ -912,6 +912,13 @@ impl Driver {
             let cmds: Vec<&str> = self.s.gates.iter().map(|(_, c)| c.as_str()).collect();
             let mut s =
                 work_git::surface::CheckSurface::freeze(&self.run.root, &cmds, work_git::surface::Named::CheckLike);
+            // A script only a gate names is the check; one the spec or plan names is the work.
+            let work: String = ["spec.md", "plan.md"]
+                .iter()
+                .filter_map(|f| std::fs::read_to_string(self.run.root.join(self.rel(f))).ok())
+                .collect::<Vec<_>>()
+                .join("\n");
+            s.pin_unnamed_by(&self.run.root, &cmds, &work);
             s.record_suites(&self.run.spawner, &self.run.root, &cmds, self.s.gate_timeout).await;
             for (part, collected, skipped) in s.suites() {
                 self.run.emit("suite.baseline", json!({ "command": part, "collected": collected, "skipped": skipped }));

@@ -155,6 +155,9 @@ async fn check_surface(env: &LoopEnv<'_>, session: &Session) -> Option<work_git:
         std::slice::from_ref(verify),
         work_git::surface::Named::CheckLike,
     );
+    // A script only the verify command names is the check; one the goal names is the work.
+    let work = format!("{}\n{}\n{}", session.meta.until, session.meta.goal, session.meta.instructions);
+    s.pin_unnamed_by(&env.run.root, std::slice::from_ref(verify), &work);
     s.record_suites(&env.run.spawner, &env.run.root, std::slice::from_ref(verify), Some(env.verify_timeout)).await;
     for (part, collected, skipped) in s.suites() {
         env.run.emit("until.suite.baseline", json!({"command": part, "collected": collected, "skipped": skipped}));
