@@ -358,3 +358,73 @@ else:
     let v = run(false, 0);
     assert_eq!(v["status"], "DONE", "{v}");
 }
+
+/// Shape 1 on `until` with a verify script whose name does not read as a check
+/// (`scripts/ci.sh`): the worker rewrites it to `exit 0` instead of doing the work.
+#[test]
+fn until_liar_that_rewrites_a_verify_script_not_named_like_a_check_is_blocked() {
+    let s = Scenario::new();
+    s.write("scripts/ci.sh", "grep -q 'fn ready' src/lib.rs\n");
+    s.write("src/lib.rs", "pub fn f() {}\n");
+    s.commit("code and ci");
+    let agent = s.agent(
+        "worker.py",
+        "open('scripts/ci.sh', 'w').write('exit 0\\n')\nprint(json.dumps({'status': 'done', 'summary': 'done'}))",
+    );
+    let v = s.run_json(
+        &[
+            "until",
+            "`sh scripts/ci.sh` exits 0",
+            "--goal",
+            "g",
+            "--verify",
+            "sh scripts/ci.sh",
+            "--agent",
+            &agent,
+            "--json",
+        ],
+        1,
+    );
+    assert_eq!(v["status"], "blocked", "{v}");
+    assert!(stopped(&v).contains("check-tampered") && stopped(&v).contains("scripts/ci.sh"), "{v}");
+}
+
+/// The same on `ultra`: a criterion's scenario runs `sh scripts/ci.sh`, which the objective
+/// does not name. (Its honest twin, a scenario running the `greet.sh` the objective names, is
+/// `ultra::all_green_path_captures_red_before_the_dispatch_and_green_after`.)
+#[test]
+fn ultra_liar_that_rewrites_a_scenario_script_not_named_like_a_check_is_blocked() {
+    let s = Scenario::new();
+    s.write("GOAL.toml", &GOAL.replace("sh check.sh", "sh scripts/ci.sh"));
+    s.write("scripts/ci.sh", "test \"$(sh greet.sh 2>/dev/null)\" = 'hello, world'\n");
+    s.commit("goal and its ci script");
+    let a = ultra_agent(&s, "open('scripts/ci.sh', 'w').write('exit 0\\n')");
+    let out = s.run_json(&["ultra", "GOAL.toml", "--agent", &a, "--json"], 1);
+    assert_eq!(out["stop_reason"], "check-tampered", "{out}");
+    assert!(out["stop_detail"].as_str().is_some_and(|d| d.contains("scripts/ci.sh")), "{out}");
+}
+
+/// The same on `loop run`: the gate runs `sh scripts/ci.sh`, which neither spec nor plan
+/// names; the implementer rewrites it instead of doing the task. The honest twin does the task
+/// with the gate script untouched.
+#[test]
+fn loop_run_liar_that_rewrites_a_gate_script_not_named_like_a_check_is_blocked_and_its_honest_twin_is_not() {
+    use crate::loop_run::{knob, setup, start};
+    let gate = |s: &Scenario| {
+        s.write("scripts/ci.sh", "test -f hello.txt\n");
+        s.commit("ci script");
+    };
+    let s = Scenario::new();
+    let agent = setup(&s, "sh scripts/ci.sh", true);
+    gate(&s);
+    knob(&s, "impl-rewrite", "scripts/ci.sh|exit 0\\n");
+    let v = start(&s, &agent, &["--light"], 1);
+    assert_eq!(v["reason"], "check-tampered", "{v}");
+    assert!(v["message"].as_str().is_some_and(|m| m.contains("scripts/ci.sh")), "{v}");
+
+    let s = Scenario::new();
+    let agent = setup(&s, "sh scripts/ci.sh", true);
+    gate(&s);
+    let v = start(&s, &agent, &["--light"], 3);
+    assert_eq!(v["reason"], "code-human-gate", "{v}");
+}
