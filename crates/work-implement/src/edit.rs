@@ -93,7 +93,7 @@ pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
     // The suite once, by the engine, before the dispatch: what it leaves (`__pycache__`, a
     // cache) is residue, never an edit (it also gives the suite report's baseline).
     env.baseline_suite("baseline").await;
-    let surface = env.freeze_checks(&[]).await;
+    let surface = env.freeze_checks(&[], &format!("{}\n{}", input.description, input.def_site)).await;
     let ctx =
         |round: u32| json!({"task_id": "edit", "iter_id": input.iter_id, "def_site": input.def_site, "round": round});
     let mut detail = json!({"def_site": input.def_site, "sites": null, "applied_changes": null,
