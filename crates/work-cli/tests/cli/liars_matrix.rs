@@ -428,3 +428,51 @@ fn loop_run_liar_that_rewrites_a_gate_script_not_named_like_a_check_is_blocked_a
     let v = start(&s, &agent, &["--light"], 3);
     assert_eq!(v["reason"], "code-human-gate", "{v}");
 }
+
+/// The same on `implement`: the suite command runs `sh scripts/ci.sh`, which the plan does not
+/// name; the liar rewrites it to `exit 0`, the honest twin writes the file the task asks for.
+#[test]
+fn implement_liar_that_rewrites_a_suite_script_not_named_like_a_check_is_blocked_and_its_honest_twin_is_not() {
+    let run = |implementer: &str, code: i32| -> Value {
+        let s = Scenario::new();
+        s.write("scripts/ci.sh", "test -f hello.txt\n");
+        s.write("PLAN.md", "# Plan\n\n## Task 1: Add greeting\n\nCreate hello.txt.\n");
+        s.commit("plan and ci");
+        let a = s.agent(
+            "agent.py",
+            &format!(
+                r#"import re
+role = req['role']
+READ = re.findall(r'^diff --git a/(\S+) ', req.get('prompt', ''), re.M)
+if role == 'implementer':
+    {implementer}
+    print(json.dumps({{'status': 'DONE', 'summary': 'done', 'applied_changes': True}}))
+elif role == 'spec-reviewer':
+    print(json.dumps({{'status': 'compliant', 'issues': [], 'files_read': READ}}))
+else:
+    print(json.dumps({{'verdict': 'approved', 'issues': [], 'files_read': READ}}))
+"#
+            ),
+        );
+        s.run_json(
+            &[
+                "implement",
+                "--plan",
+                "PLAN.md",
+                "--iter-id",
+                "it-1",
+                "--agent",
+                &a,
+                "--test-cmd",
+                "sh scripts/ci.sh",
+                "--json",
+            ],
+            code,
+        )
+    };
+    let v = run("open('scripts/ci.sh', 'w').write('exit 0\\n')", 1);
+    assert_eq!(v["kind"], "check-tampered", "{v}");
+    assert!(v["reason"].as_str().is_some_and(|r| r.contains("scripts/ci.sh")), "{v}");
+    let v = run("open('hello.txt', 'w').write('hi\\n')", 0);
+    assert_eq!(v["status"], "DONE", "{v}");
+}
