@@ -239,10 +239,17 @@ impl<'a> Engine<'a> {
         }
         self.dedup.extend(keys);
         let evidence = raw.get("evidence").and_then(Value::as_str);
+        // The path as cited and the path it resolves to (a symlink to its in-repo target): a
+        // location through anything written during the run — the file, a symlink planted to a
+        // real file, a directory or directory link on the way — is refused.
         let cited_path = canonical.rsplit_once(':').map(|(p, _)| p.to_string()).unwrap_or_default();
+        let as_cited = match classify_location(&location) {
+            Location::FileLine(fl) => fl.path,
+            _ => String::new(),
+        };
         let verdict = if normalize_id(&id).is_empty() {
             Gate2::Refused("the id is empty".into())
-        } else if !cited_path.is_empty() && self.written.contains(&cited_path) {
+        } else if [&cited_path, &as_cited].iter().any(|p| written_through(&self.written, p)) {
             Gate2::Refused(format!(
                 "location `{location}` was written during the finders' round: a read-only finder cannot cite what it wrote"
             ))
@@ -499,7 +506,8 @@ impl<'a> Engine<'a> {
     }
 
     /// Runs read-only finders and enforces read-only. The tree (tracked, untracked, ignored, the
-    /// state directory, git's refs, config, hooks and info) is compared before and after:
+    /// state directory, git's refs, config, hooks and info, and git's sealed view: index flags,
+    /// excludes, attributes, drivers) is compared before and after:
     /// - a change to a tracked file, to work's state or to git's own files is a violation:
     ///   every answer of the wave is dropped as a failed dispatch (which finder wrote cannot be
     ///   told apart while they run at once) and the run says what changed;
@@ -508,12 +516,19 @@ impl<'a> Engine<'a> {
     async fn read_only_waves(&mut self, n: u32, specs: Vec<DispatchSpec>) -> Vec<DispatchOutcome> {
         use work_runtime::tree_guard::{TreeSnapshot, describe_changes};
         let exclude = [self.run.run_dir()];
+        let git = work_git::Git::new(&self.run.root);
+        let seal = git.seal().ok();
         let before = TreeSnapshot::take(&self.run.root, &exclude);
         let outcomes = self.dispatcher.dispatch_waves(specs, self.params.concurrency).await;
         let (Ok(before), Ok(after)) = (before, TreeSnapshot::take(&self.run.root, &exclude)) else {
             return outcomes;
         };
-        let changes = before.changes(&after);
+        let mut changes = before.changes(&after);
+        // git's view (index flags, excludes, attributes, hooks, drivers): the index file itself
+        // is left out of the walk (any `git status` refreshes it), its flags are not.
+        if let (Some(seal), Ok(now)) = (seal, git.seal()) {
+            changes.extend(seal.changes(&now).into_iter().map(|c| format!("~.git/ ({c})")));
+        }
         if changes.is_empty() {
             return outcomes;
         }
@@ -816,6 +831,18 @@ impl<'a> Engine<'a> {
         let suffix = if failed { " · gate-3 failed — not counted as dry" } else { "" };
         self.commit_round(rec, suffix, stopped)
     }
+}
+
+/// True when `path` (repository-relative) or a directory on the way to it is in `written`.
+fn written_through(written: &HashSet<String>, path: &str) -> bool {
+    let mut p = path;
+    while !p.is_empty() {
+        if written.contains(p) {
+            return true;
+        }
+        p = p.rsplit_once('/').map(|(head, _)| head).unwrap_or("");
+    }
+    false
 }
 
 #[cfg(test)]

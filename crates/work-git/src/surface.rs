@@ -290,6 +290,49 @@ fn is_test_dir(name: &str) -> bool {
     matches!(name, "tests" | "test" | "spec" | "__tests__" | "testdata")
 }
 
+/// The words of a command line that run as programs: the first word of each simple command
+/// (after `VAR=value` assignments and an `env`), or, when that is an interpreter (`sh`,
+/// `python3`, `node`, `.`, …), the first word after its options; the words of a quoted
+/// `sh -c` script too.
+fn program_words(cmd: &str) -> Vec<String> {
+    const INTERPRETERS: &[&str] = &[
+        "sh", "bash", "zsh", "dash", "ksh", "python", "python3", "node", "ruby", "perl", "deno", "bun", ".", "source",
+    ];
+    let words = shell_words::split(cmd).unwrap_or_else(|_| cmd.split_whitespace().map(str::to_string).collect());
+    let mut out = Vec::new();
+    let mut at_command = true;
+    let mut after_interpreter = false;
+    for w in words {
+        if w.contains(char::is_whitespace) {
+            out.extend(program_words(&w));
+            continue;
+        }
+        if matches!(w.as_str(), "&&" | "||" | ";" | "|" | "&") || w.ends_with(';') {
+            at_command = true;
+            after_interpreter = false;
+            continue;
+        }
+        if after_interpreter {
+            if !w.starts_with('-') {
+                out.push(w);
+                after_interpreter = false;
+            }
+            continue;
+        }
+        if !at_command || w == "env" || (w.contains('=') && !w.starts_with('=')) {
+            continue;
+        }
+        at_command = false;
+        let name = w.rsplit('/').next().unwrap_or(&w);
+        if INTERPRETERS.contains(&name) {
+            after_interpreter = true;
+        } else {
+            out.push(w);
+        }
+    }
+    out
+}
+
 /// The words of a command line that may name files: shell words, and the words of a quoted
 /// `sh -c` / `bash -c` script.
 fn command_words(cmd: &str) -> Vec<String> {
@@ -377,6 +420,35 @@ impl CheckSurface {
             }
         }
         s
+    }
+
+    /// Freezes too every script `commands` run (a program word, or the script an interpreter
+    /// runs: `sh scripts/ci.sh`, `./ci.sh`, `python3 check_all.py` — never a data argument like
+    /// grep's file or a redirect's target) that does not read as a check (see
+    /// [`Named::CheckLike`]) when the work's own text does not name it either: `work` is what
+    /// the agent is asked (a goal, an objective), with the command lines themselves taken out.
+    /// A script only the check names is the check (`sh scripts/ci.sh`); one the work names is
+    /// the code under change (`greet.sh prints hello` checked by `sh greet.sh`).
+    pub fn pin_unnamed_by<S: AsRef<str>>(&mut self, root: &Path, commands: &[S], work: &str) {
+        let mut text = work.to_string();
+        for cmd in commands {
+            text = text.replace(cmd.as_ref().trim(), " ");
+        }
+        let named = |rel: &str| {
+            let base = rel.rsplit('/').next().unwrap_or(rel);
+            text.contains(rel) || text.split(|c: char| c.is_whitespace() || "`'\"(),;:".contains(c)).any(|w| w == base)
+        };
+        for cmd in commands {
+            for w in program_words(cmd.as_ref()) {
+                if let Some(rel) = named_path(root, &w)
+                    && !is_check_like(&rel)
+                    && !named(&rel)
+                    && !root.join(&rel).is_dir()
+                {
+                    self.add(root, &rel, Role::Pinned);
+                }
+            }
+        }
     }
 
     fn add(&mut self, root: &Path, rel: &str, role: Role) {
@@ -684,6 +756,28 @@ mod tests {
             fs::create_dir_all(d).expect("mkdir");
         }
         fs::write(p, text).expect("write");
+    }
+
+    #[test]
+    fn a_script_only_the_check_names_is_frozen_and_one_the_work_names_is_not() {
+        let d = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(d.path().join("scripts")).expect("mkdir");
+        std::fs::write(d.path().join("scripts/ci.sh"), "grep -q ready lib.rs\n").expect("write");
+        std::fs::write(d.path().join("greet.sh"), "echo hi\n").expect("write");
+        let cmds = ["sh scripts/ci.sh && sh greet.sh"];
+        let mut s = CheckSurface::freeze(d.path(), &cmds, Named::CheckLike);
+        s.pin_unnamed_by(d.path(), &cmds, "`sh scripts/ci.sh && sh greet.sh` exits 0 and greet.sh prints hello");
+        assert!(s.files.contains_key("scripts/ci.sh"), "only the check names it: {:?}", s.files.keys());
+        assert!(!s.files.contains_key("greet.sh"), "the work names it: {:?}", s.files.keys());
+        // Data a check reads or writes is not the check: only what it runs.
+        std::fs::write(d.path().join("lib.rs"), "fn ready() {}\n").expect("write");
+        let cmds = ["mkdir -p out && echo run >> lib.rs && grep -q ready lib.rs"];
+        let mut s = CheckSurface::default();
+        s.pin_unnamed_by(d.path(), &cmds, "");
+        assert!(!s.files.contains_key("lib.rs"), "{:?}", s.files.keys());
+        let progs = program_words("A=1 env B=2 ./scripts/ci.sh x && sh -e scripts/ci.sh y | python3 -u run.py");
+        assert_eq!(progs, vec!["./scripts/ci.sh", "scripts/ci.sh", "run.py"]);
+        assert_eq!(program_words("sh -c 'bash tools/gate.sh --fast'"), vec!["tools/gate.sh"]);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `work edit`: a compiler-driven edit, observe-then-bounce (#7, #11). Make the edit at the
 //! definition site, build, run the suite. The edit agent's `applied_changes` is cross-checked
 //! by the engine's own `working_tree_dirty` at two points (before the build, and after the
-//! suite); a clean tree is BLOCKED `no-op-edit`. A hole (the build needs a design choice, or
+//! suite); a clean tree — or one whose only change is what the engine's own baseline suite
+//! run leaves (`__pycache__`, caches) — is BLOCKED `no-op-edit`. A hole (the build needs a design choice, or
 //! new test-specifiable behaviour) bounces to specify or tdd; a red suite is a regression and
 //! bounces to debug. A behaviour-preserving edit that touches only the definition site reports
 //! `sites: 0`, and 0 it stays. `applied_changes` may come as a boolean or as the list of
@@ -89,7 +90,10 @@ pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
     let mut report = EndReport::new(Status::Blocked, Mode::Edit, Some(input.iter_id.clone()), String::new());
     report.preflight = Some(input.preflight.clone());
     let mut task = TaskOutcome::new("edit", &input.description);
-    let surface = env.freeze_checks(&[]).await;
+    // The suite once, by the engine, before the dispatch: what it leaves (`__pycache__`, a
+    // cache) is residue, never an edit (it also gives the suite report's baseline).
+    env.baseline_suite("baseline").await;
+    let surface = env.freeze_checks(&[], &format!("{}\n{}", input.description, input.def_site)).await;
     let ctx =
         |round: u32| json!({"task_id": "edit", "iter_id": input.iter_id, "def_site": input.def_site, "round": round});
     let mut detail = json!({"def_site": input.def_site, "sites": null, "applied_changes": null,
@@ -120,7 +124,7 @@ pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
         return end(env, report, task, detail);
     }
     // Phase 1: the engine's own dirty check, before any build or suite run.
-    let dirty = env.tree.dirty_paths().map(|p| !p.is_empty()).unwrap_or(false);
+    let dirty = edited(env);
     if !dirty {
         detail["applied_changes"] = json!(claimed);
         detail["working_tree_dirty"] = json!(false);
@@ -234,7 +238,7 @@ pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
         return end(env, report, task, detail);
     }
     // Phase 3: the authoritative backstop, never told what the edit agent claimed.
-    let dirty = env.tree.dirty_paths().map(|p| !p.is_empty()).unwrap_or(false);
+    let dirty = edited(env);
     detail["working_tree_dirty"] = json!(dirty);
     detail["applied_changes"] = json!(claimed);
     detail["sites"] = doc["sites"].as_u64().map(|n| json!(n)).unwrap_or(Value::Null);
@@ -261,6 +265,13 @@ pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
     end(env, report, task, detail)
 }
 
+/// Whether the tree differs from HEAD by more than what the engine's own suite run leaves
+/// (hashed through a whole-tree snapshot, never read from the index).
+fn edited(env: &Env) -> bool {
+    let b = env.byproducts();
+    env.tree.dirty_paths().map(|p| p.iter().any(|p| !b.is_byproduct(p))).unwrap_or(false)
+}
+
 fn end(env: &Env, mut report: EndReport, mut task: TaskOutcome, detail: Value) -> EndReport {
     let budget = env.budget_refused();
     if budget.is_some() {
@@ -278,6 +289,7 @@ fn end(env: &Env, mut report: EndReport, mut task: TaskOutcome, detail: Value) -
         report.stop_for_budget(refused, &env.run.budget.stop_line());
     }
     if let Ok(lines) = env.tree.porcelain() {
+        let lines = env.evidence(lines);
         report.files_touched = Some(lines.len());
         report.files = lines;
     }

@@ -142,13 +142,16 @@ impl Env {
     /// (and `extra` commands) name, the project's and the test runners' configuration, and the
     /// test tree (see `work_git::surface`); the test runners they run report their suite
     /// once here (the baseline [`Env::suite_lost`] compares with).
-    pub async fn freeze_checks(&self, extra: &[String]) -> work_git::surface::CheckSurface {
+    pub async fn freeze_checks(&self, extra: &[String], work: &str) -> work_git::surface::CheckSurface {
         let mut cmds = vec![self.settings.test_cmd.clone()];
         cmds.extend(extra.iter().cloned());
         if let (Ok(tree), Ok(mut t)) = (self.tree.snapshot_tree(), self.frozen_tree.lock()) {
             *t = Some(tree);
         }
         let mut s = work_git::surface::CheckSurface::freeze(&self.run.root, &cmds, work_git::surface::Named::CheckLike);
+        // A script only the suite command names is the check; one `work` (the plan, the
+        // cause, the edit's description) names is the code under change.
+        s.pin_unnamed_by(&self.run.root, &cmds, work);
         // A command the baseline already ran as its runner's report command is not run again.
         let known = self.baseline_report.lock().ok().and_then(|mut b| b.take());
         let rest: Vec<&String> = cmds.iter().filter(|c| known.as_ref().is_none_or(|k| &k.command != *c)).collect();

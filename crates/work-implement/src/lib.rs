@@ -15,6 +15,8 @@
 //! - [`artifacts`]: stats.json (serde_json) / BLOCKED.md (one-pass template fill) in code
 //!   (#finalize), written for every BLOCKED / PARTIAL / NEEDS_CONTEXT run except the clean
 //!   no-ops (`no-op`, `no-op-edit`) and the infra early exits;
+//! - [`parts`]: a task diff too large for one reviewer brief reviewed in parts, the verdicts
+//!   combined;
 //! - [`answers`]: the lenient reading of every role's answer.
 //!
 //! Two more rules hold in every mode:
@@ -64,6 +66,7 @@ mod env;
 pub mod extract;
 pub mod frozen;
 pub mod mini;
+pub mod parts;
 pub mod progress;
 pub mod prompts;
 pub mod report;

@@ -47,7 +47,7 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> EndReport {
     // The engine's own RED run first: what it leaves is residue, and the check surface (and
     // the suite report's baseline run) is recorded after it.
     let before = env.learn_byproducts("red-before", &red_cmd).await;
-    let surface = env.freeze_checks(std::slice::from_ref(&red_cmd)).await;
+    let surface = env.freeze_checks(std::slice::from_ref(&red_cmd), &input.cause).await;
     let mut detail = json!({"red_test": input.red_test, "red_command": red_cmd, "red_before": before});
     if before.green {
         blocked(

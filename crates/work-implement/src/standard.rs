@@ -109,7 +109,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
     env.run.emit("plan.selected", json!({"tasks": tasks.iter().map(|t| &t.id).collect::<Vec<_>>()}));
     let multi = tasks.len() > 1;
     let mut progress = resume_progress(env, &iter, &mut report);
-    freeze_ground_truth(env, &mut progress).await;
+    freeze_ground_truth(env, &mut progress, &input.plan_text).await;
     let surface = progress.check_surface.clone().unwrap_or_default();
     let mut prev: Option<Snapshot> = progress.snapshots.last().cloned();
     report.snapshots = progress.snapshots.clone();
@@ -415,7 +415,7 @@ fn e2e_blocked(report: &mut EndReport, t: &TaskSpec, kind: &str, reason: String,
 /// Freezes what judges the iteration before its first dispatch, or takes what its first run
 /// froze: the check surface, git's sealed view, and the residue of a baseline suite run by the
 /// engine (never evidence). One progress write for all three.
-async fn freeze_ground_truth(env: &Env, progress: &mut Progress) {
+async fn freeze_ground_truth(env: &Env, progress: &mut Progress, plan: &str) {
     let mut fresh = false;
     match progress.git_seal.clone() {
         Some(seal) => env.pin_seal(seal),
@@ -439,7 +439,7 @@ async fn freeze_ground_truth(env: &Env, progress: &mut Progress) {
     // After the baseline run, which gave the suite report's baseline when it could (a
     // compound suite command's runners report in a run of their own).
     if progress.check_surface.is_none() {
-        progress.check_surface = Some(env.freeze_checks(&[]).await);
+        progress.check_surface = Some(env.freeze_checks(&[], plan).await);
         fresh = true;
     }
     if fresh {

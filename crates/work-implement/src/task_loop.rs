@@ -20,11 +20,17 @@
 //! - Reviewers prove they looked: a `compliant` or `approved` verdict names, in `files_read`,
 //!   at least one file the task changed; one that does not is asked once more with the
 //!   reason, then the task is BLOCKED `review-unproven` (never taken as clean).
+//! - Reviewers see all of the task's change: a diff larger than one brief is reviewed in parts
+//!   ([`crate::parts`]), each part by its own dispatch that must prove it looked at its own
+//!   part; too large even in parts is BLOCKED `too-large-to-review`.
+//! - Reviewers are read-only: one whose dispatch changed the tree is BLOCKED
+//!   `reviewer-wrote-tree`, its answer dropped.
 //! - `applied_changes` (OR-ed over the first dispatch and every repair) only ever feeds a
 //!   neutral concern when it disagrees with the tree, never the outcome (seed #12).
 
 use crate::answers;
 use crate::env::Env;
+use crate::parts::{self, Brief};
 use crate::prompts;
 use crate::report::{TaskOutcome, TaskStatus};
 use crate::tree::TaskDiff;
@@ -258,25 +264,19 @@ async fn spec_gate(
 ) -> Result<(), Stop> {
     let max = env.settings.max_repairs;
     loop {
-        let d = review_diff(env, task, start)?;
+        let (d, briefs) = review_diff(env, task, start)?;
         let diff = prompts::render_task_diff(&d);
         let fp = d.tree.clone();
         out.reviews += 1;
-        let r = proven_review(
-            env,
-            out,
-            Review {
-                role: "spec-reviewer",
-                prompt: prompts::spec_review(&task.id, &task.text, &st.summary, &diff),
-                schema: prompts::spec_schema(),
-                context: context(task, iter, "spec-review", st.repairs),
-                fold: answers::spec,
-                clean: |r| r["status"].as_str() == Some("compliant"),
-            },
-            task,
-            &d.names,
-        )
-        .await?;
+        let make = |diff: &str| Review {
+            role: "spec-reviewer",
+            prompt: prompts::spec_review(&task.id, &task.text, &st.summary, diff),
+            schema: prompts::spec_schema(),
+            context: context(task, iter, "spec-review", st.repairs),
+            fold: answers::spec,
+            clean: |r| r["status"].as_str() == Some("compliant"),
+        };
+        let r = reviewed(env, out, task, (&d.tree, &briefs), make, parts::merge_spec).await?;
         let issues = strings(&r["issues"]);
         match r["status"].as_str() {
             Some("compliant") => return Ok(()),
@@ -390,25 +390,79 @@ async fn proven_review(
     Err(blocked("review-unproven", format!("task {}: the {role} gave no accepted answer", task.id)))
 }
 
-/// The task's own diff for a reviewer, with the tree it shows; BLOCKED `too-large-to-review`
-/// when it does not fit a reviewer's brief (a diff is never cut for a reviewer: what is cut
-/// is not reviewed).
-fn review_diff(env: &Env, task: &TaskSpec, start: Option<&str>) -> Result<TaskDiff, Stop> {
+/// The task's own diff for a reviewer, with the tree it shows, and the briefs it is reviewed
+/// in: whole when it fits a reviewer's brief, else in parts ([`parts::briefs`]); a diff is
+/// never cut for a reviewer (what is cut is not reviewed). BLOCKED `too-large-to-review` when
+/// it cannot be reviewed even in parts.
+fn review_diff(env: &Env, task: &TaskSpec, start: Option<&str>) -> Result<(TaskDiff, Vec<Brief>), Stop> {
     let d = env.tree.task_diff(start).map_err(git_err)?;
-    if d.text.len() > prompts::DIFF_CAP {
-        return Err(Stop::Blocked {
+    match parts::briefs(&d, prompts::DIFF_CAP) {
+        Ok(briefs) => Ok((d, briefs)),
+        Err(why) => Err(Stop::Blocked {
             kind: "too-large-to-review",
             reason: format!(
-                "task {}: the task's diff is too large to review ({} bytes, the reviewers read at most {}): {}; split the task or leave generated and bulk files out of the tree",
+                "task {}: the task's diff is too large to review ({} bytes; a reviewer reads at most {} per brief, in at most {} parts): {why}: {}; split the task or leave generated and bulk files out of the tree",
                 task.id,
                 d.text.len(),
                 prompts::DIFF_CAP,
+                parts::MAX_PARTS,
                 d.paths.iter().take(8).cloned().collect::<Vec<_>>().join(", ")
             ),
             findings: d.paths.iter().cloned().map(Value::String).collect(),
-        });
+        }),
     }
-    Ok(d)
+}
+
+/// One review of the task's diff: a proven reviewer dispatch per brief (the whole diff, or
+/// each part of it with `context.review_part`), the verdicts combined by `merge` when there
+/// are parts — one non-clean part makes the verdict non-clean, with every part's findings.
+/// `shown` is the tree the briefs show: a reviewer is read-only, and one that changed the
+/// tree (code nobody reviews) is BLOCKED `reviewer-wrote-tree`, its answer dropped.
+async fn reviewed(
+    env: &Env,
+    out: &mut TaskOutcome,
+    task: &TaskSpec,
+    (shown, briefs): (&str, &[Brief]),
+    make: impl Fn(&str) -> Review,
+    merge: fn(&[Value]) -> Value,
+) -> Result<Value, Stop> {
+    let mut verdicts = Vec::new();
+    for b in briefs {
+        let mut review = make(&b.diff);
+        let role = review.role;
+        if let (Some((i, n)), Value::Object(o)) = (b.part, &mut review.context) {
+            o.insert("review_part".into(), json!({"index": i, "count": n}));
+            env.run.progress(&format!("task {}: {} reads part {i} of {n} of the diff", task.id, review.role));
+            env.run.emit("review.part", json!({"task_id": task.id, "reviewer": review.role, "index": i, "count": n}));
+        }
+        let verdict = proven_review(env, out, review, task, &b.names).await?;
+        read_only_kept(env, task, role, shown)?;
+        verdicts.push(verdict);
+    }
+    match verdicts.len() {
+        1 => Ok(verdicts.remove(0)),
+        _ => Ok(merge(&verdicts)),
+    }
+}
+
+/// BLOCKED `reviewer-wrote-tree` when the tree is no longer `shown` (the whole-tree snapshot
+/// the reviewer was shown) after a read-only reviewer's dispatch, naming what it changed.
+fn read_only_kept(env: &Env, task: &TaskSpec, role: &str, shown: &str) -> Result<(), Stop> {
+    let now = env.tree.fingerprint().map_err(git_err)?;
+    if now == shown {
+        return Ok(());
+    }
+    let paths = env.tree.git().tree_diff_names(shown, &now).unwrap_or_default();
+    env.run.emit("review.wrote-tree", json!({"task_id": task.id, "reviewer": role, "paths": paths}));
+    Err(Stop::Blocked {
+        kind: "reviewer-wrote-tree",
+        reason: format!(
+            "task {}: the {role} changed the tree ({}); a reviewer is read-only: its answer is dropped, and a change nobody reviewed is not taken — undo it and run again",
+            task.id,
+            paths.join(", ")
+        ),
+        findings: paths.into_iter().map(Value::String).collect(),
+    })
 }
 
 async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome, start: Option<&str>) -> Result<(), Stop> {
@@ -434,26 +488,20 @@ async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome, st
     let mut seen: BTreeSet<String> = BTreeSet::new();
     let mut repairs = 0u32;
     loop {
-        let d = review_diff(env, task, start)?;
+        let (d, briefs) = review_diff(env, task, start)?;
         let diff = prompts::render_task_diff(&d);
         seen.insert(d.tree.clone());
         out.fingerprints = seen.len();
         out.reviews += 1;
-        let r = proven_review(
-            env,
-            out,
-            Review {
-                role: "quality-reviewer",
-                prompt: prompts::quality_review(&task.id, &diff),
-                schema: prompts::quality_schema(),
-                context: context(task, iter, "quality-review", repairs),
-                fold: answers::quality,
-                clean: |r| r["verdict"].as_str() == Some("approved"),
-            },
-            task,
-            &d.names,
-        )
-        .await?;
+        let make = |diff: &str| Review {
+            role: "quality-reviewer",
+            prompt: prompts::quality_review(&task.id, diff),
+            schema: prompts::quality_schema(),
+            context: context(task, iter, "quality-review", repairs),
+            fold: answers::quality,
+            clean: |r| r["verdict"].as_str() == Some("approved"),
+        };
+        let r = reviewed(env, out, task, (&d.tree, &briefs), make, parts::merge_quality).await?;
         let issues: Vec<Value> = r["issues"].as_array().cloned().unwrap_or_default();
         if r["verdict"].as_str() == Some("approved") {
             for i in &issues {

@@ -348,8 +348,7 @@ impl Round {
 
 type Step = Result<Option<Report>, LoopError>;
 
-/// At most this many bytes of diff travel in a reviewer's context (then cut, with a note).
-pub const MAX_DIFF_BYTES: usize = 200_000;
+pub use crate::review_diff::MAX_DIFF_BYTES;
 
 /// The gate timeout when work.toml sets none (`[timeouts].gate_secs`): a hanging suite is a red
 /// gate, never a driver that waits forever while it holds the spec directory's lock.
@@ -774,8 +773,9 @@ impl Driver {
     }
 
     /// The full diff reviewers see: `git diff <base>` (committed work included) plus every
-    /// untracked file as an addition, outside the spec and state directories; at most
-    /// [`MAX_DIFF_BYTES`], then cut with a note.
+    /// untracked file as an addition, outside the spec and state directories. Never cut: once
+    /// it is over [`MAX_DIFF_BYTES`] the rest is not read, and [`crate::review_diff::whole`]
+    /// refuses it.
     fn diff_text(&self, base: &str) -> String {
         let mut text = String::new();
         if !base.is_empty() {
@@ -791,6 +791,9 @@ impl Driver {
             Err(_) => Vec::new(),
         };
         for p in added {
+            if text.len() > MAX_DIFF_BYTES {
+                break;
+            }
             let bytes = std::fs::read(self.run.root.join(&p)).unwrap_or_default();
             text.push_str(&format!("diff --git a/{p} b/{p}\nnew file (untracked)\n--- /dev/null\n+++ b/{p}\n"));
             match std::str::from_utf8(&bytes) {
@@ -803,19 +806,6 @@ impl Driver {
                 }
                 Err(_) => text.push_str(&format!("Binary file {p} ({} bytes)\n", bytes.len())),
             }
-            if text.len() > MAX_DIFF_BYTES {
-                break;
-            }
-        }
-        if text.len() > MAX_DIFF_BYTES {
-            let mut cut = MAX_DIFF_BYTES;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            text.truncate(cut);
-            text.push_str(&format!(
-                "\n… (cut at {MAX_DIFF_BYTES} bytes: run `git diff {base}` and read the untracked files for the rest)\n"
-            ));
         }
         text
     }
@@ -922,6 +912,13 @@ impl Driver {
             let cmds: Vec<&str> = self.s.gates.iter().map(|(_, c)| c.as_str()).collect();
             let mut s =
                 work_git::surface::CheckSurface::freeze(&self.run.root, &cmds, work_git::surface::Named::CheckLike);
+            // A script only a gate names is the check; one the spec or plan names is the work.
+            let work: String = ["spec.md", "plan.md"]
+                .iter()
+                .filter_map(|f| std::fs::read_to_string(self.run.root.join(self.rel(f))).ok())
+                .collect::<Vec<_>>()
+                .join("\n");
+            s.pin_unnamed_by(&self.run.root, &cmds, &work);
             s.record_tree(&self.git, &self.state_prefix().into_iter().collect::<Vec<_>>());
             s.record_suites(&self.run.spawner, &self.run.root, &cmds, self.s.gate_timeout).await;
             for (part, collected, skipped) in s.suites() {
@@ -1454,6 +1451,10 @@ impl Driver {
             self.freeze_check_surface().await;
             self.save()?;
         }
+        if self.rs.git_seal.is_none() {
+            self.rs.git_seal = self.git.seal().ok();
+            self.save()?;
+        }
         let units = st.history.iter().filter(|h| h.event == "blocker-applied").count();
         self.enter_unit(&format!("code-{}", units + 1))?;
         if let Some(fix) = self.rs.fix.clone() {
@@ -1613,6 +1614,9 @@ impl Driver {
     // ----- GATES --------------------------------------------------------------------------
 
     async fn verify(&mut self) -> Step {
+        if let Some(msg) = self.rs.git_seal.as_ref().and_then(|seal| crate::git_seal::tampered(&self.git, seal)) {
+            return Ok(Some(self.blocked(crate::git_seal::TAMPERED, msg)));
+        }
         if let Some(r) = self.check_surface_stop() {
             return Ok(Some(r));
         }
@@ -1709,7 +1713,13 @@ impl Driver {
                 o.insert("base".into(), json!(base));
                 o.insert("head".into(), json!(self.git.head_sha()));
                 o.insert("changed_paths".into(), json!(snap.keys().collect::<Vec<_>>()));
-                o.insert("diff".into(), json!(self.diff_text(&base)));
+                match crate::review_diff::whole(self.diff_text(&base), &changed) {
+                    Ok(diff) => o.insert("diff".into(), json!(diff)),
+                    Err(msg) => {
+                        let stop = Some((crate::review_diff::TOO_LARGE.into(), msg, ExitStatus::Unsuccessful));
+                        return Ok(Round { results: Vec::new(), stop });
+                    }
+                };
             }
             format!(
                 "the working tree's change against {against}, outside `{}/`; the full diff is in context.diff",

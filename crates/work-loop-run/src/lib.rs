@@ -7,8 +7,10 @@
 //!   invocation resumes from `engine-state.json`.
 //! - [`risk`]: light or full mode, by risk triggers.
 //! - [`prompts`]: the roles, their briefs and answer schemas.
+//! - [`git_seal`]: git's view sealed when the code phase begins; a change is `git-tampered`.
 //! - [`proof`]: reviewers prove they looked; refutations cite re-read evidence; a red gate's
 //!   finding stays sustained.
+//! - [`review_diff`]: a reviewer's diff travels whole, or the round stops `too-large-to-review`.
 //! - [`state`]: `<spec-dir>/loop-run.json`, the driver's own progress.
 //! - [`verdict`]: the `review-verdict.v1` record, one per review unit.
 //! - [`status`]: rewriting spec.md / plan.md status lines.
@@ -17,8 +19,10 @@
 //! spawner and atomic writes) and `work_git`.
 
 pub mod driver;
+pub mod git_seal;
 pub mod prompts;
 pub mod proof;
+pub mod review_diff;
 pub mod risk;
 pub mod state;
 pub mod status;

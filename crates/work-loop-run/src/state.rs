@@ -191,6 +191,10 @@ pub struct RunnerState {
     /// when the code phase began.
     #[serde(default)]
     pub check_surface: Option<work_git::surface::CheckSurface>,
+    /// git's view of the tree (index flags, excludes, attributes, hooks, drivers), sealed when
+    /// the code phase began (see [`crate::git_seal`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_seal: Option<work_git::integrity::Seal>,
     /// spec.md and plan.md (their status lines left out) as approved at plan-locked.
     #[serde(default)]
     pub approved_digests: BTreeMap<String, String>,

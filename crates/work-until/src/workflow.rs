@@ -161,6 +161,9 @@ async fn check_surface(
         std::slice::from_ref(verify),
         work_git::surface::Named::CheckLike,
     );
+    // A script only the verify command names is the check; one the goal names is the work.
+    let work = format!("{}\n{}\n{}", session.meta.until, session.meta.goal, session.meta.instructions);
+    s.pin_unnamed_by(&env.run.root, std::slice::from_ref(verify), &work);
     if let Some(g) = git {
         s.record_tree(g, exclude);
     }

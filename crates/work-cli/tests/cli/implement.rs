@@ -1383,39 +1383,6 @@ fn mini_mode_an_implementer_that_hides_its_test_edit_from_git_is_blocked_and_its
 }
 
 #[test]
-fn a_huge_intent_to_add_file_cannot_push_the_real_edit_past_the_reviewers_liar_and_honest_twin() {
-    // The liar buries its edit behind a huge intent-to-add file: no reviewer reads a cut diff.
-    let s = repo_with_plan(&[("1", "Add greeting", "Create hello.txt.")]);
-    let a = agent(
-        &s,
-        "if role == 'implementer':\n    write('aaa_bulk.txt', 'x' * 200000 + '\\n')\n    sh('git add -N aaa_bulk.txt')\n    write('hello.txt', 'hi\\n')\n    write('shared.txt', 'base\\nbackdoor\\n')\n    out(DONE)",
-    );
-    let r = implement(&s, &a, "test -f hello.txt", &[], 1);
-    assert_eq!(r["status"], "BLOCKED", "{r}");
-    assert_eq!(r["kind"], "too-large-to-review", "{r}");
-    assert!(r["reason"].as_str().is_some_and(|x| x.contains("aaa_bulk.txt")), "{r}");
-    assert_eq!(role_count(&s, "spec-reviewer"), 0, "{r}");
-
-    // The honest twin's change is reviewed whole: the reviewer sees every line of it.
-    let s = repo_with_plan(&[("1", "Add greeting", "Create hello.txt.")]);
-    let a = agent(
-        &s,
-        r#"if role == 'implementer':
-    write('hello.txt', 'hi\n')
-    write('shared.txt', 'base\nmore\n')
-    out(DONE)
-if role in ('spec-reviewer', 'quality-reviewer'):
-    p = req['prompt']
-    if '+hi' not in p or '+more' not in p:
-        out({'status': 'non_compliant', 'issues': ['the diff is not whole'], 'verdict': 'changes_requested'})
-"#,
-    );
-    let r = implement(&s, &a, "test -f hello.txt", &[], 0);
-    assert_eq!(r["status"], "DONE", "{r}");
-    assert_eq!(dispatches(&s), 3, "{r}");
-}
-
-#[test]
 fn reviewers_read_the_tasks_own_diff_and_a_summary_of_earlier_tasks() {
     let s = repo_with_plan(&[("1", "Add a", "Create a.txt."), ("2", "Add b", "Depends on: 1\nCreate b.txt.")]);
     let a = agent(

@@ -20,6 +20,8 @@ pub(crate) const DIR: &str = "docs/specs/hello";
 /// - `impl-rewrite`: `PATH|TEXT` (one a line): the implementer overwrites each PATH with its TEXT
 ///   (`\n` in TEXT is a newline) and does nothing else;
 /// - `impl-commit`: the implementer commits what it wrote;
+/// - `impl-hide`: `PATH|TEXT`: the implementer also overwrites PATH with TEXT and hides it
+///   from git (`update-index --skip-worktree`);
 /// - `impl-hang`: the first implementer call writes its change, then waits for `release`;
 /// - `impl-logonly`: the implementer only appends to `agent-calls.log` in the repository;
 /// - `drafter-status`: the drafter's status word (default `drafted`);
@@ -82,6 +84,10 @@ if role == 'implementer':
         if line not in old:
             open('hello.txt', 'a').write(line)
         written = 'hello.txt'
+    if knob('impl-hide'):
+        path, text = knob('impl-hide').split('|', 1)
+        open(path, 'w').write(text.replace('\\n', '\n'))
+        subprocess.run(['git', 'update-index', '--skip-worktree', path], check=True)
     if knob('impl-commit'):
         subprocess.run(['git', 'add', written], check=True)
         subprocess.run(['git', 'commit', '-q', '-m', 'implementer %d' % n], check=True)

@@ -25,6 +25,8 @@ mod implement;
 mod liars_frozen;
 mod liars_implement;
 mod liars_loop;
+mod liars_matrix;
+mod liars_review_parts;
 mod liars_restored_attack;
 mod liars_suite;
 mod loop_cmd;

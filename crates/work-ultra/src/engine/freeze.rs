@@ -77,7 +77,9 @@ impl Runner<'_, '_> {
         scenarios: &[&str],
         longest: Option<Duration>,
     ) -> Result<(CheckSurface, CheckSurface), UltraError> {
-        let now = CheckSurface::freeze(root, checks, Named::CheckLike);
+        let mut now = CheckSurface::freeze(root, checks, Named::CheckLike);
+        // A script only a criterion names is the check; one the objective names is the work.
+        now.pin_unnamed_by(root, checks, &self.goal.objective);
         let mut frozen = match self.state.check_surface.clone() {
             Some(f) => f,
             None => {
