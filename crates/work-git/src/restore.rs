@@ -199,6 +199,64 @@ pub struct Frozen<'a> {
     pub exclude: &'a [String],
 }
 
+/// The record of a rerun in progress, kept in the git directory while the frozen checks are in
+/// the working tree: the agent's tree and the paths to take from it. A `work` killed outright
+/// (SIGKILL, a power cut) before it put the agent's versions back leaves it behind, and the
+/// next run that locks the tree puts them back first ([`Git::recover_interrupted_rerun`]).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Pending {
+    tree: String,
+    paths: Vec<String>,
+}
+
+/// The pending record's name under the git directory, and the most of it that is read.
+const PENDING: &str = "work-rerun-pending.json";
+const PENDING_CAP: u64 = 64 << 20;
+
+impl Git {
+    fn pending_path(&self) -> Result<std::path::PathBuf, GitError> {
+        let rel = self.run(&["rev-parse", "--git-path", PENDING])?;
+        let path = std::path::PathBuf::from(rel.trim());
+        Ok(if path.is_absolute() { path } else { self.root.join(path) })
+    }
+
+    /// Puts back the agent's versions a rerun interrupted by a kill left in the git directory's
+    /// pending record (see [`Pending`]), then removes the record; the paths put back (none when
+    /// there was no record or this is not a repository). A record naming a path that is not
+    /// plain and relative is refused whole.
+    pub fn recover_interrupted_rerun(&self) -> Result<Vec<String>, GitError> {
+        if !self.is_repo() {
+            return Ok(Vec::new());
+        }
+        let path = self.pending_path()?;
+        let bad = |why: String| GitError::Spawn(format!("the interrupted rerun's record {}: {why}", path.display()));
+        let text = match work_runtime::fsx::read_text_capped(&path, PENDING_CAP) {
+            Ok((_, true)) => return Err(bad("larger than any record work writes".into())),
+            Ok((t, false)) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(bad(e.to_string())),
+        };
+        let pending: Pending = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        if let Some(p) = pending.paths.iter().find(|p| !work_runtime::fsx::is_plain_relative(Path::new(p.as_str()))) {
+            return Err(bad(format!("names `{p}`, which is not a plain relative path")));
+        }
+        self.write_paths(&pending.tree, &pending.paths)?;
+        work_runtime::fsx::remove_state(&path).map_err(|e| bad(e.to_string()))?;
+        Ok(pending.paths)
+    }
+
+    /// Removes the pending record once the agent's versions are back.
+    fn clear_pending(&self) -> Result<(), GitError> {
+        let path = self.pending_path()?;
+        match work_runtime::fsx::remove_state(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(GitError::Spawn(format!("removing {}: {e}", path.display())))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 /// The frozen checks written into the working tree; the agent's versions are put back by
 /// [`WrittenBack::put_back`], on a drop (an error or a panic on the way), or by the undo hook
 /// when `work` is interrupted.
@@ -230,9 +288,16 @@ impl<'a> WrittenBack<'a> {
             .collect();
         paths.sort();
         paths.dedup();
+        let pending = Pending { tree: now.to_string(), paths: paths.clone() };
+        let record = serde_json::to_vec(&pending).map_err(|e| GitError::Spawn(e.to_string()))?;
+        let pending_path = git.pending_path()?;
+        work_runtime::fsx::write_atomic(&pending_path, &record)
+            .map_err(|e| GitError::Spawn(format!("writing {}: {e}", pending_path.display())))?;
         let (undo_git, undo_now, undo_paths) = (Git::new(&git.root), now.to_string(), paths.clone());
         let hook = work_runtime::scratch::on_interrupt(move || {
-            let _ = undo_git.write_paths(&undo_now, &undo_paths);
+            if undo_git.write_paths(&undo_now, &undo_paths).is_ok() {
+                let _ = undo_git.clear_pending();
+            }
         });
         let wb = WrittenBack { git, now: now.to_string(), paths, hook, done: false };
         git.write_paths(restored_tree, &wb.paths)?;
@@ -243,7 +308,8 @@ impl<'a> WrittenBack<'a> {
     fn put_back(mut self) -> Result<(), GitError> {
         self.done = true;
         work_runtime::scratch::cancel(self.hook);
-        self.git.write_paths(&self.now, &self.paths)
+        self.git.write_paths(&self.now, &self.paths)?;
+        self.git.clear_pending()
     }
 }
 
@@ -251,7 +317,9 @@ impl Drop for WrittenBack<'_> {
     fn drop(&mut self) {
         if !self.done {
             work_runtime::scratch::cancel(self.hook);
-            let _ = self.git.write_paths(&self.now, &self.paths);
+            if self.git.write_paths(&self.now, &self.paths).is_ok() {
+                let _ = self.git.clear_pending();
+            }
         }
     }
 }

@@ -111,9 +111,20 @@ pub fn tree_lock_path(root: &Path, state_dir: &Path) -> PathBuf {
     }
 }
 
-/// Takes the working-tree lock of `root` for `run_id`.
+/// Takes the working-tree lock of `root` for `run_id`. Holding it, first puts back what a rerun
+/// with the frozen checks restored left in the tree when its `work` was killed outright
+/// ([`work_git::Git::recover_interrupted_rerun`]), and says so on stderr.
 pub fn lock_tree(root: &Path, state_dir: &Path, run_id: &str) -> Result<Held, LockRefused> {
-    acquire(&tree_lock_path(root, state_dir), &format!("the working tree {}", root.display()), run_id)
+    let held = acquire(&tree_lock_path(root, state_dir), &format!("the working tree {}", root.display()), run_id)?;
+    match work_git::Git::new(root).recover_interrupted_rerun() {
+        Ok(paths) if paths.is_empty() => {}
+        Ok(paths) => crate::output::note(&format!(
+            "note: a run killed while it reran the checks with the frozen checks restored left them in the tree; the agent's versions of {} are put back",
+            paths.join(", ")
+        )),
+        Err(e) => crate::output::err_line(&format!("warning: {e}")),
+    }
+    Ok(held)
 }
 
 #[cfg(test)]

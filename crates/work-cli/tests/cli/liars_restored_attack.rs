@@ -335,3 +335,45 @@ fn an_interruption_during_the_rerun_puts_the_agents_versions_back() {
     );
     assert_eq!(s.read("lib.py"), "def f():\n    return 1\n", "the agent's code is untouched");
 }
+
+/// [`INTERRUPT_IN_RERUN`] with SIGKILL, once (a marker in the git directory): no signal handler
+/// runs, so only the pending record in the git directory knows what to put back.
+const KILL_IN_RERUN_ONCE: &str = r#"import os, signal, sys, time
+if 'return 1' not in open('lib.py').read():
+    sys.exit(1)
+if 'test_f_twice' in open('tests/test_lib.py').read() or os.path.exists('.git/killed-once'):
+    sys.exit(0)
+open('.git/killed-once', 'w').close()
+pid = os.getpid()
+while pid > 1:
+    stat = open('/proc/%d/stat' % pid).read()
+    if stat[stat.index('(') + 1:stat.rindex(')')] == 'work':
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(30)
+    pid = int(stat[stat.rindex(')') + 2:].split()[1])
+sys.exit(1)
+"#;
+
+#[test]
+fn a_kill_during_the_rerun_is_undone_by_the_next_run_that_locks_the_tree() {
+    let s = python_repo();
+    s.write("verify_kill.py", KILL_IN_RERUN_ONCE);
+    s.commit("a verify that kills work during the rerun");
+    let agent = s.agent(
+        "worker.py",
+        &format!("{FIX}\n{ADD_TEST}\nprint(json.dumps({{\"status\": \"done\", \"summary\": \"done\"}}))"),
+    );
+    let until = ["until", "the suite passes", "--goal", "g", "--verify", "python3 verify_kill.py", "--agent", &agent];
+    let (code, out, err) = s.run(&[&until[..], &["--json"]].concat());
+    assert_ne!(code, 0, "work was killed during the rerun: {out}{err}");
+    assert!(
+        !s.read("tests/test_lib.py").contains("test_f_twice"),
+        "a kill leaves the frozen version in the tree (no handler ran)"
+    );
+    assert!(s.path(".git/work-rerun-pending.json").exists(), "the pending record names what to put back");
+    let (code, out, err) = s.run(&["until", "resume", "--agent", &agent, "--json"]);
+    assert!(err.contains("are put back"), "the next run says what it put back: {code} {out}{err}");
+    assert!(s.read("tests/test_lib.py").contains("test_f_twice"), "the agent's version is back: {err}");
+    assert!(!s.path(".git/work-rerun-pending.json").exists(), "the record is removed once it is undone");
+    assert_eq!(s.read("lib.py"), "def f():\n    return 1\n", "the agent's code is untouched");
+}
