@@ -164,9 +164,11 @@ fn one(n: usize, dir: &Path) {
     );
 }
 
+/// The median (of an even count, the mean of the two middle values).
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
+    let m = v.len() / 2;
+    if v.len().is_multiple_of(2) { (v[m - 1] + v[m]) / 2.0 } else { v[m] }
 }
 
 /// The real binary resumes the finished journal: process wall time (median of 21, after one
