@@ -3,15 +3,19 @@
 //!
 //! An exhaust where every finder adds one new item, 16 finders a round at cap 16, run to its
 //! end (`angles-and-oracles-exhausted`) at 1,000, 10,000 and 100,000 dispatches
-//! (`WORK_BENCH_SIZES=1000,10000` to choose). The finders are an in-process scripted agent (the
-//! real `Engine`, `Dispatcher`, event log, dispatch records, read-only tree guard and journal,
+//! (`WORK_BENCH_SIZES=1000,100000` to choose; `WORK_BENCH_REPEAT=3` runs the list that many
+//! times, interleaved, and reports medians). The finders are an in-process scripted agent (the
+//! real `Engine`, `Dispatcher`, event log, dispatch records, read-only tree guard and journal;
 //! only the agent's process is left out: spawning 100,000 processes would measure `fork`). Each
-//! size runs in a child process of its own, so its peak memory (`VmHWM`) is its own.
+//! size runs in a child process of its own, so its peak memory (`VmHWM`) and CPU time are its
+//! own. The repository is the same at every size (100 files of 1,000 lines: 100,000 citable
+//! locations), so what grows is the work, not the tree the read-only guard walks.
 //!
-//! Reported per size: the wall time per dispatch, the state under `.work/` per item (all of
-//! it, and the journal files alone), peak memory; then the resume of the finished journal by
-//! the real `work` binary (process wall time, median of 5, and its peak RSS from GNU
-//! `time`), which is what a rerun of a finished task costs.
+//! Reported per size: the wall time and the CPU time (user + system, all threads) per
+//! dispatch, the state under `.work/` per item (all of it, and the journal files alone), peak
+//! memory; then the resume of the finished journal by the real `work` binary (process wall
+//! time, median of 21, and its peak RSS from GNU `time`), which is what a rerun of a finished
+//! task costs. The summary gives each figure's median and its ratio to the first size's.
 
 #![allow(clippy::disallowed_macros, reason = "a benchmark prints its figures; it is not the product")]
 #![expect(clippy::disallowed_methods, reason = "the benchmark drives the binary and its fixtures directly")]
@@ -30,6 +34,8 @@ fn work_bin() -> String {
     std::env::var("WORK_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_work").to_string())
 }
 const LINES_PER_FILE: usize = 1000;
+/// Files in the repository at every size (more only past 100,000 dispatches).
+const REPO_FILES: usize = 100;
 const PER_ROUND: usize = 16;
 
 /// Answers every finder with one new item: angle `aN` finds `src/f<N/1000>.txt:<N%1000+1>`.
@@ -67,7 +73,7 @@ fn repo(dir: &Path, items: usize) {
         assert!(Command::new("git").args(args).current_dir(dir).status().unwrap().success());
     }
     std::fs::create_dir_all(dir.join("src")).unwrap();
-    for f in 0..items.div_ceil(LINES_PER_FILE) {
+    for f in 0..items.div_ceil(LINES_PER_FILE).max(REPO_FILES) {
         let text: String = (0..LINES_PER_FILE).map(|l| format!("line {}\n", f * LINES_PER_FILE + l)).collect();
         std::fs::write(dir.join(format!("src/f{f}.txt")), text).unwrap();
     }
@@ -79,6 +85,16 @@ fn du(path: &Path) -> u64 {
         return meta.len();
     }
     std::fs::read_dir(path).unwrap().map(|e| du(&e.unwrap().path())).sum()
+}
+
+/// CPU time (user + system) of this process so far, all threads, in seconds.
+fn cpu_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which is in parentheses): utime and stime are the 12th
+    // and 13th, in clock ticks (USER_HZ, 100 on Linux).
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<f64> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0.0)).collect();
+    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
 }
 
 fn vm_hwm_kb() -> u64 {
@@ -134,27 +150,29 @@ fn one(n: usize, dir: &Path) {
     };
     let journal = work_exhaust::Journal::new("bench", "bench", 2, angles);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    let t = Instant::now();
+    let (t, cpu0) = (Instant::now(), cpu_s());
     let j = rt.block_on(work_exhaust::Engine::new(&run, &d, &params, journal).drive()).unwrap();
-    let wall = t.elapsed().as_secs_f64();
+    let (wall, cpu) = (t.elapsed().as_secs_f64(), cpu_s() - cpu0);
     run.finish(j.stopped_reason.as_deref().unwrap_or(""), json!({"seen": j.seen.len()}));
     assert_eq!(j.seen.len(), n, "every finder adds one item");
     let journals = du(&dir.join(".work/quality-journals"));
     let state = du(&dir.join(".work"));
     println!(
         "{}",
-        json!({"n": n, "wall_s": wall, "rounds": j.rounds.len(), "state": state, "journals": journals,
+        json!({"n": n, "wall_s": wall, "cpu_s": cpu, "rounds": j.rounds.len(), "state": state, "journals": journals,
                "runs": du(&dir.join(".work/runs")), "hwm_kb": vm_hwm_kb()})
     );
 }
 
+/// The median (of an even count, the mean of the two middle values).
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
+    let m = v.len() / 2;
+    if v.len().is_multiple_of(2) { (v[m - 1] + v[m]) / 2.0 } else { v[m] }
 }
 
-/// The real binary resumes the finished journal: process wall time (median of 5) and the
-/// largest child's peak RSS.
+/// The real binary resumes the finished journal: process wall time (median of 21, after one
+/// warm-up run) and its peak RSS.
 fn resume(dir: &Path) -> (f64, i64) {
     let agent = dir.join("agent.sh");
     std::fs::write(&agent, "#!/bin/sh\necho '{\"angle\":\"x\",\"items\":[]}'\n").unwrap();
@@ -163,7 +181,7 @@ fn resume(dir: &Path) -> (f64, i64) {
     std::fs::set_permissions(&agent, perm).unwrap();
     let spec = format!("command:{}", agent.display());
     let mut times = Vec::new();
-    for _ in 0..5 {
+    for i in 0..22 {
         let t = Instant::now();
         let st = Command::new(work_bin())
             .args(["exhaust", "bench", "--task", "bench", "--agent", &spec])
@@ -172,7 +190,9 @@ fn resume(dir: &Path) -> (f64, i64) {
             .stderr(Stdio::null())
             .status()
             .unwrap();
-        times.push(t.elapsed().as_secs_f64() * 1000.0);
+        if i > 0 {
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
         assert!(st.code().is_some_and(|c| c == 0 || c == 1), "resume failed: {st}");
     }
     // Peak RSS of one more resume, from GNU time (`%M`, kB); 0 when it is not installed.
@@ -185,6 +205,85 @@ fn resume(dir: &Path) -> (f64, i64) {
         .and_then(|o| String::from_utf8_lossy(&o.stderr).lines().last().and_then(|l| l.trim().parse().ok()))
         .unwrap_or(0);
     (median(times), rss)
+}
+
+/// The load average over the last minute (the machine may be shared: figures are noisy).
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().next().unwrap_or("?").to_string()
+}
+
+/// One run's figures, per dispatch or per item.
+#[derive(Clone, Copy)]
+struct Row {
+    rounds: f64,
+    us_wall: f64,
+    us_cpu: f64,
+    state: f64,
+    journal: f64,
+    peak_mb: f64,
+    resume_ms: f64,
+    resume_mb: f64,
+}
+
+impl Row {
+    fn print(&self, n: usize, label: &str) {
+        println!(
+            "{:>8} {:>6.0} {:>11.1} {:>11.1} {:>12.0} {:>12.0} {:>8.1} {:>10.1} {:>10.1}  {label}",
+            n,
+            self.rounds,
+            self.us_wall,
+            self.us_cpu,
+            self.state,
+            self.journal,
+            self.peak_mb,
+            self.resume_ms,
+            self.resume_mb
+        );
+    }
+
+    /// The median of each figure over `rows`.
+    fn median(rows: &[Row]) -> Row {
+        let m = |f: fn(&Row) -> f64| median(rows.iter().map(f).collect());
+        Row {
+            rounds: m(|r| r.rounds),
+            us_wall: m(|r| r.us_wall),
+            us_cpu: m(|r| r.us_cpu),
+            state: m(|r| r.state),
+            journal: m(|r| r.journal),
+            peak_mb: m(|r| r.peak_mb),
+            resume_ms: m(|r| r.resume_ms),
+            resume_mb: m(|r| r.resume_mb),
+        }
+    }
+}
+
+/// Runs one size in a child process, then the resume; prints and returns its row.
+fn measure(n: usize) -> Row {
+    let dir = tempfile::tempdir().unwrap();
+    let root: PathBuf = dir.path().to_path_buf();
+    let before = load();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--one", &n.to_string(), &root.display().to_string()])
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "size {n} failed");
+    let line = String::from_utf8_lossy(&out.stdout);
+    let v: Value = serde_json::from_str(line.trim()).unwrap();
+    let (resume_ms, resume_kb) = resume(&root);
+    let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
+    let row = Row {
+        rounds: f("rounds"),
+        us_wall: f("wall_s") / n as f64 * 1e6,
+        us_cpu: f("cpu_s") / n as f64 * 1e6,
+        state: f("state") / n as f64,
+        journal: f("journals") / n as f64,
+        peak_mb: f("hwm_kb") / 1024.0,
+        resume_ms,
+        resume_mb: resume_kb as f64 / 1024.0,
+    };
+    row.print(n, &format!("load {before} → {}", load()));
+    row
 }
 
 fn main() {
@@ -201,42 +300,42 @@ fn main() {
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
-    println!(
-        "{:>8} {:>6} {:>10} {:>12} {:>14} {:>14} {:>9} {:>11} {:>10}",
-        "dispatch",
-        "rounds",
-        "wall s",
-        "µs/dispatch",
-        "state B/item",
-        "journal B/item",
-        "peak MB",
-        "resume ms",
-        "resume MB"
-    );
-    for n in sizes {
-        let dir = tempfile::tempdir().unwrap();
-        let root: PathBuf = dir.path().to_path_buf();
-        let out = Command::new(std::env::current_exe().unwrap())
-            .args(["--one", &n.to_string(), &root.display().to_string()])
-            .stderr(Stdio::inherit())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "size {n} failed");
-        let line = String::from_utf8_lossy(&out.stdout);
-        let v: Value = serde_json::from_str(line.trim()).unwrap();
-        let (resume_ms, resume_kb) = resume(&root);
-        let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
+    let repeat: usize = std::env::var("WORK_BENCH_REPEAT").ok().and_then(|r| r.parse().ok()).unwrap_or(1).max(1);
+    let header = || {
         println!(
-            "{:>8} {:>6} {:>10.2} {:>12.1} {:>14.0} {:>14.0} {:>9.1} {:>11.1} {:>10.1}",
-            n,
-            f("rounds"),
-            f("wall_s"),
-            f("wall_s") / n as f64 * 1e6,
-            f("state") / n as f64,
-            f("journals") / n as f64,
-            f("hwm_kb") / 1024.0,
-            resume_ms,
-            resume_kb as f64 / 1024.0,
-        );
+            "{:>8} {:>6} {:>11} {:>11} {:>12} {:>12} {:>8} {:>10} {:>10}",
+            "dispatch",
+            "rounds",
+            "µs/disp wall",
+            "µs/disp cpu",
+            "state B/item",
+            "journal B/it",
+            "peak MB",
+            "resume ms",
+            "resume MB"
+        )
+    };
+    header();
+    let mut rows: Vec<(usize, Vec<Row>)> = sizes.iter().map(|&n| (n, Vec::new())).collect();
+    for _ in 0..repeat {
+        for (n, runs) in rows.iter_mut() {
+            runs.push(measure(*n));
+        }
+    }
+    println!("\nmedians over {repeat} run(s); ratio to {} dispatches in brackets", sizes.first().unwrap_or(&0));
+    header();
+    let base = rows.first().map(|(_, r)| Row::median(r));
+    for (n, runs) in &rows {
+        let m = Row::median(runs);
+        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+        let label = base.map_or(String::new(), |b| {
+            format!(
+                "[wall {:.2}× · cpu {:.2}× · state {:.2}×]",
+                ratio(m.us_wall, b.us_wall),
+                ratio(m.us_cpu, b.us_cpu),
+                ratio(m.state, b.state)
+            )
+        });
+        m.print(*n, &label);
     }
 }

@@ -399,7 +399,10 @@ impl Dispatcher {
                        "effort": spec.effort, "access": spec.access, "agent": self.agent.describe()}),
             );
             crate::faults::state_change();
-            let result = self.agent.invoke(&request, InvokeOptions { timeout: self.timeout }).await;
+            // The start is in the log (a killed run's dispatches count); it reaches the disk
+            // while the agent works, and before its answer is used.
+            let (result, ()) =
+                tokio::join!(self.agent.invoke(&request, InvokeOptions { timeout: self.timeout }), self.events.sync());
             let request_json = serde_json::to_value(&request).unwrap_or(Value::Null);
             let (verdict, raw, attempt_usage) = match result {
                 Ok(reply) => {

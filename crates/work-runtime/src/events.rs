@@ -6,9 +6,11 @@
 //! of a round gets) are stored once per run under `blobs/<sha256>.json` and named in the
 //! record as `{"blob": "blobs/<sha256>.json"}` ([`resolve_record`] puts them back).
 //!
-//! Invariants: `seq` is strictly increasing from 1 within a run; every line is flushed when
-//! written, and `dispatch.start` is also synced before the agent starts (so a killed run's
-//! dispatches are on disk); every string passes through the run's [`Redactor`] first. A log
+//! Invariants: `seq` is strictly increasing from 1 within a run; every line is written (to the
+//! kernel: a killed process loses none) before `emit` returns; a dispatch's `dispatch.start` is
+//! written before its agent starts and synced to disk ([`EventLog::sync`], one sync shared by the
+//! dispatches that start together) before its answer is used; every string passes through the
+//! run's [`Redactor`] first. A log
 //! whose last line a crash cut is read without it ([`read_log`]), and the next append starts
 //! on a fresh line.
 
@@ -25,6 +27,9 @@ pub struct EventLog {
     run_id: String,
     dir: PathBuf,
     inner: Mutex<(u64, Option<File>)>,
+    /// The `seq` synced to disk so far (the gate of a group commit), and a handle to sync with.
+    synced: tokio::sync::Mutex<u64>,
+    sync_file: Option<Arc<File>>,
     clock: Arc<dyn Clock>,
     redactor: Redactor,
     dispatches: std::sync::atomic::AtomicU64,
@@ -52,10 +57,13 @@ impl EventLog {
             // A crash cut the last line: the next event starts on a line of its own.
             file.write_all(b"\n")?;
         }
+        let sync_file = Some(Arc::new(file.try_clone()?));
         Ok(Self {
             run_id: run_id.to_string(),
             dir: dir.to_path_buf(),
             inner: Mutex::new((0, Some(file))),
+            synced: Default::default(),
+            sync_file,
             clock,
             redactor,
             dispatches: Default::default(),
@@ -70,6 +78,8 @@ impl EventLog {
             run_id: run_id.to_string(),
             dir: PathBuf::new(),
             inner: Mutex::new((0, None)),
+            synced: Default::default(),
+            sync_file: None,
             clock,
             redactor: Redactor::default(),
             dispatches: Default::default(),
@@ -107,16 +117,33 @@ impl EventLog {
         if let Some(f) = guard.1.as_mut() {
             let mut line = Value::Object(obj).to_string();
             line.push('\n');
-            // A dispatch start is synced before the agent runs: a killed run's spending is on disk.
-            let durable = kind == "dispatch.start";
-            let written = f.write_all(line.as_bytes()).and_then(|_| f.flush());
-            if let Err(e) = written.and_then(|_| if durable { f.sync_data() } else { Ok(()) }) {
+            if let Err(e) = f.write_all(line.as_bytes()).and_then(|_| f.flush()) {
                 eprintln!("warning: failed to append to the event log: {e}");
             }
         }
         drop(guard);
         if let Some(o) = observed {
             self.notify(&o);
+        }
+    }
+
+    /// Syncs every event written so far to disk. Concurrent callers share one sync (a group
+    /// commit): a caller whose events a sync that started after them covered does not sync
+    /// again, so N dispatches starting together cost one or two syncs, not N one after the
+    /// other. The sync runs on the blocking pool, never on a runtime worker.
+    pub async fn sync(&self) {
+        let Some(file) = self.sync_file.clone() else { return };
+        let wanted = self.inner.lock().map(|g| g.0).unwrap_or(0);
+        let mut synced = self.synced.lock().await;
+        if *synced >= wanted {
+            return;
+        }
+        // Every event up to here is written (seq and write are under one lock).
+        let upto = self.inner.lock().map(|g| g.0).unwrap_or(wanted);
+        match tokio::task::spawn_blocking(move || file.sync_data()).await {
+            Ok(Ok(())) => *synced = upto,
+            Ok(Err(e)) => eprintln!("warning: failed to sync the event log: {e}"),
+            Err(e) => eprintln!("warning: failed to sync the event log: {e}"),
         }
     }
 

@@ -414,3 +414,162 @@ fn implement_survives_a_kill_at_every_state_changing_call() {
     assert!(trials > 10, "the hook killed too few runs: {trials}");
     assert!(failures.is_empty(), "{} failure(s) in {trials} trials; first:\n{}", failures.len(), failures[0]);
 }
+
+// --------------------------------------------------------------------------------- exhaust
+
+const EXHAUST_TASK: &str = "soak";
+/// Lines gate 1 seeds: enough that the journal's snapshot outgrows `SMALL_JOURNAL`, so that
+/// rounds are committed as records appended to its log, not as rewrites of the snapshot.
+const SEEDED: usize = 400;
+
+/// Gate 1 seeds [`SEEDED`] items; then one angle a round: `a`, `b` and `c` each find one new
+/// item, `d` finds nothing (dry), and the pool is exhausted.
+fn exhaust_scenario() -> (Scenario, Vec<String>) {
+    let s = Scenario::new();
+    let mut text: String = (1..=SEEDED).map(|i| format!("entry {i}\n")).collect();
+    text.push_str("other a\nother b\nother c\n");
+    s.write("src/big.txt", &text);
+    s.commit("big");
+    let agent = s.agent(
+        "finder.py",
+        &format!(
+            r#"
+angle = ctx['angle']
+open(state_path('log'), 'a').write(angle + '\n')
+line = {{'a': {a}, 'b': {b}, 'c': {c}}}.get(angle)
+items = [] if line is None else [{{"id": "found-" + angle, "title": "t", "location": "src/big.txt:%d" % line,
+                                  "evidence": "`other " + angle + "`"}}]
+print(json.dumps({{"angle": angle, "items": items}}))
+"#,
+            a = SEEDED + 1,
+            b = SEEDED + 2,
+            c = SEEDED + 3
+        ),
+    );
+    let args = [
+        "exhaust",
+        "entries",
+        "--task",
+        EXHAUST_TASK,
+        "-k",
+        "2",
+        "--angles",
+        "a,b,c,d",
+        "--seed-oracle",
+        "grep -Hn entry src/big.txt",
+        "--json",
+        "--agent",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .chain([agent])
+    .collect();
+    (s, args)
+}
+
+fn journal_rel(ext: &str) -> String {
+    format!(".work/quality-journals/work-exhaust-{EXHAUST_TASK}.{ext}")
+}
+
+/// What an `exhaust` trial ended with.
+#[derive(Debug, PartialEq)]
+struct ExhaustEnd {
+    code: i32,
+    master: serde_json::Value,
+    journal: serde_json::Value,
+    tree: BTreeMap<String, String>,
+}
+
+fn exhaust_end(s: &Scenario, end: End) -> ExhaustEnd {
+    let End::Exited(code, stdout) = end else { panic!("the clean rerun was killed") };
+    let scrubbed = |text: &str| {
+        let mut v: serde_json::Value = serde_json::from_str(&normalize(text)).unwrap_or(serde_json::Value::Null);
+        // What was spent counts the dispatches a crash lost and the rerun made again.
+        if let Some(o) = v.as_object_mut() {
+            o.remove("spent");
+            o.remove("spentByRole");
+        }
+        v
+    };
+    let journal = std::fs::read_to_string(s.path(&journal_rel("json"))).unwrap_or_default();
+    ExhaustEnd {
+        code,
+        master: scrubbed(&stdout),
+        journal: scrubbed(&journal),
+        tree: files(s.root(), &[".git", ".work", ".agents", ".agent-state"]),
+    }
+}
+
+/// The angles the journal (its snapshot with its log replayed) records as run.
+fn committed_angles(s: &Scenario) -> Vec<String> {
+    work_exhaust::store::Store::load(&s.path(&journal_rel("json")))
+        .ok()
+        .flatten()
+        .map(|(j, _)| j.angles_used)
+        .unwrap_or_default()
+}
+
+/// Records appended to the journal's log after its header.
+fn appended_records(s: &Scenario) -> usize {
+    std::fs::read_to_string(s.path(&journal_rel("jsonl"))).map(|t| t.lines().count().saturating_sub(1)).unwrap_or(0)
+}
+
+/// One trial: kill at `n` (optionally the first rerun too), then a clean rerun of the same
+/// command. Returns the outcome and whether the killed run left appended records.
+fn exhaust_trial(n: u64, twice: bool, baseline: &ExhaustEnd) -> Option<(Result<(), String>, bool)> {
+    let (s, args) = exhaust_scenario();
+    if let End::Exited(..) = run(&s, &args, Some(n)) {
+        return None;
+    }
+    let appended = appended_records(&s) > 0;
+    if twice {
+        let _ = run(&s, &args, Some(n));
+    }
+    let done_before = committed_angles(&s);
+    let logged_before = log_lines(&s).len();
+    let end = exhaust_end(&s, run(&s, &args, None));
+    let redone: Vec<String> =
+        log_lines(&s)[logged_before..].iter().filter(|a| done_before.contains(a)).cloned().collect();
+    Some((
+        if !redone.is_empty() {
+            Err(format!("kill at {n} (twice: {twice}): committed angle(s) {redone:?} dispatched again"))
+        } else if &end != baseline {
+            Err(format!("kill at {n} (twice: {twice}): ended with\n{end:#?}\ninstead of\n{baseline:#?}"))
+        } else {
+            Ok(())
+        },
+        appended,
+    ))
+}
+
+#[test]
+fn exhaust_survives_a_kill_at_every_state_changing_call_over_the_appended_log() {
+    let (s, args) = exhaust_scenario();
+    let baseline = exhaust_end(&s, run(&s, &args, None));
+    assert_eq!(baseline.code, 0, "{baseline:#?}");
+    assert_eq!(baseline.master["seen"].as_array().map(Vec::len), Some(SEEDED + 3), "{:#}", baseline.master);
+    assert_eq!(baseline.master["stoppedReason"], "angles-and-oracles-exhausted");
+    assert_eq!(log_lines(&s), vec!["a", "b", "c", "d"]);
+    let with_records = std::sync::atomic::AtomicUsize::new(0);
+    let (trials, failures) = soak(|n, twice| {
+        exhaust_trial(n, twice, &baseline).map(|(r, appended)| {
+            if appended {
+                with_records.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            r
+        })
+    });
+    let with_records = with_records.into_inner();
+    eprintln!(
+        "exhaust soak: {} failure(s) in {trials} trials, {with_records} killed with appended records",
+        failures.len()
+    );
+    for f in &failures {
+        eprintln!("  {}", f.lines().next().unwrap_or_default());
+    }
+    assert!(trials > 10, "the hook killed too few runs: {trials}");
+    // Rounds are committed by appending (the snapshot is large): kills after a commit find
+    // records in the log, and the rerun must replay them.
+    assert!(with_records >= 4, "only {with_records} trial(s) were killed with records in the journal's log");
+    assert!(failures.is_empty(), "{} failure(s) in {trials} trials; first:\n{}", failures.len(), failures[0]);
+}
