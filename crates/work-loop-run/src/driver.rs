@@ -915,7 +915,7 @@ impl Driver {
             // A script only a gate names is the check; one the spec or plan names is the work.
             let work: String = ["spec.md", "plan.md"]
                 .iter()
-                .filter_map(|f| std::fs::read_to_string(self.run.root.join(self.rel(f))).ok())
+                .filter_map(|f| self.sd.read_optional(f).ok().flatten())
                 .collect::<Vec<_>>()
                 .join("\n");
             s.pin_unnamed_by(&self.run.root, &cmds, &work);
