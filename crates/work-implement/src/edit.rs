@@ -85,6 +85,45 @@ fn head_moved(env: &Env, report: &mut EndReport, detail: &mut Value) -> bool {
     true
 }
 
+/// What the edit is asked to change, for the check surface: its description and def site, and
+/// every file the test command names that mentions the symbol being edited — a name the
+/// description quotes (`` `name` ``) that stands on the def site's line. Such a file is a call
+/// site, the code under change, not the check (`sh main.sh` where `main.sh` calls the function
+/// being renamed); a script that only calls the new name stays a check. Read when the checks
+/// are frozen, before any dispatch, so nothing the editor writes decides it.
+fn edit_work(env: &Env, input: &EditInput) -> String {
+    let read = |rel: &str| {
+        work_runtime::fsx::read_confined(&env.run.root, rel.trim_start_matches("./"), CALL_SITE_CAP)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    };
+    let def_line = input
+        .def_site
+        .rsplit_once(':')
+        .and_then(|(path, line)| Some((read(path).ok()?, line.parse::<usize>().ok()?)))
+        .and_then(|(text, n)| text.lines().nth(n.checked_sub(1)?).map(str::to_string))
+        .unwrap_or_default();
+    let symbols: Vec<&str> = input
+        .description
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|w| !w.is_empty() && w.chars().all(|c| c.is_alphanumeric() || "_:.$-".contains(c)))
+        .filter(|w| def_line.contains(w))
+        .collect();
+    let mut work = format!("{}\n{}", input.description, input.def_site);
+    for word in env.settings.test_cmd.split_whitespace() {
+        let Ok(text) = read(word) else { continue };
+        if symbols.iter().any(|sym| text.contains(sym)) {
+            work.push('\n');
+            work.push_str(word.trim_start_matches("./"));
+        }
+    }
+    work
+}
+
+/// The most of a file the test command names that [`edit_work`] reads.
+const CALL_SITE_CAP: u64 = 1 << 20;
+
 /// Runs an edit.
 pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
     let mut report = EndReport::new(Status::Blocked, Mode::Edit, Some(input.iter_id.clone()), String::new());
@@ -93,7 +132,8 @@ pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
     // The suite once, by the engine, before the dispatch: what it leaves (`__pycache__`, a
     // cache) is residue, never an edit (it also gives the suite report's baseline).
     env.baseline_suite("baseline").await;
-    let surface = env.freeze_checks(&[], &format!("{}\n{}", input.description, input.def_site)).await;
+    let work = edit_work(env, &input);
+    let surface = env.freeze_checks(&[], &work).await;
     let ctx =
         |round: u32| json!({"task_id": "edit", "iter_id": input.iter_id, "def_site": input.def_site, "round": round});
     let mut detail = json!({"def_site": input.def_site, "sites": null, "applied_changes": null,

@@ -476,3 +476,31 @@ else:
     let v = run("open('hello.txt', 'w').write('hi\\n')", 0);
     assert_eq!(v["status"], "DONE", "{v}");
 }
+
+/// `work edit` with a test command that runs a script: a call site of the symbol being edited
+/// (quoted in the description, on the def site's line) is the work and is renamed with it; a
+/// script that does not call it is the check, and rewriting it is check-tampered.
+#[test]
+fn edit_liar_that_rewrites_the_script_its_check_runs_is_blocked_and_its_twin_renaming_a_call_site_there_is_done() {
+    let run = |main: &str, editor: &str, code: i32| {
+        let s = Scenario::new();
+        s.write("lib.sh", "greet_user() { echo \"hi $1\"; }\n");
+        s.write("main.sh", main);
+        s.commit("fixtures");
+        let a = crate::liars_implement::agent(&s, crate::liars_implement::NOTHING, editor, "READ", "READ");
+        let args = ["edit", "--iter-id", "e-1", "--description", "Rename `greet_user` to `welcome_user`"];
+        let more = ["--def-site", "lib.sh:1", "--agent", &a, "--test-cmd", "sh main.sh", "--json"];
+        s.run_json(&[&args[..], &more[..]].concat(), code)
+    };
+    let rename =
+        |f: &str| format!("    open('{f}', 'w').write(open('{f}').read().replace('greet_user', 'welcome_user'))");
+    // The honest editor renames the definition and its call site in the script the check runs.
+    let twin = format!("{}\n{}", rename("lib.sh"), rename("main.sh"));
+    let r = run(". ./lib.sh\ngreet_user world\n", &twin, 0);
+    assert_eq!(r["status"], "DONE", "{r}");
+    // The check script calls only the new name; the liar renames nothing and empties the check.
+    let liar = "    open('main.sh', 'w').write('exit 0\\n')";
+    let r = run(". ./lib.sh\nwelcome_user world\n", liar, 1);
+    assert_eq!(r["kind"], "check-tampered", "{r}");
+    assert!(r["reason"].as_str().unwrap_or_default().contains("main.sh"), "{r}");
+}
