@@ -213,7 +213,13 @@ pub fn read(state_dir: &Path, iter_id: &str) -> io::Result<Option<Progress>> {
     if iter_id.is_empty() || !work_runtime::fsx::is_plain_relative(Path::new(iter_id)) {
         return Ok(None);
     }
-    let Some(bytes) = work_runtime::fsx::read_optional_bytes(&path(state_dir, iter_id))? else { return Ok(None) };
+    let record = path(state_dir, iter_id);
+    let Some(bytes) = work_runtime::fsx::read_optional_bytes(&record)? else {
+        // A record `work` wrote and did not remove is refused when it is gone: deleting it
+        // must not turn a rerun into a fresh start that freezes the checks from a tampered tree.
+        work_runtime::fsx::digests::verify(&record, None)?;
+        return Ok(None);
+    };
     let Ok(mut p) = serde_json::from_slice::<Progress>(&bytes) else { return Ok(None) };
     if p.iter_id != iter_id {
         return Ok(None);

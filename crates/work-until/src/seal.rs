@@ -5,29 +5,31 @@
 //! The seal is taken the first time a session runs and kept beside `meta.md`, so a resumed
 //! session compares with the same seal.
 
-use crate::session::Session;
+use crate::session::{SEAL_FILE, Session, SessionError};
 use crate::workflow::LoopEnv;
 use serde_json::json;
 use work_git::Git;
 use work_git::integrity::{Seal, describe};
 
-/// The file beside `meta.md` that keeps the session's seal.
-const SEAL_FILE: &str = "git-seal.json";
-
 /// The session's seal: the one kept, else a new one (kept for the next run).
-pub(crate) fn session_seal(env: &LoopEnv<'_>, session: &Session, git: Option<&Git>) -> Option<Seal> {
-    let git = git?;
+/// The kept seal is refused when changed or removed since `work` wrote it (a seal taken again
+/// would start from the git view the worker left).
+pub(crate) fn session_seal(
+    env: &LoopEnv<'_>,
+    session: &Session,
+    git: Option<&Git>,
+) -> Result<Option<Seal>, SessionError> {
+    let Some(git) = git else { return Ok(None) };
     let path = session.dir.join(SEAL_FILE);
-    if let Ok(Some(text)) = work_runtime::fsx::read_optional(&path)
-        && let Ok(s) = serde_json::from_str(&text)
-    {
-        return Some(s);
+    let refused = |e: String| SessionError::Io { action: "read", path: path.display().to_string(), reason: e };
+    if let Some(text) = work_runtime::fsx::read_kept(&path).map_err(|e| refused(e.to_string()))? {
+        return serde_json::from_str(&text).map(Some).map_err(|e| refused(e.to_string()));
     }
-    let seal = git.seal().ok()?;
+    let Ok(seal) = git.seal() else { return Ok(None) };
     if let Err(e) = env.run.write_state(&path, &seal) {
         env.run.emit("until.seal.unsaved", json!({"error": e.to_string()}));
     }
-    Some(seal)
+    Ok(Some(seal))
 }
 
 /// Why the session stops BLOCKED `git-tampered`, when git's view changed since the seal.

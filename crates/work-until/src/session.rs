@@ -35,7 +35,15 @@ pub enum SessionError {
     },
 }
 
-fn io_err(action: &'static str, path: &Path, e: impl std::fmt::Display) -> SessionError {
+/// The files beside `meta.md` a later run trusts as they were first written: the frozen check
+/// surface and git's sealed view.
+pub(crate) const KEPT_FILES: [&str; 2] = [SURFACE_FILE, SEAL_FILE];
+/// The frozen check surface, beside `meta.md`.
+pub(crate) const SURFACE_FILE: &str = "check-surface.json";
+/// git's sealed view, beside `meta.md`.
+pub(crate) const SEAL_FILE: &str = "git-seal.json";
+
+pub(crate) fn io_err(action: &'static str, path: &Path, e: impl std::fmt::Display) -> SessionError {
     SessionError::Io { action, path: path.display().to_string(), reason: e.to_string() }
 }
 
@@ -293,14 +301,21 @@ impl Session {
         self.dir.join("reports").join(format!("{n:02}.md"))
     }
 
-    /// Loads a session from its directory.
+    /// Loads a session from its directory (and checks the state kept beside `meta.md`).
     pub fn load(dir: &Path) -> Result<Session, SessionError> {
         let path = dir.join("meta.md");
         // Read through the runtime: a `meta.md` changed since work last wrote it is refused.
         let text = fsx::read_optional(&path)
             .and_then(|t| t.ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no such file")))
             .map_err(|e| io_err("read", &path, e))?;
-        Ok(Session { dir: dir.to_path_buf(), meta: Meta::parse(&text, &path)? })
+        let session = Session { dir: dir.to_path_buf(), meta: Meta::parse(&text, &path)? };
+        // The freeze of the checks and the seal of git's view are kept beside it: one changed
+        // or removed since work wrote it would make the next run freeze the tree a worker left.
+        for kept in KEPT_FILES {
+            let p = dir.join(kept);
+            fsx::read_kept(&p).map_err(|e| io_err("read", &p, e))?;
+        }
+        Ok(session)
     }
 
     /// Writes `meta.md` atomically through `write` (the run's redacting writer).
@@ -431,19 +446,19 @@ pub fn resolve_resume(state_dir: &Path, hint: Option<&str>) -> Resolution {
     // A session that cannot be read (a `meta.md` changed outside a run, a broken one) is
     // refused by name when it is the one asked for, never silently passed over.
     if let Some(h) = hint.map(str::trim).filter(|h| !h.is_empty()) {
-        let named = sessions_dir(state_dir).join(h).join("meta.md").display().to_string();
-        if let Some(e) = errors
-            .iter()
-            .find(|e| matches!(e, SessionError::Io { path, .. } | SessionError::BadMeta { path, .. } if *path == named))
-        {
+        let named = sessions_dir(state_dir).join(h);
+        if let Some(e) = errors.iter().find(|e| {
+            matches!(e, SessionError::Io { path, .. } | SessionError::BadMeta { path, .. }
+                if Path::new(path).parent() == Some(named.as_path()))
+        }) {
             return Resolution::Nothing(format!("resume session `{h}`: {e}"));
         }
     }
     if all.is_empty() {
-        return Resolution::Nothing(format!(
-            "find a session to resume: none under {}",
-            sessions_dir(state_dir).display()
-        ));
+        return Resolution::Nothing(match errors.first() {
+            Some(e) => format!("find a session to resume: none readable ({e})"),
+            None => format!("find a session to resume: none under {}", sessions_dir(state_dir).display()),
+        });
     }
     let matching: Vec<Session> = match hint.map(str::trim).filter(|h| !h.is_empty()) {
         None => all,

@@ -43,7 +43,7 @@ use crate::ledger::{
     one_line, render_report, with_machine_block,
 };
 use crate::report::{ReportStatus, WorkerReport, recon_schema, report_schema, validate_recon, validate_report};
-use crate::session::{Mode, Session, SessionError, SessionStatus};
+use crate::session::{Mode, SURFACE_FILE, Session, SessionError, SessionStatus, io_err};
 use crate::store::LedgerStore;
 use crate::templates;
 use serde_json::json;
@@ -135,9 +135,6 @@ struct Ctx<'a, 'b> {
     store: std::sync::Mutex<LedgerStore>,
 }
 
-/// The file beside `meta.md` that keeps the check surface the session froze.
-const SURFACE_FILE: &str = "check-surface.json";
-
 /// The verify command's check surface (its check scripts, the configuration, the test tree),
 /// frozen the first time the session runs with a verify command and kept in the session, so a
 /// later run compares with the same freeze. The test runners the verify command runs report
@@ -148,13 +145,13 @@ async fn check_surface(
     session: &Session,
     git: Option<&Git>,
     exclude: &[String],
-) -> Option<work_git::surface::CheckSurface> {
-    let verify = session.meta.verify.as_ref()?;
+) -> Result<Option<work_git::surface::CheckSurface>, SessionError> {
+    let Some(verify) = session.meta.verify.as_ref() else { return Ok(None) };
     let path = session.dir.join(SURFACE_FILE);
-    if let Ok(Some(text)) = work_runtime::fsx::read_optional(&path)
-        && let Ok(s) = serde_json::from_str(&text)
-    {
-        return Some(s);
+    // The kept freeze, refused when changed or removed since `work` wrote it: a freeze taken
+    // again would start from the tree the worker left.
+    if let Some(text) = work_runtime::fsx::read_kept(&path).map_err(|e| io_err("read", &path, e))? {
+        return serde_json::from_str(&text).map(Some).map_err(|e| io_err("read", &path, e));
     }
     let mut s = work_git::surface::CheckSurface::freeze(
         &env.run.root,
@@ -174,7 +171,7 @@ async fn check_surface(
     if let Err(e) = env.run.write_state(&path, &s) {
         env.run.emit("until.surface.unsaved", json!({"error": e.to_string()}));
     }
-    Some(s)
+    Ok(Some(s))
 }
 
 impl Ctx<'_, '_> {
@@ -281,8 +278,8 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
     let git = Git::new(&env.run.root);
     let git = if git.is_repo() { Some(git) } else { None };
     let exclude = env.run.state_exclude();
-    let surface = check_surface(env, session, git.as_ref(), &exclude).await;
-    let seal = crate::seal::session_seal(env, session, git.as_ref());
+    let surface = check_surface(env, session, git.as_ref(), &exclude).await?;
+    let seal = crate::seal::session_seal(env, session, git.as_ref())?;
     let (mut ledger, store, committed) = commit::load_ledger(session)?;
     let cx = Ctx { env, git, exclude, surface, seal, store: std::sync::Mutex::new(store) };
     let run = env.run;

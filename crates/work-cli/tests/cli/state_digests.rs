@@ -132,6 +132,10 @@ fn a_finished_journal_head_rewritten_after_work_exited_is_refused() {
 }
 
 fn until_paused(s: &Scenario) -> String {
+    until_paused_with(s, &[])
+}
+
+fn until_paused_with(s: &Scenario, extra: &[&str]) -> String {
     let agent = s.agent(
         "worker.py",
         r#"
@@ -141,22 +145,11 @@ open('f%d' % n, 'w').write('x')
 print(json.dumps({"status": "done" if n == 2 else "continue", "summary": "step %d" % n, "changes_claimed": ["f%d" % n]}))
 "#,
     );
-    let v = s.run_json(
-        &[
-            "until",
-            "file f2 exists",
-            "--goal",
-            "two files",
-            "--mode",
-            "human-gate",
-            "--slug",
-            "two",
-            "--agent",
-            &agent,
-            "--json",
-        ],
-        3,
-    );
+    let mut args =
+        vec!["until", "file f2 exists", "--goal", "two files", "--mode", "human-gate", "--slug", "two", "--json"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--agent", &agent]);
+    let v = s.run_json(&args, 3);
     assert_eq!(v["status"], "paused", "{v}");
     agent
 }
@@ -175,6 +168,42 @@ fn a_meta_md_rewritten_after_work_exited_is_refused() {
     assert_one_line_error(&err);
     assert!(err.contains("meta.md") && err.contains("changed outside a run"), "{err}");
     assert_eq!(s.read(".agent-state/calls"), calls, "nothing was dispatched");
+}
+
+/// The liar: a worker removes (or rewrites) the session's frozen check surface or git seal and
+/// kills `work`, so that the resumed session would freeze the checks again from the tree it
+/// left. The resume is refused before anything runs.
+#[test]
+fn a_session_s_kept_freeze_or_seal_removed_or_changed_after_work_exited_is_refused() {
+    for (file, remove) in [("check-surface.json", true), ("check-surface.json", false), ("git-seal.json", true)] {
+        let s = Scenario::new();
+        let agent = until_paused_with(&s, &["--verify", "test -f f2"]);
+        let path = s.path(&format!(".work/sessions/two/{file}"));
+        if remove {
+            std::fs::remove_file(&path).expect("remove");
+        } else {
+            // Still valid JSON, other content: as if frozen from another tree.
+            let mut v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
+            v["frozen_by"] = "the worker".into();
+            std::fs::write(&path, v.to_string()).expect("write");
+        }
+        let calls = s.read(".agent-state/calls");
+        let (code, _, err) = s.run(&["until", "resume", "two", "--agent", &agent, "--json"]);
+        assert_eq!(code, 2, "{file} removed={remove}: {err}");
+        assert_one_line_error(&err);
+        let why = if remove { "removed outside a run" } else { "changed outside a run" };
+        assert!(err.contains(file) && err.contains(why), "{err}");
+        assert_eq!(s.read(".agent-state/calls"), calls, "nothing was dispatched");
+    }
+}
+
+#[test]
+fn an_untouched_session_with_a_verify_command_resumes() {
+    let s = Scenario::new();
+    let agent = until_paused_with(&s, &["--verify", "test -f f2"]);
+    let v = s.run_json(&["until", "resume", "two", "--agent", &agent, "--json"], 0);
+    assert_eq!((v["status"].as_str(), v["iterations"].as_u64()), (Some("done"), Some(2)), "{v}");
 }
 
 #[test]
@@ -240,6 +269,21 @@ fn an_implement_progress_log_appended_to_after_work_exited_is_refused() {
     assert_eq!(code, 2, "stdout: {out}\nstderr: {err}");
     assert_one_line_error(&err);
     assert!(err.contains("progress.jsonl") && err.contains("changed outside a run"), "{err}");
+    assert_eq!(s.read(".agent-state/calls"), calls, "nothing was dispatched");
+}
+
+/// The liar: the record of the unfinished iteration is deleted after `work` died, so that the
+/// same command would start afresh (preflight, freeze) from the tree the implementer left.
+#[test]
+fn an_implement_progress_record_removed_after_work_exited_is_refused() {
+    let (s, args) = implement_killed_in_task_2();
+    let calls = s.read(".agent-state/calls");
+    std::fs::remove_dir_all(s.path(".work/iterations/it-1")).expect("remove the iteration's record");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = s.run(&args);
+    assert_eq!(code, 2, "stdout: {out}\nstderr: {err}");
+    assert_one_line_error(&err);
+    assert!(err.contains("progress.json") && err.contains("removed outside a run"), "{err}");
     assert_eq!(s.read(".agent-state/calls"), calls, "nothing was dispatched");
 }
 

@@ -42,8 +42,9 @@ pub const LOG_NAME: &str = "state-digests.jsonl";
 #[derive(Default)]
 struct Registry {
     state_dir: PathBuf,
-    /// Per relative path: the last two recorded digests (older first).
-    index: HashMap<String, (Option<String>, String)>,
+    /// Per relative path: the last two recorded digests (older first), and the 1-based line of
+    /// the log that recorded the last one.
+    index: HashMap<String, (Option<String>, String, usize)>,
     head: String,
     lines: usize,
     /// Bytes of the log read so far (complete lines only), and the inode they were read from
@@ -147,9 +148,10 @@ impl Registry {
         }
     }
 
+    /// Notes `sha` as `rel`'s last digest, recorded by line `self.lines`.
     fn note(&mut self, rel: &str, sha: &str) {
-        let prev = self.index.remove(rel).map(|(_, last)| last);
-        self.index.insert(rel.to_string(), (prev, sha.to_string()));
+        let prev = self.index.remove(rel).map(|(_, last, _)| last);
+        self.index.insert(rel.to_string(), (prev, sha.to_string(), self.lines));
     }
 
     /// Rewrites the log with the last two digests of each file (a fresh chain). Never on a
@@ -160,21 +162,28 @@ impl Registry {
         }
         let mut out = Vec::new();
         let mut head = String::new();
-        let mut paths: Vec<&String> = self.index.keys().collect();
+        let mut paths: Vec<String> = self.index.keys().cloned().collect();
         paths.sort();
+        let mut at = BTreeMap::new();
         for p in paths {
-            let (prev, last) = &self.index[p];
+            let Some((prev, last, _)) = self.index.get(&p) else { continue };
             for sha in prev.iter().chain([last]) {
                 let line = serde_json::json!({"path": p, "sha256": sha, "chain": head}).to_string();
                 head = super::sha256_hex(line.as_bytes());
                 out.extend_from_slice(line.as_bytes());
                 out.push(b'\n');
             }
+            at.insert(p, out.iter().filter(|&&b| b == b'\n').count());
         }
         if super::write_atomic_unrecorded(&self.log_path(), &out).is_ok() {
             use std::os::unix::fs::MetadataExt;
             self.head = head;
             self.lines = out.iter().filter(|&&b| b == b'\n').count();
+            for (p, n) in at {
+                if let Some(e) = self.index.get_mut(&p) {
+                    e.2 = n;
+                }
+            }
             self.consumed = out.len() as u64;
             self.inode = fs::metadata(self.log_path()).map(|m| m.ino()).unwrap_or(0);
         }
@@ -286,7 +295,7 @@ pub(crate) fn before_move_dir(from: &Path, to: &Path) -> io::Result<()> {
         let mut moved: Vec<(String, String)> = r
             .index
             .iter()
-            .filter_map(|(p, (_, last))| p.strip_prefix(&prefix).map(|rest| (format!("{to}/{rest}"), last.clone())))
+            .filter_map(|(p, (_, last, _))| p.strip_prefix(&prefix).map(|rest| (format!("{to}/{rest}"), last.clone())))
             .collect();
         moved.sort();
         for (p, sha) in moved {
@@ -319,7 +328,7 @@ pub(crate) fn check(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let verdict = with(|r| {
         let rel = r.rel(path)?;
         r.sync();
-        let (prev, last) = r.index.get(&rel)?;
+        let (prev, last, _) = r.index.get(&rel)?;
         let name = file_name(path);
         if let Some(msg) = r.broken_msg(&name) {
             return Some(msg);
@@ -344,8 +353,14 @@ pub(crate) fn check_missing(path: &Path) -> io::Result<()> {
     let verdict = with(|r| {
         let rel = r.rel(path)?;
         r.sync();
-        let (_, last) = r.index.get(&rel)?;
+        let (_, last, at) = r.index.get(&rel)?;
         let name = file_name(path);
+        // A file whose line is the log's last: `work` may have died between the line and the
+        // write (after dying the same way before, it never existed). Once anything was recorded
+        // after it, the write had finished (a line is appended after the previous write synced).
+        if *at == r.lines && r.broken.is_none() {
+            return None;
+        }
         Some(r.broken_msg(&name).unwrap_or_else(|| {
             format!(
                 "state file `{name}` was removed outside a run of work (work last wrote it with sha256 {}…); restore it or start over",
@@ -402,6 +417,10 @@ mod tests {
         super::super::write_atomic(&outside, b"{}").expect("write");
         assert!(fs::read_to_string(state.join(LOG_NAME)).expect("log").contains("\"../spec/loop-run.json\""));
         fs::remove_file(&outside).expect("rm");
+        // Its line is the log's last: work may have died before the write.
+        assert_eq!(super::super::read_kept(&outside).expect("a first write cut short"), None);
+        // Once a later line shows the write had finished, a removal is refused.
+        super::super::write_atomic(&state.join("other.json"), b"{}").expect("write");
         let e = super::super::read_kept(&outside).expect_err("refused");
         assert!(e.to_string().contains("removed outside a run"), "{e}");
 
