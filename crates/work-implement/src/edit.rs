@@ -7,7 +7,8 @@
 //! bounces to debug. A behaviour-preserving edit that touches only the definition site reports
 //! `sites: 0`, and 0 it stays. `applied_changes` may come as a boolean or as the list of
 //! changed paths (non-empty ⇒ true). An edit agent that commits (HEAD moves) is BLOCKED
-//! `head-moved`.
+//! `head-moved`. A tree changed only elsewhere — the definition site's file as at HEAD — is
+//! BLOCKED `def-site-untouched`.
 
 use crate::answers;
 use crate::artifacts;
@@ -29,6 +30,8 @@ pub struct EditInput {
     pub description: String,
     /// Where (`PATH:LINE`).
     pub def_site: String,
+    /// The definition site's file, relative to the repository's root: the edit must change it.
+    pub def_site_path: String,
     /// The preflight (already checked clean).
     pub preflight: Preflight,
 }
@@ -292,6 +295,12 @@ pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
         report.route = None;
         return end(env, report, task, detail);
     }
+    if let Some(why) = def_site_untouched(env, &input.def_site_path) {
+        detail["def_site_changed"] = json!(false);
+        bounce(&mut report, "def-site-untouched", "specify", why);
+        report.route = None;
+        return end(env, report, task, detail);
+    }
     if !claimed {
         report.concerns.push("the edit agent reported no applied_changes but the working tree is dirty".into());
     }
@@ -303,6 +312,24 @@ pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
         doc["sites"].as_u64().map(|n| n.to_string()).unwrap_or_else(|| "unknown".into())
     );
     end(env, report, task, detail)
+}
+
+/// Why the edit is not the one asked for, when the definition site's file is the same as at HEAD
+/// (the tree changed elsewhere only: a note, a use site, a byproduct).
+fn def_site_untouched(env: &Env, def_site_path: &str) -> Option<String> {
+    let changed = match env.tree.dirty_paths() {
+        Ok(c) => c,
+        Err(e) => return Some(format!("the definition site `{def_site_path}` could not be checked: {e}")),
+    };
+    if changed.iter().any(|p| p == def_site_path) {
+        return None;
+    }
+    let b = env.byproducts();
+    let elsewhere: Vec<&str> = changed.iter().filter(|p| !b.is_byproduct(p)).map(String::as_str).take(8).collect();
+    Some(format!(
+        "the edit did not change the definition site `{def_site_path}` (changed: {}): the edit is made at the definition site",
+        elsewhere.join(", ")
+    ))
 }
 
 /// Whether the tree differs from HEAD by more than what the engine's own suite run leaves

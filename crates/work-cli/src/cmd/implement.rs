@@ -187,18 +187,18 @@ fn require_suite(workflow: &str, test_cmd: &str) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Refuses a `PATH:LINE` definition site whose path names no file in the repository.
-fn check_def_site(root: &Path, base: &Path, site: &str) -> Result<(), CliError> {
+/// Refuses a `PATH:LINE` definition site whose path names no file in the repository; else its
+/// path relative to the repository's root.
+fn check_def_site(root: &Path, base: &Path, site: &str) -> Result<String, CliError> {
     let path = match site.rsplit_once(':') {
         Some((p, line)) if line.trim().chars().all(|c| c.is_ascii_digit()) && !line.trim().is_empty() => p,
         _ => return Err(CliError::bad(format!("use --def-site `{site}`: it must be PATH:LINE"))),
     };
     let p = resolve_path(base, root, path);
-    let inside = repo_relative(root, &p).is_some();
-    if !inside || !p.is_file() {
-        return Err(CliError::bad(format!("use --def-site `{site}`: `{path}` is not a file in the repository")));
+    match repo_relative(root, &p) {
+        Some(rel) if p.is_file() => Ok(rel),
+        _ => Err(CliError::bad(format!("use --def-site `{site}`: `{path}` is not a file in the repository"))),
     }
-    Ok(())
 }
 
 /// Takes the iteration's lock and the working-tree lock (a second run of one iteration, or
@@ -543,7 +543,7 @@ pub fn run_edit(global: &Global, a: EditArgs) -> CmdResult {
     };
     let test_cmd = test_command(&ctx, &a.run.test_cmd);
     require_suite("edit", &test_cmd)?;
-    check_def_site(&ctx.root, &base, c.def_site.as_deref().unwrap_or_default())?;
+    let def_site_path = check_def_site(&ctx.root, &base, c.def_site.as_deref().unwrap_or_default())?;
     let iter_id = c.iter_id.clone().unwrap_or_else(|| format!("edit-{}", ctx.clock.now().format("%Y%m%dT%H%M%SZ")));
     let pf = preflight(&ctx)?;
     if !pf.clean {
@@ -559,6 +559,7 @@ pub fn run_edit(global: &Global, a: EditArgs) -> CmdResult {
         iter_id,
         description: c.edit_description.clone().unwrap_or_default(),
         def_site: c.def_site.clone().unwrap_or_default(),
+        def_site_path,
         preflight: pf,
     };
     let report = ctx::runtime()?.block_on(work_implement::edit::run_edit(&env, input));

@@ -268,6 +268,54 @@ fn edit_liar_that_only_runs_the_suite_is_a_no_op_edit_and_its_honest_twin_is_don
     assert_eq!(v["status"], "DONE", "{v}");
 }
 
+/// Shape 2 on `edit`: an editor that changes the tree only elsewhere (a notes line, a use site)
+/// and claims the edit, the definition site's file as at HEAD, the suite green before and after.
+/// The edit is made at the definition site, so it is BLOCKED `def-site-untouched`; the twin
+/// that edits the definition site and a use site is done.
+#[test]
+fn edit_liar_that_changes_only_files_other_than_the_definition_site_is_blocked_and_its_twin_is_done() {
+    let run = |body: &str, code: i32| -> Value {
+        let s = Scenario::new();
+        s.write("lib.py", "def greet_user():\n    return 'hi'\n");
+        s.write("app.py", "from lib import greet_user\n\nprint(greet_user())\n");
+        s.write("test_lib.py", "import lib\n\ndef test_f():\n    assert 'hi' in [getattr(lib, n)() for n in dir(lib) if n.endswith('_user')]\n");
+        s.commit("lib, app and test");
+        let a = s.agent(
+            "editor.py",
+            &format!(
+                "{body}\nprint(json.dumps({{'status': 'DONE', 'applied_changes': True, 'sites': 1, 'hole': None}}))"
+            ),
+        );
+        let desc = "rename `greet_user` to `welcome_user`";
+        s.run_json(
+            &[
+                "edit",
+                "--iter-id",
+                "e-1",
+                "--description",
+                desc,
+                "--def-site",
+                "lib.py:1",
+                "--agent",
+                &a,
+                "--test-cmd",
+                SUITE,
+                "--json",
+            ],
+            code,
+        )
+    };
+    let v =
+        run("open('NOTES.md', 'a').write('renamed greet_user\\n')\nopen('app.py', 'a').write('# welcome_user\\n')", 1);
+    assert_eq!(v["kind"], "def-site-untouched", "{v}");
+    assert!(v["reason"].as_str().is_some_and(|r| r.contains("`lib.py`") && r.contains("NOTES.md")), "{v}");
+    let v = run(
+        "open('lib.py', 'w').write(\"def welcome_user():\\n    return 'hi'\\n\")\nopen('app.py', 'w').write('from lib import welcome_user\\n\\nprint(welcome_user())\\n')",
+        0,
+    );
+    assert_eq!(v["status"], "DONE", "{v}");
+}
+
 /// Shape 2 on `until`: a worker that writes a notes file (and runs the check, leaving what it
 /// leaves) and says done every time. The verify decides, so it never ends done; the same notes
 /// file twice is no change, so it stops without using up `--max`.
