@@ -4,7 +4,9 @@
 
 use crate::prompts::{self, ADJUDICATOR, DRAFTER, IMPLEMENTER, QUALITY, REVIEWER};
 use crate::risk::{self, ReviewMode};
-use crate::state::{Fix, InFlight, PendingDecision, ReviewerOutcome, Revision, RunnerState, STATE_FILE, UnitFinding};
+use crate::state::{
+    Fix, InFlight, LostWork, PendingDecision, ReviewerOutcome, Revision, RunnerState, STATE_FILE, UnitFinding,
+};
 use crate::verdict::{self, Facts, Target, Verdict, VerdictState};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -110,6 +112,9 @@ pub struct Report {
     pub implementation_retry_count: Option<u32>,
     /// The cohort's counters now.
     pub review_retry_count: Option<u32>,
+    /// The work a step lost, when the run stopped `snapshot-loss`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_work: Option<LostWork>,
     /// The `work` run id of this invocation (its event log is `.work/runs/<id>/`).
     pub work_run: String,
     /// The exit status.
@@ -579,6 +584,7 @@ impl Driver {
             transitions: self.transitions.clone(),
             implementation_retry_count: co.as_ref().map(|c| c.implementation_retry_count),
             review_retry_count: co.as_ref().map(|c| c.review_retry_count),
+            lost_work: self.rs.lost_work.clone().filter(|_| reason == boundary::LOSS),
             work_run: self.run.run_id.clone(),
             exit,
         }
@@ -1473,6 +1479,11 @@ impl Driver {
             {
                 return Ok(Some(self.blocked(&code, msg)));
             }
+            let mut text = fix.detail.clone();
+            boundary::strings_of(&Value::Array(fix.findings.clone()), &mut text);
+            if let Some(r) = self.boundary(&label, &text, false)? {
+                return Ok(Some(r));
+            }
             for f in &mut self.rs.unit_findings {
                 if f.resolution == "open" {
                     f.resolution = "fixed".into();
@@ -1522,6 +1533,11 @@ impl Driver {
                 {
                     self.run.emit("task.end", json!({"task_id": task.id, "status": "BLOCKED", "reason": msg}));
                     return Ok(Some(self.blocked(&code, msg)));
+                }
+                let text = format!("{}\n{}", task.title, task.body);
+                if let Some(r) = self.boundary(&format!("task-{}", task.id), &text, true)? {
+                    self.run.emit("task.end", json!({"task_id": task.id, "status": "BLOCKED", "reason": r.message}));
+                    return Ok(Some(r));
                 }
                 self.run.emit("task.end", json!({"task_id": task.id, "status": "DONE"}));
                 done += 1;
@@ -2311,6 +2327,7 @@ fn findings_text(findings: &[Value]) -> String {
         .join("\n")
 }
 
+mod boundary;
 mod restored;
 
 #[cfg(test)]

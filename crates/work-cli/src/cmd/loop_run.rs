@@ -313,6 +313,10 @@ fn render(r: &Report, extra: &str, json: bool) -> Vec<String> {
     if let Some(v) = doc.get("verdict").and_then(serde_json::Value::as_str) {
         work_run::output::human(format!("verdict: {v} ({})", doc["verdict_state"].as_str().unwrap_or("-")));
     }
+    let recovery = doc.pointer("/lost_work/recovery").and_then(serde_json::Value::as_array);
+    for r in recovery.into_iter().flatten().filter_map(serde_json::Value::as_str) {
+        work_run::output::human(format!("recover: {r}"));
+    }
     if let Some(next) = doc.get("next").and_then(serde_json::Value::as_object) {
         for (k, v) in next {
             if let Some(s) = v.as_str() {
