@@ -53,7 +53,8 @@ pub struct RunArgs {
     pub resume: bool,
     /// Approve at the gate the run waits at: the spec or plan gate (the status line becomes
     /// Approved), the merge gate (fires `done`), or a review stop that waits for a decision
-    /// (review stasis, an undecided adjudication: the findings are accepted as residual risk).
+    /// (review stasis, an undecided adjudication: the findings are accepted as residual risk),
+    /// or a `snapshot-loss` stop (the loss is accepted: the step's tree is the new boundary).
     #[arg(long, conflicts_with = "reject")]
     pub approve: bool,
     /// Reject at a human gate: the spec or plan goes back to drafting, or (at the merge gate)

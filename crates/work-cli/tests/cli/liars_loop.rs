@@ -298,3 +298,25 @@ fn loop_run_honest_twin_repair_round_that_rewrites_the_tasks_line_is_not_blocked
     assert_eq!(v["reason"], "code-human-gate", "{v}");
     assert!(crate::loop_run::transitions(&v).iter().any(|t| t.contains("gates-failed")), "{v}");
 }
+
+#[test]
+fn loop_run_a_person_accepts_a_loss_with_approve_and_the_run_goes_on_without_another_dispatch() {
+    let (s, agent) = two_tasks(
+        "Add a second line to README.md.",
+        "printf 'usage: run hello\\n' >> README.md",
+        "git checkout -- README.md && printf 'task two\\n' >> README.md",
+    );
+    let v = start(&s, &agent, &[], 1);
+    assert_eq!(v["reason"], "snapshot-loss", "{v}");
+    // --reject has no meaning here: refused before anything runs.
+    let (code, _, err) = s.run(&["loop", "run", DIR, "--agent", &agent, "--json", "--resume", "--reject", "no"]);
+    assert_eq!(code, 2, "{err}");
+    let implementer = crate::loop_run::calls(&s, "implementer");
+    let v = crate::loop_run::run(&s, &agent, &["--resume", "--approve"], 3);
+    assert_eq!(v["reason"], "code-human-gate", "the approval was taken at the loss, not at the merge gate: {v}");
+    assert_eq!(crate::loop_run::calls(&s, "implementer"), implementer, "task 2 is not dispatched again");
+    assert_eq!(s.read("README.md"), "demo\ntask two\n", "the tree as task 2 left it");
+    let st = s.read_json(&format!("{DIR}/loop-run.json"));
+    assert!(st.get("lost_work").is_none(), "{st}");
+    assert_eq!(st["boundary"]["label"], "task-2", "{st}");
+}

@@ -13,9 +13,10 @@
 //! earlier work), the paths only. What the step's own text plans is not counted — a line the
 //! task quotes, a file it names and deletes, a path it names — the rule `work implement` uses.
 //! Anything else stops the run BLOCKED `snapshot-loss`, naming the lines and paths and the
-//! snapshot to recover them from.
+//! snapshot to recover them from. A person who adjudicates the loss as intended accepts it
+//! with `--resume --approve`: the step's tree becomes the boundary, the step is done.
 
-use super::Driver;
+use super::{Driver, HumanInput};
 use crate::Report;
 use crate::state::{Boundary, LostWork};
 use serde_json::{Value, json};
@@ -37,11 +38,32 @@ impl Driver {
         format!("refs/work/loop-run/{id}")
     }
 
+    /// One implementer step: the dispatch (see `Driver::implement`), then its boundary — or,
+    /// when a person accepted the loss this step caused, neither (see [`Driver::accept_loss`]).
+    /// `Some` is the stop.
+    pub(super) async fn implement_step(
+        &mut self,
+        label: &str,
+        context: Value,
+        brief: impl Fn(Option<&str>) -> String,
+        text: &str,
+        per_line: bool,
+    ) -> Result<Option<Report>, LoopError> {
+        if self.accept_loss(label)? {
+            return Ok(None);
+        }
+        if let Err((code, msg)) = self.implement(label, context, brief).await? {
+            return Ok(Some(self.blocked(&code, msg)));
+        }
+        self.boundary(label, text, per_line)
+    }
+
     /// A boundary after the implementer step `label` ended with a change: the tree is compared
     /// with the last boundary (see the module documentation), then recorded (the caller saves
     /// the state). `text` is the step's own text (the task, or the repair's detail and
     /// findings); `per_line`: lost lines of paths still changed count too.
-    pub(super) fn boundary(&mut self, label: &str, text: &str, per_line: bool) -> Result<Option<Report>, LoopError> {
+    fn boundary(&mut self, label: &str, text: &str, per_line: bool) -> Result<Option<Report>, LoopError> {
+        self.rs.lost_work = None;
         let excludes = self.review_excludes();
         let fail = |what: &str, e: work_git::GitError| {
             format!(
@@ -62,21 +84,44 @@ impl Driver {
                 Err(e) => return Ok(Some(self.blocked(LOSS, fail("compared with the last one", e)))),
             }
         }
+        if let Err(e) = self.record_boundary(label, tree) {
+            return Ok(Some(self.blocked(LOSS, fail("kept", e))));
+        }
+        Ok(None)
+    }
+
+    /// Keeps `tree` as the boundary after `label`: a snapshot commit chained to the last one,
+    /// the run's ref moved to it (the caller saves the state).
+    fn record_boundary(&mut self, label: &str, tree: String) -> Result<(), work_git::GitError> {
         let message = format!("work: loop run {} after {label}", self.rs.run_id);
         let earlier = self.rs.boundary.as_ref().map(|b| b.commit.clone());
-        let kept = self
-            .git
-            .snapshot_commit_after(&tree, &message, earlier.as_deref())
-            .and_then(|c| self.git.keep_ref(&self.snapshot_ref(), &c).map(|()| c));
-        let commit = match kept {
-            Ok(c) => c,
-            Err(e) => return Ok(Some(self.blocked(LOSS, fail("kept", e)))),
-        };
+        let commit = self.git.snapshot_commit_after(&tree, &message, earlier.as_deref())?;
+        self.git.keep_ref(&self.snapshot_ref(), &commit)?;
         self.run
             .emit("snapshot", json!({ "boundary": label, "sha": commit, "tree": tree, "ref": self.snapshot_ref() }));
         self.rs.boundary = Some(Boundary { label: label.into(), tree, commit });
-        self.rs.lost_work = None;
-        Ok(None)
+        Ok(())
+    }
+
+    /// `--approve` at a `snapshot-loss` stop for the step `label`: a person compared the tree
+    /// with the snapshot and accepts the loss. The tree as the step left it becomes the
+    /// boundary, and the step counts as done without another dispatch. `Ok(false)` when no
+    /// accepted loss is waiting for this step.
+    fn accept_loss(&mut self, label: &str) -> Result<bool, LoopError> {
+        if self.human != HumanInput::Approve || self.rs.lost_work.as_ref().is_none_or(|l| l.to != label) {
+            return Ok(false);
+        }
+        self.human = HumanInput::None;
+        let lost = self.rs.lost_work.take();
+        let tree = self.git.snapshot_tree(&self.review_excludes()).map_err(|e| LoopError::bad(e.to_string()))?;
+        self.record_boundary(label, tree).map_err(|e| LoopError::bad(e.to_string()))?;
+        self.run.emit("snapshot.loss-accepted", serde_json::to_value(&lost).unwrap_or(Value::Null));
+        self.run.progress(&format!(
+            "loop: {label}: a person accepted the work it lost (--approve); its tree is the new boundary"
+        ));
+        self.rs.in_flight = None;
+        self.save()?;
+        Ok(true)
     }
 
     /// The stop for `loss` at the boundary after `label`, recorded in the state.
@@ -84,7 +129,7 @@ impl Driver {
         let sha = prev.commit.clone();
         let recovery: Vec<String> = loss.all_paths().iter().map(|p| format!("git show {sha}:{p}")).collect();
         let message = format!(
-            "{label} lost work of an earlier step (there at the boundary after {}) and its text does not say so: {}; recover from snapshot {sha} (`{}`, kept by ref {}); adjudicate against the snapshot, restore the work, then resume",
+            "{label} lost work of an earlier step (there at the boundary after {}) and its text does not say so: {}; recover from snapshot {sha} (`{}`, kept by ref {}); adjudicate against the snapshot: restore the work and resume (the step runs again), or accept the loss with --resume --approve",
             prev.label,
             loss.describe(),
             recovery.first().cloned().unwrap_or_default(),
