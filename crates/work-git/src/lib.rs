@@ -9,6 +9,7 @@ pub mod evidence;
 pub mod integrity;
 pub mod locate;
 pub mod looked;
+pub mod loss;
 pub mod restore;
 pub mod snapshot;
 pub mod suite_report;

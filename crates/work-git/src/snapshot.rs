@@ -77,10 +77,16 @@ impl Git {
     /// A dangling commit of `tree` (its parent HEAD, when there is one) that `git show
     /// <commit>:<path>` recovers files from.
     pub fn snapshot_commit(&self, tree: &str, message: &str) -> Result<String, GitError> {
+        self.snapshot_commit_after(tree, message, None)
+    }
+
+    /// [`Git::snapshot_commit`] with `earlier` (an earlier snapshot commit) as a parent too, so
+    /// one ref on the newest keeps a run's whole chain of snapshots from `git gc`.
+    pub fn snapshot_commit_after(&self, tree: &str, message: &str, earlier: Option<&str>) -> Result<String, GitError> {
         let head = self.head_sha();
         let mut args = vec!["commit-tree", tree, "-m", message];
-        if let Some(h) = head.as_deref() {
-            args.extend(["-p", h]);
+        for parent in earlier.into_iter().chain(head.as_deref()) {
+            args.extend(["-p", parent]);
         }
         Ok(self.run_env(&args, &IDENTITY)?.trim().to_string())
     }

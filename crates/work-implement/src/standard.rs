@@ -150,7 +150,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
                         }
                         match env.tree.lost_lines(p, &snap) {
                             Ok(lines) => {
-                                let lines = unplanned_losses(&env.run.root, t, lines);
+                                let lines = work_git::loss::unplanned_lines(&env.run.root, &t.text, lines);
                                 if !lines.is_empty() {
                                     report.snapshots.push(snap.clone());
                                     lines_lost_verdict(&mut report, p, &snap, lines);
@@ -507,34 +507,8 @@ the next; recover from snapshot {sha} (`{}`); adjudicate against the snapshot",
     }));
 }
 
-/// The lost lines the plan does not account for: a line the task's own text quotes, or the
-/// lines of a file the task's text names and that is gone (a planned deletion), are planned.
-fn unplanned_losses(root: &std::path::Path, task: &TaskSpec, lost: Vec<LostLines>) -> Vec<LostLines> {
-    let text = &task.text;
-    lost.into_iter()
-        .filter_map(|mut l| {
-            let name = l.path.rsplit('/').next().unwrap_or(&l.path);
-            let gone = std::fs::symlink_metadata(root.join(&l.path)).is_err();
-            if gone && (text.contains(&l.path) || text.contains(name)) {
-                return None;
-            }
-            l.lines.retain(|line| !text.contains(line.trim()));
-            if l.lines.is_empty() { None } else { Some(l) }
-        })
-        .collect()
-}
-
 fn lines_lost_verdict(report: &mut EndReport, prev: &Snapshot, next: &Snapshot, lost: Vec<LostLines>) {
     let sha = prev.sha.clone().unwrap_or_default();
-    let named: Vec<String> = lost
-        .iter()
-        .map(|l| {
-            let first: Vec<String> = l.lines.iter().take(3).map(|x| format!("`{x}`")).collect();
-            let more = l.lines.len().saturating_sub(3);
-            let more = if more > 0 { format!(" and {more} more") } else { String::new() };
-            format!("{} ({}{more})", l.path, first.join(", "))
-        })
-        .collect();
     let recovery: Vec<String> = lost.iter().map(|l| format!("git show {sha}:{}", l.path)).collect();
     report.status = Status::Blocked;
     report.kind = Some("snapshot-loss".into());
@@ -542,7 +516,7 @@ fn lines_lost_verdict(report: &mut EndReport, prev: &Snapshot, next: &Snapshot, 
         "lines an earlier task added are gone at the next boundary ({} → {}) and the task's text does not say so: {}; recover from snapshot {sha} (`{}`); adjudicate against the snapshot",
         prev.boundary,
         next.boundary,
-        named.join("; "),
+        work_git::loss::describe_lines(&lost),
         recovery.first().cloned().unwrap_or_default()
     );
     let outcomes: Vec<Value> =

@@ -4,7 +4,9 @@
 
 use crate::prompts::{self, ADJUDICATOR, DRAFTER, IMPLEMENTER, QUALITY, REVIEWER};
 use crate::risk::{self, ReviewMode};
-use crate::state::{Fix, InFlight, PendingDecision, ReviewerOutcome, Revision, RunnerState, STATE_FILE, UnitFinding};
+use crate::state::{
+    Fix, InFlight, LostWork, PendingDecision, ReviewerOutcome, Revision, RunnerState, STATE_FILE, UnitFinding,
+};
 use crate::verdict::{self, Facts, Target, Verdict, VerdictState};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -42,7 +44,8 @@ pub enum HumanInput {
     None,
     /// `--approve`: the person's approval at the gate the run waits at — the spec or plan gate
     /// (the status line becomes Approved), the merge gate (fires `done`), or a review stop that
-    /// waits for a decision (the findings in question are accepted as residual risk).
+    /// waits for a decision (the findings in question are accepted as residual risk), or a
+    /// `snapshot-loss` stop (the loss is accepted, the step is done).
     Approve,
     /// `--reject TEXT`: spec-rejected / plan-rejected / blocker-applied with what to change, or
     /// at a review stop that waits for a decision, the findings in question sustained.
@@ -110,6 +113,9 @@ pub struct Report {
     pub implementation_retry_count: Option<u32>,
     /// The cohort's counters now.
     pub review_retry_count: Option<u32>,
+    /// The work a step lost, when the run stopped `snapshot-loss`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_work: Option<LostWork>,
     /// The `work` run id of this invocation (its event log is `.work/runs/<id>/`).
     pub work_run: String,
     /// The exit status.
@@ -166,13 +172,16 @@ pub fn preflight(root: &Path, s: &Settings) -> Result<SpecDir, LoopError> {
                 )));
             }
             // A person decides at a human gate, or at a review stop that waits for a decision
-            // (review stasis, an undecided adjudication).
+            // (review stasis, an undecided adjudication); a `snapshot-loss` stop takes an
+            // approval only (the loss accepted).
             let waits_for_decision = runner.as_ref().is_some_and(|r| {
                 r.run_id == st.run_id
-                    && r.pending_decision.as_ref().is_some_and(|p| {
+                    && (r.pending_decision.as_ref().is_some_and(|p| {
                         (p.phase == "code" && st.state == State::CodeReview.name())
                             || (p.phase == "spec-plan" && st.state == State::SpecPlanReview.name())
-                    })
+                    }) || (r.lost_work.is_some()
+                        && s.human == HumanInput::Approve
+                        && st.state == State::CodeImplementation.name()))
             });
             let at_gate =
                 [State::SpecHumanGate, State::PlanHumanGate, State::CodeHumanGate].iter().any(|g| g.name() == st.state);
@@ -579,6 +588,7 @@ impl Driver {
             transitions: self.transitions.clone(),
             implementation_retry_count: co.as_ref().map(|c| c.implementation_retry_count),
             review_retry_count: co.as_ref().map(|c| c.review_retry_count),
+            lost_work: self.rs.lost_work.clone().filter(|_| reason == boundary::LOSS),
             work_run: self.run.run_id.clone(),
             exit,
         }
@@ -1468,10 +1478,11 @@ impl Driver {
                 "spec_dir": self.sd.rel(),
             });
             let (dir, kind, detail) = (self.sd.rel().to_string(), fix.kind.clone(), fix.detail.clone());
-            if let Err((code, msg)) =
-                self.implement(&label, ctx, |nudge| prompts::fix_brief(&dir, &kind, &detail, nudge)).await?
-            {
-                return Ok(Some(self.blocked(&code, msg)));
+            let mut text = fix.detail.clone();
+            boundary::strings_of(&Value::Array(fix.findings.clone()), &mut text);
+            let brief = |nudge: Option<&str>| prompts::fix_brief(&dir, &kind, &detail, nudge);
+            if let Some(r) = self.implement_step(&label, ctx, brief, &text, false).await? {
+                return Ok(Some(r));
             }
             for f in &mut self.rs.unit_findings {
                 if f.resolution == "open" {
@@ -1514,14 +1525,11 @@ impl Driver {
                 let start = json!({"task_id": task.id, "title": task.title, "done": done, "total": total});
                 self.run.emit("task.start", start);
                 self.run.progress(&format!("loop: wave {wave_index}: task {}: {}", task.id, task.title));
-                if let Err((code, msg)) = self
-                    .implement(&format!("task-{}", task.id), ctx, |nudge| {
-                        prompts::task_brief(&dir, &task.id, &task.title, &task.body, nudge)
-                    })
-                    .await?
-                {
-                    self.run.emit("task.end", json!({"task_id": task.id, "status": "BLOCKED", "reason": msg}));
-                    return Ok(Some(self.blocked(&code, msg)));
+                let text = format!("{}\n{}", task.title, task.body);
+                let brief = |nudge: Option<&str>| prompts::task_brief(&dir, &task.id, &task.title, &task.body, nudge);
+                if let Some(r) = self.implement_step(&format!("task-{}", task.id), ctx, brief, &text, true).await? {
+                    self.run.emit("task.end", json!({"task_id": task.id, "status": "BLOCKED", "reason": r.message}));
+                    return Ok(Some(r));
                 }
                 self.run.emit("task.end", json!({"task_id": task.id, "status": "DONE"}));
                 done += 1;
@@ -2311,6 +2319,7 @@ fn findings_text(findings: &[Value]) -> String {
         .join("\n")
 }
 
+mod boundary;
 mod restored;
 
 #[cfg(test)]

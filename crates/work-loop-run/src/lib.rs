@@ -4,7 +4,8 @@
 //! guards and locks.
 //!
 //! - [`driver`]: the loop, one step per engine state; human gates pause (exit 3) and a later
-//!   invocation resumes from `engine-state.json`.
+//!   invocation resumes from `engine-state.json`. Every implementer step that ends with a change
+//!   is a boundary snapshot; a later step's unplanned loss is `snapshot-loss` (`driver/boundary.rs`).
 //! - [`risk`]: light or full mode, by risk triggers.
 //! - [`prompts`]: the roles, their briefs and answer schemas.
 //! - [`git_seal`]: git's view sealed when the code phase begins; a change is `git-tampered`.

@@ -5,7 +5,8 @@
 //! owes, the tasks of the current wave already done, the fix the implementer owes, the current
 //! review unit's rounds and sustained findings, the engine transition whose fingerprints were
 //! recorded, the code phase's base commit, the implementer dispatch in flight (its base and
-//! "before" tree, written before the dispatch), a review stop that waits for a person's
+//! "before" tree, written before the dispatch), the last implementer step's boundary snapshot
+//! and the loss found at a boundary, a review stop that waits for a person's
 //! decision, and the gate the run last paused at. Written atomically after every step (and
 //! before every implementer dispatch), so a killed run resumes where it was.
 
@@ -100,6 +101,40 @@ pub struct InFlight {
     pub base: String,
     /// The tree's change against `base` before the first dispatch: path ⇒ content hash.
     pub before: BTreeMap<String, String>,
+}
+
+/// The whole tree when an implementer step (a plan task or a repair round) of the code phase
+/// ended with a change: the boundary the next step's loss is measured from (see the driver's
+/// `boundary` module).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Boundary {
+    /// The step (`task-<id>`, `fix-<kind>`).
+    pub label: String,
+    /// The whole tree (tracked and untracked, outside the spec and state directories) as a
+    /// git tree id.
+    pub tree: String,
+    /// A snapshot commit of that tree, kept from `git gc` by the run's snapshot ref:
+    /// `git show <commit>:<path>` recovers any file of it.
+    pub commit: String,
+}
+
+/// Work a later step lost of the earlier steps' (the stop `snapshot-loss`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LostWork {
+    /// The boundary the work was there at.
+    pub from: String,
+    /// The step that lost it.
+    pub to: String,
+    /// The snapshot commit to recover from (the `from` boundary's).
+    pub snapshot: String,
+    /// The ref that keeps it (and the run's earlier snapshots).
+    pub snapshot_ref: String,
+    /// Lines an earlier step added that are gone, per path.
+    pub lines: Vec<work_git::snapshot::LostLines>,
+    /// Paths an earlier step changed that are back at the base or gone.
+    pub paths: Vec<String>,
+    /// `git show <snapshot>:<path>` for every path named.
+    pub recovery: Vec<String>,
 }
 
 /// A review stop that waits for a person's decision (review stasis, an undecided
@@ -208,6 +243,13 @@ pub struct RunnerState {
     /// The implementer dispatch in flight (see [`InFlight`]).
     #[serde(default)]
     pub in_flight: Option<InFlight>,
+    /// The last boundary of the code phase (see [`Boundary`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boundary: Option<Boundary>,
+    /// The loss that stopped the run at the last boundary (see [`LostWork`]); cleared when a
+    /// boundary passes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_work: Option<LostWork>,
     /// A review stop waiting for a person's decision (see [`PendingDecision`]).
     #[serde(default)]
     pub pending_decision: Option<PendingDecision>,

@@ -53,7 +53,8 @@ pub struct RunArgs {
     pub resume: bool,
     /// Approve at the gate the run waits at: the spec or plan gate (the status line becomes
     /// Approved), the merge gate (fires `done`), or a review stop that waits for a decision
-    /// (review stasis, an undecided adjudication: the findings are accepted as residual risk).
+    /// (review stasis, an undecided adjudication: the findings are accepted as residual risk),
+    /// or a `snapshot-loss` stop (the loss is accepted: the step's tree is the new boundary).
     #[arg(long, conflicts_with = "reject")]
     pub approve: bool,
     /// Reject at a human gate: the spec or plan goes back to drafting, or (at the merge gate)
@@ -312,6 +313,10 @@ fn render(r: &Report, extra: &str, json: bool) -> Vec<String> {
     ));
     if let Some(v) = doc.get("verdict").and_then(serde_json::Value::as_str) {
         work_run::output::human(format!("verdict: {v} ({})", doc["verdict_state"].as_str().unwrap_or("-")));
+    }
+    let recovery = doc.pointer("/lost_work/recovery").and_then(serde_json::Value::as_array);
+    for r in recovery.into_iter().flatten().filter_map(serde_json::Value::as_str) {
+        work_run::output::human(format!("recover: {r}"));
     }
     if let Some(next) = doc.get("next").and_then(serde_json::Value::as_object) {
         for (k, v) in next {

@@ -23,6 +23,8 @@ pub(crate) const DIR: &str = "docs/specs/hello";
 /// - `impl-hide`: `PATH|TEXT`: the implementer also overwrites PATH with TEXT and hides it
 ///   from git (`update-index --skip-worktree`);
 /// - `impl-hang`: the first implementer call writes its change, then waits for `release`;
+/// - `impl-task-<id>`: a shell command the implementer runs for task `<id>` (or `fix-<kind>`)
+///   instead of its usual write;
 /// - `impl-logonly`: the implementer only appends to `agent-calls.log` in the repository;
 /// - `drafter-status`: the drafter's status word (default `drafted`);
 /// - `drafter-noop`: the drafter answers without revising anything;
@@ -72,6 +74,10 @@ if role == 'implementer':
             path, text = entry.split('|', 1)
             open(path, 'w').write(text.replace('\\n', '\n'))
         out({'status': status, 'summary': 'fixed it'})
+    script = knob('impl-task-' + str(ctx.get('task_id')))
+    if script:
+        subprocess.run(['sh', '-c', script], check=True)
+        out({'status': status, 'summary': 'did ' + str(ctx.get('task_id'))})
     if knob('impl-logonly'):
         open('agent-calls.log', 'a').write('implementer call %d\n' % n)
         out({'status': status, 'summary': 'did it'})

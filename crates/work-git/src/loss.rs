@@ -1,0 +1,220 @@
+//! Work lost between two boundaries of one run, and what of it the work's own text plans.
+//!
+//! A run that dispatches an agent several times in sequence (`work implement`'s tasks, `work
+//! loop run`'s tasks and repair rounds) takes a whole-tree snapshot at each boundary (see
+//! [`crate::snapshot`]). Two things a later step can lose of an earlier step's work:
+//!
+//! - **lines** ([`Git::lost_lines`]): a line an earlier step added that is gone at the next
+//!   boundary (`git checkout -- f` then re-editing `f`, a stashed or deleted new file);
+//! - **paths** ([`Git::reverted_paths`]): a path an earlier step changed that is back at the
+//!   base or gone (`git checkout -- f`, `git stash push -u`), whatever its lines were — an
+//!   earlier step's deletion undone is caught here.
+//!
+//! A loss the later step's text plans is not counted ([`unplanned_lines`], [`names_path`]): a
+//! line the text quotes, the lines of a file the text names and that is gone (a planned
+//! deletion), a path the text names.
+
+use crate::snapshot::LostLines;
+use crate::{Git, GitError, is_excluded};
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// What a later step lost of the earlier steps' work, beyond what its text plans.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Loss {
+    /// Lines an earlier step added that are gone, per path.
+    pub lines: Vec<LostLines>,
+    /// Paths an earlier step changed that are back at the base or gone.
+    pub paths: Vec<String>,
+}
+
+impl Loss {
+    /// True when nothing was lost.
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty() && self.paths.is_empty()
+    }
+
+    /// Every path the loss names (lines first, then the reverted paths not already named).
+    pub fn all_paths(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.lines.iter().map(|l| l.path.clone()).collect();
+        for p in &self.paths {
+            if !out.contains(p) {
+                out.push(p.clone());
+            }
+        }
+        out
+    }
+
+    /// One line for a verdict: the lost lines (three per path at most) and the reverted paths.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.lines.is_empty() {
+            parts.push(describe_lines(&self.lines));
+        }
+        let bare: Vec<&str> =
+            self.paths.iter().filter(|p| !self.lines.iter().any(|l| &l.path == *p)).map(String::as_str).collect();
+        if !bare.is_empty() {
+            parts.push(format!("{} back at the base or gone", bare.join(", ")));
+        }
+        parts.join("; ")
+    }
+}
+
+/// `path (`a`, `b`, `c` and N more)` per path, `; `-separated.
+pub fn describe_lines(lost: &[LostLines]) -> String {
+    lost.iter()
+        .map(|l| {
+            let first: Vec<String> = l.lines.iter().take(3).map(|x| format!("`{x}`")).collect();
+            let more = l.lines.len().saturating_sub(3);
+            let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+            format!("{} ({}{more})", l.path, first.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// True when `text` names `path`: the repository-relative path or its file name.
+pub fn names_path(text: &str, path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    text.contains(path) || (!name.is_empty() && text.contains(name))
+}
+
+/// The lost lines `text` does not plan: a line the text quotes, or the lines of a file the text
+/// names and that is gone from the tree under `root` (a planned deletion), are planned.
+pub fn unplanned_lines(root: &Path, text: &str, lost: Vec<LostLines>) -> Vec<LostLines> {
+    lost.into_iter()
+        .filter_map(|mut l| {
+            let gone = std::fs::symlink_metadata(root.join(&l.path)).is_err();
+            if gone && names_path(text, &l.path) {
+                return None;
+            }
+            l.lines.retain(|line| !text.contains(line.trim()));
+            if l.lines.is_empty() { None } else { Some(l) }
+        })
+        .collect()
+}
+
+impl Git {
+    /// The paths that differ between `base` and `prev` and no longer differ between `base` and
+    /// `next` (three tree ids): changed by an earlier step, back at the base (or gone, for a
+    /// path the base does not have) at the next boundary.
+    pub fn reverted_paths(&self, base: &str, prev: &str, next: &str) -> Result<Vec<String>, GitError> {
+        let now: BTreeSet<String> = self.tree_diff_names(base, next)?.into_iter().collect();
+        Ok(self.tree_diff_names(base, prev)?.into_iter().filter(|p| !now.contains(p)).collect())
+    }
+
+    /// The paths git reads as binary in the change between two trees (`-` counts in
+    /// `--numstat`): their "lines" are bytes, not work (a `.pyc` a gate run rewrites).
+    pub fn binary_paths(&self, from: &str, to: &str) -> Result<BTreeSet<String>, GitError> {
+        let out = self.run(&["diff", "--numstat", "--no-renames", "--no-ext-diff", "--no-textconv", "-z", from, to])?;
+        Ok(crate::split_z(&out).iter().filter_map(|l| l.strip_prefix("-\t-\t").map(str::to_string)).collect())
+    }
+
+    /// The tree of `commit` (`""`: the empty tree, in the repository's object format).
+    pub fn tree_of(&self, commit: &str) -> Result<String, GitError> {
+        if commit.is_empty() {
+            return Ok(self.run(&["hash-object", "-t", "tree", "/dev/null"])?.trim().to_string());
+        }
+        Ok(self.run(&["rev-parse", "--verify", "-q", &format!("{commit}^{{tree}}")])?.trim().to_string())
+    }
+
+    /// Points the ref `name` (under `refs/`) at `commit`, so `git gc` keeps a snapshot commit
+    /// that is on no branch. Refs live in the git directory: the working tree never shows them.
+    pub fn keep_ref(&self, name: &str, commit: &str) -> Result<(), GitError> {
+        self.run(&["update-ref", "-m", "work: keep a boundary snapshot", name, commit]).map(|_| ())
+    }
+
+    /// What `next` lost of the work between `base` and `prev` (three tree ids), beyond what
+    /// `text` plans, outside `exclude`. `per_line`: lost lines of paths still changed count
+    /// too; otherwise only reverted paths (and their lines) do. A file that is binary at
+    /// `prev` loses no lines (a rewritten `.pyc` is not lost work); gone, it is a reverted path.
+    pub fn unplanned_loss<S: AsRef<str>>(
+        &self,
+        root: &Path,
+        trees: [&str; 3],
+        text: &str,
+        exclude: &[S],
+        per_line: bool,
+    ) -> Result<Loss, GitError> {
+        let [base, prev, next] = trees;
+        let keep = |p: &str| !is_excluded(p, exclude);
+        let binary = self.binary_paths(base, prev)?;
+        let lost: Vec<LostLines> = self
+            .lost_lines(base, prev, next)?
+            .into_iter()
+            .filter(|l| keep(&l.path) && !binary.contains(&l.path))
+            .collect();
+        let unplanned = unplanned_lines(root, text, lost.clone());
+        // A reverted path is planned when the text names it, or when it lost lines and the
+        // text plans every one of them.
+        let paths: Vec<String> = self
+            .reverted_paths(base, prev, next)?
+            .into_iter()
+            .filter(|p| keep(p) && !names_path(text, p))
+            .filter(|p| !lost.iter().any(|l| &l.path == p) || unplanned.iter().any(|l| &l.path == p))
+            .collect();
+        let lines = unplanned.into_iter().filter(|l| per_line || paths.contains(&l.path)).collect();
+        Ok(Loss { lines, paths })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loss_the_text_plans_is_not_counted() {
+        let (d, g) = crate::scratch::repo_with(&[("f.txt", "base\n")]);
+        let base = g.base_tree().expect("base");
+        std::fs::write(d.path().join("f.txt"), "base\none\n").expect("write");
+        std::fs::write(d.path().join("u.txt"), "untracked work\n").expect("write");
+        let prev = g.snapshot_tree::<&str>(&[]).expect("snap");
+        std::fs::write(d.path().join("f.txt"), "base\ntwo\n").expect("write");
+        std::fs::remove_file(d.path().join("u.txt")).expect("rm");
+        let next = g.snapshot_tree::<&str>(&[]).expect("snap");
+        let trees = [base.as_str(), prev.as_str(), next.as_str()];
+        let loss = g.unplanned_loss::<&str>(d.path(), trees, "Add two.", &[], true).expect("loss");
+        assert_eq!(loss.paths, vec!["u.txt"]);
+        assert_eq!(loss.all_paths(), vec!["f.txt", "u.txt"]);
+        assert_eq!(loss.describe(), "f.txt (`one`); u.txt (`untracked work`)");
+        // Quoting the line plans its removal; naming the gone file plans its deletion.
+        let planned = "Replace `one` with `two`; remove u.txt.";
+        assert!(g.unplanned_loss::<&str>(d.path(), trees, planned, &[], true).expect("loss").is_empty());
+        // Paths only: f.txt is still changed, u.txt is gone.
+        let paths = g.unplanned_loss::<&str>(d.path(), trees, "Fix it.", &[], false).expect("loss");
+        assert_eq!(paths.all_paths(), vec!["u.txt"]);
+        assert!(g.unplanned_loss(d.path(), trees, "Fix it.", &["u.txt", "f.txt"], true).expect("loss").is_empty());
+    }
+
+    #[test]
+    fn a_rewritten_binary_file_loses_no_lines() {
+        let (d, g) = crate::scratch::repo_with(&[("f.txt", "base\n")]);
+        let base = g.base_tree().expect("base");
+        std::fs::write(d.path().join("m.pyc"), b"\0\x01abc1\nname one\n").expect("write");
+        let prev = g.snapshot_tree::<&str>(&[]).expect("snap");
+        std::fs::write(d.path().join("m.pyc"), b"\0\x01abc2\nname two\n").expect("write");
+        let next = g.snapshot_tree::<&str>(&[]).expect("snap");
+        assert!(!g.lost_lines(&base, &prev, &next).expect("lost").is_empty(), "read as text, bytes are lost");
+        let loss = g.unplanned_loss::<&str>(d.path(), [&base, &prev, &next], "", &[], true).expect("loss");
+        assert!(loss.is_empty(), "{loss:?}");
+        std::fs::remove_file(d.path().join("m.pyc")).expect("rm");
+        let gone = g.snapshot_tree::<&str>(&[]).expect("snap");
+        let loss = g.unplanned_loss::<&str>(d.path(), [&base, &prev, &gone], "", &[], true).expect("loss");
+        assert_eq!(loss.paths, vec!["m.pyc"]);
+    }
+
+    #[test]
+    fn an_earlier_deletion_undone_is_a_reverted_path() {
+        let (d, g) = crate::scratch::repo_with(&[("f.txt", "base\nkeep\n")]);
+        let base = g.base_tree().expect("base");
+        std::fs::write(d.path().join("f.txt"), "base\n").expect("write");
+        let prev = g.snapshot_tree::<&str>(&[]).expect("snap");
+        g.run(&["checkout", "--", "f.txt"]).expect("checkout");
+        let next = g.snapshot_tree::<&str>(&[]).expect("snap");
+        let loss = g.unplanned_loss::<&str>(d.path(), [&base, &prev, &next], "Add more.", &[], true).expect("loss");
+        assert_eq!(loss, Loss { lines: Vec::new(), paths: vec!["f.txt".into()] });
+        assert_eq!(loss.describe(), "f.txt back at the base or gone");
+        assert_eq!(g.tree_of(&g.head_sha().expect("head")).expect("tree"), base);
+        assert_eq!(g.tree_of("").expect("empty"), "4b825dc642cb6eb9a060e54bf8d69288fbee4904");
+    }
+}
