@@ -24,7 +24,7 @@ use work_runtime::dispatch::Access;
 /// Why task selection stopped the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SelectBlocked {
-    /// `cardinality`, `bad-range`, `dispatch-failed`.
+    /// `cardinality`, `bad-range`, `dispatch-failed`, `extractor-wrote-tree`.
     pub kind: &'static str,
     /// "… got N of M …".
     pub reason: String,
@@ -84,8 +84,35 @@ pub fn select_parsed(plan: &Plan, range: Option<(u64, u64)>) -> Result<Vec<TaskS
         .collect())
 }
 
-/// Indexes and extracts a free-form plan through agents, under the cardinality guards.
+/// Indexes and extracts a free-form plan through agents, under the cardinality guards. The
+/// plan-index and plan-extract roles are read-only: a tree they changed (tracked, untracked,
+/// ignored, the state directory, git's own files) is BLOCKED `extractor-wrote-tree`, whatever
+/// they answered — before anything else runs, so no later check is frozen from that tree.
 pub async fn select_free_form(
+    env: &Env,
+    counter: &mut Counter,
+    iter: &str,
+    plan_path: &str,
+    plan: &str,
+    range: Option<(u64, u64)>,
+) -> Result<Vec<TaskSpec>, SelectBlocked> {
+    let guard = crate::read_only::Guard::take(env, &[env.run.run_dir()]);
+    let selected = select_free_form_unguarded(env, counter, iter, plan_path, plan, range).await;
+    let changed = guard.writes(env);
+    if changed.is_empty() {
+        return selected;
+    }
+    let what = work_runtime::tree_guard::describe_changes(&changed);
+    Err(SelectBlocked {
+        kind: "extractor-wrote-tree",
+        reason: format!(
+            "the plan-index/plan-extract agent changed the tree ({what}); those roles are read-only and their answers are dropped — undo the change and run again"
+        ),
+        detail: json!({"changed": changed}),
+    })
+}
+
+async fn select_free_form_unguarded(
     env: &Env,
     counter: &mut Counter,
     iter: &str,

@@ -69,6 +69,7 @@ pub mod mini;
 pub mod parts;
 pub mod progress;
 pub mod prompts;
+mod read_only;
 pub mod report;
 pub mod standard;
 pub mod task_loop;

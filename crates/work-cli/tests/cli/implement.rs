@@ -691,6 +691,32 @@ if role == 'plan-extract' and tid == 'all':
     assert_eq!(dispatches(&s), 2 + 9);
 }
 
+/// The plan-index and plan-extract roles are read-only: one that rewrites a file of the tree
+/// (here the plan's own check, before anything is frozen) or adds one is BLOCKED
+/// `extractor-wrote-tree` before any task runs, its answer dropped. Its honest twin is
+/// `a_batch_with_ids_out_of_order_is_accepted_in_one_call`.
+#[test]
+fn a_plan_index_or_extract_agent_that_writes_the_tree_is_blocked_before_any_task() {
+    for (role, write) in [("plan-index", "write('check.sh', 'exit 0')"), ("plan-extract", "write('notes.txt', 'x')")] {
+        let s = free_form_repo();
+        s.write("check.sh", "test -f 3.txt\n");
+        s.commit("check");
+        let a = agent(
+            &s,
+            &format!(
+                "if role == '{role}':\n    {write}\n{FREE_FORM_IMPLEMENTER}
+if role == 'plan-extract' and tid == 'all':
+    out({{'tasks': [{{'id': i, 'text': 'BODY-' + i + ': create.'}} for i in ('1', '2', '3')]}})
+"
+            ),
+        );
+        let r = free_form(&s, &a, 1, &[]);
+        assert_eq!(r["kind"], "extractor-wrote-tree", "{role}: {r}");
+        assert!(r["reason"].as_str().is_some_and(|x| x.contains("read-only")), "{r}");
+        assert_eq!(role_count(&s, "implementer"), 0, "no task runs after a write by {role}");
+    }
+}
+
 #[test]
 fn an_index_that_lists_fewer_than_it_counts_is_blocked_got_n_of_m() {
     let s = free_form_repo();
