@@ -1054,10 +1054,13 @@ impl Driver {
                 "missing": missing,
                 "revision": self.rs.revision,
             });
-            let out = match self
-                .ask(DRAFTER, Access::WorkspaceWrite, brief, prompts::drafter_schema(), context, "draft")
-                .await
-            {
+            let guard = self.draft_guard();
+            let asked =
+                self.ask(DRAFTER, Access::WorkspaceWrite, brief, prompts::drafter_schema(), context, "draft").await;
+            if let Some(stop) = self.drafted_outside(guard) {
+                return Ok(Some(stop));
+            }
+            let out = match asked {
                 Ok(o) => o,
                 Err(e) => return Ok(Some(self.blocked(&e.code("drafter-failed"), e.message))),
             };
@@ -2320,6 +2323,7 @@ fn findings_text(findings: &[Value]) -> String {
 }
 
 mod boundary;
+mod draft_guard;
 mod restored;
 
 #[cfg(test)]

@@ -57,6 +57,10 @@ def out(d):
     sys.exit(0)
 if role == 'spec-drafter':
     d = ctx['spec_dir']
+    if knob('drafter-tamper'):
+        open('README.md', 'w').write('weakened before anything is frozen\n')
+        if knob('drafter-tamper') == 'hide':
+            subprocess.run(['git', 'update-index', '--skip-worktree', 'README.md'], check=True)
     if ctx.get('revision') and not knob('drafter-noop'):
         open(d + '/spec.md', 'a').write('\n- [ ] the greeting says hello (revised: %s)\n' % ctx['revision']['kind'])
     if not os.path.exists(d + '/spec.md'):
@@ -608,6 +612,25 @@ fn a_read_only_reviewer_that_changes_the_tree_is_a_loud_stop() {
     assert_eq!(v["reason"], "read-only-violated", "{v}");
     assert!(v["message"].as_str().unwrap_or("").contains("hello.txt"), "{v}");
     assert_eq!(v["state"], "CODE-REVIEW");
+}
+
+/// The drafter writes the spec and the plan only: it runs before the check surface is frozen
+/// and git's view sealed, so a file it changes elsewhere (hidden behind an index flag or not)
+/// would become the baseline. BLOCKED `drafter-wrote-tree` before its drafts are read. The
+/// honest twin is `full_happy_path_drafts_pauses_at_each_human_gate_and_ends_done`.
+#[test]
+fn a_drafter_that_changes_the_tree_outside_the_spec_dir_is_blocked() {
+    for how in ["plain", "hide"] {
+        let s = Scenario::new();
+        let agent = setup(&s, "test -f hello.txt", false);
+        knob(&s, "drafter-tamper", how);
+        let v = run(&s, &agent, &[], 1);
+        assert_eq!(v["reason"], "drafter-wrote-tree", "{how}: {v}");
+        let msg = v["message"].as_str().unwrap_or("");
+        assert!(msg.contains("README.md"), "{how}: {v}");
+        assert_eq!(how == "hide", msg.contains("skip-worktree"), "{how}: {v}");
+        assert_eq!(calls(&s, "implementer"), 0);
+    }
 }
 
 #[test]
