@@ -137,6 +137,9 @@ pub enum Role {
     Reported,
     /// A test runner whose report was read before the first dispatch.
     Runner,
+    /// Test-support code the checks import from outside the test tree (see
+    /// [`crate::support_modules`]): may never change.
+    Support,
 }
 
 /// One frozen file.
@@ -170,6 +173,7 @@ impl std::fmt::Display for SurfaceChange {
             Role::Test => "test file",
             Role::Reported => "test",
             Role::Runner => "test runner",
+            Role::Support => "test support module",
         };
         write!(f, "{role} `{}` {}", self.path, self.what)
     }
@@ -429,6 +433,10 @@ impl CheckSurface {
     /// the agent is asked (a goal, an objective), with the command lines themselves taken out.
     /// A script only the check names is the check (`sh scripts/ci.sh`); one the work names is
     /// the code under change (`greet.sh prints hello` checked by `sh greet.sh`).
+    ///
+    /// The test-support modules the frozen checks import from outside the test tree
+    /// ([`crate::support_modules::find`]: `support.py` imported by `tests/test_x.py`) are frozen
+    /// here too, by the same rule: one the work names is the code under change.
     pub fn pin_unnamed_by<S: AsRef<str>>(&mut self, root: &Path, commands: &[S], work: &str) {
         let mut text = work.to_string();
         for cmd in commands {
@@ -447,6 +455,13 @@ impl CheckSurface {
                 {
                     self.add(root, &rel, Role::Pinned);
                 }
+            }
+        }
+        let starts: Vec<&str> = self.files.keys().map(String::as_str).collect();
+        let support = crate::support_modules::find(root, &starts, |p| self.files.contains_key(p));
+        for rel in support {
+            if !named(&rel) {
+                self.add(root, &rel, Role::Support);
             }
         }
     }
@@ -584,7 +599,7 @@ impl CheckSurface {
             let what = match (&now, frozen.role) {
                 (None, _) => Some("deleted"),
                 (Some((d, _)), _) if *d == frozen.digest => None,
-                (Some(_), Role::Pinned | Role::Reported | Role::Runner) => Some("changed"),
+                (Some(_), Role::Pinned | Role::Reported | Role::Runner | Role::Support) => Some("changed"),
                 (Some((_, lines)), Role::Test) => match (edits, &frozen.lines, lines) {
                     (TestEdits::Add, Some(old), Some(new)) if only_appended(old, new) => {
                         added_lines_problem(root, path, old, new)
