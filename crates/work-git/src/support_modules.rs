@@ -24,6 +24,7 @@
 //! each, [`MAX_SCAN`] source files scanned for importers) and goes through the runtime's
 //! confined read: below the root, no symlink followed, regular files only.
 
+use crate::surface::{SKIP_DIRS, is_test_dir, is_test_name};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::Path;
@@ -46,10 +47,6 @@ pub const SUPPORT_WORDS: &[&str] = &[
     "support", "helper", "helpers", "fixture", "fixtures", "conftest", "mock", "mocks", "fake", "fakes", "stub",
     "stubs",
 ];
-
-/// Directories never scanned.
-const SKIP_DIRS: &[&str] =
-    &[".git", ".work", "target", "node_modules", ".venv", "venv", "__pycache__", "dist", "build"];
 
 /// The languages whose imports are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,15 +93,11 @@ pub fn reads_as_support(rel: &str) -> bool {
         .any(|w| w.starts_with("test") || SUPPORT_WORDS.contains(&w))
 }
 
+/// True when `rel` is in the test tree (frozen as a test file by [`crate::surface`]).
 fn is_test_path(rel: &str) -> bool {
-    let lower = rel.to_ascii_lowercase();
-    let mut parts: Vec<&str> = lower.split('/').collect();
+    let mut parts: Vec<&str> = rel.split('/').collect();
     let name = parts.pop().unwrap_or_default();
-    parts.iter().any(|d| matches!(*d, "tests" | "test" | "spec" | "__tests__" | "testdata"))
-        || (name.starts_with("test_") && name.ends_with(".py"))
-        || name.ends_with("_test.py")
-        || name.contains(".test.")
-        || name.contains(".spec.")
+    parts.iter().any(|d| is_test_dir(d)) || is_test_name(name)
 }
 
 /// The repository's files as the resolver sees them: read below the root without following a

@@ -88,7 +88,7 @@ const RUNNER_CONFIG: &[&str] = &[
 ];
 
 /// Directories never walked for test files.
-const SKIP_DIRS: &[&str] =
+pub(crate) const SKIP_DIRS: &[&str] =
     &[".git", ".work", "target", "node_modules", ".venv", "venv", "__pycache__", "dist", "build"];
 
 /// Which files named on a command line are frozen.
@@ -223,7 +223,7 @@ fn read(root: &Path, rel: &str, keep_lines: bool) -> Option<(String, Option<Vec<
 }
 
 /// True when `name` is a test file by the usual conventions.
-fn is_test_name(name: &str) -> bool {
+pub(crate) fn is_test_name(name: &str) -> bool {
     (name.starts_with("test_") && name.ends_with(".py"))
         || name.ends_with("_test.py")
         || name.ends_with("_test.go")
@@ -290,7 +290,7 @@ fn hook_files(root: &Path) -> Vec<String> {
 }
 
 /// True when a directory name holds tests.
-fn is_test_dir(name: &str) -> bool {
+pub(crate) fn is_test_dir(name: &str) -> bool {
     matches!(name, "tests" | "test" | "spec" | "__tests__" | "testdata")
 }
 
