@@ -9,7 +9,10 @@
 //!   `pyproject.toml`, `setup.cfg`, `tox.ini`, `conftest.py`, `Cargo.toml`, `.config/nextest.toml`,
 //!   `package.json`, `jest.config.*`, `vitest.config.*`, `go.mod`, `Makefile`, …);
 //! - **test files** — the test tree of every ecosystem found (`tests/`, `test/`, `spec/`,
-//!   `__tests__/` directories, `test_*.py`, `*_test.py`, `*_test.go`, `*.test.*`, `*.spec.*`).
+//!   `__tests__/` directories, `test_*.py`, `*_test.py`, `*_test.go`, `*.test.*`, `*.spec.*`);
+//! - **test-support modules** — what the checks import from outside the test tree and reads as
+//!   support, not as the code under test (`support.py` imported by `tests/test_x.py`; see
+//!   [`crate::support_modules`]), frozen by [`CheckSurface::pin_unnamed_by`].
 //!
 //! [`CheckSurface::changes`] then names every pinned file that changed or disappeared and every
 //! test file that disappeared or changed; a workflow that lets its agent add tests passes
