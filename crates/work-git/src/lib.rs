@@ -13,6 +13,7 @@ pub mod loss;
 pub mod restore;
 pub mod snapshot;
 pub mod suite_report;
+pub mod support_modules;
 pub mod surface;
 
 use sha2::{Digest, Sha256};

@@ -9,7 +9,10 @@
 //!   `pyproject.toml`, `setup.cfg`, `tox.ini`, `conftest.py`, `Cargo.toml`, `.config/nextest.toml`,
 //!   `package.json`, `jest.config.*`, `vitest.config.*`, `go.mod`, `Makefile`, …);
 //! - **test files** — the test tree of every ecosystem found (`tests/`, `test/`, `spec/`,
-//!   `__tests__/` directories, `test_*.py`, `*_test.py`, `*_test.go`, `*.test.*`, `*.spec.*`).
+//!   `__tests__/` directories, `test_*.py`, `*_test.py`, `*_test.go`, `*.test.*`, `*.spec.*`);
+//! - **test-support modules** — what the checks import from outside the test tree and reads as
+//!   support, not as the code under test (`support.py` imported by `tests/test_x.py`; see
+//!   [`crate::support_modules`]), frozen by [`CheckSurface::pin_unnamed_by`].
 //!
 //! [`CheckSurface::changes`] then names every pinned file that changed or disappeared and every
 //! test file that disappeared or changed; a workflow that lets its agent add tests passes
@@ -88,7 +91,7 @@ const RUNNER_CONFIG: &[&str] = &[
 ];
 
 /// Directories never walked for test files.
-const SKIP_DIRS: &[&str] =
+pub(crate) const SKIP_DIRS: &[&str] =
     &[".git", ".work", "target", "node_modules", ".venv", "venv", "__pycache__", "dist", "build"];
 
 /// Which files named on a command line are frozen.
@@ -137,6 +140,9 @@ pub enum Role {
     Reported,
     /// A test runner whose report was read before the first dispatch.
     Runner,
+    /// Test-support code the checks import from outside the test tree (see
+    /// [`crate::support_modules`]): may never change.
+    Support,
 }
 
 /// One frozen file.
@@ -170,6 +176,7 @@ impl std::fmt::Display for SurfaceChange {
             Role::Test => "test file",
             Role::Reported => "test",
             Role::Runner => "test runner",
+            Role::Support => "test support module",
         };
         write!(f, "{role} `{}` {}", self.path, self.what)
     }
@@ -219,7 +226,7 @@ fn read(root: &Path, rel: &str, keep_lines: bool) -> Option<(String, Option<Vec<
 }
 
 /// True when `name` is a test file by the usual conventions.
-fn is_test_name(name: &str) -> bool {
+pub(crate) fn is_test_name(name: &str) -> bool {
     (name.starts_with("test_") && name.ends_with(".py"))
         || name.ends_with("_test.py")
         || name.ends_with("_test.go")
@@ -286,7 +293,7 @@ fn hook_files(root: &Path) -> Vec<String> {
 }
 
 /// True when a directory name holds tests.
-fn is_test_dir(name: &str) -> bool {
+pub(crate) fn is_test_dir(name: &str) -> bool {
     matches!(name, "tests" | "test" | "spec" | "__tests__" | "testdata")
 }
 
@@ -429,6 +436,10 @@ impl CheckSurface {
     /// the agent is asked (a goal, an objective), with the command lines themselves taken out.
     /// A script only the check names is the check (`sh scripts/ci.sh`); one the work names is
     /// the code under change (`greet.sh prints hello` checked by `sh greet.sh`).
+    ///
+    /// The test-support modules the frozen checks import from outside the test tree
+    /// ([`crate::support_modules::find`]: `support.py` imported by `tests/test_x.py`) are frozen
+    /// here too, by the same rule: one the work names is the code under change.
     pub fn pin_unnamed_by<S: AsRef<str>>(&mut self, root: &Path, commands: &[S], work: &str) {
         let mut text = work.to_string();
         for cmd in commands {
@@ -447,6 +458,13 @@ impl CheckSurface {
                 {
                     self.add(root, &rel, Role::Pinned);
                 }
+            }
+        }
+        let starts: Vec<&str> = self.files.keys().map(String::as_str).collect();
+        let support = crate::support_modules::find(root, &starts, |p| self.files.contains_key(p));
+        for rel in support {
+            if !named(&rel) {
+                self.add(root, &rel, Role::Support);
             }
         }
     }
@@ -584,7 +602,7 @@ impl CheckSurface {
             let what = match (&now, frozen.role) {
                 (None, _) => Some("deleted"),
                 (Some((d, _)), _) if *d == frozen.digest => None,
-                (Some(_), Role::Pinned | Role::Reported | Role::Runner) => Some("changed"),
+                (Some(_), Role::Pinned | Role::Reported | Role::Runner | Role::Support) => Some("changed"),
                 (Some((_, lines)), Role::Test) => match (edits, &frozen.lines, lines) {
                     (TestEdits::Add, Some(old), Some(new)) if only_appended(old, new) => {
                         added_lines_problem(root, path, old, new)

@@ -53,7 +53,7 @@
 //! | `implementer` | write | `implement`, `spec-repair`, `quality-repair`, `mini` | `{status: DONE\|DONE_WITH_CONCERNS\|BLOCKED\|NEEDS_CONTEXT, summary, applied_changes: bool, concerns, held: [{finding, reason}], reason}` |
 //! | `spec-reviewer` | read-only | `spec-review` | `{status: compliant\|non_compliant\|unclear, issues, ambiguity, files_read}` |
 //! | `quality-reviewer` | read-only | `quality-review` | `{verdict: approved\|changes_requested, issues?: [{severity: important\|minor, text}], files_read}` |
-//! | `tester` | read-only (fixtures under `context.fixtures_dir`, outside the tree) | `e2e` | `{status: DONE\|FAILED\|BLOCKED, fixtures, summary}` |
+//! | `tester` | read-only (fixtures under `context.fixtures_dir`, outside the tree; a large change in parts, `context.review_part`) | `e2e` | `{status: DONE\|FAILED\|BLOCKED, fixtures, summary}` |
 //! | `editor` | write | – (`round`) | `{status: DONE\|HOLE\|BLOCKED, applied_changes: bool, sites, hole: null or {route: specify\|tdd, detail}}` |
 //!
 //! A task is E2E when its title has the word `E2E` or its body a line `E2E: yes`.
@@ -61,6 +61,7 @@
 pub mod answers;
 pub mod artifacts;
 pub mod carrier;
+pub mod e2e;
 pub mod edit;
 mod env;
 pub mod extract;

@@ -143,16 +143,49 @@ pub fn split(diff: &str, known: &[String], budget: usize) -> Result<Vec<Part>, S
     Ok(parts)
 }
 
-/// The heading of part `i` (1-based) of `n`: what the part is, what the whole change touches.
-pub fn heading(i: usize, n: usize, part: &Part, all_paths: &[String]) -> String {
-    format!(
-        "THIS IS PART {i} OF {n} OF THE TASK'S DIFF. The diff is too large for one brief, so it is reviewed in \
-{n} parts, each by its own reviewer; none is cut or skipped. This part shows: {}. The whole change touches \
-(every part): {}. Review what this part shows; read any other file of the change in the tree when you need it. \
-A clean verdict names in `files_read` at least one file this part shows.\n\n",
-        part.names.join(", "),
-        all_paths.join(", ")
-    )
+/// Who reads a change in parts: the task's reviewers, or the E2E tester of the run's change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reader {
+    /// A spec or quality reviewer of one task's diff.
+    Reviewer,
+    /// The E2E tester, shown the whole change of the run.
+    Tester,
+}
+
+impl Reader {
+    /// The change as the brief introduces it.
+    fn render(self, d: &TaskDiff) -> String {
+        match self {
+            Reader::Reviewer => crate::prompts::render_task_diff(d),
+            Reader::Tester => format!("THE CHANGE UNDER TEST ({}):\n{}", d.paths.join(", "), d.text),
+        }
+    }
+
+    /// The heading of part `i` (1-based) of `n`: what the part is, what the whole change
+    /// touches.
+    pub fn heading(self, i: usize, n: usize, part: &Part, all_paths: &[String]) -> String {
+        let (what, who, ask) = match self {
+            Reader::Reviewer => (
+                "THE TASK'S DIFF",
+                "reviewed in {n} parts, each by its own reviewer",
+                "Review what this part shows; read any other file of the change in the tree when you need it. A clean \
+verdict names in `files_read` at least one file this part shows.",
+            ),
+            Reader::Tester => (
+                "THE CHANGE UNDER TEST",
+                "shown in {n} parts, each in its own tester dispatch",
+                "Exercise the change end to end with this part in view; read any other file of the change in the tree \
+when you need it.",
+            ),
+        };
+        format!(
+            "THIS IS PART {i} OF {n} OF {what}. The diff is too large for one brief, so it is {}; none is cut or \
+skipped. This part shows: {}. The whole change touches (every part): {}. {ask}\n\n",
+            who.replace("{n}", &n.to_string()),
+            part.names.join(", "),
+            all_paths.join(", ")
+        )
+    }
 }
 
 /// The diff one reviewer dispatch reads: the task's whole diff, or one part of it.
@@ -166,18 +199,18 @@ pub struct Brief {
     pub part: Option<(usize, usize)>,
 }
 
-/// The briefs a task's diff is reviewed in: one, whole, when its diff fits `cap` bytes; else one
-/// per part, each rendering (earlier tasks' summary, every path of the change, the part's
-/// heading and its diff) within `cap`. `Err` says why it cannot be reviewed in parts.
-pub fn briefs(d: &TaskDiff, cap: usize) -> Result<Vec<Brief>, String> {
-    let whole = crate::prompts::render_task_diff(d);
+/// The briefs a diff is read in by `reader`: one, whole, when its diff fits `cap` bytes; else
+/// one per part, each rendering (earlier tasks' summary, every path of the change, the part's
+/// heading and its diff) within `cap`. `Err` says why it cannot be read in parts.
+pub fn briefs(d: &TaskDiff, cap: usize, reader: Reader) -> Result<Vec<Brief>, String> {
+    let whole = reader.render(d);
     if d.text.len() <= cap {
         return Ok(vec![Brief { diff: whole, names: d.names.clone(), part: None }]);
     }
     let widest = Part { text: String::new(), names: d.names.clone() };
-    let fixed = whole.len() - d.text.len() + heading(MAX_PARTS, MAX_PARTS, &widest, &d.paths).len();
+    let fixed = whole.len() - d.text.len() + reader.heading(MAX_PARTS, MAX_PARTS, &widest, &d.paths).len();
     if fixed > cap / 2 {
-        return Err(format!("the list of its {} paths alone fills half a reviewer's brief", d.paths.len()));
+        return Err(format!("the list of its {} paths alone fills half a brief", d.paths.len()));
     }
     let parts = split(&d.text, &d.names, cap - fixed)?;
     let n = parts.len();
@@ -185,11 +218,78 @@ pub fn briefs(d: &TaskDiff, cap: usize) -> Result<Vec<Brief>, String> {
         .into_iter()
         .enumerate()
         .map(|(i, p)| {
-            let text = format!("{}{}", heading(i + 1, n, &p, &d.paths), p.text);
-            let diff = crate::prompts::render_task_diff(&TaskDiff { text, ..d.clone() });
+            let text = format!("{}{}", reader.heading(i + 1, n, &p, &d.paths), p.text);
+            let diff = reader.render(&TaskDiff { text, ..d.clone() });
             Brief { diff, names: p.names, part: Some((i + 1, n)) }
         })
         .collect())
+}
+
+/// What a repair brief shows of the task's diff, never cut: all of it when it fits one brief
+/// (`cap` bytes); else the diff of every file a finding names in full (a finding of a part that
+/// names no file of the change: the files of its part, `briefs`), and every other file of the
+/// change listed with the size of its diff, said to be left out.
+pub fn repair_diff(d: &TaskDiff, findings: &[String], briefs: &[Brief], cap: usize) -> String {
+    if d.text.len() <= cap {
+        return crate::prompts::render_task_diff(d);
+    }
+    let named = named_files(d, findings, briefs);
+    let (mut shown, mut rest) = (String::new(), Vec::new());
+    for s in sections(&d.text, &d.names) {
+        if named.contains(&s.name) {
+            shown.push_str(&s.header);
+            shown.push_str(&s.hunks.concat());
+        } else {
+            let summary = d.paths.iter().find(|p| p.starts_with(&format!("{} (", s.name))).unwrap_or(&s.name);
+            rest.push(format!("- {summary}: {} bytes of diff, not shown", s.len()));
+        }
+    }
+    let names: Vec<&str> = named.iter().map(String::as_str).collect();
+    let shown_what = if names.is_empty() {
+        "The findings name no file of the change, so no file's diff is shown".to_string()
+    } else {
+        format!("Shown below in full: the diff of every file the findings name ({})", names.join(", "))
+    };
+    let text = format!(
+        "THE TASK'S DIFF IS {} BYTES, MORE THAN ONE BRIEF HOLDS ({cap}); IT IS NOT CUT. {shown_what}. NOT SHOWN — \
+read them in the tree — the other {} file(s) of the change, with the size of their diff:\n{}\n\n{shown}",
+        d.text.len(),
+        rest.len(),
+        rest.join("\n")
+    );
+    crate::prompts::render_task_diff(&TaskDiff { text, ..d.clone() })
+}
+
+/// The files of the change the findings name: a path or a file name of the change in a
+/// finding's text (`src/a.rs`, `a.rs:12`, `` `a.rs` ``); a finding of part `i` (`part i/n: …`)
+/// that names none stands for the files of its part.
+fn named_files(d: &TaskDiff, findings: &[String], briefs: &[Brief]) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    for f in findings {
+        let (part, body) = match f.strip_prefix("part ").and_then(|r| r.split_once(": ")) {
+            Some((tag, body)) => (tag.split_once('/').and_then(|(i, _)| i.parse::<usize>().ok()), body),
+            None => (None, f.as_str()),
+        };
+        let hit: Vec<&String> = d.names.iter().filter(|n| mentions(body, n)).collect();
+        match (hit.is_empty(), part.and_then(|i| briefs.get(i.checked_sub(1)?))) {
+            (true, Some(b)) => out.extend(b.names.iter().cloned()),
+            _ => out.extend(hit.into_iter().cloned()),
+        }
+    }
+    out
+}
+
+/// True when `text` names the path `name`: the path itself, or a file name or tail of it with
+/// an extension or a directory (`lib.py`, `src/lib.py`), with a `:LINE` or `#L…` suffix allowed.
+fn mentions(text: &str, name: &str) -> bool {
+    text.split(|c: char| c.is_whitespace() || "`'\"()[]{}<>,;".contains(c)).any(|tok| {
+        let t = tok.trim_start_matches("./");
+        let t = t.split([':', '#']).next().unwrap_or_default().trim_end_matches('.');
+        !t.is_empty()
+            && (t == name
+                || ((t.contains('.') || t.contains('/')) && name.ends_with(&format!("/{t}")))
+                || t.ends_with(&format!("/{name}")))
+    })
 }
 
 /// `part i/n` prefixed to a finding of a part's answer (`n` = 1: unchanged).
@@ -295,6 +395,69 @@ mod tests {
         let many: String = (0..20).map(|i| file(&format!("f{i}"), &["@@ -1 +1 @@\n-x\n+y\n"])).collect();
         let e = split(&many, &[], 120).expect_err("too many parts");
         assert!(e.contains(&format!("more than {MAX_PARTS}")), "{e}");
+    }
+
+    fn diff_of(files: &[(&str, String)]) -> TaskDiff {
+        TaskDiff {
+            tree: "t".into(),
+            text: files.iter().map(|(_, f)| f.as_str()).collect(),
+            paths: files.iter().map(|(n, _)| format!("{n} (+1 -1)")).collect(),
+            names: files.iter().map(|(n, _)| n.to_string()).collect(),
+            earlier: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_repair_brief_over_the_cap_shows_each_named_files_diff_in_full_and_lists_the_rest() {
+        let bulk = file("aaa_bulk.txt", &[&format!("@@ -0,0 +1,300 @@\n{}", "+row of bulk data\n".repeat(300))]);
+        let lib = file("src/lib.rs", &["@@ -1 +1 @@\n-x\n+backdoor\n"]);
+        let z = file("zzz.txt", &["@@ -1 +1 @@\n-a\n+b\n"]);
+        let d = diff_of(&[("aaa_bulk.txt", bulk.clone()), ("src/lib.rs", lib.clone()), ("zzz.txt", z.clone())]);
+        assert_eq!(repair_diff(&d, &[], &[], 1 << 20), crate::prompts::render_task_diff(&d), "it fits: whole");
+        let r = repair_diff(&d, &["`lib.rs:1` adds a backdoor".into()], &[], 1000);
+        assert!(r.contains(&lib) && !r.contains(&z) && !r.contains("+row of bulk data"), "{r}");
+        assert!(r.contains("IT IS NOT CUT") && r.contains("every file the findings name (src/lib.rs)"), "{r}");
+        assert!(r.contains(&format!("- aaa_bulk.txt (+1 -1): {} bytes of diff, not shown", bulk.len())), "{r}");
+        assert!(r.contains(&format!("- zzz.txt (+1 -1): {} bytes of diff, not shown", z.len())), "{r}");
+        // A large named file is shown in full however large; a part's finding naming no file
+        // stands for the files of its part.
+        let r = repair_diff(&d, &["aaa_bulk.txt is generated".into()], &[], 1000);
+        assert!(r.contains(&bulk), "{r}");
+        let part = |names: &[&str], i| Brief {
+            diff: String::new(),
+            names: names.iter().map(|n| n.to_string()).collect(),
+            part: Some((i, 2)),
+        };
+        let briefs = [part(&["aaa_bulk.txt"], 1), part(&["src/lib.rs", "zzz.txt"], 2)];
+        let r = repair_diff(&d, &["part 2/2: an off-by-one".into()], &briefs, 1000);
+        assert!(r.contains(&lib) && r.contains(&z) && !r.contains("+row of bulk data"), "{r}");
+        let r = repair_diff(&d, &["nothing named".into()], &briefs, 1000);
+        assert!(r.contains("The findings name no file of the change") && !r.contains(&lib), "{r}");
+    }
+
+    #[test]
+    fn the_tester_reads_a_large_change_in_parts_with_every_line() {
+        let files: Vec<(String, String)> = (0..6)
+            .map(|i| {
+                let name = format!("f{i}.txt");
+                let f = file(
+                    &name,
+                    &[&format!("@@ -0,0 +1,40 @@\n{}", format!("+line {i} of a file under test\n").repeat(40))],
+                );
+                (name, f)
+            })
+            .collect();
+        let refs: Vec<(&str, String)> = files.iter().map(|(n, f)| (n.as_str(), f.clone())).collect();
+        let d = diff_of(&refs);
+        let b = briefs(&d, 2400, Reader::Tester).expect("parts");
+        assert!(b.len() > 1 && b.iter().all(|p| p.diff.len() <= 2400), "{b:?}");
+        assert!(b.iter().all(|p| p.diff.contains("OF THE CHANGE UNDER TEST") && !p.diff.contains("reviewer")));
+        for (_, f) in &files {
+            assert!(b.iter().any(|p| p.diff.contains(f.as_str())), "every file reaches the tester whole");
+        }
+        let whole = briefs(&d, 1 << 20, Reader::Tester).expect("whole");
+        assert_eq!(whole.len(), 1);
+        assert!(whole[0].diff.starts_with("THE CHANGE UNDER TEST (f0.txt (+1 -1)"), "{}", whole[0].diff);
     }
 
     #[test]

@@ -5,7 +5,9 @@
 use crate::answers::{self, word_enum};
 use serde_json::{Value, json};
 
-/// Diff text sent to reviewers is cut to this many bytes.
+/// The most diff text one brief holds (reviewers, the E2E tester, a repair brief): a larger
+/// diff is never cut — it is read in parts ([`crate::parts::briefs`]), or a repair brief shows
+/// the files its findings name ([`crate::parts::repair_diff`]).
 pub const DIFF_CAP: usize = 120_000;
 
 /// Cuts `text` to at most `cap` bytes on a character boundary, saying so.
@@ -172,19 +174,19 @@ The engine checks the tree and runs the suite itself: your report never decides 
     )
 }
 
-/// A repair brief after a spec review.
+/// A repair brief after a spec review; `diff` is what [`crate::parts::repair_diff`] shows.
 pub fn spec_repair(id: &str, text: &str, issues: &[String], diff: &str) -> String {
     format!(
         "You are the IMPLEMENTER repairing task {id} after a SPEC-COMPLIANCE review.\n\n\
-TASK TEXT (verbatim):\n-----\n{text}\n-----\n\nTHE REVIEWER FOUND:\n{}\n\nTHE CURRENT DIFF:\n{}\n\n\
+TASK TEXT (verbatim):\n-----\n{text}\n-----\n\nTHE REVIEWER FOUND:\n{}\n\nTHE CURRENT DIFF:\n{diff}\n\n\
 Fix the non-compliance. {NO_DISCARD}\n\
 Answer with one JSON object: {{\"status\": …, \"summary\": \"…\", \"applied_changes\": true|false, \"concerns\": [], \"reason\": \"…\"}}.",
         issues.iter().map(|i| format!("- {i}")).collect::<Vec<_>>().join("\n"),
-        cap(diff, DIFF_CAP)
     )
 }
 
-/// A repair brief after a quality review: carries the task text and the HOLD clause (seed #10).
+/// A repair brief after a quality review: carries the task text and the HOLD clause; `diff` is
+/// what [`crate::parts::repair_diff`] shows.
 pub fn quality_repair(id: &str, text: &str, issues: &[Value], diff: &str) -> String {
     let list: Vec<String> = issues
         .iter()
@@ -193,7 +195,7 @@ pub fn quality_repair(id: &str, text: &str, issues: &[Value], diff: &str) -> Str
     format!(
         "You are the IMPLEMENTER repairing task {id} after a QUALITY review.\n\n\
 TASK TEXT (verbatim — the plan you implement):\n-----\n{text}\n-----\n\n\
-THE QUALITY REVIEWER FOUND (it does not see the task text):\n{}\n\nTHE CURRENT DIFF:\n{}\n\n\
+THE QUALITY REVIEWER FOUND (it does not see the task text):\n{}\n\nTHE CURRENT DIFF:\n{diff}\n\n\
 HOLD CLAUSE: when a finding's only remedy contradicts a name, signature or behaviour the task text prescribes, \
 and keeping the plan leaves build and tests green, KEEP the plan: do not change the code for it and record it in \
 `held` as {{\"finding\": \"…\", \"reason\": \"…\"}}. When you judge a finding correctness-breaking and it cannot \
@@ -202,7 +204,6 @@ be fixed within the plan, answer status BLOCKED with the reason — never hold i
 Answer with one JSON object: {{\"status\": …, \"summary\": \"…\", \"applied_changes\": true|false, \"held\": [], \
 \"concerns\": [], \"reason\": \"…\"}}.",
         list.join("\n"),
-        cap(diff, DIFF_CAP)
     )
 }
 
@@ -237,16 +238,16 @@ Answer with one JSON object: {{\"verdict\": \"approved\"|\"changes_requested\", 
     )
 }
 
-/// The tester's brief for an E2E task: read-only in the tree, fixtures under `fixtures_dir`.
+/// The tester's brief for an E2E task: read-only in the tree, fixtures under `fixtures_dir`;
+/// `diff` is the run's change, or one part of it ([`crate::parts::briefs`]).
 pub fn tester(id: &str, text: &str, diff: &str, fixtures_dir: &str) -> String {
     format!(
         "You are the TESTER of E2E task {id}. Exercise the change end to end with fixtures. You are READ-ONLY in the \
 repository: write every fixture, scratch file and output under `{fixtures_dir}` (outside the tree) and nowhere \
 else; the engine compares the tree before and after you and a tester that changed it is BLOCKED. Never edit a \
 test, the code or a check. Answer FAILED when the change does not work end to end: the engine blocks on it.\n\n\
-TASK TEXT:\n-----\n{text}\n-----\n\nTHE DIFF:\n{}\n\n\
-Answer with one JSON object: {{\"status\": \"DONE\"|\"FAILED\"|\"BLOCKED\", \"fixtures\": N, \"summary\": \"…\"}}.",
-        cap(diff, DIFF_CAP)
+TASK TEXT:\n-----\n{text}\n-----\n\n{diff}\n\n\
+Answer with one JSON object: {{\"status\": \"DONE\"|\"FAILED\"|\"BLOCKED\", \"fixtures\": N, \"summary\": \"…\"}}."
     )
 }
 

@@ -9,21 +9,17 @@
 //! `files_touched`). An uncommitted plan file named on the command line is left out of the
 //! preflight and of every tree measurement, with a concern saying so.
 
-use crate::answers;
 use crate::artifacts;
 use crate::carrier::Mode;
 use crate::env::{Counter, Env};
 use crate::extract::{self, SelectBlocked};
 use crate::progress::{self, InProgress, Progress};
-use crate::prompts;
 use crate::report::{EndReport, Stats, Status, TaskOutcome, TaskStatus};
 use crate::task_loop::{self, TaskSpec};
 use crate::tree::{Preflight, Snapshot, lost_paths};
 use serde_json::{Value, json};
 use work_git::snapshot::LostLines;
 use work_loop::plan::{Plan, PlanError, parse_plan};
-use work_runtime::dispatch::Access;
-use work_runtime::tree_guard::TreeSnapshot;
 
 /// How a plan text is read.
 #[derive(Debug, Clone)]
@@ -235,7 +231,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
     // E2E tasks go to the tester: read-only in the tree, its fixtures in a directory of the
     // engine's outside it.
     for (i, t) in tasks.iter().enumerate() {
-        if t.e2e && !e2e(env, &iter, t, i, &mut report).await {
+        if t.e2e && !crate::e2e::run(env, &iter, t, i, &mut report).await {
             return end(env, report, extraction);
         }
     }
@@ -292,124 +288,6 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
         report.files_touched.unwrap_or(0)
     );
     end(env, report, extraction)
-}
-
-/// Runs the E2E tester of task `t` (report index `i`): read-only in the tree, fixtures under a
-/// temporary directory outside it. A tester that changed the tree, answered FAILED or BLOCKED,
-/// or gave no answer ends the run BLOCKED (false is returned, the report says why).
-async fn e2e(env: &Env, iter: &str, t: &TaskSpec, i: usize, report: &mut EndReport) -> bool {
-    let safe: String = t.id.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
-    let fixtures = std::env::temp_dir().join(format!("work-e2e-{}-{safe}", env.run.run_id));
-    if let Err(e) = work_runtime::fsx::ensure_dir(&fixtures) {
-        return e2e_blocked(report, t, "git", format!("create the tester's fixture directory: {e}"), Value::Null);
-    }
-    let diff = env.tree.diff_text().unwrap_or_default();
-    let keep_out = [env.run.run_dir(), fixtures.clone()];
-    let tree_before = env.tree.snapshot_tree();
-    let before = TreeSnapshot::take(&env.run.root, &keep_out);
-    let mut c = Counter::default();
-    let r = env
-        .ask(
-            &mut c,
-            "tester",
-            Access::ReadOnly,
-            prompts::tester(&t.id, &t.text, &diff, &fixtures.display().to_string()),
-            prompts::tester_schema(),
-            json!({"task_id": t.id, "iter_id": iter, "phase": "e2e", "fixtures_dir": fixtures.display().to_string()}),
-            &t.id,
-        )
-        .await;
-    let after = TreeSnapshot::take(&env.run.root, &keep_out);
-    let tree_after = env.tree.snapshot_tree();
-    let _ = std::fs::remove_dir_all(&fixtures);
-    let o = &mut report.tasks[i];
-    o.spent.dispatches += c.dispatches;
-    o.spent.tokens += c.tokens;
-    if let Some(m) = env.head_moved() {
-        report.kind = Some("head-moved".into());
-        report.reason = format!(
-            "{} during the E2E tester of task {}; the pipeline never commits — undo the commit(s) and run again",
-            m.describe(),
-            t.id
-        );
-        report.blocked_detail = Some(json!({"task_id": t.id, "kind": "head-moved", "head": m}));
-        return false;
-    }
-    let changed = tester_writes(env, (tree_before, tree_after), (before, after));
-    if !changed.is_empty() {
-        let what = work_runtime::tree_guard::describe_changes(&changed);
-        let reason = format!(
-            "task {}: the E2E tester changed the tree ({what}); the tester is read-only: its fixtures belong in the directory the engine gives it, and the change it made is not evidence — undo it and run again",
-            t.id
-        );
-        return e2e_blocked(report, t, "tester-wrote-tree", reason, json!(changed));
-    }
-    match r.map(|d| answers::tester(&d)) {
-        Ok(doc) => {
-            let status = doc["status"].as_str().unwrap_or("?").to_string();
-            let n = doc["fixtures"].as_u64().unwrap_or(0);
-            let summary = doc["summary"].as_str().unwrap_or("").to_string();
-            report.tasks[i].e2e_result = Some(doc.clone());
-            match status.as_str() {
-                "DONE" => {
-                    if n == 0 {
-                        report.concerns.push(format!("task {}: e2e status DONE with 0 fixture(s)", t.id));
-                    }
-                    true
-                }
-                _ => {
-                    let kind = if status == "FAILED" { "e2e-failed" } else { "e2e-blocked" };
-                    let reason = format!("task {}: the E2E tester answered {status}: {summary}", t.id);
-                    e2e_blocked(report, t, kind, reason, doc)
-                }
-            }
-        }
-        Err(reason) => e2e_blocked(
-            report,
-            t,
-            "dispatch-failed",
-            format!("task {}: e2e tester gave no answer: {reason}", t.id),
-            Value::Null,
-        ),
-    }
-}
-
-/// What a read-only tester changed: every path the whole-tree snapshot shows changed (tracked
-/// and untracked, not ignored), and anything under `.git/` or the state directory. Ignored
-/// scratch files are not evidence and are let be.
-fn tester_writes(
-    env: &Env,
-    trees: (Result<String, work_git::GitError>, Result<String, work_git::GitError>),
-    guards: (std::io::Result<TreeSnapshot>, std::io::Result<TreeSnapshot>),
-) -> Vec<String> {
-    let mut out = Vec::new();
-    match trees {
-        (Ok(a), Ok(b)) if a != b => match env.tree.git().tree_diff_names(&a, &b) {
-            Ok(names) => out.extend(names.into_iter().map(|n| format!("~{n}"))),
-            Err(e) => out.push(format!("?the tree could not be compared: {e}")),
-        },
-        (Ok(_), Ok(_)) => {}
-        (Err(e), _) | (_, Err(e)) => out.push(format!("?the tree could not be read: {e}")),
-    }
-    let state = env.run.state_dir.strip_prefix(&env.run.root).ok().map(|p| p.to_string_lossy().into_owned());
-    match guards {
-        (Ok(b), Ok(a)) => out.extend(b.changes(&a).into_iter().filter(|c| {
-            let p = &c[1..];
-            p == ".git"
-                || p.starts_with(".git/")
-                || state.as_deref().is_some_and(|s| !s.is_empty() && (p == s || p.starts_with(&format!("{s}/"))))
-        })),
-        (Err(e), _) | (_, Err(e)) => out.push(format!("?the tree could not be read: {e}")),
-    }
-    out
-}
-
-fn e2e_blocked(report: &mut EndReport, t: &TaskSpec, kind: &str, reason: String, findings: Value) -> bool {
-    report.status = Status::Blocked;
-    report.kind = Some(kind.into());
-    report.reason = reason;
-    report.blocked_detail = Some(json!({"task_id": t.id, "kind": kind, "findings": findings}));
-    false
 }
 
 /// Freezes what judges the iteration before its first dispatch, or takes what its first run

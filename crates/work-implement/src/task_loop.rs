@@ -265,7 +265,6 @@ async fn spec_gate(
     let max = env.settings.max_repairs;
     loop {
         let (d, briefs) = review_diff(env, task, start)?;
-        let diff = prompts::render_task_diff(&d);
         let fp = d.tree.clone();
         out.reviews += 1;
         let make = |diff: &str| Review {
@@ -311,7 +310,12 @@ async fn spec_gate(
                     iter,
                     task,
                     out,
-                    prompts::spec_repair(&task.id, &task.text, &issues, &diff),
+                    prompts::spec_repair(
+                        &task.id,
+                        &task.text,
+                        &issues,
+                        &parts::repair_diff(&d, &issues, &briefs, prompts::DIFF_CAP),
+                    ),
                     "spec-repair",
                     round,
                 )
@@ -396,7 +400,7 @@ async fn proven_review(
 /// it cannot be reviewed even in parts.
 fn review_diff(env: &Env, task: &TaskSpec, start: Option<&str>) -> Result<(TaskDiff, Vec<Brief>), Stop> {
     let d = env.tree.task_diff(start).map_err(git_err)?;
-    match parts::briefs(&d, prompts::DIFF_CAP) {
+    match parts::briefs(&d, prompts::DIFF_CAP, parts::Reader::Reviewer) {
         Ok(briefs) => Ok((d, briefs)),
         Err(why) => Err(Stop::Blocked {
             kind: "too-large-to-review",
@@ -489,7 +493,6 @@ async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome, st
     let mut repairs = 0u32;
     loop {
         let (d, briefs) = review_diff(env, task, start)?;
-        let diff = prompts::render_task_diff(&d);
         seen.insert(d.tree.clone());
         out.fingerprints = seen.len();
         out.reviews += 1;
@@ -543,7 +546,17 @@ async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome, st
             iter,
             task,
             out,
-            prompts::quality_repair(&task.id, &task.text, &issues, &diff),
+            prompts::quality_repair(
+                &task.id,
+                &task.text,
+                &issues,
+                &parts::repair_diff(
+                    &d,
+                    &issues.iter().map(finding_text).collect::<Vec<_>>(),
+                    &briefs,
+                    prompts::DIFF_CAP,
+                ),
+            ),
             "quality-repair",
             repairs + 1,
         )

@@ -45,6 +45,9 @@ if role in ('spec-reviewer', 'quality-reviewer'):
     out({{'verdict': 'approved' if clean else 'changes_requested',
          'issues': [] if clean else [{{'severity': 'important', 'text': 'shared.txt adds a backdoor line'}}],
          'files_read': {read}}})
+if role == 'tester':
+    log({{'role': role, 'index': part.get('index'), 'count': part.get('count'), 'bytes': len(prompt),
+         'cut': '[… cut' in prompt, 'saw': saw, 'whole': 'The whole change touches' in prompt}})
 out({{'status': 'DONE', 'fixtures': 1}})
 "#
         ),
@@ -64,9 +67,13 @@ fn reviews(s: &Scenario, role: &str) -> Vec<Value> {
 }
 
 fn repo() -> Scenario {
+    repo_with("## Task 1: Add greeting\n\nCreate hello.txt and the data table.\n")
+}
+
+fn repo_with(tasks: &str) -> Scenario {
     let s = Scenario::new();
     s.write("shared.txt", "base\n");
-    s.write("PLAN.md", "# Plan\n\n## Task 1: Add greeting\n\nCreate hello.txt and the data table.\n");
+    s.write("PLAN.md", &format!("# Plan\n\n{tasks}"));
     s.commit("plan");
     s
 }
@@ -198,6 +205,82 @@ fn a_change_too_large_even_in_parts_is_blocked_before_any_reviewer() {
         assert!(reason.contains(why) && reason.contains("aaa_bulk.txt"), "{reason}");
         assert_eq!(reviews(&s, "spec-reviewer").len(), 0, "{r}");
     }
+}
+
+// ------------------------------------------------------------- the tester and the repairs
+
+#[test]
+fn the_e2e_tester_reads_a_change_over_the_cap_in_parts_with_every_changed_line() {
+    // The E2E tester used to read the run's diff cut at 120 000 bytes with a note: the last
+    // file of a 328 kB change never reached it. Now it is shown the change in parts, one
+    // dispatch per part, and together they carry every changed line.
+    let s = repo_with("## Task 1: E2E: greeting\n\nCreate hello.txt and the data table.\n");
+    let imp = format!(
+        "{}\n    open('hello.txt', 'w').write('hi\\n')\n    open('shared.txt', 'w').write('base\\nlast line\\n')",
+        bulk("aaa_table.txt", 4000)
+    );
+    let a = agent(&s, &imp, "True", "READ");
+    let r = implement(&s, &a, 0);
+    assert_eq!(r["status"], "DONE", "{r}");
+    let (t, n) = assert_parts(&s, "tester", 3);
+    assert_eq!(t.len(), n, "one tester dispatch per part: {r}");
+    let seen = lines_seen(&t);
+    let table = (0..4000).map(|i| format!("row {i:06} {}", "x".repeat(70)));
+    let missing: Vec<String> = table.chain(["hi".into(), "last line".into()]).filter(|l| !seen.contains(l)).collect();
+    assert!(missing.is_empty(), "every changed line reaches the tester; missing {}", missing.len());
+}
+
+#[test]
+fn a_run_whose_change_is_too_large_for_the_tester_even_in_parts_is_blocked_before_it() {
+    // Each task's change can be reviewed in parts (about 570 kB each), but the run's whole
+    // change (1.1 MB) is more than the tester can be shown in 8 parts: BLOCKED, never cut.
+    let s = repo_with(
+        "## Task 1: Bulk table\n\nCreate the first table.\n\n## Task 2: E2E: greeting\n\nCreate hello.txt and the second table.\n",
+    );
+    let imp = format!(
+        "    if ctx.get('task_id') == '1':\n    {}\n    else:\n    {}\n        open('hello.txt', 'w').write('hi\\n')",
+        bulk("aaa_table.txt", 7000),
+        bulk("bbb_table.txt", 7000)
+    );
+    let a = agent(&s, &imp, "True", "READ");
+    let r = implement(&s, &a, 1);
+    assert_eq!(r["status"], "BLOCKED", "{r}");
+    assert_eq!(r["kind"], "too-large-to-review", "{r}");
+    let why = r["reason"].as_str().unwrap_or_default();
+    assert!(why.contains("E2E tester") && why.contains("more than 8"), "{why}");
+    assert_eq!(reviews(&s, "tester").len(), 0, "no tester read a cut change: {r}");
+}
+
+#[test]
+fn a_repair_brief_over_the_cap_carries_the_named_files_diff_in_full_and_lists_the_rest() {
+    // The honest twin of the backdoor liar above: its reviewer's finding names shared.txt; the
+    // repair brief shows shared.txt's diff in full (never an arbitrary byte cut that may end
+    // before it), lists the bulk file with its size, and the implementer, seeing the line the
+    // finding is about, removes it: DONE.
+    let s = repo();
+    let imp = format!(
+        r#"    if 'repairing task' in prompt:
+        log({{'role': 'repair', 'prompt': prompt}})
+        if '+backdoor' in prompt:
+            open('shared.txt', 'w').write('base\nmore\n')
+    else:
+    {}
+        os.system('git add -N aaa_bulk.txt')
+        open('hello.txt', 'w').write('hi\n')
+        open('shared.txt', 'w').write('base\nbackdoor\n')"#,
+        bulk("aaa_bulk.txt", 4000)
+    );
+    let a = agent(&s, &imp, "'backdoor' not in saw", "READ");
+    let r = implement(&s, &a, 0);
+    assert_eq!(r["status"], "DONE", "{r}");
+    let repairs: Vec<Value> = log(&s).into_iter().filter(|l| l["role"] == "repair").collect();
+    assert_eq!(repairs.len(), 1, "one spec repair: {r}");
+    let p = repairs[0]["prompt"].as_str().unwrap_or_default();
+    assert!(p.contains("shared.txt adds a backdoor line"), "the finding: {p:.2000}");
+    assert!(p.contains("diff --git a/shared.txt b/shared.txt") && p.contains("+backdoor"), "{p:.4000}");
+    assert!(p.contains("IT IS NOT CUT") && !p.contains("[… cut"), "{p:.2000}");
+    assert!(p.contains("- aaa_bulk.txt (+4000 -0): ") && p.contains("bytes of diff, not shown"), "{p:.2000}");
+    assert!(!p.contains("row 000000"), "the file no finding names is listed, not shown");
 }
 
 // ------------------------------------------------------------------------------ loop run

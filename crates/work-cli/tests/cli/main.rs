@@ -29,6 +29,7 @@ mod liars_matrix;
 mod liars_restored_attack;
 mod liars_review_parts;
 mod liars_suite;
+mod liars_support;
 mod loop_cmd;
 mod loop_conformance;
 mod loop_conformance_refs;

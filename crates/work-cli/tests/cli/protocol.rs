@@ -103,7 +103,7 @@ fn roles() -> Vec<Role> {
             workflow: "implement",
             role: "tester",
             access: "read-only",
-            context: "`task_id`, `iter_id`, `phase` = `e2e` (tasks marked E2E), `fixtures_dir` (a directory outside the tree: the only place it writes)",
+            context: "`task_id`, `iter_id`, `phase` = `e2e` (tasks marked E2E), `fixtures_dir` (a directory outside the tree: the only place it writes); a change shown in parts: `review_part` = `{index, count}`",
             schema: im::tester_schema(),
             example: json!({"status": "DONE", "fixtures": 2, "summary": "two end-to-end fixtures under the fixtures directory"}),
         },
