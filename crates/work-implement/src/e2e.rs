@@ -17,7 +17,6 @@ use crate::task_loop::TaskSpec;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use work_runtime::dispatch::Access;
-use work_runtime::tree_guard::TreeSnapshot;
 
 /// Removes the tester's fixture directory however the tester ends.
 struct Fixtures(PathBuf);
@@ -88,13 +87,11 @@ async fn one(
         env.run.progress(&format!("task {}: the E2E tester reads part {index} of {count} of the change", t.id));
         env.run.emit("e2e.part", json!({"task_id": t.id, "index": index, "count": count}));
     }
-    let tree_before = env.tree.snapshot_tree();
-    let before = TreeSnapshot::take(&env.run.root, &keep_out);
+    let guard = crate::read_only::Guard::take(env, &keep_out);
     let mut c = Counter::default();
     let prompt = prompts::tester(&t.id, &t.text, &b.diff, &fixtures.display().to_string());
     let r = env.ask(&mut c, "tester", Access::ReadOnly, prompt, prompts::tester_schema(), context, &t.id).await;
-    let after = TreeSnapshot::take(&env.run.root, &keep_out);
-    let tree_after = env.tree.snapshot_tree();
+    let changed = guard.writes(env);
     let o = &mut report.tasks[i];
     o.spent.dispatches += c.dispatches;
     o.spent.tokens += c.tokens;
@@ -108,7 +105,6 @@ async fn one(
         report.blocked_detail = Some(json!({"task_id": t.id, "kind": "head-moved", "head": m}));
         return None;
     }
-    let changed = tester_writes(env, (tree_before, tree_after), (before, after));
     if !changed.is_empty() {
         let what = work_runtime::tree_guard::describe_changes(&changed);
         let reason = format!(
@@ -152,36 +148,6 @@ fn merge(docs: &[Value]) -> Value {
         .filter_map(|(i, d)| d["summary"].as_str().map(|s| format!("part {}/{n}: {s}", i + 1)))
         .collect();
     json!({"status": "DONE", "fixtures": fixtures, "summary": summary.join("; ")})
-}
-
-/// What a read-only tester changed: every path the whole-tree snapshot shows changed (tracked
-/// and untracked, not ignored), and anything under `.git/` or the state directory. Ignored
-/// scratch files are not evidence and are let be.
-fn tester_writes(
-    env: &Env,
-    trees: (Result<String, work_git::GitError>, Result<String, work_git::GitError>),
-    guards: (std::io::Result<TreeSnapshot>, std::io::Result<TreeSnapshot>),
-) -> Vec<String> {
-    let mut out = Vec::new();
-    match trees {
-        (Ok(a), Ok(b)) if a != b => match env.tree.git().tree_diff_names(&a, &b) {
-            Ok(names) => out.extend(names.into_iter().map(|n| format!("~{n}"))),
-            Err(e) => out.push(format!("?the tree could not be compared: {e}")),
-        },
-        (Ok(_), Ok(_)) => {}
-        (Err(e), _) | (_, Err(e)) => out.push(format!("?the tree could not be read: {e}")),
-    }
-    let state = env.run.state_dir.strip_prefix(&env.run.root).ok().map(|p| p.to_string_lossy().into_owned());
-    match guards {
-        (Ok(b), Ok(a)) => out.extend(b.changes(&a).into_iter().filter(|c| {
-            let p = &c[1..];
-            p == ".git"
-                || p.starts_with(".git/")
-                || state.as_deref().is_some_and(|s| !s.is_empty() && (p == s || p.starts_with(&format!("{s}/"))))
-        })),
-        (Err(e), _) | (_, Err(e)) => out.push(format!("?the tree could not be read: {e}")),
-    }
-    out
 }
 
 fn blocked(report: &mut EndReport, t: &TaskSpec, kind: &str, reason: String, findings: Value) -> bool {

@@ -1,7 +1,7 @@
-//! What a read-only role changed: the whole tree hashed through a temporary index (tracked and
-//! untracked, never the real index, so an index flag hides nothing) and a metadata walk that also
-//! sees ignored files, the state directory and git's own files. Taken before the dispatch and
-//! compared after it.
+//! What a read-only role (the E2E tester, the plan indexer and extractor) changed: every path the
+//! whole-tree snapshot shows changed (tracked and untracked, hashed through a temporary index, so
+//! an index flag hides nothing), and anything under `.git/` or the state directory. Ignored
+//! scratch files are not evidence and are let be. Taken before the dispatch, compared after it.
 
 use crate::env::Env;
 use work_runtime::tree_guard::TreeSnapshot;
