@@ -7,8 +7,12 @@
 //! started: [`Git::restore_paths`] names those files (through a git tree object and a temporary
 //! index), [`Frozen::rerun`] writes their frozen content into the working tree itself, runs the
 //! checks there, and puts the agent's versions back (also when the rerun fails or `work` is
-//! interrupted: an undo hook of `work_runtime::scratch`). New test files the agent added stay
-//! in and run too.
+//! interrupted: an undo hook of `work_runtime::scratch`). Every file the run **added** to the
+//! test tree (a new test module, a new `__init__.py`, a helper beside the tests, a file a runner
+//! loads on its own: [`crate::surface::CheckSurface::added_in_test_tree`]) is moved aside for
+//! the rerun and put back after it (`stash`): a new module can change what a frozen test runs
+//! (`lib.add.__code__ = …` at collection) while no frozen file changes, and an honest run's
+//! frozen tests pass without the files it added.
 //!
 //! The rerun runs **in the tree**, never in a copy: code that can tell a copy from the tree
 //! (no `.git` beside it, `git rev-parse` failing, its own path, no `.work/`, an ignored file
@@ -18,6 +22,8 @@
 //! [`Frozen::rerun`] is the whole mechanism every workflow uses (implement, edit, until's
 //! verify, loop run's gates, ultra's scenarios): the caller says how a check runs in a
 //! directory and whether it held; the rerun says whether the verdict stands.
+
+mod stash;
 
 use crate::{Git, GitError, split_z};
 use std::collections::BTreeMap;
@@ -147,6 +153,8 @@ pub enum Rerun<R> {
     Red {
         /// The frozen files written back.
         restored: Vec<String>,
+        /// The files the run added to the test tree, moved aside.
+        hidden: Vec<String>,
         /// The failing run.
         run: R,
     },
@@ -157,6 +165,9 @@ pub enum Rerun<R> {
     /// The frozen checks could not be written back, or the agent's versions could not be put
     /// back afterwards (an engine failure).
     Inconclusive(String),
+    /// The run added files to the test tree and the rerun without them could not be made (or
+    /// they could not be put back): the verdict is never believed.
+    NotRerun(String),
 }
 
 impl<R> Rerun<R> {
@@ -172,10 +183,14 @@ impl<R> Rerun<R> {
     ) -> Option<String> {
         match self {
             Rerun::Unchanged | Rerun::Green(_) => None,
-            Rerun::Red { restored, run } => Some(format!(
-                "{checks}: green in the agent's tree, red with the frozen checks restored in that same tree ({}: {}); the agent's change to a check is what made them pass — adding tests is the only change allowed: fix the code, not the test, and run again",
-                written_back(restored),
-                describe(run)
+            Rerun::Red { restored, hidden, run } => Some(format!(
+                "{checks}: green in the agent's tree, red with the frozen checks restored in that same tree ({}: {}); {}",
+                set_aside(restored, hidden),
+                describe(run),
+                red_advice(hidden)
+            )),
+            Rerun::NotRerun(why) => Some(format!(
+                "{checks}: green in the agent's tree, but the checks could not be rerun with the files the run added to the test tree moved aside ({why}): not believed; run again"
             )),
             Rerun::FrozenGone(why) | Rerun::Inconclusive(why) if frozen_changed => Some(format!(
                 "{checks}: green in the agent's tree, but frozen check files differ from their frozen content and the checks could not be rerun with them restored ({why}): not believed; restore them (git diff shows the change), or put added tests in a new file, and run again"
@@ -197,6 +212,9 @@ pub struct Frozen<'a> {
     pub paths: Vec<&'a str>,
     /// Paths the snapshots leave out (the state directory).
     pub exclude: &'a [String],
+    /// The files the run added to the test tree, moved aside for the rerun
+    /// ([`crate::surface::CheckSurface::added_in_test_tree`]).
+    pub hide: Vec<String>,
 }
 
 /// The record of a rerun in progress, kept in the git directory while the frozen checks are in
@@ -207,6 +225,12 @@ pub struct Frozen<'a> {
 struct Pending {
     tree: String,
     paths: Vec<String>,
+    /// The added files moved aside, and the directory in the git directory holding them (file
+    /// `i` of `hidden` is `stash/<i>`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    hidden: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stash: Option<std::path::PathBuf>,
 }
 
 /// The pending record's name under the git directory, and the most of it that is read.
@@ -240,9 +264,14 @@ impl Git {
         if let Some(p) = pending.paths.iter().find(|p| !work_runtime::fsx::is_plain_relative(Path::new(p.as_str()))) {
             return Err(bad(format!("names `{p}`, which is not a plain relative path")));
         }
-        self.write_paths(&pending.tree, &pending.paths)?;
+        if !pending.paths.is_empty() {
+            self.write_paths(&pending.tree, &pending.paths)?;
+        }
+        if let Some(stash) = &pending.stash {
+            stash::put_back(&self.root, stash, &pending.hidden).map_err(|e| bad(e.to_string()))?;
+        }
         work_runtime::fsx::remove_state(&path).map_err(|e| bad(e.to_string()))?;
-        Ok(pending.paths)
+        Ok(pending.paths.into_iter().chain(pending.hidden).collect())
     }
 
     /// Removes the pending record once the agent's versions are back.
@@ -257,58 +286,86 @@ impl Git {
     }
 }
 
-/// The frozen checks written into the working tree; the agent's versions are put back by
-/// [`WrittenBack::put_back`], on a drop (an error or a panic on the way), or by the undo hook
-/// when `work` is interrupted.
+/// The frozen checks written into the working tree and the added files moved aside; the
+/// agent's versions are put back by [`WrittenBack::put_back`], on a drop (an error or a panic on
+/// the way), or by the undo hook when `work` is interrupted.
 struct WrittenBack<'a> {
     git: &'a Git,
     /// The agent's tree, and the paths to take from it.
     now: String,
     paths: Vec<String>,
+    /// The added files moved aside, and where to.
+    hidden: Vec<String>,
+    stash: Option<std::path::PathBuf>,
     hook: u64,
     done: bool,
 }
 
 impl<'a> WrittenBack<'a> {
-    /// Writes `restored` (paths of `restored_tree`) into the working tree; `now` is the agent's
-    /// tree, what is put back: the same paths, and any the agent has under them (a directory
-    /// where a file was frozen).
-    fn write(git: &'a Git, now: &str, restored_tree: &str, restored: &[String]) -> Result<Self, GitError> {
-        let under: Vec<String> = restored.iter().map(|r| format!("{r}/")).collect();
-        // What the agent has under a restored path (a directory where a file was frozen), or
-        // on the way to one (a file or symlink where a frozen file's directory was).
-        let mut paths: Vec<String> = git
-            .tree_entries(now)?
-            .into_keys()
-            .filter(|p| {
-                under.iter().any(|u| p.starts_with(u.as_str()))
-                    || restored.iter().any(|r| r.strip_prefix(p.as_str()).is_some_and(|rest| rest.starts_with('/')))
-            })
-            .chain(restored.iter().cloned())
-            .collect();
-        paths.sort();
-        paths.dedup();
-        let pending = Pending { tree: now.to_string(), paths: paths.clone() };
+    /// Writes `restored` (paths of `restored_tree`) into the working tree and moves `hidden`
+    /// aside; `now` is the agent's tree, what is put back: the same paths, and any the agent
+    /// has under them (a directory where a file was frozen).
+    fn write(
+        git: &'a Git,
+        now: &str,
+        restored_tree: &str,
+        restored: &[String],
+        hidden: &[String],
+    ) -> Result<Self, GitError> {
+        let mut paths = Vec::new();
+        if !restored.is_empty() {
+            let under: Vec<String> = restored.iter().map(|r| format!("{r}/")).collect();
+            // What the agent has under a restored path (a directory where a file was frozen),
+            // or on the way to one (a file or symlink where a frozen file's directory was).
+            paths = git
+                .tree_entries(now)?
+                .into_keys()
+                .filter(|p| {
+                    under.iter().any(|u| p.starts_with(u.as_str()))
+                        || restored.iter().any(|r| r.strip_prefix(p.as_str()).is_some_and(|rest| rest.starts_with('/')))
+                })
+                .chain(restored.iter().cloned())
+                .collect();
+            paths.sort();
+            paths.dedup();
+        }
+        let stash = if hidden.is_empty() { None } else { Some(git.new_stash()?) };
+        let pending =
+            Pending { tree: now.to_string(), paths: paths.clone(), hidden: hidden.to_vec(), stash: stash.clone() };
         let record = serde_json::to_vec(&pending).map_err(|e| GitError::Spawn(e.to_string()))?;
         let pending_path = git.pending_path()?;
         work_runtime::fsx::write_atomic(&pending_path, &record)
             .map_err(|e| GitError::Spawn(format!("writing {}: {e}", pending_path.display())))?;
-        let (undo_git, undo_now, undo_paths) = (Git::new(&git.root), now.to_string(), paths.clone());
+        let undo = (Git::new(&git.root), now.to_string(), paths.clone(), hidden.to_vec(), stash.clone());
         let hook = work_runtime::scratch::on_interrupt(move || {
-            if undo_git.write_paths(&undo_now, &undo_paths).is_ok() {
-                let _ = undo_git.clear_pending();
+            let (git, now, paths, hidden, stash) = &undo;
+            if Self::undo(git, now, paths, hidden, stash.as_deref()).is_ok() {
+                let _ = git.clear_pending();
             }
         });
-        let wb = WrittenBack { git, now: now.to_string(), paths, hook, done: false };
-        git.write_paths(restored_tree, &wb.paths)?;
+        let wb = WrittenBack { git, now: now.to_string(), paths, hidden: hidden.to_vec(), stash, hook, done: false };
+        if !wb.paths.is_empty() {
+            git.write_paths(restored_tree, &wb.paths)?;
+        }
+        if let Some(stash) = &wb.stash {
+            stash::move_aside(&git.root, stash, &wb.hidden).map_err(|e| GitError::Spawn(e.to_string()))?;
+        }
         Ok(wb)
+    }
+
+    /// Puts the agent's versions of `paths` (from `now`) and the files moved aside back.
+    fn undo(git: &Git, now: &str, paths: &[String], hidden: &[String], stash: Option<&Path>) -> Result<(), GitError> {
+        let written = if paths.is_empty() { Ok(()) } else { git.write_paths(now, paths) };
+        let moved =
+            stash.map_or(Ok(()), |s| stash::put_back(&git.root, s, hidden).map_err(|e| GitError::Spawn(e.to_string())));
+        written.and(moved)
     }
 
     /// Puts the agent's versions back.
     fn put_back(mut self) -> Result<(), GitError> {
         self.done = true;
         work_runtime::scratch::cancel(self.hook);
-        self.git.write_paths(&self.now, &self.paths)?;
+        Self::undo(self.git, &self.now, &self.paths, &self.hidden, self.stash.as_deref())?;
         self.git.clear_pending()
     }
 }
@@ -317,7 +374,7 @@ impl Drop for WrittenBack<'_> {
     fn drop(&mut self) {
         if !self.done {
             work_runtime::scratch::cancel(self.hook);
-            if self.git.write_paths(&self.now, &self.paths).is_ok() {
+            if Self::undo(self.git, &self.now, &self.paths, &self.hidden, self.stash.as_deref()).is_ok() {
                 let _ = self.git.clear_pending();
             }
         }
@@ -326,38 +383,52 @@ impl Drop for WrittenBack<'_> {
 
 impl Frozen<'_> {
     /// Runs `check` (it says whether the checks held, and how they ran) in the working tree
-    /// with every frozen file that changed written back as it was frozen, then puts the
-    /// agent's versions back.
+    /// with every frozen file that changed written back as it was frozen and every file the run
+    /// added to the test tree moved aside, then puts the agent's versions back. With the frozen
+    /// tree gone, the added files are still moved aside: red then is [`Rerun::Red`], green
+    /// [`Rerun::FrozenGone`] (the frozen files could not be written back).
     pub async fn rerun<R>(&self, mut check: impl AsyncFnMut(&Path) -> (bool, R)) -> Rerun<R> {
-        if self.git.run(&["cat-file", "-e", &format!("{}^{{tree}}", self.tree)]).is_err() {
-            return Rerun::FrozenGone(format!(
-                "the tree the checks were frozen in ({}) is gone from git's object store",
-                self.tree
-            ));
+        let gone = self
+            .git
+            .run(&["cat-file", "-e", &format!("{}^{{tree}}", self.tree)])
+            .is_err()
+            .then(|| format!("the tree the checks were frozen in ({}) is gone from git's object store", self.tree));
+        let not_made = |why: String| if self.hide.is_empty() { Rerun::Inconclusive(why) } else { Rerun::NotRerun(why) };
+        if let Some(why) = &gone
+            && self.hide.is_empty()
+        {
+            return Rerun::FrozenGone(why.clone());
         }
         let built = self.git.snapshot_tree(self.exclude).and_then(|now| {
+            if gone.is_some() {
+                return Ok((now.clone(), now, Vec::new()));
+            }
             let (restored_tree, restored) = self.git.restore_paths(&now, self.tree, &self.paths)?;
             Ok((now, restored_tree, restored))
         });
         let (now, restored_tree, restored) = match built {
             Ok(b) => b,
-            Err(e) => return Rerun::Inconclusive(format!("the tree with its frozen checks could not be built: {e}")),
+            Err(e) => return not_made(format!("the tree with its frozen checks could not be built: {e}")),
         };
-        if restored.is_empty() {
+        if restored.is_empty() && self.hide.is_empty() {
             return Rerun::Unchanged;
         }
-        let written = match WrittenBack::write(self.git, &now, &restored_tree, &restored) {
+        let written = match WrittenBack::write(self.git, &now, &restored_tree, &restored, &self.hide) {
             Ok(w) => w,
-            Err(e) => return Rerun::Inconclusive(format!("the frozen checks could not be written back: {e}")),
+            Err(e) => return not_made(format!("the frozen checks could not be written back: {e}")),
         };
         let (green, run) = check(self.root).await;
         if let Err(e) = written.put_back() {
-            return Rerun::Inconclusive(format!(
-                "the agent's versions of {} could not be put back ({e}); they are in git tree {now} (`git checkout {now} -- PATH`)",
-                restored.join(", ")
+            return not_made(format!(
+                "the agent's versions of {} could not be put back ({e}); they are in git tree {now} (`git checkout {now} -- PATH`) and the git directory's `work-rerun-hidden-*`",
+                restored.iter().chain(&self.hide).cloned().collect::<Vec<_>>().join(", ")
             ));
         }
-        if green { Rerun::Green(restored) } else { Rerun::Red { restored, run } }
+        match (green, gone) {
+            (true, Some(why)) => Rerun::FrozenGone(why),
+            (true, None) => Rerun::Green(restored),
+            (false, _) => Rerun::Red { restored, hidden: self.hide.clone(), run },
+        }
     }
 }
 
@@ -369,6 +440,28 @@ pub fn no_tree(in_repo: bool) -> String {
         "no tree was recorded when the checks were frozen".to_string()
     } else {
         "not a git repository: there is no tree to write the frozen checks back from".to_string()
+    }
+}
+
+/// What a rerun set aside: the frozen files written back ([`written_back`]) and the added files
+/// moved aside ("tests/test_new.py (added during the run) moved aside").
+pub fn set_aside(restored: &[String], hidden: &[String]) -> String {
+    let mut parts = Vec::new();
+    if !restored.is_empty() {
+        parts.push(written_back(restored));
+    }
+    if !hidden.is_empty() {
+        parts.push(format!("{} (added during the run) moved aside", hidden.join(", ")));
+    }
+    parts.join("; ")
+}
+
+/// What a red rerun tells the agent to do, by what was set aside.
+pub fn red_advice(hidden: &[String]) -> &'static str {
+    if hidden.is_empty() {
+        "the agent's change to a check is what made them pass — adding tests is the only change allowed: fix the code, not the test, and run again"
+    } else {
+        "the agent's change to a check, or a file it added to the test tree, is what made them pass — the frozen checks must pass without the files the run added, and adding tests is the only change allowed: fix the code, not the test, and run again"
     }
 }
 
@@ -436,6 +529,60 @@ mod tests {
         assert!(!repo.path().join("a.py").exists());
     }
 
+    #[test]
+    fn a_kill_with_frozen_files_written_back_and_added_files_aside_is_undone_from_the_pending_record() {
+        let (d, g) = crate::scratch::repo_with(&[("lib.py", "x = 0\n"), ("tests/t.py", "assert x == 1\n")]);
+        let frozen = g.snapshot_tree::<&str>(&[]).expect("snap");
+        std::fs::write(d.path().join("tests/t.py"), "assert x == 1\nx = 1\n").expect("write");
+        std::fs::write(d.path().join("tests/test_zz.py"), "import lib\n").expect("write");
+        let now = g.snapshot_tree::<&str>(&[]).expect("snap");
+        let restored = vec!["tests/t.py".to_string()];
+        let (tree, _) = g.restore_paths(&now, &frozen, &restored).expect("restore");
+        let hidden = vec!["tests/test_zz.py".to_string()];
+        let wb = super::WrittenBack::write(&g, &now, &tree, &restored, &hidden).expect("write back");
+        assert!(!d.path().join("tests/test_zz.py").exists(), "the added file is aside");
+        // A SIGKILL: neither the drop nor the undo hook runs.
+        work_runtime::scratch::cancel(wb.hook);
+        std::mem::forget(wb);
+        assert_eq!(g.recover_interrupted_rerun().expect("recover"), ["tests/t.py", "tests/test_zz.py"]);
+        let read = |p: &str| std::fs::read_to_string(d.path().join(p)).unwrap_or_default();
+        assert_eq!(
+            (read("tests/t.py").as_str(), read("tests/test_zz.py").as_str()),
+            ("assert x == 1\nx = 1\n", "import lib\n")
+        );
+        assert!(g.recover_interrupted_rerun().expect("nothing left").is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_rerun_moves_the_added_files_aside_also_when_the_frozen_tree_is_gone() {
+        use super::{Frozen, Rerun};
+        let (d, g) = crate::scratch::repo_with(&[("lib.py", "x = 0\n"), ("tests/t.py", "assert x == 1\n")]);
+        let frozen = g.snapshot_tree::<&str>(&[]).expect("snap");
+        std::fs::write(d.path().join("tests/test_zz.py"), "import lib\n").expect("write");
+        let hide = vec!["tests/test_zz.py".to_string()];
+        let fz = |tree| Frozen {
+            git: &g,
+            root: d.path(),
+            tree,
+            paths: vec!["tests/t.py"],
+            exclude: &[],
+            hide: hide.clone(),
+        };
+        // Green only while the added file is there (it patches the code): red without it.
+        let liar = async |dir: &std::path::Path| (dir.join("tests/test_zz.py").exists(), ());
+        let honest = async |_: &std::path::Path| (true, ());
+        match fz(frozen.as_str()).rerun(liar).await {
+            Rerun::Red { restored, hidden, .. } => assert_eq!((restored.len(), hidden), (0, hide.clone())),
+            other => panic!("{other:?}"),
+        }
+        assert!(d.path().join("tests/test_zz.py").exists(), "the added file is put back");
+        assert!(matches!(fz(frozen.as_str()).rerun(honest).await, Rerun::Green(r) if r.is_empty()));
+        let gone = "1111111111111111111111111111111111111111";
+        assert!(matches!(fz(gone).rerun(liar).await, Rerun::Red { .. }), "still red with the tree gone");
+        assert!(matches!(fz(gone).rerun(honest).await, Rerun::FrozenGone(_)));
+        assert!(d.path().join("tests/test_zz.py").exists());
+    }
+
     #[tokio::test(flavor = "multi_thread")]
     async fn a_rerun_writes_the_frozen_checks_back_and_names_a_frozen_tree_that_is_gone() {
         use super::{Frozen, Rerun};
@@ -443,7 +590,7 @@ mod tests {
         let frozen = g.snapshot_tree::<&str>(&[]).expect("snap");
         std::fs::write(d.path().join("tests/t.py"), "assert x == 1\nx = 1\n").expect("write");
         fn fz<'a>(g: &'a crate::Git, root: &'a std::path::Path, tree: &'a str, paths: Vec<&'a str>) -> Frozen<'a> {
-            Frozen { git: g, root, tree, paths, exclude: &[] }
+            Frozen { git: g, root, tree, paths, exclude: &[], hide: Vec::new() }
         }
         let tree = frozen.as_str();
         let fz = |tree, paths| fz(&g, d.path(), tree, paths);
@@ -458,7 +605,7 @@ mod tests {
             (std::fs::read_to_string(dir.join("tests/t.py")).unwrap_or_default().contains("x = 1"), dir.to_path_buf())
         };
         match fz(tree, vec!["tests/t.py"]).rerun(liar).await {
-            Rerun::Red { restored, run } => {
+            Rerun::Red { restored, run, .. } => {
                 assert_eq!(restored, ["tests/t.py"]);
                 assert_eq!(run, d.path(), "the checks run in the tree");
             }

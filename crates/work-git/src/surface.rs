@@ -21,6 +21,10 @@
 //! always allowed. Nothing is followed out of the root: symlinks are recorded by their target
 //! text, never read through.
 
+mod more;
+
+pub use more::named_by;
+
 use crate::suite_report::{self, Probe, SuiteReport};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -198,6 +202,9 @@ pub struct CheckSurface {
     /// recorded before they were leaves them alone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     watch_added: bool,
+    /// What the freeze recorded beyond the files (see [`more`]).
+    #[serde(default, flatten)]
+    more: more::More,
 }
 
 /// A runner's report recorded before the first dispatch.
@@ -225,10 +232,26 @@ fn read(root: &Path, rel: &str, keep_lines: bool) -> Option<(String, Option<Vec<
     Some((digest, lines))
 }
 
-/// True when `name` is a test file by the usual conventions.
+/// True when `name` is a test file by the usual conventions: Python's (`test*.py` — unittest's
+/// default discovery pattern, which covers `test_*.py` and Django's `tests.py` — `*_test.py`,
+/// `*_tests.py`), Go's, Rust's, JavaScript's, Ruby's, Elixir's, and the JVM's and .NET's
+/// (`FooTest.java`, `FooTests.cs`).
 pub(crate) fn is_test_name(name: &str) -> bool {
-    (name.starts_with("test_") && name.ends_with(".py"))
+    (name.starts_with("test") && name.ends_with(".py"))
         || name.ends_with("_test.py")
+        || name.ends_with("_tests.py")
+        || name.ends_with("_test.rb")
+        || (name.starts_with("test_") && name.ends_with(".rb"))
+        || name.ends_with("_test.exs")
+        || [".java", ".kt", ".cs", ".php", ".swift", ".scala"].iter().any(|ext| {
+            name.strip_suffix(ext).is_some_and(|stem| {
+                stem.ends_with("Test")
+                    || stem.ends_with("Tests")
+                    || stem.ends_with("TestCase")
+                    || stem.ends_with("Spec")
+                    || stem.strip_prefix("Test").is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_uppercase()))
+            })
+        })
         || name.ends_with("_test.go")
         || name.ends_with("_test.rs")
         || name.contains(".test.")
@@ -426,6 +449,7 @@ impl CheckSurface {
                 s.add(root, &rel, Role::Pinned);
             }
         }
+        s.freeze_more(root, commands, which);
         s
     }
 
@@ -581,7 +605,14 @@ impl CheckSurface {
         exclude: &'a [String],
     ) -> Option<crate::restore::Frozen<'a>> {
         let tree = self.tree.as_deref()?;
-        Some(crate::restore::Frozen { git, root, tree, paths: self.paths(), exclude })
+        Some(crate::restore::Frozen {
+            git,
+            root,
+            tree,
+            paths: self.paths(),
+            exclude,
+            hide: self.added_in_test_tree(root),
+        })
     }
 
     /// The frozen paths, sorted.
@@ -647,6 +678,7 @@ impl CheckSurface {
                 push(&rel, format!("added: it shadows the frozen `{module}` (a check importing it would run this)"));
             }
         }
+        self.more_added(root, &mut out);
         out
     }
 }

@@ -6,16 +6,17 @@
 //! the old test passes although the code was not fixed. So once the suite is green in the
 //! agent's tree, the engine runs it again in that tree with every frozen check file — the
 //! pre-existing test files, the check scripts and the runners' configuration — written back as
-//! it was when the checks were frozen, and puts the agent's versions back afterwards (see
-//! `work_git::restore`; never a copy, which code could tell from the tree); the tests the agent
-//! added run there too. Green there, the verdict stands. Red there, the agent's change to a
+//! it was when the checks were frozen and every file the run added to the test tree moved
+//! aside (a new test module can patch the code under test at collection), and puts the agent's
+//! versions back afterwards (see `work_git::restore`; never a copy, which code could tell from
+//! the tree). Green there, the verdict stands. Red there, the agent's change to a
 //! check is what made the suite pass: BLOCKED `check-tampered`, naming the files. A rerun that
 //! cannot be made while a frozen file differs is BLOCKED too (it fails closed).
 //!
 //! Only a run whose frozen files changed pays for this: otherwise the rerun would be the run.
 
 use crate::env::{Env, GateRun};
-use work_git::restore::{Frozen, written_back};
+use work_git::restore::{Frozen, red_advice, set_aside};
 use work_git::surface::CheckSurface;
 
 /// What the rerun with the frozen checks restored found.
@@ -29,7 +30,7 @@ pub enum Rerun {
     Tampered {
         /// The BLOCKED reason.
         reason: String,
-        /// The frozen files written back.
+        /// The frozen files written back, and the added files moved aside.
         restored: Vec<String>,
         /// The failing run.
         run: GateRun,
@@ -37,6 +38,9 @@ pub enum Rerun {
     /// The rerun could not be made (an engine failure): BLOCKED when a frozen file differs,
     /// else a concern.
     Inconclusive(String),
+    /// The run added files to the test tree and the rerun without them could not be made:
+    /// BLOCKED.
+    NotRerun(String),
 }
 
 impl Env {
@@ -52,7 +56,8 @@ impl Env {
         };
         let exclude = self.run.state_exclude();
         let git = self.tree.git();
-        let fz = Frozen { git, root: &self.run.root, tree: &frozen, paths: surface.paths(), exclude: &exclude };
+        let hide = surface.added_in_test_tree(&self.run.root);
+        let fz = Frozen { git, root: &self.run.root, tree: &frozen, paths: surface.paths(), exclude: &exclude, hide };
         let outcome = fz
             .rerun(async |dir: &std::path::Path| {
                 self.run.emit("frozen-rerun.start", serde_json::json!({}));
@@ -68,14 +73,20 @@ impl Env {
             work_git::restore::Rerun::FrozenGone(why) | work_git::restore::Rerun::Inconclusive(why) => {
                 Rerun::Inconclusive(why)
             }
-            work_git::restore::Rerun::Red { restored, run } => {
-                self.run.emit("frozen-rerun.end", serde_json::json!({"restored": restored, "green": false}));
-                let reason = format!(
-                    "the suite passes in the agent's tree but fails with the frozen checks restored in that same tree ({}: `{}` {}); the agent's change to a check is what made it pass — adding tests is the only change allowed: fix the code, not the test, and run again",
-                    written_back(&restored),
-                    run.command,
-                    run.end
+            work_git::restore::Rerun::NotRerun(why) => Rerun::NotRerun(why),
+            work_git::restore::Rerun::Red { restored, hidden, run } => {
+                self.run.emit(
+                    "frozen-rerun.end",
+                    serde_json::json!({"restored": restored, "hidden": hidden, "green": false}),
                 );
+                let reason = format!(
+                    "the suite passes in the agent's tree but fails with the frozen checks restored in that same tree ({}: `{}` {}); {}",
+                    set_aside(&restored, &hidden),
+                    run.command,
+                    run.end,
+                    red_advice(&hidden).replace("made them pass", "made it pass")
+                );
+                let restored = restored.into_iter().chain(hidden).collect();
                 Rerun::Tampered { reason, restored, run }
             }
         }
@@ -110,6 +121,13 @@ impl Env {
                 self.run.emit("check-surface.changed", serde_json::json!({"restored": changed}));
                 let detail = serde_json::json!({"kind": "check-tampered", "reason": reason, "restored": changed});
                 Some((reason, detail))
+            }
+            Rerun::NotRerun(why) => {
+                let reason = format!(
+                    "the suite passes in the agent's tree, but it could not be rerun with the files the run added to the test tree moved aside ({why}): not believed; run again"
+                );
+                self.run.emit("check-surface.changed", serde_json::json!({"not_rerun": why}));
+                Some((reason.clone(), serde_json::json!({"kind": "check-tampered", "reason": reason})))
             }
             Rerun::Tampered { reason, restored, run } => {
                 self.run.emit("check-surface.changed", serde_json::json!({"restored": restored}));

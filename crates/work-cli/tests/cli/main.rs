@@ -22,6 +22,7 @@ mod harness;
 mod help;
 mod history;
 mod implement;
+mod liars_added;
 mod liars_frozen;
 mod liars_implement;
 mod liars_loop;

@@ -26,7 +26,14 @@ impl Runner<'_, '_> {
         let run = self.env.run;
         let exclude = run.state_exclude();
         let criteria = &self.goal.criteria;
-        let frozen_checks = if git.is_repo() { frozen.frozen(&git, root, &exclude) } else { None };
+        let mut frozen_checks = if git.is_repo() { frozen.frozen(&git, root, &exclude) } else { None };
+        // A test a criterion runs by name (one added since the goal froze its checks too) is
+        // the judged test: never moved aside.
+        let commands: Vec<&str> =
+            criteria.iter().flat_map(|c| std::iter::once(c.scenario.as_str()).chain(c.cleanup.as_deref())).collect();
+        if let Some(fz) = frozen_checks.as_mut() {
+            fz.hide.retain(|p| !work_git::surface::named_by(&commands, p));
+        }
         let outcome = match frozen_checks {
             Some(fz) => {
                 fz.rerun(async |dir: &Path| {

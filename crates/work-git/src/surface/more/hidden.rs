@@ -1,0 +1,168 @@
+//! The files a run added to the test tree: what the rerun with the frozen checks restored moves
+//! aside (see `crate::restore`), so that the frozen checks are judged without them.
+//!
+//! A new test module, a new `__init__.py`, a new helper beside the tests can change what a
+//! frozen test runs while no frozen file changed (`lib.add.__code__ = …` in a module the
+//! runner collects, or in a package's `__init__.py`). An honest run's frozen tests pass without
+//! the files it added; the added tests are judged by the agent's own tree as before.
+
+use super::super::{
+    CheckSurface, MAX_FILES, Named, SKIP_DIRS, command_words, is_check_like, is_loaded_on_its_own, is_test_dir,
+    is_test_name, named_path,
+};
+use std::fs;
+use std::path::Path;
+
+impl CheckSurface {
+    /// Records the check commands' named directories walked whole as tests, and the paths they
+    /// name that do not exist yet (a test the work is to write, judged by name: never moved
+    /// aside).
+    pub(super) fn record_named<S: AsRef<str>>(&mut self, root: &Path, commands: &[S], which: Named) {
+        for cmd in commands {
+            for w in command_words(cmd.as_ref()) {
+                let w = w.split("::").next().unwrap_or_default();
+                match named_path(root, w) {
+                    Some(rel) => {
+                        if root.join(&rel).is_dir()
+                            && (which == Named::All || is_check_like(&rel))
+                            && !self.more.test_dirs.contains(&rel)
+                        {
+                            self.more.test_dirs.push(rel);
+                        }
+                    }
+                    None => {
+                        let rel = w.trim_start_matches("./").trim_end_matches('/');
+                        if looks_like_path(rel) && !self.more.unborn.iter().any(|u| u == rel) {
+                            self.more.unborn.push(rel.to_string());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The files under `root` (relative, sorted) that the freeze did not hold and that are in
+    /// the test tree — under a test directory (`tests/`, `__tests__/` …, or one a check command
+    /// walks whole), or named like a test — or that a runner loads on its own (`conftest.py`,
+    /// `sitecustomize.py`, a `.pth` file); a path a check command names is left alone. Symlinks
+    /// are listed, never followed.
+    pub fn added_in_test_tree(&self, root: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut stack = vec![(String::new(), false)];
+        while let Some((dir, in_tests)) = stack.pop() {
+            let Ok(rd) = fs::read_dir(root.join(&dir)) else { continue };
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let child = if dir.is_empty() { name.clone() } else { format!("{dir}/{name}") };
+                let Ok(ft) = e.file_type() else { continue };
+                if ft.is_dir() {
+                    if !SKIP_DIRS.contains(&name.as_str()) {
+                        let tests = in_tests || is_test_dir(&name) || self.more.test_dirs.contains(&child);
+                        stack.push((child, tests));
+                    }
+                } else if (in_tests || is_test_name(&name) || is_loaded_on_its_own(&name))
+                    && !self.files.contains_key(&child)
+                    && !self.names_unborn(&child)
+                {
+                    out.push(child);
+                    if out.len() >= MAX_FILES {
+                        stack.clear();
+                        break;
+                    }
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// True when a check command names `rel` (or a directory holding it) that did not exist
+    /// at the freeze.
+    fn names_unborn(&self, rel: &str) -> bool {
+        self.more.unborn.iter().any(|u| rel == u || rel.strip_prefix(u.as_str()).is_some_and(|r| r.starts_with('/')))
+    }
+}
+
+/// True when one of `commands` names the file `rel` itself (`pytest tests/test_new.py`,
+/// `pytest ./tests/test_new.py::test_x`): a test a check runs by name is the judged test, never
+/// moved aside. (A directory it names may have been there before: what a run added under it is
+/// moved aside — see [`CheckSurface::record_named`] for one that was not.)
+pub fn named_by<S: AsRef<str>>(commands: &[S], rel: &str) -> bool {
+    commands.iter().any(|cmd| {
+        command_words(cmd.as_ref())
+            .iter()
+            .any(|w| w.split("::").next().unwrap_or_default().trim_start_matches("./") == rel)
+    })
+}
+
+/// True when a command word reads as a relative path (a `/` or an extension), not an option,
+/// a URL or a path out of the root.
+fn looks_like_path(w: &str) -> bool {
+    !w.is_empty()
+        && !w.starts_with('-')
+        && !w.starts_with('/')
+        && !w.contains("://")
+        && !w.split('/').any(|s| s == ".." || s == ".")
+        && (w.contains('/') || w.rsplit_once('.').is_some_and(|(stem, ext)| !stem.is_empty() && !ext.is_empty()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::{CheckSurface, Named};
+
+    fn write(root: &std::path::Path, rel: &str, text: &str) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    }
+
+    #[test]
+    fn the_files_a_run_adds_to_the_test_tree_are_listed_and_a_test_the_check_names_is_not() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let root = d.path();
+        write(root, "lib.py", "x = 0\n");
+        write(root, "tests/test_lib.py", "from lib import x\n");
+        write(root, "checks/case_a.py", "assert True\n");
+        let s = CheckSurface::freeze(
+            root,
+            &["python3 -m pytest tests && python3 -m pytest tests/test_new.py::test_x checks"],
+            Named::CheckLike,
+        );
+        assert!(s.added_in_test_tree(root).is_empty());
+        for rel in [
+            "tests/test_zz_helpers.py",
+            "tests/__init__.py",
+            "tests/sub/helper.py",
+            "checks/__init__.py",
+            "app/tests.py",
+            "app/conftest.py",
+            "pkg/thing_tests.py",
+            "src/widget.test.js",
+            "tests/test_new.py",
+            "src/newcode.py",
+            "target/x_test.rs",
+        ] {
+            write(root, rel, "import lib\n");
+        }
+        assert_eq!(
+            s.added_in_test_tree(root),
+            [
+                "app/conftest.py",
+                "app/tests.py",
+                "checks/__init__.py",
+                "pkg/thing_tests.py",
+                "src/widget.test.js",
+                "tests/__init__.py",
+                "tests/sub/helper.py",
+                "tests/test_zz_helpers.py",
+            ],
+            "the code under test, a test the check names and a skipped directory are not listed"
+        );
+        let named = |cmd: &str, rel: &str| super::named_by(&[cmd], rel);
+        assert!(named("python3 -m pytest ./tests/test_new.py::test_x", "tests/test_new.py"));
+        assert!(named("sh -c 'pytest tests/test_a.py -q'", "tests/test_a.py"));
+        assert!(!named("python3 -m pytest tests/unit", "tests/unit/test_zz.py"), "a directory may have been there");
+        assert!(!named("python3 -m pytest tests", "tests/test_zz_helpers.py"), "a directory that was there");
+        assert!(!named("python3 -m pytest tests/test_new.py", "tests/test_new.pyc"));
+    }
+}

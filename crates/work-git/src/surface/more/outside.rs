@@ -1,0 +1,170 @@
+//! Files outside the repository that a check's runner reads: an agent that cannot change a
+//! frozen file can still write one of these.
+//!
+//! - **the repository's parent directories**: pytest looks upwards for its rootdir and ini
+//!   file (`pytest.ini`, `pyproject.toml`, `tox.ini`, `setup.cfg`, `pytest.toml`) and loads the
+//!   `conftest.py` there; npm, cargo and go look upwards too (`package.json`, `.npmrc`,
+//!   `.cargo/config.toml`, `Cargo.toml`, `go.work`);
+//! - **Python's user site** (`$PYTHONUSERBASE` or `~/.local`, `lib/python3.*/site-packages`):
+//!   its `*.pth` files, `usercustomize.py` and `sitecustomize.py` run at every interpreter
+//!   start;
+//! - **the user's package-manager configuration**: `~/.npmrc`, `~/.yarnrc`, `~/.yarnrc.yml`,
+//!   `~/.bunfig.toml`.
+//!
+//! The freeze hashes what is there (a handful of stats and bounded reads, never a tree walk);
+//! a later change, a file created where there was none, or one removed is named
+//! `check-tampered`, by its absolute path.
+
+use super::super::{Role, SurfaceChange, read};
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Files a runner reads in a parent directory of the repository.
+const PARENT_FILES: &[&str] = &[
+    "pytest.ini",
+    ".pytest.ini",
+    "pytest.toml",
+    ".pytest.toml",
+    "pyproject.toml",
+    "tox.ini",
+    "setup.cfg",
+    "conftest.py",
+    "package.json",
+    ".npmrc",
+    ".yarnrc",
+    ".yarnrc.yml",
+    "bunfig.toml",
+    ".cargo/config.toml",
+    ".cargo/config",
+    "Cargo.toml",
+    "go.work",
+];
+
+/// The user's package-manager configuration, under the home directory.
+const HOME_FILES: &[&str] = &[".npmrc", ".yarnrc", ".yarnrc.yml", ".bunfig.toml"];
+
+/// The most parent directories looked at.
+const MAX_DEPTH: usize = 32;
+
+/// The key [`record`] always writes, so that a freeze that looked is told from one that did not.
+const LOOKED: &str = "(looked)";
+
+/// True when a user-site file runs at interpreter start.
+fn is_startup(name: &str) -> bool {
+    name.ends_with(".pth") || name == "usercustomize.py" || name == "sitecustomize.py"
+}
+
+/// The user-site directories: the versions Python 3 has used, and any other `python3.*` there.
+fn user_sites() -> Vec<PathBuf> {
+    let base = std::env::var_os("PYTHONUSERBASE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".local")));
+    let Some(base) = base else { return Vec::new() };
+    let lib = base.join("lib");
+    let mut versions: Vec<String> = (6..=16).map(|m| format!("python3.{m}")).collect();
+    if let Ok(rd) = fs::read_dir(&lib) {
+        versions.extend(
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("python3") && !n.contains('/'))
+                .take(64),
+        );
+    }
+    versions.sort();
+    versions.dedup();
+    versions.into_iter().map(|v| lib.join(v).join("site-packages")).collect()
+}
+
+/// Every file looked at that is there now: absolute path ⇒ digest.
+fn present(root: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut put = |p: PathBuf| {
+        let key = p.display().to_string();
+        if let Some((digest, _)) = read(Path::new("/"), &key, false) {
+            out.insert(key, digest);
+        }
+    };
+    let root = fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    for dir in root.ancestors().skip(1).take(MAX_DEPTH) {
+        for name in PARENT_FILES {
+            put(dir.join(name));
+        }
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        for name in HOME_FILES {
+            put(Path::new(&home).join(name));
+        }
+    }
+    for site in user_sites() {
+        let Ok(rd) = fs::read_dir(&site) else { continue };
+        for e in rd.flatten().take(4096) {
+            if is_startup(&e.file_name().to_string_lossy()) {
+                put(e.path());
+            }
+        }
+    }
+    out
+}
+
+/// What the freeze records: the files [`present`] finds, and the [`LOOKED`] mark.
+pub(super) fn record(root: &Path) -> BTreeMap<String, String> {
+    let mut out = present(root);
+    out.insert(LOOKED.to_string(), String::new());
+    out
+}
+
+/// The changes since `frozen` (a record of [`record`]; an empty one looked at nothing).
+pub(super) fn changes(root: &Path, frozen: &BTreeMap<String, String>) -> Vec<SurfaceChange> {
+    if !frozen.contains_key(LOOKED) {
+        return Vec::new();
+    }
+    let now = present(root);
+    let change = |path: &str, what: &'static str| SurfaceChange {
+        path: path.to_string(),
+        role: Role::Pinned,
+        what: format!("{what} outside the repository (a test runner reads it: it changes what the frozen checks run)")
+            .into(),
+    };
+    let mut out = Vec::new();
+    for (path, digest) in &now {
+        match frozen.get(path) {
+            None => out.push(change(path, "added")),
+            Some(d) if d != digest => out.push(change(path, "changed")),
+            Some(_) => {}
+        }
+    }
+    for path in frozen.keys().filter(|p| *p != LOOKED && !now.contains_key(*p)) {
+        out.push(change(path, "deleted"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn runner_files_in_a_parent_directory_are_named_when_they_change_or_appear() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let root = d.path().join("repo");
+        std::fs::create_dir_all(&root).expect("mkdir");
+        std::fs::write(d.path().join("setup.cfg"), "[metadata]\n").expect("write");
+        let frozen = super::record(&root);
+        assert!(super::changes(&root, &frozen).is_empty());
+        std::fs::write(d.path().join("conftest.py"), "import lib\n").expect("write");
+        std::fs::write(d.path().join("setup.cfg"), "[tool:pytest]\n").expect("write");
+        let named: Vec<String> = super::changes(&root, &frozen).iter().map(ToString::to_string).collect();
+        let parent = std::fs::canonicalize(d.path()).expect("canonical").display().to_string();
+        assert_eq!(
+            named,
+            [
+                format!(
+                    "check file `{parent}/conftest.py` added outside the repository (a test runner reads it: it changes what the frozen checks run)"
+                ),
+                format!(
+                    "check file `{parent}/setup.cfg` changed outside the repository (a test runner reads it: it changes what the frozen checks run)"
+                ),
+            ]
+        );
+        assert!(super::changes(&root, &Default::default()).is_empty(), "a freeze that looked at nothing");
+    }
+}
