@@ -5,7 +5,8 @@
 //! validates the answer against the dispatch's schema itself (never trusting the backend),
 //! retries a malformed answer exactly once with the validation error added to the brief,
 //! and returns a [`DispatchOutcome`]. Every attempt is charged to the run's budget, logged as
-//! events and recorded (request and response) beside the event log.
+//! events and recorded (request and response, a line of the run's `dispatches.jsonl`) beside
+//! the event log.
 //!
 //! Null-handling: a failed or dropped dispatch is an outcome of its own, never an empty answer.
 //!
@@ -25,6 +26,7 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 /// The protocol name written in every request.
 pub const PROTOCOL: &str = "work.dispatch.v1";
@@ -248,13 +250,33 @@ pub fn validate(schema: &Value, doc: &Value) -> Result<(), String> {
 }
 
 /// Compiled validators by schema text: a workflow sends the same few schemas thousands of
-/// times, and compiling one costs more than validating an answer.
+/// times, and compiling one costs more than validating an answer. The last one used is
+/// checked first, without writing the schema out as a key.
 fn compiled(schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
+    type Last = Mutex<Option<(Value, Arc<jsonschema::Validator>)>>;
+    static LAST: OnceLock<Last> = OnceLock::new();
     static CACHE: OnceLock<Mutex<HashMap<String, Arc<jsonschema::Validator>>>> = OnceLock::new();
+    let last = LAST.get_or_init(Default::default);
+    if let Ok(l) = last.lock()
+        && let Some((s, v)) = l.as_ref()
+        && s == schema
+    {
+        return Ok(v.clone());
+    }
+    let v = compiled_by_text(schema, CACHE.get_or_init(Default::default))?;
+    if let Ok(mut l) = last.lock() {
+        *l = Some((schema.clone(), v.clone()));
+    }
+    Ok(v)
+}
+
+fn compiled_by_text(
+    schema: &Value,
+    cache: &std::sync::Mutex<std::collections::HashMap<String, Arc<jsonschema::Validator>>>,
+) -> Result<Arc<jsonschema::Validator>, String> {
     let key = schema.to_string();
-    let cache = CACHE.get_or_init(Default::default);
     if let Some(v) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
         return Ok(v);
     }
@@ -265,6 +287,14 @@ fn compiled(schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
         c.insert(key, v.clone());
     }
     Ok(v)
+}
+
+/// A slot of `gate`, or none when there is no gate (or it is closed, which it never is).
+async fn take_slot(gate: Option<&Semaphore>) -> Option<SemaphorePermit<'_>> {
+    match gate {
+        Some(g) => g.acquire().await.ok(),
+        None => None,
+    }
 }
 
 /// Dispatches to one backend on behalf of one run. Cheap to clone.
@@ -332,6 +362,12 @@ impl Dispatcher {
 
     /// Runs one dispatch: attempt, validate, retry once when malformed.
     pub async fn dispatch(&self, spec: DispatchSpec) -> DispatchOutcome {
+        self.dispatch_gated(spec, None).await
+    }
+
+    /// [`Self::dispatch`], each attempt's agent call holding a slot of `gate` (a wave's cap).
+    async fn dispatch_gated(&self, spec: DispatchSpec, gate: Option<&Semaphore>) -> DispatchOutcome {
+        let slot = take_slot(gate).await;
         let n = self.events.next_dispatch_number();
         let subject = format!("{}/{}", spec.role, spec.label);
         // The id names the record files: no secret inside a file name, whole or altered.
@@ -344,7 +380,7 @@ impl Dispatcher {
             );
             return DispatchOutcome::Failed { dispatch_id, reason: cause };
         }
-        let outcome = self.attempts(spec, dispatch_id).await;
+        let outcome = self.attempts(spec, dispatch_id, gate, slot).await;
         self.note_outcome(&outcome, &subject);
         outcome
     }
@@ -362,11 +398,23 @@ impl Dispatcher {
         }
     }
 
-    /// The attempts of one dispatch: attempt, validate, retry once when malformed.
-    async fn attempts(&self, spec: DispatchSpec, dispatch_id: String) -> DispatchOutcome {
+    /// The attempts of one dispatch: attempt, validate, retry once when malformed. An attempt
+    /// holds a slot of `gate` (`slot`: the first attempt's, taken already) while its agent
+    /// works, and gives it back as soon as the agent answered: the next dispatch of the wave
+    /// starts before this one's answer is validated and recorded.
+    async fn attempts(
+        &self,
+        spec: DispatchSpec,
+        dispatch_id: String,
+        gate: Option<&Semaphore>,
+        mut slot: Option<SemaphorePermit<'_>>,
+    ) -> DispatchOutcome {
         let mut usage = Usage::default();
         let mut last_error = String::new();
         for attempt in 1..=2u32 {
+            if slot.is_none() {
+                slot = take_slot(gate).await;
+            }
             if !self.budget.try_reserve_dispatch() {
                 self.events.emit("dispatch.over_budget", json!({"dispatch_id": dispatch_id, "attempt": attempt}));
                 return DispatchOutcome::OverBudget { dispatch_id };
@@ -403,16 +451,21 @@ impl Dispatcher {
             // while the agent works, and before its answer is used.
             let (result, ()) =
                 tokio::join!(self.agent.invoke(&request, InvokeOptions { timeout: self.timeout }), self.events.sync());
+            if slot.take().is_some() {
+                // The slot is free: let the dispatch waiting for it send its request before
+                // this answer's bookkeeping (a wave's answers arrive together).
+                tokio::task::yield_now().await;
+            }
             let request_json = serde_json::to_value(&request).unwrap_or(Value::Null);
             let (verdict, raw, attempt_usage) = match result {
                 Ok(reply) => {
                     let v = match &spec.schema {
                         Some(schema) => {
-                            let mut doc = reply.document.clone();
+                            let mut doc = reply.document;
                             crate::enum_fold::fold_enum_words(schema, &mut doc);
                             validate(schema, &doc).map(|_| doc)
                         }
-                        None => Ok(reply.document.clone()),
+                        None => Ok(reply.document),
                     };
                     match v {
                         Ok(doc) => (Ok(doc), reply.raw, reply.usage),
@@ -429,17 +482,18 @@ impl Dispatcher {
                 Ok(_) => ("ok", None),
                 Err((k, r)) => (*k, Some(r.clone())),
             };
-            let record_path = self.events.record_dispatch(
+            let record = self.events.record_dispatch(
                 &dispatch_id,
                 attempt,
-                &json!({"request": request_json,
+                json!({"request": request_json,
                         "response": {"outcome": outcome, "reason": reason, "raw": raw, "usage": attempt_usage,
                                      "document": verdict.as_ref().ok()}}),
             );
             self.events.emit(
                 "dispatch.end",
                 json!({"dispatch_id": dispatch_id, "attempt": attempt, "outcome": outcome, "reason": reason,
-                       "usage": attempt_usage, "record": record_path}),
+                       "usage": attempt_usage, "record": record.map(|r| r.file),
+                       "record_line": record.map(|r| r.line)}),
             );
             match verdict {
                 Ok(output) => return DispatchOutcome::Ok { dispatch_id, output, usage, attempts: attempt },
@@ -451,10 +505,12 @@ impl Dispatcher {
         DispatchOutcome::Dropped { dispatch_id, reason: last_error }
     }
 
-    /// Runs `specs` with at most `cap` dispatches in flight; the rest queue and start as
-    /// earlier ones finish (a sliding wave, so one slow agent does not idle the other slots).
-    /// Returns when every dispatch has ended (the caller's barrier), with the outcomes in the
-    /// order of `specs`. The cap applied is logged.
+    /// Runs `specs` with at most `cap` dispatches in flight (agents working); the rest queue
+    /// and start as earlier ones finish (a sliding wave, so one slow agent does not idle the
+    /// other slots). A slot is free once its agent answered: the answer is validated and
+    /// recorded while the next dispatch's agent works. Returns when every dispatch has ended
+    /// (the caller's barrier), with the outcomes in the order of `specs`. The cap applied is
+    /// logged.
     pub async fn dispatch_waves(&self, specs: Vec<DispatchSpec>, cap: usize) -> Vec<DispatchOutcome> {
         let cap = cap.max(1);
         let total = specs.len();
@@ -462,14 +518,17 @@ impl Dispatcher {
         let mut slots: Vec<Option<DispatchOutcome>> = vec![None; total];
         let mut queue = specs.into_iter().enumerate();
         let mut set = tokio::task::JoinSet::new();
+        let gate = Arc::new(Semaphore::new(cap));
         let spawn_next = |set: &mut tokio::task::JoinSet<(usize, DispatchOutcome)>,
                           queue: &mut std::iter::Enumerate<std::vec::IntoIter<DispatchSpec>>| {
             if let Some((i, spec)) = queue.next() {
-                let me = self.clone();
-                set.spawn(async move { (i, me.dispatch(spec).await) });
+                let (me, gate) = (self.clone(), gate.clone());
+                set.spawn(async move { (i, me.dispatch_gated(spec, Some(&gate)).await) });
             }
         };
-        for _ in 0..cap {
+        // Twice the cap spawned: a slot's next dispatch is waiting for it when it frees,
+        // while the dispatch that freed it finishes its bookkeeping.
+        for _ in 0..cap.saturating_mul(2) {
             spawn_next(&mut set, &mut queue);
         }
         while let Some(joined) = set.join_next().await {
