@@ -82,6 +82,28 @@ pub struct DispatchRequest {
     pub context: Value,
 }
 
+impl DispatchRequest {
+    /// The request as its JSON document (what `serde_json::to_value` gives), its strings moved
+    /// rather than copied: what the attempt's record keeps once the agent answered.
+    pub fn into_value(self) -> Value {
+        let mut m = serde_json::Map::new();
+        m.insert("protocol".into(), Value::String(self.protocol));
+        m.insert("run_id".into(), Value::String(self.run_id));
+        m.insert("dispatch_id".into(), Value::String(self.dispatch_id));
+        m.insert("attempt".into(), json!(self.attempt));
+        m.insert("workflow".into(), Value::String(self.workflow));
+        m.insert("role".into(), Value::String(self.role));
+        m.insert("model".into(), Value::String(self.model));
+        m.insert("effort".into(), Value::String(self.effort));
+        m.insert("access".into(), json!(self.access.as_str()));
+        m.insert("cwd".into(), Value::String(self.cwd));
+        m.insert("prompt".into(), Value::String(self.prompt));
+        m.insert("schema".into(), self.schema.unwrap_or(Value::Null));
+        m.insert("context".into(), self.context);
+        Value::Object(m)
+    }
+}
+
 /// A backend's answer: the document to validate, and what it cost.
 #[derive(Debug, Clone)]
 pub struct AgentReply {
@@ -456,7 +478,7 @@ impl Dispatcher {
                 // this answer's bookkeeping (a wave's answers arrive together).
                 tokio::task::yield_now().await;
             }
-            let request_json = serde_json::to_value(&request).unwrap_or(Value::Null);
+            let request_json = request.into_value();
             let (verdict, raw, attempt_usage) = match result {
                 Ok(reply) => {
                     let v = match &spec.schema {
@@ -595,6 +617,29 @@ mod tests {
             context: json!({}),
             label: "x".into(),
         }
+    }
+
+    #[test]
+    fn a_request_moved_into_its_document_is_what_serde_writes() {
+        let r = DispatchRequest {
+            protocol: PROTOCOL.into(),
+            run_id: "r".into(),
+            dispatch_id: "d1".into(),
+            attempt: 2,
+            workflow: "exhaust".into(),
+            role: "finder".into(),
+            model: "m".into(),
+            effort: "high".into(),
+            access: Access::WorkspaceWrite,
+            cwd: "/x".into(),
+            prompt: "p".into(),
+            schema: Some(json!({"type": "object"})),
+            context: json!({"angle": "a"}),
+        };
+        let serde = serde_json::to_value(&r).expect("serialises");
+        assert_eq!(serde.to_string(), r.clone().into_value().to_string(), "the same keys in the same order");
+        let bare = DispatchRequest { schema: None, ..r };
+        assert_eq!(serde_json::to_value(&bare).expect("serialises"), bare.into_value());
     }
 
     #[tokio::test]

@@ -227,6 +227,9 @@ impl EventLog {
 
     /// Replaces a large `v` by a reference to its blob, written once per run.
     fn store_blob(&self, v: &mut Value) {
+        if !at_least(v, BLOB_MIN) {
+            return;
+        }
         let text = v.to_string();
         if text.len() < BLOB_MIN {
             return;
@@ -249,6 +252,30 @@ impl EventLog {
     pub fn redactor(&self) -> &Redactor {
         &self.redactor
     }
+}
+
+/// True when `v` written out may take `min` bytes or more: an upper bound (a string's byte
+/// escaped as `\uXXXX` takes six) that stops at `min` — most request parts are small, and
+/// writing one out only to measure it costs more than the rest of its record.
+fn at_least(v: &Value, min: usize) -> bool {
+    fn size(v: &Value, min: usize, acc: &mut usize) {
+        if *acc >= min {
+            return;
+        }
+        match v {
+            Value::String(s) => *acc += 6 * s.len() + 3,
+            Value::Array(a) => a.iter().for_each(|x| size(x, min, acc)),
+            Value::Object(o) => o.iter().for_each(|(k, x)| {
+                *acc += 6 * k.len() + 4;
+                size(x, min, acc);
+            }),
+            _ => *acc += 24,
+        }
+        *acc += 2;
+    }
+    let mut acc = 0;
+    size(v, min, &mut acc);
+    acc >= min
 }
 
 /// What a run counts in steps.
