@@ -26,7 +26,6 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{Semaphore, SemaphorePermit};
 
 /// The protocol name written in every request.
 pub const PROTOCOL: &str = "work.dispatch.v1";
@@ -311,14 +310,6 @@ fn compiled_by_text(
     Ok(v)
 }
 
-/// A slot of `gate`, or none when there is no gate (or it is closed, which it never is).
-async fn take_slot(gate: Option<&Semaphore>) -> Option<SemaphorePermit<'_>> {
-    match gate {
-        Some(g) => g.acquire().await.ok(),
-        None => None,
-    }
-}
-
 /// Dispatches to one backend on behalf of one run. Cheap to clone.
 #[derive(Clone)]
 pub struct Dispatcher {
@@ -384,12 +375,6 @@ impl Dispatcher {
 
     /// Runs one dispatch: attempt, validate, retry once when malformed.
     pub async fn dispatch(&self, spec: DispatchSpec) -> DispatchOutcome {
-        self.dispatch_gated(spec, None).await
-    }
-
-    /// [`Self::dispatch`], each attempt's agent call holding a slot of `gate` (a wave's cap).
-    async fn dispatch_gated(&self, spec: DispatchSpec, gate: Option<&Semaphore>) -> DispatchOutcome {
-        let slot = take_slot(gate).await;
         let n = self.events.next_dispatch_number();
         let subject = format!("{}/{}", spec.role, spec.label);
         // The id names the record files: no secret inside a file name, whole or altered.
@@ -402,7 +387,7 @@ impl Dispatcher {
             );
             return DispatchOutcome::Failed { dispatch_id, reason: cause };
         }
-        let outcome = self.attempts(spec, dispatch_id, gate, slot).await;
+        let outcome = self.attempts(spec, dispatch_id).await;
         self.note_outcome(&outcome, &subject);
         outcome
     }
@@ -420,23 +405,11 @@ impl Dispatcher {
         }
     }
 
-    /// The attempts of one dispatch: attempt, validate, retry once when malformed. An attempt
-    /// holds a slot of `gate` (`slot`: the first attempt's, taken already) while its agent
-    /// works, and gives it back as soon as the agent answered: the next dispatch of the wave
-    /// starts before this one's answer is validated and recorded.
-    async fn attempts(
-        &self,
-        spec: DispatchSpec,
-        dispatch_id: String,
-        gate: Option<&Semaphore>,
-        mut slot: Option<SemaphorePermit<'_>>,
-    ) -> DispatchOutcome {
+    /// The attempts of one dispatch: attempt, validate, retry once when malformed.
+    async fn attempts(&self, spec: DispatchSpec, dispatch_id: String) -> DispatchOutcome {
         let mut usage = Usage::default();
         let mut last_error = String::new();
         for attempt in 1..=2u32 {
-            if slot.is_none() {
-                slot = take_slot(gate).await;
-            }
             if !self.budget.try_reserve_dispatch() {
                 self.events.emit("dispatch.over_budget", json!({"dispatch_id": dispatch_id, "attempt": attempt}));
                 return DispatchOutcome::OverBudget { dispatch_id };
@@ -473,11 +446,6 @@ impl Dispatcher {
             // while the agent works, and before its answer is used.
             let (result, ()) =
                 tokio::join!(self.agent.invoke(&request, InvokeOptions { timeout: self.timeout }), self.events.sync());
-            if slot.take().is_some() {
-                // The slot is free: let the dispatch waiting for it send its request before
-                // this answer's bookkeeping (a wave's answers arrive together).
-                tokio::task::yield_now().await;
-            }
             let request_json = request.into_value();
             let (verdict, raw, attempt_usage) = match result {
                 Ok(reply) => {
@@ -527,12 +495,10 @@ impl Dispatcher {
         DispatchOutcome::Dropped { dispatch_id, reason: last_error }
     }
 
-    /// Runs `specs` with at most `cap` dispatches in flight (agents working); the rest queue
-    /// and start as earlier ones finish (a sliding wave, so one slow agent does not idle the
-    /// other slots). A slot is free once its agent answered: the answer is validated and
-    /// recorded while the next dispatch's agent works. Returns when every dispatch has ended
-    /// (the caller's barrier), with the outcomes in the order of `specs`. The cap applied is
-    /// logged.
+    /// Runs `specs` with at most `cap` dispatches in flight; the rest queue and start as
+    /// earlier ones finish (a sliding wave, so one slow agent does not idle the other slots).
+    /// Returns when every dispatch has ended (the caller's barrier), with the outcomes in the
+    /// order of `specs`. The cap applied is logged.
     pub async fn dispatch_waves(&self, specs: Vec<DispatchSpec>, cap: usize) -> Vec<DispatchOutcome> {
         let cap = cap.max(1);
         let total = specs.len();
@@ -540,17 +506,14 @@ impl Dispatcher {
         let mut slots: Vec<Option<DispatchOutcome>> = vec![None; total];
         let mut queue = specs.into_iter().enumerate();
         let mut set = tokio::task::JoinSet::new();
-        let gate = Arc::new(Semaphore::new(cap));
         let spawn_next = |set: &mut tokio::task::JoinSet<(usize, DispatchOutcome)>,
                           queue: &mut std::iter::Enumerate<std::vec::IntoIter<DispatchSpec>>| {
             if let Some((i, spec)) = queue.next() {
-                let (me, gate) = (self.clone(), gate.clone());
-                set.spawn(async move { (i, me.dispatch_gated(spec, Some(&gate)).await) });
+                let me = self.clone();
+                set.spawn(async move { (i, me.dispatch(spec).await) });
             }
         };
-        // Twice the cap spawned: a slot's next dispatch is waiting for it when it frees,
-        // while the dispatch that freed it finishes its bookkeeping.
-        for _ in 0..cap.saturating_mul(2) {
+        for _ in 0..cap {
             spawn_next(&mut set, &mut queue);
         }
         while let Some(joined) = set.join_next().await {
