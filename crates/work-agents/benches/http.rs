@@ -12,7 +12,11 @@
 //!   dispatch records in a scratch run directory, schema validation included.
 //!
 //! Each side runs 3 times on a fresh server (median reported) on one multi-threaded runtime;
-//! the server counts the TCP connections it accepted.
+//! the server counts the TCP connections it accepted, and listens with a backlog above the
+//! largest cap (a wave of 256 connects overflows the default 128, and the kernel retries a
+//! dropped SYN a second later). The CPU columns are the process's CPU time per run of each
+//! side (the server's included; 10 ms resolution): on a loaded machine the wall times follow
+//! the CPU a side needs more than its design.
 
 #![allow(clippy::disallowed_macros, reason = "a benchmark prints its figures; it is not the product")]
 #![expect(clippy::unwrap_used, reason = "a benchmark aborts on any setup failure")]
@@ -45,7 +49,12 @@ fn answer() -> Vec<u8> {
 
 /// A loopback keep-alive server; returns its port and its accepted-connection counter.
 async fn server(delay: Duration) -> (u16, Arc<AtomicUsize>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    // A backlog above the largest cap: with the default (128), a wave of 256 connects
+    // overflows the accept queue and the dropped SYNs are retried a second later, which
+    // measures the kernel's retransmit timer, not the client.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(4096).unwrap();
     let port = listener.local_addr().unwrap().port();
     let count = Arc::new(AtomicUsize::new(0));
     let counted = count.clone();
@@ -170,6 +179,21 @@ async fn work(port: u16, n: usize, cap: usize) -> Duration {
     e
 }
 
+/// The CPU time this process used so far (user + system, all threads, the server's
+/// included), in clock ticks; 0 where `/proc` is missing.
+fn cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // utime and stime: the 14th and 15th fields, the 12th and 13th after the command's `)`.
+    let after: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+    let field = |i: usize| after.get(i).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+    field(11) + field(12)
+}
+
+/// Linux's USER_HZ, the unit of [`cpu_ticks`].
+fn clock_ticks_per_sec() -> f64 {
+    100.0
+}
+
 fn median(mut v: Vec<(Duration, usize)>) -> (Duration, usize) {
     v.sort();
     v[v.len() / 2]
@@ -189,25 +213,33 @@ fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     println!("{n} requests, server delay {} ms", delay.as_millis());
     println!(
-        "{:>5} {:>9} {:>9} {:>8} {:>10} {:>10} {:>9}",
-        "cap", "raw ms", "work ms", "work/raw", "raw conns", "work conns", "ideal ms"
+        "{:>5} {:>9} {:>9} {:>8} {:>10} {:>10} {:>9} {:>11} {:>12}",
+        "cap", "raw ms", "work ms", "work/raw", "raw conns", "work conns", "ideal ms", "raw cpu ms", "work cpu ms"
     );
     for cap in caps {
         let mut raws = Vec::new();
         let mut works = Vec::new();
+        let (mut raw_cpu, mut work_cpu) = (0, 0);
         for _ in 0..3 {
             let (port, count) = rt.block_on(server(delay));
+            let c = cpu_ticks();
             raws.push((rt.block_on(raw(port, n, cap)), count.load(Ordering::SeqCst)));
+            raw_cpu += cpu_ticks() - c;
             let (port, count) = rt.block_on(server(delay));
+            let c = cpu_ticks();
             works.push((rt.block_on(work(port, n, cap)), count.load(Ordering::SeqCst)));
+            work_cpu += cpu_ticks() - c;
         }
         let ((r, rc), (w, wc)) = (median(raws), median(works));
         let ideal = n.div_ceil(cap) as f64 * delay.as_secs_f64() * 1000.0;
+        let per_run = |ticks: u64| ticks as f64 * 1000.0 / clock_ticks_per_sec() / 3.0;
         println!(
-            "{cap:>5} {:>9.1} {:>9.1} {:>8.3} {rc:>10} {wc:>10} {ideal:>9.1}",
+            "{cap:>5} {:>9.1} {:>9.1} {:>8.3} {rc:>10} {wc:>10} {ideal:>9.1} {:>11.0} {:>12.0}",
             r.as_secs_f64() * 1000.0,
             w.as_secs_f64() * 1000.0,
-            w.as_secs_f64() / r.as_secs_f64()
+            w.as_secs_f64() / r.as_secs_f64(),
+            per_run(raw_cpu),
+            per_run(work_cpu)
         );
     }
 }

@@ -26,6 +26,7 @@
 use crate::http::{self, Post};
 use async_trait::async_trait;
 use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
 use work_config::AgentDef;
 use work_runtime::budget::Usage;
 use work_runtime::dispatch::{Agent, AgentError, AgentReply, DispatchRequest, InvokeOptions};
@@ -59,7 +60,13 @@ pub struct OpenAiAgent {
     fixed_key: Option<Option<String>>,
     /// The one HTTP client every request of this backend goes through (connections reused).
     client: http::Client,
+    /// The last schema converted to OpenAI's strict form, and its conversion: a workflow
+    /// sends the same schema with every dispatch of a wave.
+    strict_memo: Arc<Mutex<Option<StrictMemo>>>,
 }
+
+/// A schema and its strict form (none: not convertible).
+type StrictMemo = (Value, Option<Value>);
 
 /// True for OpenAI model families that take `reasoning_effort`.
 pub fn is_reasoning_model(model: &str) -> bool {
@@ -126,6 +133,7 @@ impl OpenAiAgent {
             prices: (def.input_usd_per_mtok, def.output_usd_per_mtok),
             fixed_key: None,
             client: http::Client::new(),
+            strict_memo: Arc::default(),
         })
     }
 
@@ -144,6 +152,22 @@ impl OpenAiAgent {
         .filter(|k| !k.trim().is_empty())
     }
 
+    /// `schema` in OpenAI's strict form ([`crate::schema::openai_strict`]), remembered for the
+    /// next dispatch with the same schema.
+    fn strict(&self, schema: &Value) -> Option<Value> {
+        if let Ok(memo) = self.strict_memo.lock()
+            && let Some((seen, strict)) = memo.as_ref()
+            && seen == schema
+        {
+            return strict.clone();
+        }
+        let strict = crate::schema::openai_strict(schema);
+        if let Ok(mut memo) = self.strict_memo.lock() {
+            *memo = Some((schema.clone(), strict.clone()));
+        }
+        strict
+    }
+
     /// The request body for one dispatch.
     pub fn body(&self, request: &DispatchRequest) -> Value {
         let model = crate::concrete_model(&request.model, Some(&self.model)).unwrap_or_else(|| self.model.clone());
@@ -157,7 +181,7 @@ impl OpenAiAgent {
             ],
         });
         let format = match (schema, self.format) {
-            (Some(s), ResponseFormat::JsonSchema) => match crate::schema::openai_strict(s) {
+            (Some(s), ResponseFormat::JsonSchema) => match self.strict(s) {
                 Some(strict) => json!({"type": "json_schema", "json_schema": {
                     "name": "work_result", "schema": strict, "strict": true}}),
                 None => json!({"type": "json_schema", "json_schema": {
@@ -254,15 +278,15 @@ impl Agent for OpenAiAgent {
         if let Some(k) = &key {
             headers.push(("authorization".into(), format!("Bearer {k}")));
         }
+        let body = self.body(request);
+        let strict_sent = body.pointer("/response_format/json_schema/strict") == Some(&Value::Bool(true));
         let post = Post {
             url: http::join(&self.base_url, "chat/completions"),
             headers,
-            body: self.body(request).to_string().into_bytes(),
+            body: body.to_string().into_bytes(),
             secret: key,
             key_var: Some(self.key_var.clone()),
         };
-        let strict_sent = self.format == ResponseFormat::JsonSchema
-            && request.schema.as_ref().is_some_and(|s| crate::schema::openai_strict(s).is_some());
         match http::post(&self.client, post, options.timeout).await {
             Ok(raw) => {
                 let mut reply = self.parse(raw)?;

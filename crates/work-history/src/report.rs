@@ -83,7 +83,7 @@ fn header(h: &mut Html, run: &RunSummary, generated: &str) {
         ("tokens", run.tokens.to_string()),
         ("cost", money(run.cost_usd)),
         ("event log", run.events_path.display().to_string()),
-        ("dispatch records", run.run_dir.join("dispatches").display().to_string()),
+        ("dispatch records", run.run_dir.join(work_runtime::events::RECORDS_FILE).display().to_string()),
     ];
     for (k, v) in rows {
         h.el("dt", k);

@@ -54,7 +54,7 @@ pub struct Attempt {
     pub tokens: u64,
     /// Cost in US dollars.
     pub cost_usd: f64,
-    /// The dispatch record, relative to the run directory.
+    /// Where the dispatch record is: `dispatches.jsonl:<line>`, relative to the run directory.
     pub record: Option<String>,
 }
 
@@ -82,7 +82,7 @@ pub struct Failure {
     pub outcome: String,
     /// The reason.
     pub reason: String,
-    /// The dispatch record, relative to the run directory.
+    /// Where the dispatch record is: `dispatches.jsonl:<line>`, relative to the run directory.
     pub record: Option<String>,
 }
 
@@ -262,7 +262,7 @@ fn on_end(s: &mut RunSummary, e: &Value) {
     a.reason = str_field(e, "reason").map(str::to_string);
     a.tokens = tokens;
     a.cost_usd = cost;
-    a.record = str_field(e, "record").map(str::to_string);
+    a.record = record_of(e);
     let r = s.spent_by_role.entry(a.role.clone()).or_default();
     r.tokens += tokens;
     r.cost_usd += cost;
@@ -294,6 +294,16 @@ fn on_whole_failure(s: &mut RunSummary, e: &Value) {
         },
         record: None,
     });
+}
+
+/// Where a `dispatch.end` says its record is: `dispatches.jsonl:<line>` (a log written before
+/// the records were one file names the attempt's own file).
+fn record_of(e: &Value) -> Option<String> {
+    let file = str_field(e, "record")?;
+    Some(match e.get("record_line").and_then(Value::as_u64) {
+        Some(line) => format!("{file}:{line}"),
+        None => file.to_string(),
+    })
 }
 
 fn file_stem(path: &str) -> Option<String> {
@@ -343,7 +353,7 @@ mod tests {
     const LOG: &str = r#"{"ts":"2026-01-01T00:00:00.000Z","run_id":"r","seq":1,"kind":"run.start","workflow":"exhaust"}
 {"ts":"2026-01-01T00:00:00.001Z","seq":2,"kind":"exhaust.start","journal":"/x/.work/quality-journals/work-exhaust-jobs.json"}
 {"ts":"2026-01-01T00:00:01.000Z","seq":3,"kind":"dispatch.start","dispatch_id":"d0001-finder-a","attempt":1,"role":"finder","model":"m"}
-{"ts":"2026-01-01T00:00:03.000Z","seq":4,"kind":"dispatch.end","dispatch_id":"d0001-finder-a","attempt":1,"outcome":"failed","reason":"exit 3","usage":{"input_tokens":10,"output_tokens":5,"cost_usd":0.25},"record":"dispatches/d0001-finder-a.a1.json"}
+{"ts":"2026-01-01T00:00:03.000Z","seq":4,"kind":"dispatch.end","dispatch_id":"d0001-finder-a","attempt":1,"outcome":"failed","reason":"exit 3","usage":{"input_tokens":10,"output_tokens":5,"cost_usd":0.25},"record":"dispatches.jsonl","record_line":1}
 {"ts":"2026-01-01T00:00:04.000Z","seq":5,"kind":"dispatch.start","dispatch_id":"d0002-finder-b","attempt":1,"role":"finder","model":"m"}
 {"ts":"2026-01-01T00:00:0"#;
 
@@ -360,6 +370,7 @@ mod tests {
         assert_eq!(s.attempts[0].latency_ms, Some(2000));
         let outcomes: Vec<&str> = s.failures.iter().map(|f| f.outcome.as_str()).collect();
         assert_eq!(outcomes, ["failed", "unfinished"]);
+        assert_eq!(s.failures[0].record.as_deref(), Some("dispatches.jsonl:1"), "the record's file and line");
         assert_eq!(s.duration_ms, Some(4000));
     }
 

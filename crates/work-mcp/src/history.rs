@@ -113,7 +113,10 @@ pub fn show(state_dir: &Path, run_id: &str) -> Option<Value> {
         o.insert("failures".into(), json!(t.failures));
         o.insert("last_progress".into(), json!(t.progress.last()));
         o.insert("events".into(), json!(t.events));
-        o.insert("paths".into(), json!({"events": dir.join("events.jsonl"), "dispatches": dir.join("dispatches")}));
+        o.insert(
+            "paths".into(),
+            json!({"events": dir.join("events.jsonl"), "dispatches": dir.join(work_runtime::events::RECORDS_FILE)}),
+        );
     }
     Some(v)
 }

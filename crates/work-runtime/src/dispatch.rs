@@ -5,7 +5,8 @@
 //! validates the answer against the dispatch's schema itself (never trusting the backend),
 //! retries a malformed answer exactly once with the validation error added to the brief,
 //! and returns a [`DispatchOutcome`]. Every attempt is charged to the run's budget, logged as
-//! events and recorded (request and response) beside the event log.
+//! events and recorded (request and response, a line of the run's `dispatches.jsonl`) beside
+//! the event log.
 //!
 //! Null-handling: a failed or dropped dispatch is an outcome of its own, never an empty answer.
 //!
@@ -78,6 +79,28 @@ pub struct DispatchRequest {
     pub schema: Option<Value>,
     /// Workflow data (angle, round, iteration, task id, …).
     pub context: Value,
+}
+
+impl DispatchRequest {
+    /// The request as its JSON document (what `serde_json::to_value` gives), its strings moved
+    /// rather than copied: what the attempt's record keeps once the agent answered.
+    pub fn into_value(self) -> Value {
+        let mut m = serde_json::Map::new();
+        m.insert("protocol".into(), Value::String(self.protocol));
+        m.insert("run_id".into(), Value::String(self.run_id));
+        m.insert("dispatch_id".into(), Value::String(self.dispatch_id));
+        m.insert("attempt".into(), json!(self.attempt));
+        m.insert("workflow".into(), Value::String(self.workflow));
+        m.insert("role".into(), Value::String(self.role));
+        m.insert("model".into(), Value::String(self.model));
+        m.insert("effort".into(), Value::String(self.effort));
+        m.insert("access".into(), json!(self.access.as_str()));
+        m.insert("cwd".into(), Value::String(self.cwd));
+        m.insert("prompt".into(), Value::String(self.prompt));
+        m.insert("schema".into(), self.schema.unwrap_or(Value::Null));
+        m.insert("context".into(), self.context);
+        Value::Object(m)
+    }
 }
 
 /// A backend's answer: the document to validate, and what it cost.
@@ -248,13 +271,33 @@ pub fn validate(schema: &Value, doc: &Value) -> Result<(), String> {
 }
 
 /// Compiled validators by schema text: a workflow sends the same few schemas thousands of
-/// times, and compiling one costs more than validating an answer.
+/// times, and compiling one costs more than validating an answer. The last one used is
+/// checked first, without writing the schema out as a key.
 fn compiled(schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
+    type Last = Mutex<Option<(Value, Arc<jsonschema::Validator>)>>;
+    static LAST: OnceLock<Last> = OnceLock::new();
     static CACHE: OnceLock<Mutex<HashMap<String, Arc<jsonschema::Validator>>>> = OnceLock::new();
+    let last = LAST.get_or_init(Default::default);
+    if let Ok(l) = last.lock()
+        && let Some((s, v)) = l.as_ref()
+        && s == schema
+    {
+        return Ok(v.clone());
+    }
+    let v = compiled_by_text(schema, CACHE.get_or_init(Default::default))?;
+    if let Ok(mut l) = last.lock() {
+        *l = Some((schema.clone(), v.clone()));
+    }
+    Ok(v)
+}
+
+fn compiled_by_text(
+    schema: &Value,
+    cache: &std::sync::Mutex<std::collections::HashMap<String, Arc<jsonschema::Validator>>>,
+) -> Result<Arc<jsonschema::Validator>, String> {
     let key = schema.to_string();
-    let cache = CACHE.get_or_init(Default::default);
     if let Some(v) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
         return Ok(v);
     }
@@ -403,16 +446,16 @@ impl Dispatcher {
             // while the agent works, and before its answer is used.
             let (result, ()) =
                 tokio::join!(self.agent.invoke(&request, InvokeOptions { timeout: self.timeout }), self.events.sync());
-            let request_json = serde_json::to_value(&request).unwrap_or(Value::Null);
+            let request_json = request.into_value();
             let (verdict, raw, attempt_usage) = match result {
                 Ok(reply) => {
                     let v = match &spec.schema {
                         Some(schema) => {
-                            let mut doc = reply.document.clone();
+                            let mut doc = reply.document;
                             crate::enum_fold::fold_enum_words(schema, &mut doc);
                             validate(schema, &doc).map(|_| doc)
                         }
-                        None => Ok(reply.document.clone()),
+                        None => Ok(reply.document),
                     };
                     match v {
                         Ok(doc) => (Ok(doc), reply.raw, reply.usage),
@@ -429,17 +472,18 @@ impl Dispatcher {
                 Ok(_) => ("ok", None),
                 Err((k, r)) => (*k, Some(r.clone())),
             };
-            let record_path = self.events.record_dispatch(
+            let record = self.events.record_dispatch(
                 &dispatch_id,
                 attempt,
-                &json!({"request": request_json,
+                json!({"request": request_json,
                         "response": {"outcome": outcome, "reason": reason, "raw": raw, "usage": attempt_usage,
                                      "document": verdict.as_ref().ok()}}),
             );
             self.events.emit(
                 "dispatch.end",
                 json!({"dispatch_id": dispatch_id, "attempt": attempt, "outcome": outcome, "reason": reason,
-                       "usage": attempt_usage, "record": record_path}),
+                       "usage": attempt_usage, "record": record.map(|r| r.file),
+                       "record_line": record.map(|r| r.line)}),
             );
             match verdict {
                 Ok(output) => return DispatchOutcome::Ok { dispatch_id, output, usage, attempts: attempt },
@@ -536,6 +580,29 @@ mod tests {
             context: json!({}),
             label: "x".into(),
         }
+    }
+
+    #[test]
+    fn a_request_moved_into_its_document_is_what_serde_writes() {
+        let r = DispatchRequest {
+            protocol: PROTOCOL.into(),
+            run_id: "r".into(),
+            dispatch_id: "d1".into(),
+            attempt: 2,
+            workflow: "exhaust".into(),
+            role: "finder".into(),
+            model: "m".into(),
+            effort: "high".into(),
+            access: Access::WorkspaceWrite,
+            cwd: "/x".into(),
+            prompt: "p".into(),
+            schema: Some(json!({"type": "object"})),
+            context: json!({"angle": "a"}),
+        };
+        let serde = serde_json::to_value(&r).expect("serialises");
+        assert_eq!(serde.to_string(), r.clone().into_value().to_string(), "the same keys in the same order");
+        let bare = DispatchRequest { schema: None, ..r };
+        assert_eq!(serde_json::to_value(&bare).expect("serialises"), bare.into_value());
     }
 
     #[tokio::test]

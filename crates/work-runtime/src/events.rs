@@ -1,6 +1,6 @@
 //! The append-only event log of a run: `.work/runs/<run-id>/events.jsonl`, one JSON object a
 //! line, each with `ts`, `run_id`, `seq` and `kind`; and the dispatch records beside it
-//! (`dispatches/<dispatch-id>.a<attempt>.json`, the request and the response of one attempt).
+//! ([`records`]: `dispatches.jsonl`, one line per attempt with its request and response).
 //! A record's large request parts (the `schema`, and each field of the `context`, of
 //! [`BLOB_MIN`] bytes or more: the same schema every finder gets, the `seen` list every finder
 //! of a round gets) are stored once per run under `blobs/<sha256>.json` and named in the
@@ -14,6 +14,8 @@
 //! whose last line a crash cut is read without it ([`read_log`]), and the next append starts
 //! on a fresh line.
 
+pub mod records;
+
 use crate::clock::Clock;
 use crate::redact::Redactor;
 use serde_json::{Map, Value, json};
@@ -21,6 +23,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+
+pub use records::{RECORDS_FILE, RecordAt, find_record, read_records};
 
 /// The event log of one run.
 pub struct EventLog {
@@ -34,8 +38,12 @@ pub struct EventLog {
     redactor: Redactor,
     dispatches: std::sync::atomic::AtomicU64,
     observers: Mutex<Vec<Arc<dyn Observer>>>,
+    /// True once an observer was added (events are typed for observers only).
+    observed: std::sync::atomic::AtomicBool,
     /// Blobs already written in this run.
     blobs: Mutex<std::collections::HashSet<String>>,
+    /// The dispatch records (none for a discarding log).
+    records: Option<records::RecordLog>,
 }
 
 /// The smallest serialised request part stored as a blob.
@@ -50,7 +58,7 @@ impl std::fmt::Debug for EventLog {
 impl EventLog {
     /// Opens (creating) the log in `dir` for `run_id`.
     pub fn open(dir: &Path, run_id: &str, clock: Arc<dyn Clock>, redactor: Redactor) -> io::Result<Self> {
-        std::fs::create_dir_all(dir.join("dispatches"))?;
+        std::fs::create_dir_all(dir)?;
         let path = dir.join("events.jsonl");
         let mut file = OpenOptions::new().create(true).append(true).open(&path)?;
         if ends_torn(&path) {
@@ -68,7 +76,9 @@ impl EventLog {
             redactor,
             dispatches: Default::default(),
             observers: Default::default(),
+            observed: Default::default(),
             blobs: Default::default(),
+            records: Some(records::RecordLog::new(dir)),
         })
     }
 
@@ -84,7 +94,9 @@ impl EventLog {
             redactor: Redactor::default(),
             dispatches: Default::default(),
             observers: Default::default(),
+            observed: Default::default(),
             blobs: Default::default(),
+            records: None,
         }
     }
 
@@ -100,7 +112,8 @@ impl EventLog {
 
     /// Appends one event. `fields` (an object) is merged after `ts`, `run_id`, `seq`, `kind`.
     /// A failure to write the log is reported on stderr once per event, never fatal.
-    pub fn emit(&self, kind: &str, fields: Value) {
+    pub fn emit(&self, kind: &str, mut fields: Value) {
+        self.redactor.redact_json_in_place(&mut fields);
         let Ok(mut guard) = self.inner.lock() else { return };
         guard.0 += 1;
         let mut obj = Map::new();
@@ -108,12 +121,16 @@ impl EventLog {
         obj.insert("run_id".into(), json!(self.run_id));
         obj.insert("seq".into(), json!(guard.0));
         obj.insert("kind".into(), json!(kind));
-        if let Value::Object(m) = self.redactor.redact_json(&fields) {
+        if let Value::Object(m) = fields {
             for (k, v) in m {
                 obj.entry(k).or_insert(v);
             }
         }
-        let observed = Observed::from_event(kind, &obj);
+        let observed = if self.observed.load(std::sync::atomic::Ordering::Acquire) {
+            Observed::from_event(kind, &obj)
+        } else {
+            None
+        };
         if let Some(f) = guard.1.as_mut() {
             let mut line = Value::Object(obj).to_string();
             line.push('\n');
@@ -152,6 +169,7 @@ impl EventLog {
     pub fn observe(&self, observer: Arc<dyn Observer>) {
         if let Ok(mut v) = self.observers.lock() {
             v.push(observer);
+            self.observed.store(true, std::sync::atomic::Ordering::Release);
         }
     }
 
@@ -172,14 +190,12 @@ impl EventLog {
         self.emit("progress.total", json!({"unit": unit.as_str(), "total": total}));
     }
 
-    /// Writes the record of one dispatch attempt beside the log and returns its path
-    /// (relative to the run directory).
-    pub fn record_dispatch(&self, dispatch_id: &str, attempt: u32, record: &Value) -> Option<String> {
-        if self.dir.as_os_str().is_empty() {
-            return None;
-        }
-        let rel = format!("dispatches/{dispatch_id}.a{attempt}.json");
-        let mut value = self.redactor.redact_json(record);
+    /// Appends the record of one dispatch attempt (`record`: its `request` and `response`) to
+    /// the run's records and says where it is.
+    pub fn record_dispatch(&self, dispatch_id: &str, attempt: u32, record: Value) -> Option<RecordAt> {
+        let log = self.records.as_ref()?;
+        let mut value = record;
+        self.redactor.redact_json_in_place(&mut value);
         if let Some(req) = value.get_mut("request") {
             if let Some(v) = req.get_mut("schema") {
                 self.store_blob(v);
@@ -192,12 +208,18 @@ impl EventLog {
                 None => {}
             }
         }
-        // An audit record, not resume state: written whole (temp + rename) but not fsynced,
-        // which would dominate the cost of a short dispatch.
-        match crate::fsx::write_json_unsynced(&self.dir.join(&rel), &value) {
-            Ok(()) => Some(rel),
+        let mut line = Map::new();
+        line.insert("dispatch_id".into(), json!(self.redactor.redact_name(dispatch_id)));
+        line.insert("attempt".into(), json!(attempt));
+        if let Value::Object(parts) = value {
+            line.extend(parts);
+        }
+        // An audit record, not resume state: appended whole but not synced, which would
+        // dominate the cost of a short dispatch.
+        match log.append(Value::Object(line).to_string().into_bytes()) {
+            Ok(at) => Some(at),
             Err(e) => {
-                eprintln!("warning: failed to write dispatch record {rel}: {e}");
+                eprintln!("warning: failed to append the record of {dispatch_id} attempt {attempt}: {e}");
                 None
             }
         }
@@ -205,6 +227,9 @@ impl EventLog {
 
     /// Replaces a large `v` by a reference to its blob, written once per run.
     fn store_blob(&self, v: &mut Value) {
+        if !at_least(v, BLOB_MIN) {
+            return;
+        }
         let text = v.to_string();
         if text.len() < BLOB_MIN {
             return;
@@ -227,6 +252,30 @@ impl EventLog {
     pub fn redactor(&self) -> &Redactor {
         &self.redactor
     }
+}
+
+/// True when `v` written out may take `min` bytes or more: an upper bound (a string's byte
+/// escaped as `\uXXXX` takes six) that stops at `min` — most request parts are small, and
+/// writing one out only to measure it costs more than the rest of its record.
+fn at_least(v: &Value, min: usize) -> bool {
+    fn size(v: &Value, min: usize, acc: &mut usize) {
+        if *acc >= min {
+            return;
+        }
+        match v {
+            Value::String(s) => *acc += 6 * s.len() + 3,
+            Value::Array(a) => a.iter().for_each(|x| size(x, min, acc)),
+            Value::Object(o) => o.iter().for_each(|(k, x)| {
+                *acc += 6 * k.len() + 4;
+                size(x, min, acc);
+            }),
+            _ => *acc += 24,
+        }
+        *acc += 2;
+    }
+    let mut acc = 0;
+    size(v, min, &mut acc);
+    acc >= min
 }
 
 /// What a run counts in steps.
@@ -631,16 +680,48 @@ mod tests {
             let rec = json!({"request": {"prompt": format!("angle {angle}"), "schema": schema,
                                          "context": {"angle": angle, "seen": seen}},
                              "response": {"outcome": "ok"}});
-            let rel = l.record_dispatch(id, 1, &rec).expect("recorded");
-            let stored: Value =
-                serde_json::from_slice(&std::fs::read(dir.path().join(&rel)).expect("read")).expect("json");
+            let at = l.record_dispatch(id, 1, rec.clone()).expect("recorded");
+            let text = std::fs::read_to_string(dir.path().join(at.file)).expect("read");
+            let line = text.lines().nth(usize::try_from(at.line).expect("line") - 1).expect("the line it names");
+            let stored: Value = serde_json::from_str(line).expect("json");
             let is_blob = |v: &Value| v["blob"].as_str().is_some_and(|b| b.starts_with("blobs/"));
             assert!(is_blob(&stored["request"]["schema"]), "{stored}");
             assert!(is_blob(&stored["request"]["context"]["seen"]), "{stored}");
             assert_eq!(stored["request"]["context"]["angle"], angle, "a small part stays inline");
-            assert_eq!(resolve_record(dir.path(), &stored), rec);
+            let mut whole = rec.clone();
+            whole["dispatch_id"] = json!(id);
+            whole["attempt"] = json!(1);
+            assert_eq!(resolve_record(dir.path(), &stored), whole);
+            assert_eq!(find_record(dir.path(), id, 1).expect("read"), Some(whole));
         }
         let blobs = std::fs::read_dir(dir.path().join("blobs")).expect("blobs").count();
         assert_eq!(blobs, 2, "the schema and the seen list both dispatches sent are stored once each");
+    }
+
+    #[test]
+    fn records_are_one_line_each_and_a_torn_tail_is_dropped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rec = |n: u64| json!({"request": {"prompt": format!("p{n}")}, "response": {"outcome": "ok"}});
+        let l = log(dir.path());
+        let at = l.record_dispatch("d1", 1, rec(1)).expect("recorded");
+        assert_eq!(at, RecordAt { file: RECORDS_FILE, line: 1 });
+        assert_eq!(l.record_dispatch("d1", 2, rec(2)).expect("recorded").line, 2);
+        drop(l);
+        let path = dir.path().join(RECORDS_FILE);
+        let mut f = OpenOptions::new().append(true).open(&path).expect("open");
+        f.write_all(br#"{"dispatch_id": "d2", "attempt": 1, "requ"#).expect("tear");
+        drop(f);
+        assert_eq!(read_records(dir.path()).expect("read").len(), 2, "the torn line is dropped");
+        let l = log(dir.path());
+        let at = l.record_dispatch("d3", 1, rec(3)).expect("recorded");
+        assert_eq!(at.line, 4, "the torn line keeps its number, the next record starts a line of its own");
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(text.lines().nth(3).is_some_and(|l| l.contains(r#""dispatch_id":"d3""#)), "{text}");
+        let ids: Vec<Value> =
+            read_records(dir.path()).expect("read").iter().map(|r| r["dispatch_id"].clone()).collect();
+        assert_eq!(ids, vec![json!("d1"), json!("d1"), json!("d3")]);
+        assert_eq!(find_record(dir.path(), "d1", 2).expect("read").expect("found")["request"]["prompt"], "p2");
+        assert_eq!(find_record(dir.path(), "d2", 1).expect("read"), None, "a torn record is not found");
+        assert!(read_records(&dir.path().join("none")).expect("missing").is_empty());
     }
 }

@@ -172,6 +172,31 @@ impl Redactor {
         self.replace(name, REDACTED_NAME)
     }
 
+    /// Redacts every string of `value` (keys and values) where it is: only a string that
+    /// holds a secret is replaced, nothing is copied.
+    pub fn redact_json_in_place(&self, value: &mut serde_json::Value) {
+        use serde_json::Value;
+        if self.secrets.is_empty() {
+            return;
+        }
+        match value {
+            Value::String(s) => {
+                if let Cow::Owned(r) = self.redact(s) {
+                    *s = r;
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(|v| self.redact_json_in_place(v)),
+            Value::Object(o) => {
+                if o.keys().any(|k| matches!(self.redact(k), Cow::Owned(_))) {
+                    let old = std::mem::take(o);
+                    *o = old.into_iter().map(|(k, v)| (self.redact(&k).into_owned(), v)).collect();
+                }
+                o.values_mut().for_each(|v| self.redact_json_in_place(v));
+            }
+            _ => {}
+        }
+    }
+
     /// A JSON value with every string (keys and values) redacted.
     pub fn redact_json(&self, value: &serde_json::Value) -> serde_json::Value {
         use serde_json::Value;
@@ -199,8 +224,12 @@ mod tests {
         r.add("sk-canary-123456");
         r.add("abc"); // too short, ignored
         assert_eq!(r.redact("key=sk-canary-123456!"), "key=[REDACTED]!");
-        let v = serde_json::json!({"a": ["x sk-canary-123456"], "abc": 1});
-        assert_eq!(r.redact_json(&v), serde_json::json!({"a": ["x [REDACTED]"], "abc": 1}));
+        let v = serde_json::json!({"a": ["x sk-canary-123456"], "abc": 1, "sk-canary-123456": "k"});
+        let want = serde_json::json!({"a": ["x [REDACTED]"], "abc": 1, "[REDACTED]": "k"});
+        assert_eq!(r.redact_json(&v), want);
+        let mut w = v.clone();
+        r.redact_json_in_place(&mut w);
+        assert_eq!(w, want, "in place as in a copy");
         assert!(is_secret_var("OPENAI_API_KEY"));
         assert!(is_secret_var("GITHUB_TOKEN"));
         assert!(is_secret_var("AWS_SECRET_ACCESS_KEY"));

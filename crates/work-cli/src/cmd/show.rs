@@ -145,7 +145,7 @@ fn render(s: &RunSummary, d: &Detail) -> String {
         more(&mut o, s.failures.len());
     }
     o.push(format!("Event log: {}", s.events_path.display()));
-    o.push(format!("Dispatch records: {}", s.run_dir.join("dispatches").display()));
+    o.push(format!("Dispatch records: {}", s.run_dir.join(work_runtime::events::RECORDS_FILE).display()));
     o.push(format!("Next: work report {}", s.run_id));
     o.join("\n")
 }

@@ -213,9 +213,7 @@ fn all_logs(s: &Scenario) -> String {
     let runs = s.path(".work/runs");
     for run in std::fs::read_dir(&runs).expect("runs dir").flatten() {
         out.push_str(&std::fs::read_to_string(run.path().join("events.jsonl")).unwrap_or_default());
-        for rec in std::fs::read_dir(run.path().join("dispatches")).into_iter().flatten().flatten() {
-            out.push_str(&std::fs::read_to_string(rec.path()).unwrap_or_default());
-        }
+        out.push_str(&std::fs::read_to_string(run.path().join("dispatches.jsonl")).unwrap_or_default());
     }
     out
 }

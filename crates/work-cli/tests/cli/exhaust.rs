@@ -152,10 +152,7 @@ fn malformed_once_is_retried_with_the_error_and_accepted() {
     assert_eq!(rounds(&master)[0]["failedFinders"], 0);
     // The retry carried the validation error in its brief, as attempt 2.
     let runs = std::fs::read_dir(s.path(".work/runs")).expect("runs").next().expect("a run").expect("entry").path();
-    let rec: Value = serde_json::from_str(
-        &std::fs::read_to_string(runs.join("dispatches/d0001-finder-a.a2.json")).expect("attempt 2 record"),
-    )
-    .expect("json");
+    let rec = work_runtime::events::find_record(&runs, "d0001-finder-a", 2).expect("read").expect("attempt 2 record");
     assert_eq!(rec["request"]["attempt"], 2);
     assert!(rec["request"]["prompt"].as_str().is_some_and(|p| p.contains("REJECTED")), "{rec}");
 }

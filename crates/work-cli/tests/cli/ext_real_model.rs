@@ -42,9 +42,9 @@ fn valid_finder_documents(s: &Scenario, events: &[Value]) -> Vec<Value> {
         .filter(|e| e["kind"] == "dispatch.end" && e["outcome"] == "ok")
         .filter_map(|e| {
             let run = e["run_id"].as_str()?;
-            let record = e["record"].as_str()?;
-            let text = std::fs::read_to_string(runs.join(run).join(record)).ok()?;
-            let rec: Value = serde_json::from_str(&text).ok()?;
+            let rec =
+                work_runtime::events::find_record(&runs.join(run), e["dispatch_id"].as_str()?, e["attempt"].as_u64()?)
+                    .ok()??;
             (rec["request"]["role"] == "finder").then(|| rec["response"]["document"].clone())
         })
         .collect()
