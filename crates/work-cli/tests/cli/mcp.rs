@@ -280,15 +280,16 @@ fn a_cancelled_call_stops_the_agents_and_the_same_call_resumes() {
         v["params"]["progressToken"] == "c1"
             && v["params"]["message"].as_str().is_some_and(|l| l.starts_with("Round 1"))
     });
+    // The finder creates the file, then writes its pid: wait for a whole pid, not the file.
     let hanging = s.path(".agent-state/hanging");
+    let read_pid = || std::fs::read_to_string(&hanging).ok().and_then(|t| t.trim().parse::<i32>().ok());
     for _ in 0..1200 {
-        if hanging.exists() {
+        if read_pid().is_some() {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    let pid: i32 =
-        std::fs::read_to_string(&hanging).expect("the finder of round 2 started").trim().parse().expect("pid");
+    let pid: i32 = read_pid().expect("the finder of round 2 started and wrote its pid");
     m.send(
         &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": "user"}}),
     );
