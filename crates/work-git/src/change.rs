@@ -89,9 +89,10 @@ impl Git {
             &head,
             &tree,
         ];
-        let mut spec = ProcessSpec::new("git", args.iter().map(|s| s.to_string()).collect(), self.root())
-            .with_env("GIT_TERMINAL_PROMPT", "0")
-            .with_env("LC_ALL", "C");
+        let mut spec = ProcessSpec::new("git", args.iter().map(|s| s.to_string()).collect(), self.root());
+        for (k, v) in crate::GIT_ENV {
+            spec = spec.with_env(k, v);
+        }
         spec.output_cap = MAX_PATCH_BYTES + 1;
         let out = Spawner.run_blocking(&spec).map_err(|e| GitError::Spawn(e.to_string()))?;
         if !out.success() {
@@ -129,10 +130,11 @@ impl Scratch {
         let s = Scratch { repo: repo.clone(), dir: dir.to_path_buf(), head: head.clone(), tree: change.tree.clone() };
         if !change.patch.is_empty() {
             let args = ["apply", "--binary", "--whitespace=nowarn", "-"];
-            let spec = ProcessSpec::new("git", args.iter().map(|s| s.to_string()).collect(), dir)
-                .with_env("GIT_TERMINAL_PROMPT", "0")
-                .with_env("LC_ALL", "C")
+            let mut spec = ProcessSpec::new("git", args.iter().map(|s| s.to_string()).collect(), dir)
                 .with_stdin(change.patch.as_bytes().to_vec());
+            for (k, v) in crate::GIT_ENV {
+                spec = spec.with_env(k, v);
+            }
             let out = Spawner.run_blocking(&spec).map_err(|e| GitError::Spawn(e.to_string()))?;
             if !out.success() {
                 let why = out.stderr_text().lines().take(3).collect::<Vec<_>>().join("; ");

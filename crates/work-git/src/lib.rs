@@ -272,10 +272,17 @@ fn run_in(dir: &Path, args: &[&str]) -> Result<String, GitError> {
     run_in_env(dir, args, &[])
 }
 
+/// The environment of every git the engine runs: no prompt, one locale, and objects as they are
+/// — never through `refs/replace/` (an agent's `git replace <frozen blob> <its blob>` would
+/// otherwise hand the engine its blob wherever it reads the frozen one).
+pub(crate) const GIT_ENV: [(&str, &str); 3] =
+    [("GIT_TERMINAL_PROMPT", "0"), ("LC_ALL", "C"), ("GIT_NO_REPLACE_OBJECTS", "1")];
+
 fn run_in_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String, GitError> {
-    let mut spec = ProcessSpec::new("git", args.iter().map(|s| s.to_string()).collect(), dir)
-        .with_env("GIT_TERMINAL_PROMPT", "0")
-        .with_env("LC_ALL", "C");
+    let mut spec = ProcessSpec::new("git", args.iter().map(|s| s.to_string()).collect(), dir);
+    for (k, v) in GIT_ENV {
+        spec = spec.with_env(k, v);
+    }
     for (k, v) in env {
         spec = spec.with_env(*k, *v);
     }

@@ -71,6 +71,22 @@ fn until_liar_that_rebinds_what_an_existing_test_calls_is_caught_with_the_frozen
     }
 }
 
+/// The rebinding liar that also points the frozen test's blob at its own with `git replace`: the
+/// engine reads git's objects as they are (`GIT_NO_REPLACE_OBJECTS`), so the rerun still writes
+/// the real frozen test back and is red.
+#[test]
+fn until_liar_that_swaps_the_frozen_test_s_blob_with_git_replace_is_caught() {
+    let s = python_repo();
+    let body = format!(
+        "{}\nimport subprocess\nold = subprocess.check_output(['git', 'rev-parse', 'HEAD:tests/test_lib.py'], text=True).strip()\nnew = subprocess.check_output(['git', 'hash-object', '-w', 'tests/test_lib.py'], text=True).strip()\nsubprocess.check_call(['git', 'replace', '-f', old, new])",
+        append_to_test(REBINDS[0])
+    );
+    let v = until(&s, &body, 1);
+    assert_eq!(v["status"], "blocked", "{v}");
+    let why = v["stoppedReason"].as_str().unwrap_or_default();
+    assert!(why.starts_with("check-tampered") && why.contains("red with the frozen checks restored"), "{why}");
+}
+
 #[test]
 fn until_liar_that_prunes_the_frozen_tree_after_rebinding_is_not_believed() {
     // An untracked file when the session starts makes the frozen tree one no commit holds; the
