@@ -42,9 +42,9 @@ pub const LOG_NAME: &str = "state-digests.jsonl";
 #[derive(Default)]
 struct Registry {
     state_dir: PathBuf,
-    /// Per relative path: the last two recorded digests (older first), and the 1-based line of
-    /// the log that recorded the last one.
-    index: HashMap<String, (Option<String>, String, usize)>,
+    /// Per relative path: the last two recorded digests (older first), the 1-based line of the
+    /// log that recorded the last one, and whether that write created the file.
+    index: HashMap<String, (Option<String>, String, usize, bool)>,
     head: String,
     lines: usize,
     /// Bytes of the log read so far (complete lines only), and the inode they were read from
@@ -140,18 +140,20 @@ impl Registry {
             self.broken = Some(self.lines);
         }
         self.head = super::sha256_hex(line);
+        let created = v.get("created").and_then(serde_json::Value::as_bool).unwrap_or(false);
         match v.get("sha256").and_then(|s| s.as_str()) {
-            Some(sha) => self.note(path, sha),
+            Some(sha) => self.note(path, sha, created),
             None => {
                 self.index.remove(path);
             }
         }
     }
 
-    /// Notes `sha` as `rel`'s last digest, recorded by line `self.lines`.
-    fn note(&mut self, rel: &str, sha: &str) {
-        let prev = self.index.remove(rel).map(|(_, last, _)| last);
-        self.index.insert(rel.to_string(), (prev, sha.to_string(), self.lines));
+    /// Notes `sha` as `rel`'s last digest, recorded by line `self.lines` (a write that
+    /// `created` the file, or not).
+    fn note(&mut self, rel: &str, sha: &str, created: bool) {
+        let prev = self.index.remove(rel).map(|(_, last, _, _)| last);
+        self.index.insert(rel.to_string(), (prev, sha.to_string(), self.lines, created));
     }
 
     /// Rewrites the log with the last two digests of each file (a fresh chain). Never on a
@@ -166,7 +168,7 @@ impl Registry {
         paths.sort();
         let mut at = BTreeMap::new();
         for p in paths {
-            let Some((prev, last, _)) = self.index.get(&p) else { continue };
+            let Some((prev, last, _, _)) = self.index.get(&p) else { continue };
             for sha in prev.iter().chain([last]) {
                 let line = serde_json::json!({"path": p, "sha256": sha, "chain": head}).to_string();
                 head = super::sha256_hex(line.as_bytes());
@@ -191,12 +193,16 @@ impl Registry {
 
     /// Appends one line (synced) under the log's lock, after reading what other processes
     /// appended, and updates the index.
-    fn record(&mut self, rel: &str, sha: Option<&str>) -> io::Result<()> {
+    fn record(&mut self, rel: &str, sha: Option<&str>, created: bool) -> io::Result<()> {
         fs::create_dir_all(&self.state_dir)?;
         let _lock = self.lock()?;
         self.sync();
         self.compact();
-        let line = serde_json::json!({"path": rel, "sha256": sha, "chain": self.head}).to_string();
+        let mut line = serde_json::json!({"path": rel, "sha256": sha, "chain": self.head});
+        if created && sha.is_some() {
+            line["created"] = true.into();
+        }
+        let line = line.to_string();
         let mut f = fs::OpenOptions::new().create(true).read(true).append(true).open(self.log_path())?;
         let end = f.seek(SeekFrom::End(0))?;
         // A torn last line (a crash mid-append) gets its newline, so this line stands alone.
@@ -214,7 +220,7 @@ impl Registry {
         self.lines += 1;
         match sha {
             Some(s) => {
-                self.note(rel, s);
+                self.note(rel, s, created);
                 self.written.insert(rel.to_string(), s.to_string());
             }
             None => {
@@ -257,7 +263,8 @@ pub(crate) fn before_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
     with(|r| {
         let Some(rel) = r.rel(path) else { return Ok(()) };
         r.running.remove(path);
-        r.record(&rel, Some(&super::sha256_hex(bytes)))
+        let created = fs::symlink_metadata(path).is_err();
+        r.record(&rel, Some(&super::sha256_hex(bytes)), created)
     })
     .unwrap_or(Ok(()))
 }
@@ -280,7 +287,8 @@ pub(crate) fn before_append(path: &Path, bytes: &[u8]) -> io::Result<()> {
         hasher.update(bytes);
         let sha = hex::encode(hasher.clone().finalize());
         r.running.insert(path.to_path_buf(), (len + bytes.len() as u64, hasher));
-        r.record(&rel, Some(&sha))
+        let created = fs::symlink_metadata(path).is_err();
+        r.record(&rel, Some(&sha), created)
     })
     .unwrap_or(Ok(()))
 }
@@ -295,11 +303,13 @@ pub(crate) fn before_move_dir(from: &Path, to: &Path) -> io::Result<()> {
         let mut moved: Vec<(String, String)> = r
             .index
             .iter()
-            .filter_map(|(p, (_, last, _))| p.strip_prefix(&prefix).map(|rest| (format!("{to}/{rest}"), last.clone())))
+            .filter_map(|(p, (_, last, _, _))| {
+                p.strip_prefix(&prefix).map(|rest| (format!("{to}/{rest}"), last.clone()))
+            })
             .collect();
         moved.sort();
         for (p, sha) in moved {
-            r.record(&p, Some(&sha))?;
+            r.record(&p, Some(&sha), false)?;
         }
         Ok(())
     })
@@ -311,7 +321,7 @@ pub(crate) fn before_remove(path: &Path) -> io::Result<()> {
     with(|r| {
         let Some(rel) = r.rel(path) else { return Ok(()) };
         r.running.remove(path);
-        r.record(&rel, None)
+        r.record(&rel, None, false)
     })
     .unwrap_or(Ok(()))
 }
@@ -328,7 +338,7 @@ pub(crate) fn check(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let verdict = with(|r| {
         let rel = r.rel(path)?;
         r.sync();
-        let (prev, last, _) = r.index.get(&rel)?;
+        let (prev, last, _, _) = r.index.get(&rel)?;
         let name = file_name(path);
         if let Some(msg) = r.broken_msg(&name) {
             return Some(msg);
@@ -353,12 +363,13 @@ pub(crate) fn check_missing(path: &Path) -> io::Result<()> {
     let verdict = with(|r| {
         let rel = r.rel(path)?;
         r.sync();
-        let (_, last, at) = r.index.get(&rel)?;
+        let (_, last, at, created) = r.index.get(&rel)?;
         let name = file_name(path);
-        // A file whose line is the log's last: `work` may have died between the line and the
-        // write (after dying the same way before, it never existed). Once anything was recorded
-        // after it, the write had finished (a line is appended after the previous write synced).
-        if *at == r.lines && r.broken.is_none() {
+        // A write that was to create the file, recorded by the log's last line: `work` may have
+        // died between the line and the write, so the file never existed. Once anything was
+        // recorded after it, the write had finished (a line is appended after the previous write
+        // synced); a file that existed before its last write keeps its old content on a crash.
+        if *created && *at == r.lines && r.broken.is_none() {
             return None;
         }
         Some(r.broken_msg(&name).unwrap_or_else(|| {
@@ -417,7 +428,7 @@ mod tests {
         super::super::write_atomic(&outside, b"{}").expect("write");
         assert!(fs::read_to_string(state.join(LOG_NAME)).expect("log").contains("\"../spec/loop-run.json\""));
         fs::remove_file(&outside).expect("rm");
-        // Its line is the log's last: work may have died before the write.
+        // Its creation is the log's last line: work may have died before the write.
         assert_eq!(super::super::read_kept(&outside).expect("a first write cut short"), None);
         // Once a later line shows the write had finished, a removal is refused.
         super::super::write_atomic(&state.join("other.json"), b"{}").expect("write");
