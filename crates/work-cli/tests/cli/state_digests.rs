@@ -287,6 +287,21 @@ fn an_implement_progress_record_removed_after_work_exited_is_refused() {
     assert_eq!(s.read(".agent-state/calls"), calls, "nothing was dispatched");
 }
 
+/// The liar: the implementer commits (a weakened test, say) and kills `work`; rerunning the
+/// same command must not start the iteration afresh with its checks frozen from that commit.
+#[test]
+fn an_implement_iteration_whose_head_moved_while_work_was_dead_is_refused() {
+    let (s, args) = implement_killed_in_task_2();
+    let calls = s.read(".agent-state/calls");
+    s.commit("the implementer's commit");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = s.run(&args);
+    assert_eq!(code, 2, "stdout: {out}\nstderr: {err}");
+    assert_one_line_error(&err);
+    assert!(err.contains("it started at HEAD") && err.contains("another --iter-id"), "{err}");
+    assert_eq!(s.read(".agent-state/calls"), calls, "nothing was dispatched");
+}
+
 #[test]
 fn an_untouched_implement_progress_record_resumes() {
     let (s, args) = implement_killed_in_task_2();
