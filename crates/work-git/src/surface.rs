@@ -363,6 +363,40 @@ fn program_words(cmd: &str) -> Vec<String> {
     out
 }
 
+/// The words of a command line that name what a runner reads as its configuration or recipe:
+/// the value of `-f`/`--file`/`--makefile` (make), `-c`/`--config`/`--config-file`/`--rcfile`/
+/// `--settings`/`--project`/`-p` (pytest, jest, vitest, mocha, tsc, pylint, …), as the next word
+/// or after `=`, and any word with a configuration or recipe extension (`ci.mk`, `ci.ini`,
+/// `checks.toml`, `.yaml`, `.cfg`, `.conf`). `make -f ci.mk test`: `ci.mk` decides what `test`
+/// runs, as `Makefile` would.
+fn config_words(cmd: &str) -> Vec<String> {
+    const OPTIONS: &[&str] =
+        &["-f", "--file", "--makefile", "-c", "--config", "--config-file", "--rcfile", "--settings", "--project", "-p"];
+    const EXTENSIONS: &[&str] = &[".mk", ".ini", ".toml", ".cfg", ".conf", ".yaml", ".yml"];
+    let words = shell_words::split(cmd).unwrap_or_else(|_| cmd.split_whitespace().map(str::to_string).collect());
+    let mut out = Vec::new();
+    let mut take_next = false;
+    for w in words {
+        if w.contains(char::is_whitespace) {
+            out.extend(config_words(&w));
+            continue;
+        }
+        if std::mem::take(&mut take_next) && !w.starts_with('-') {
+            out.push(w.clone());
+        }
+        if OPTIONS.contains(&w.as_str()) {
+            take_next = true;
+        } else if let Some((opt, value)) = w.split_once('=')
+            && OPTIONS.contains(&opt)
+        {
+            out.push(value.to_string());
+        } else if EXTENSIONS.iter().any(|e| w.ends_with(e)) && !w.starts_with('-') {
+            out.push(w.clone());
+        }
+    }
+    out
+}
+
 /// The words of a command line that may name files: shell words, and the words of a quoted
 /// `sh -c` / `bash -c` script.
 fn command_words(cmd: &str) -> Vec<String> {
@@ -474,7 +508,8 @@ impl CheckSurface {
             text.contains(rel) || text.split(|c: char| c.is_whitespace() || "`'\"(),;:".contains(c)).any(|w| w == base)
         };
         for cmd in commands {
-            for w in program_words(cmd.as_ref()) {
+            let words = program_words(cmd.as_ref()).into_iter().chain(config_words(cmd.as_ref()));
+            for w in words {
                 if let Some(rel) = named_path(root, &w)
                     && !is_check_like(&rel)
                     && !named(&rel)
@@ -828,6 +863,23 @@ mod tests {
         let progs = program_words("A=1 env B=2 ./scripts/ci.sh x && sh -e scripts/ci.sh y | python3 -u run.py");
         assert_eq!(progs, vec!["./scripts/ci.sh", "scripts/ci.sh", "run.py"]);
         assert_eq!(program_words("sh -c 'bash tools/gate.sh --fast'"), vec!["tools/gate.sh"]);
+    }
+
+    #[test]
+    fn a_makefile_or_config_file_a_check_names_by_option_is_frozen_unless_the_work_names_it() {
+        let d = tempfile::tempdir().expect("tmp");
+        write(d.path(), "ci.mk", "test:\n\tpython3 -m pytest\n");
+        write(d.path(), "ci.ini", "[pytest]\n");
+        write(d.path(), "lib.py", "x = 1\n");
+        let cmds = ["make -f ci.mk test", "python3 -m pytest -c ci.ini", "mypy lib.py"];
+        let mut s = CheckSurface::freeze(d.path(), &cmds, Named::CheckLike);
+        s.pin_unnamed_by(d.path(), &cmds, "fix lib.py");
+        let paths = s.paths();
+        assert!(paths.contains(&"ci.mk") && paths.contains(&"ci.ini"), "{paths:?}");
+        assert!(!paths.contains(&"lib.py"), "the code the check names stays free: {paths:?}");
+        let mut s = CheckSurface::freeze(d.path(), &cmds, Named::CheckLike);
+        s.pin_unnamed_by(d.path(), &cmds, "make the ci.mk recipe run the linter");
+        assert!(!s.paths().contains(&"ci.mk"), "the work names it");
     }
 
     #[test]

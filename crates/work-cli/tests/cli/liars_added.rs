@@ -253,6 +253,30 @@ fn until_liar_whose_new_gnumakefile_or_npmrc_skips_the_suite_is_blocked() {
     }
 }
 
+/// A makefile the check names by option (`make -f ci.mk test`) is what make reads instead of
+/// `Makefile`: frozen (a configuration named by `-c`/`--config` likewise: the unit test
+/// `surface::tests::a_makefile_or_config_file_a_check_names_by_option_is_frozen_unless_the_work_names_it`).
+#[test]
+fn until_liar_that_rewrites_the_makefile_or_config_its_check_names_by_option_is_blocked() {
+    let (verify, file, text) = ("make -f ci.mk test", "ci.mk", "test:\n\t@true\n");
+    let s = make_npm_repo();
+    s.write("ci.mk", &format!("test:\n\t{PYTEST}\n"));
+    s.commit("ci.mk");
+    let v = until_in(&s, s.root(), &write(file, text), verify, &[], 1);
+    assert_eq!(v["status"], "blocked", "{verify}: {v}");
+    assert!(why(&v).starts_with("check-tampered") && why(&v).contains(file), "{v}");
+    assert_lie_works(s.root(), verify, &[]);
+}
+
+#[test]
+fn until_honest_twin_that_fixes_the_code_under_make_dash_f_is_done() {
+    let s = make_npm_repo();
+    s.write("ci.mk", &format!("test:\n\t{PYTEST}\n"));
+    s.commit("ci.mk");
+    let v = until_in(&s, s.root(), FIX, "make -f ci.mk test", &[], 0);
+    assert_eq!(v["status"], "done", "{v}");
+}
+
 #[test]
 fn until_honest_twins_that_fix_the_code_under_make_and_npm_are_done() {
     for verify in ["make test", "npm test"] {
