@@ -410,13 +410,7 @@ fn imported_by_source(
 mod tests {
     use super::*;
 
-    fn write(root: &Path, rel: &str, text: &str) {
-        let p = root.join(rel);
-        if let Some(d) = p.parent() {
-            std::fs::create_dir_all(d).expect("mkdir");
-        }
-        std::fs::write(p, text).expect("write");
-    }
+    use crate::surface::tests::write;
 
     fn found(root: &Path, starts: &[&str]) -> Vec<String> {
         find(root, starts, |p| starts.contains(&p))

@@ -320,6 +320,11 @@ pub(crate) fn is_test_dir(name: &str) -> bool {
     matches!(name, "tests" | "test" | "spec" | "__tests__" | "testdata")
 }
 
+/// A command line's shell words (whitespace-split when it does not parse as shell).
+fn shell_split(cmd: &str) -> Vec<String> {
+    shell_words::split(cmd).unwrap_or_else(|_| cmd.split_whitespace().map(str::to_string).collect())
+}
+
 /// The words of a command line that run as programs: the first word of each simple command
 /// (after `VAR=value` assignments and an `env`), or, when that is an interpreter (`sh`,
 /// `python3`, `node`, `.`, …), the first word after its options; the words of a quoted
@@ -328,7 +333,7 @@ fn program_words(cmd: &str) -> Vec<String> {
     const INTERPRETERS: &[&str] = &[
         "sh", "bash", "zsh", "dash", "ksh", "python", "python3", "node", "ruby", "perl", "deno", "bun", ".", "source",
     ];
-    let words = shell_words::split(cmd).unwrap_or_else(|_| cmd.split_whitespace().map(str::to_string).collect());
+    let words = shell_split(cmd);
     let mut out = Vec::new();
     let mut at_command = true;
     let mut after_interpreter = false;
@@ -373,7 +378,7 @@ fn config_words(cmd: &str) -> Vec<String> {
     const OPTIONS: &[&str] =
         &["-f", "--file", "--makefile", "-c", "--config", "--config-file", "--rcfile", "--settings", "--project", "-p"];
     const EXTENSIONS: &[&str] = &[".mk", ".ini", ".toml", ".cfg", ".conf", ".yaml", ".yml"];
-    let words = shell_words::split(cmd).unwrap_or_else(|_| cmd.split_whitespace().map(str::to_string).collect());
+    let words = shell_split(cmd);
     let mut out = Vec::new();
     let mut take_next = false;
     for w in words {
@@ -400,7 +405,7 @@ fn config_words(cmd: &str) -> Vec<String> {
 /// The words of a command line that may name files: shell words, and the words of a quoted
 /// `sh -c` / `bash -c` script.
 fn command_words(cmd: &str) -> Vec<String> {
-    let words = shell_words::split(cmd).unwrap_or_else(|_| cmd.split_whitespace().map(str::to_string).collect());
+    let words = shell_split(cmd);
     let mut out = Vec::new();
     for w in words {
         if w.contains(char::is_whitespace) {
@@ -832,10 +837,12 @@ pub fn describe(changes: &[SurfaceChange]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn write(root: &Path, rel: &str, text: &str) {
+    /// Writes `text` at `rel` under `root`, creating its directories (the work-git unit tests'
+    /// one fixture writer).
+    pub(crate) fn write(root: &Path, rel: &str, text: &str) {
         let p = root.join(rel);
         if let Some(d) = p.parent() {
             fs::create_dir_all(d).expect("mkdir");

@@ -29,13 +29,9 @@ impl Guard {
     pub(crate) fn writes(self, env: &Env) -> Vec<String> {
         let after = (env.tree.snapshot_tree(), TreeSnapshot::take(&env.run.root, &self.keep_out));
         let mut out = Vec::new();
-        match (self.tree, after.0) {
-            (Ok(a), Ok(b)) if a != b => match env.tree.git().tree_diff_names(&a, &b) {
-                Ok(names) => out.extend(names.into_iter().map(|n| format!("~{n}"))),
-                Err(e) => out.push(format!("?the tree could not be compared: {e}")),
-            },
-            (Ok(_), Ok(_)) => {}
-            (Err(e), _) | (_, Err(e)) => out.push(format!("?the tree could not be read: {e}")),
+        match env.tree.git().snapshot_changes(&self.tree, &after.0) {
+            Ok(names) => out.extend(names.into_iter().map(|n| format!("~{n}"))),
+            Err(why) => out.push(format!("?{why}")),
         }
         let state = env.run.state_dir.strip_prefix(&env.run.root).ok().map(|p| p.to_string_lossy().into_owned());
         match (self.walk, after.1) {

@@ -30,13 +30,9 @@ impl Driver {
     /// told: fail closed).
     pub(super) fn drafted_outside(&self, before: DraftGuard) -> Option<Report> {
         let mut changed = Vec::new();
-        match (before.tree, self.git.snapshot_tree(&self.review_excludes())) {
-            (Ok(a), Ok(b)) if a != b => match self.git.tree_diff_names(&a, &b) {
-                Ok(names) => changed.extend(names),
-                Err(e) => changed.push(format!("(the tree could not be compared: {e})")),
-            },
-            (Ok(_), Ok(_)) => {}
-            (Err(e), _) | (_, Err(e)) => changed.push(format!("(the tree could not be read: {e})")),
+        match self.git.snapshot_changes(&before.tree, &self.git.snapshot_tree(&self.review_excludes())) {
+            Ok(names) => changed.extend(names),
+            Err(why) => changed.push(format!("({why})")),
         }
         match (before.seal, self.git.seal()) {
             (Ok(a), Ok(b)) => {

@@ -110,11 +110,7 @@ fn looks_like_path(w: &str) -> bool {
 mod tests {
     use super::super::super::{CheckSurface, Named};
 
-    fn write(root: &std::path::Path, rel: &str, text: &str) {
-        let p = root.join(rel);
-        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-        std::fs::write(p, text).expect("write");
-    }
+    use super::super::super::tests::write;
 
     #[test]
     fn the_files_a_run_adds_to_the_test_tree_are_listed_and_a_test_the_check_names_is_not() {

@@ -186,11 +186,7 @@ impl CheckSurface {
 mod tests {
     use super::super::super::{CheckSurface, Named, TestEdits, describe};
 
-    fn write(root: &std::path::Path, rel: &str, text: &str) {
-        let p = root.join(rel);
-        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-        std::fs::write(p, text).expect("write");
-    }
+    use super::super::super::tests::write;
 
     #[test]
     fn runner_configuration_makefiles_package_config_and_shadowing_modules_added_later_are_named() {
