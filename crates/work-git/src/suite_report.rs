@@ -127,7 +127,7 @@ pub fn sole_probe(command: &str) -> Option<Probe> {
 }
 
 /// The script of `sh -c SCRIPT` / `bash -c SCRIPT`.
-fn inner_script(words: &[String]) -> Option<&str> {
+pub(crate) fn inner_script(words: &[String]) -> Option<&str> {
     let shell = words.first().map(|w| basename(w))?;
     (matches!(shell, "sh" | "bash" | "dash" | "zsh") && words.get(1).is_some_and(|w| w == "-c"))
         .then(|| words.get(2).map(String::as_str))
@@ -139,7 +139,7 @@ fn basename(word: &str) -> &str {
 }
 
 /// Splits a command line at `&&`, `||`, `;`, `|` and newlines outside quotes.
-fn split_parts(command: &str) -> Vec<String> {
+pub(crate) fn split_parts(command: &str) -> Vec<String> {
     let (mut parts, mut cur) = (Vec::new(), String::new());
     let (mut quote, mut chars) = (None::<char>, command.chars().peekable());
     while let Some(c) = chars.next() {

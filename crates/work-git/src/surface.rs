@@ -571,8 +571,10 @@ impl CheckSurface {
     /// (see [`work_names`]).
     ///
     /// The test-support modules the frozen checks import from outside the test tree
-    /// ([`crate::support_modules::find`]: `support.py` imported by `tests/test_x.py`) are frozen
-    /// here too, by the same rule: one the work names is the code under change.
+    /// ([`crate::support_modules::find`]: `support.py` imported by `tests/test_x.py`), and what
+    /// a frozen makefile includes or a frozen shell script sources (`-include .env`,
+    /// `. scripts/env.sh`; see `more::included`), are frozen here too, by the same rule: one the
+    /// work names is the code under change.
     pub fn pin_unnamed_by<S: AsRef<str>>(&mut self, root: &Path, commands: &[S], work: &str) {
         let mut text = work.to_string();
         for cmd in commands {
@@ -598,6 +600,7 @@ impl CheckSurface {
                 self.add(root, &rel, Role::Support);
             }
         }
+        self.pin_included(root, &named);
     }
 
     fn add(&mut self, root: &Path, rel: &str, role: Role) {
@@ -719,6 +722,7 @@ impl CheckSurface {
             paths: self.paths(),
             exclude,
             hide: self.added_in_test_tree(root),
+            emptied: self.emptied_in_rerun(root),
         })
     }
 
