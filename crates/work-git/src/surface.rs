@@ -453,8 +453,8 @@ fn named_path(root: &Path, word: &str) -> Option<String> {
 /// Words that may stand between a script's name and what it must do (`ci.sh should pass`,
 /// `ci.sh is green`, `ci.sh runs green`).
 const FILLERS: &[&str] = &[
-    "is", "are", "should", "must", "will", "to", "does", "do", "then", "again", "now", "still", "be", "become",
-    "becomes", "goes", "turns", "runs", "stays", "all",
+    "is", "are", "should", "must", "will", "does", "do", "then", "again", "now", "still", "be", "become", "becomes",
+    "goes", "turns", "runs", "stays", "all",
 ];
 
 /// Words that say a script must pass: it is named as the check, not as the work.
@@ -464,7 +464,8 @@ const PASSES: &[&str] =
 /// True when the work's text names `rel` (its path, or its file name as a word) as something to
 /// work on: some mention of it is not followed by what it must do — pass, succeed, be green,
 /// exit 0 (`fix lib.add so that scripts/ci.sh passes` names the check; `write scripts/ci.sh
-/// that runs the tests`, `greet.sh prints hello` name the work).
+/// that runs the tests`, `greet.sh prints hello`, `change expected() in support.py to return
+/// 0` name the work).
 pub(crate) fn work_names(text: &str, rel: &str) -> bool {
     let base = rel.rsplit('/').next().unwrap_or(rel);
     let is_sep = |c: char| c.is_whitespace() || "`'\"(),;:".contains(c);
@@ -491,7 +492,7 @@ fn says_it_passes(rest: &str) -> bool {
         if PASSES.contains(&w.as_str()) {
             return true;
         }
-        return matches!(w.as_str(), "exits" | "exit" | "returns" | "return")
+        return matches!(w.as_str(), "exits" | "exit")
             && words.next().is_some_and(|n| matches!(n.as_str(), "0" | "zero" | "successfully" | "cleanly" | "with"));
     }
     false
@@ -956,6 +957,8 @@ pub(crate) mod tests {
             ("fix scripts/ci.sh so that it passes", true),
             ("scripts/ci.sh passes once ci.sh runs the linter too", true),
             ("fix lib.add", false),
+            ("change expected() in scripts/ci.sh to return 0", true),
+            ("change main in scripts/ci.sh to exit 0 on --help, to pass the flag on", true),
         ] {
             assert_eq!(work_names(text, "scripts/ci.sh") || work_names(text, "greet.sh"), named, "{text}");
         }
