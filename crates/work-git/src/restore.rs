@@ -155,6 +155,8 @@ pub enum Rerun<R> {
         restored: Vec<String>,
         /// The files the run added to the test tree, moved aside.
         hidden: Vec<String>,
+        /// The tests a check names that the run wrote, left empty.
+        emptied: Vec<String>,
         /// The failing run.
         run: R,
     },
@@ -183,11 +185,11 @@ impl<R> Rerun<R> {
     ) -> Option<String> {
         match self {
             Rerun::Unchanged | Rerun::Green(_) => None,
-            Rerun::Red { restored, hidden, run } => Some(format!(
+            Rerun::Red { restored, hidden, emptied, run } => Some(format!(
                 "{checks}: green in the agent's tree, red with the frozen checks restored in that same tree ({}: {}); {}",
-                set_aside(restored, hidden),
+                set_aside(restored, hidden, emptied),
                 describe(run),
-                red_advice(hidden)
+                red_advice(&[hidden.as_slice(), emptied].concat())
             )),
             Rerun::NotRerun(why) => Some(format!(
                 "{checks}: green in the agent's tree, but the checks could not be rerun with the files the run added to the test tree moved aside ({why}): not believed; run again"
@@ -215,6 +217,11 @@ pub struct Frozen<'a> {
     /// The files the run added to the test tree, moved aside for the rerun
     /// ([`crate::surface::CheckSurface::added_in_test_tree`]).
     pub hide: Vec<String>,
+    /// The tests a check names that the run wrote (they did not exist at the freeze), moved
+    /// aside with an empty file left in their place ([`crate::surface::CheckSurface::emptied_in_rerun`]):
+    /// the check still finds every file it names, and what a new test's body does when it is
+    /// imported (`lib.add.__code__ = …`) cannot make the frozen tests beside it pass.
+    pub emptied: Vec<String>,
 }
 
 /// The record of a rerun in progress, kept in the git directory while the frozen checks are in
@@ -311,6 +318,7 @@ impl<'a> WrittenBack<'a> {
         restored_tree: &str,
         restored: &[String],
         hidden: &[String],
+        emptied: &[String],
     ) -> Result<Self, GitError> {
         let mut paths = Vec::new();
         if !restored.is_empty() {
@@ -349,6 +357,7 @@ impl<'a> WrittenBack<'a> {
         }
         if let Some(stash) = &wb.stash {
             stash::move_aside(&git.root, stash, &wb.hidden).map_err(|e| GitError::Spawn(e.to_string()))?;
+            stash::leave_empty(&git.root, stash, &wb.hidden, emptied).map_err(|e| GitError::Spawn(e.to_string()))?;
         }
         Ok(wb)
     }
@@ -393,9 +402,10 @@ impl Frozen<'_> {
             .run(&["cat-file", "-e", &format!("{}^{{tree}}", self.tree)])
             .is_err()
             .then(|| format!("the tree the checks were frozen in ({}) is gone from git's object store", self.tree));
-        let not_made = |why: String| if self.hide.is_empty() { Rerun::Inconclusive(why) } else { Rerun::NotRerun(why) };
+        let aside: Vec<String> = self.hide.iter().chain(&self.emptied).cloned().collect();
+        let not_made = |why: String| if aside.is_empty() { Rerun::Inconclusive(why) } else { Rerun::NotRerun(why) };
         if let Some(why) = &gone
-            && self.hide.is_empty()
+            && aside.is_empty()
         {
             return Rerun::FrozenGone(why.clone());
         }
@@ -410,10 +420,10 @@ impl Frozen<'_> {
             Ok(b) => b,
             Err(e) => return not_made(format!("the tree with its frozen checks could not be built: {e}")),
         };
-        if restored.is_empty() && self.hide.is_empty() {
+        if restored.is_empty() && aside.is_empty() {
             return Rerun::Unchanged;
         }
-        let written = match WrittenBack::write(self.git, &now, &restored_tree, &restored, &self.hide) {
+        let written = match WrittenBack::write(self.git, &now, &restored_tree, &restored, &aside, &self.emptied) {
             Ok(w) => w,
             Err(e) => return not_made(format!("the frozen checks could not be written back: {e}")),
         };
@@ -421,13 +431,13 @@ impl Frozen<'_> {
         if let Err(e) = written.put_back() {
             return not_made(format!(
                 "the agent's versions of {} could not be put back ({e}); they are in git tree {now} (`git checkout {now} -- PATH`) and the git directory's `work-rerun-hidden-*`",
-                restored.iter().chain(&self.hide).cloned().collect::<Vec<_>>().join(", ")
+                restored.iter().chain(&aside).cloned().collect::<Vec<_>>().join(", ")
             ));
         }
         match (green, gone) {
             (true, Some(why)) => Rerun::FrozenGone(why),
             (true, None) => Rerun::Green(restored),
-            (false, _) => Rerun::Red { restored, hidden: self.hide.clone(), run },
+            (false, _) => Rerun::Red { restored, hidden: self.hide.clone(), emptied: self.emptied.clone(), run },
         }
     }
 }
@@ -443,15 +453,22 @@ pub fn no_tree(in_repo: bool) -> String {
     }
 }
 
-/// What a rerun set aside: the frozen files written back ([`written_back`]) and the added files
-/// moved aside ("tests/test_new.py (added during the run) moved aside").
-pub fn set_aside(restored: &[String], hidden: &[String]) -> String {
+/// What a rerun set aside: the frozen files written back ([`written_back`]), the added files
+/// moved aside ("tests/test_new.py (added during the run) moved aside") and the new tests a
+/// check names left empty.
+pub fn set_aside(restored: &[String], hidden: &[String], emptied: &[String]) -> String {
     let mut parts = Vec::new();
     if !restored.is_empty() {
         parts.push(written_back(restored));
     }
     if !hidden.is_empty() {
         parts.push(format!("{} (added during the run) moved aside", hidden.join(", ")));
+    }
+    if !emptied.is_empty() {
+        parts.push(format!(
+            "{} (written during the run; the check names it beside frozen tests) left empty",
+            emptied.join(", ")
+        ));
     }
     parts.join("; ")
 }
@@ -539,7 +556,7 @@ mod tests {
         let restored = vec!["tests/t.py".to_string()];
         let (tree, _) = g.restore_paths(&now, &frozen, &restored).expect("restore");
         let hidden = vec!["tests/test_zz.py".to_string()];
-        let wb = super::WrittenBack::write(&g, &now, &tree, &restored, &hidden).expect("write back");
+        let wb = super::WrittenBack::write(&g, &now, &tree, &restored, &hidden, &[]).expect("write back");
         assert!(!d.path().join("tests/test_zz.py").exists(), "the added file is aside");
         // A SIGKILL: neither the drop nor the undo hook runs.
         work_runtime::scratch::cancel(wb.hook);
@@ -551,6 +568,44 @@ mod tests {
             ("assert x == 1\nx = 1\n", "import lib\n")
         );
         assert!(g.recover_interrupted_rerun().expect("nothing left").is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_new_test_the_check_names_is_left_empty_for_the_rerun_and_put_back() {
+        use super::{Frozen, Rerun};
+        let (d, g) = crate::scratch::repo_with(&[("lib.py", "x = 0\n"), ("tests/t.py", "assert x == 1\n")]);
+        let frozen = g.snapshot_tree::<&str>(&[]).expect("snap");
+        let patch = "import lib\nlib.x = 1\n";
+        std::fs::write(d.path().join("tests/test_new.py"), patch).expect("write");
+        let fz = Frozen {
+            git: &g,
+            root: d.path(),
+            tree: &frozen,
+            paths: vec!["tests/t.py"],
+            exclude: &[],
+            hide: Vec::new(),
+            emptied: vec!["tests/test_new.py".to_string()],
+        };
+        // The check needs the file it names to exist, and is green only while it patches.
+        let liar = async |dir: &std::path::Path| {
+            let text = std::fs::read_to_string(dir.join("tests/test_new.py")).expect("the named file is there");
+            (!text.is_empty(), ())
+        };
+        match fz.rerun(liar).await {
+            Rerun::Red { hidden, emptied, .. } => {
+                assert!(hidden.is_empty());
+                assert_eq!(emptied, ["tests/test_new.py"]);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(std::fs::read_to_string(d.path().join("tests/test_new.py")).expect("read"), patch, "put back");
+        let reason = fz.rerun(liar).await.blocked_reason("`pytest`", |_| "exit 1".into(), false).expect("red");
+        assert!(
+            reason.contains(
+                "tests/test_new.py (written during the run; the check names it beside frozen tests) left empty"
+            ),
+            "{reason}"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread")]
@@ -567,6 +622,7 @@ mod tests {
             paths: vec!["tests/t.py"],
             exclude: &[],
             hide: hide.clone(),
+            emptied: Vec::new(),
         };
         // Green only while the added file is there (it patches the code): red without it.
         let liar = async |dir: &std::path::Path| (dir.join("tests/test_zz.py").exists(), ());
@@ -590,7 +646,7 @@ mod tests {
         let frozen = g.snapshot_tree::<&str>(&[]).expect("snap");
         std::fs::write(d.path().join("tests/t.py"), "assert x == 1\nx = 1\n").expect("write");
         fn fz<'a>(g: &'a crate::Git, root: &'a std::path::Path, tree: &'a str, paths: Vec<&'a str>) -> Frozen<'a> {
-            Frozen { git: g, root, tree, paths, exclude: &[], hide: Vec::new() }
+            Frozen { git: g, root, tree, paths, exclude: &[], hide: Vec::new(), emptied: Vec::new() }
         }
         let tree = frozen.as_str();
         let fz = |tree, paths| fz(&g, d.path(), tree, paths);

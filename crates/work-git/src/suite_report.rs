@@ -19,7 +19,7 @@
 //! an `npx`/`yarn`/`pnpm`/`uv run`/`poetry run`/`pipenv run` launcher) is a [`Probe`]. A runner
 //! hidden behind a script or `npm test` is not detected: its tests are guarded by the freeze alone.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 use work_runtime::spawn::{ProcessOutput, ProcessSpec, Spawner};
@@ -57,6 +57,11 @@ pub struct SuiteReport {
     pub runner: Runner,
     /// Each collected test's id and outcome.
     pub tests: BTreeMap<String, Outcome>,
+    /// The test modules the runner could not collect (pytest's "collection failure": a module
+    /// that imports what is not written yet), by id: no test, but a module that is skipped
+    /// later never ran.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub uncollected: BTreeSet<String>,
 }
 
 impl SuiteReport {
@@ -122,7 +127,7 @@ pub fn sole_probe(command: &str) -> Option<Probe> {
 }
 
 /// The script of `sh -c SCRIPT` / `bash -c SCRIPT`.
-fn inner_script(words: &[String]) -> Option<&str> {
+pub(crate) fn inner_script(words: &[String]) -> Option<&str> {
     let shell = words.first().map(|w| basename(w))?;
     (matches!(shell, "sh" | "bash" | "dash" | "zsh") && words.get(1).is_some_and(|w| w == "-c"))
         .then(|| words.get(2).map(String::as_str))
@@ -134,7 +139,7 @@ fn basename(word: &str) -> &str {
 }
 
 /// Splits a command line at `&&`, `||`, `;`, `|` and newlines outside quotes.
-fn split_parts(command: &str) -> Vec<String> {
+pub(crate) fn split_parts(command: &str) -> Vec<String> {
     let (mut parts, mut cur) = (Vec::new(), String::new());
     let (mut quote, mut chars) = (None::<char>, command.chars().peekable());
     while let Some(c) = chars.next() {
@@ -232,8 +237,9 @@ pub fn read_output(probe: &Probe, out: &ProcessOutput, root: &Path) -> Option<Su
     parse(probe.runner, &out.stdout_text(), root)
 }
 
-/// Reads a runner's report (`None` when it holds no test).
+/// Reads a runner's report (`None` when it holds no test and no module it could not collect).
 pub fn parse(runner: Runner, text: &str, root: &Path) -> Option<SuiteReport> {
+    let mut uncollected = BTreeSet::new();
     let tests = match runner {
         Runner::Nextest => parse_json_lines(text, |v| {
             (v["type"] == "test").then_some(())?;
@@ -256,9 +262,9 @@ pub fn parse(runner: Runner, text: &str, root: &Path) -> Option<SuiteReport> {
             Some((format!("{}/{test}", v["Package"].as_str().unwrap_or_default()), outcome))
         }),
         Runner::Jest => parse_jest(text, root),
-        Runner::Pytest => parse_junit(text),
+        Runner::Pytest => parse_junit(text, &mut uncollected),
     };
-    (!tests.is_empty()).then_some(SuiteReport { runner, tests })
+    (!tests.is_empty() || !uncollected.is_empty()).then_some(SuiteReport { runner, tests, uncollected })
 }
 
 fn parse_json_lines(
@@ -292,8 +298,8 @@ fn parse_jest(text: &str, root: &Path) -> BTreeMap<String, Outcome> {
 }
 
 /// Reads the `<testcase>` elements of a JUnit XML report (the subset pytest writes); a
-/// collection failure is left out.
-fn parse_junit(text: &str) -> BTreeMap<String, Outcome> {
+/// collection failure is no test: its module's id goes to `uncollected`.
+fn parse_junit(text: &str, uncollected: &mut BTreeSet<String>) -> BTreeMap<String, Outcome> {
     let mut out = BTreeMap::new();
     let mut rest = text;
     while let Some(at) = rest.find("<testcase") {
@@ -310,6 +316,7 @@ fn parse_junit(text: &str) -> BTreeMap<String, Outcome> {
         // A module that could not be collected (it imports what is not written yet) is no test:
         // its tests appear once it imports.
         if class.is_empty() && body.contains("collection failure") {
+            uncollected.insert(name);
             continue;
         }
         let outcome = if body.contains("<skipped") {
@@ -334,7 +341,9 @@ fn xml_attr(tag: &str, key: &str) -> String {
 }
 
 /// The tests of `before` that `after` lost — gone from the report, or skipped where they
-/// ran — and the tests `after` added skipped (adding a test is adding one that runs).
+/// ran — and the tests `after` added skipped (adding a test is adding one that runs): a module
+/// `before` could not collect that `after` skips whole (pytest's "collection skipped": the code
+/// under test raises `SkipTest` when the test imports it) was never run.
 pub fn compare(before: &SuiteReport, after: &SuiteReport) -> Vec<Lost> {
     let lost = before.tests.iter().filter_map(|(test, was)| {
         let what = match after.tests.get(test) {
@@ -344,11 +353,17 @@ pub fn compare(before: &SuiteReport, after: &SuiteReport) -> Vec<Lost> {
         };
         Some(Lost { test: test.clone(), what })
     });
-    let added_skipped = after
-        .tests
-        .iter()
-        .filter(|(test, now)| **now == Outcome::Skipped && !before.tests.contains_key(*test))
-        .map(|(test, _)| Lost { test: test.clone(), what: "was added skipped" });
+    let added_skipped =
+        after.tests.iter().filter(|(test, now)| **now == Outcome::Skipped && !before.tests.contains_key(*test)).map(
+            |(test, _)| Lost {
+                test: test.clone(),
+                what: if before.uncollected.contains(test) {
+                    "is skipped in the suite's report and could not be collected before (skipped, never ran)"
+                } else {
+                    "was added skipped"
+                },
+            },
+        );
     let mut out: Vec<Lost> = lost.chain(added_skipped).collect();
     out.sort_by(|a, b| a.test.cmp(&b.test));
     out
@@ -442,5 +457,23 @@ mod tests {
             ]
         );
         assert!(compare(&p, &p).is_empty());
+    }
+
+    #[test]
+    fn a_module_that_could_not_be_collected_and_is_skipped_later_never_ran() {
+        let root = Path::new("/r");
+        let error = r#"<testsuites><testsuite><testcase classname="" name="tests.test_mul" time="0"><error message="collection failure">ImportError</error></testcase></testsuite></testsuites>"#;
+        let before = parse(Runner::Pytest, error, root).expect("a report of a collection failure alone is a report");
+        assert_eq!((before.collected(), before.uncollected.len()), (0, 1));
+        let skipped = r#"<testsuites><testsuite><testcase classname="" name="tests.test_mul" time="0"><skipped message="collection skipped">SkipTest</skipped></testcase>
+<testcase classname="tests.test_lib" name="test_add" time="0" /></testsuite></testsuites>"#;
+        let after = parse(Runner::Pytest, skipped, root).expect("report");
+        let lost = compare(&before, &after);
+        assert_eq!(lost.len(), 1, "{lost:?}");
+        assert_eq!(lost[0].test, "tests.test_mul");
+        assert!(lost[0].what.contains("skipped, never ran"), "{lost:?}");
+        // Collected and run now: nothing lost.
+        let ran = r#"<testsuites><testsuite><testcase classname="tests.test_mul" name="test_mul" time="0" /></testsuite></testsuites>"#;
+        assert!(compare(&before, &parse(Runner::Pytest, ran, root).expect("report")).is_empty());
     }
 }

@@ -126,7 +126,7 @@ impl Files<'_> {
 }
 
 /// `a/b/../c` → `a/c`; `None` when the path leaves the root.
-fn normalise(path: &str) -> Option<String> {
+pub(crate) fn normalise(path: &str) -> Option<String> {
     let mut out: Vec<&str> = Vec::new();
     for seg in path.split('/') {
         match seg {
@@ -304,7 +304,7 @@ fn shell(fs: &Files<'_>, rel: &str, text: &str) -> Vec<String> {
 }
 
 /// The path after a leading variable expansion and a `/`: `$(…)/x`, `${…}/x`, `$NAME/x`.
-fn after_variable(word: &str) -> Option<&str> {
+pub(crate) fn after_variable(word: &str) -> Option<&str> {
     let rest = word.strip_prefix('$')?;
     let end = match rest.chars().next()? {
         '(' => rest.rfind(")/")? + 1,

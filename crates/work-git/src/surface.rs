@@ -9,7 +9,8 @@
 //!   `pyproject.toml`, `setup.cfg`, `tox.ini`, `conftest.py`, `Cargo.toml`, `.config/nextest.toml`,
 //!   `package.json`, `jest.config.*`, `vitest.config.*`, `go.mod`, `Makefile`, …);
 //! - **test files** — the test tree of every ecosystem found (`tests/`, `test/`, `spec/`,
-//!   `__tests__/` directories, `test_*.py`, `*_test.py`, `*_test.go`, `*.test.*`, `*.spec.*`);
+//!   `__tests__/` directories, `test_*.py`, `*_test.py`, `*_test.go`, `*.test.*`, `*.spec.*`, and
+//!   the names `node --test` runs: `*-test.js`, `*_test.js`, `test-*.js`, `test.js`);
 //! - **test-support modules** — what the checks import from outside the test tree and reads as
 //!   support, not as the code under test (`support.py` imported by `tests/test_x.py`; see
 //!   [`crate::support_modules`]), frozen by [`CheckSurface::pin_unnamed_by`].
@@ -234,9 +235,27 @@ fn read(root: &Path, rel: &str, keep_lines: bool) -> Option<(String, Option<Vec<
 
 /// True when `name` is a test file by the usual conventions: Python's (`test*.py` — unittest's
 /// default discovery pattern, which covers `test_*.py` and Django's `tests.py` — `*_test.py`,
-/// `*_tests.py`), Go's, Rust's, JavaScript's, Ruby's, Elixir's, and the JVM's and .NET's
-/// (`FooTest.java`, `FooTests.cs`).
+/// `*_tests.py`), Go's, Rust's, JavaScript's (`*.test.*`, `*.spec.*`, and the names `node
+/// --test` runs on its own: see [`is_node_test_name`]), Ruby's, Elixir's, and the JVM's and
+/// .NET's (`FooTest.java`, `FooTests.cs`).
 pub(crate) fn is_test_name(name: &str) -> bool {
+    is_node_test_name(name) || is_conventional_test_name(name)
+}
+
+/// The extensions `node --test` looks at (with its type stripping, TypeScript's too).
+const NODE_TEST_EXTS: &[&str] = &["js", "mjs", "cjs", "ts", "mts", "cts"];
+
+/// True when `node --test` with no file arguments runs `name`: `*-test.js`, `*_test.js`,
+/// `test-*.js`, `test.js` (and `.mjs`, `.cjs`, `.ts`, `.mts`, `.cts`; `*.test.js` and files
+/// under `test/` are tests by the other rules).
+fn is_node_test_name(name: &str) -> bool {
+    name.rsplit_once('.').is_some_and(|(stem, ext)| {
+        NODE_TEST_EXTS.contains(&ext)
+            && (stem == "test" || stem.ends_with("-test") || stem.ends_with("_test") || stem.starts_with("test-"))
+    })
+}
+
+fn is_conventional_test_name(name: &str) -> bool {
     (name.starts_with("test") && name.ends_with(".py"))
         || name.ends_with("_test.py")
         || name.ends_with("_tests.py")
@@ -431,6 +450,54 @@ fn named_path(root: &Path, word: &str) -> Option<String> {
     fs::symlink_metadata(&p).ok().map(|_| w.trim_end_matches('/').to_string())
 }
 
+/// Words that may stand between a script's name and what it must do (`ci.sh should pass`,
+/// `ci.sh is green`, `ci.sh runs green`).
+const FILLERS: &[&str] = &[
+    "is", "are", "should", "must", "will", "does", "do", "then", "again", "now", "still", "be", "become", "becomes",
+    "goes", "turns", "runs", "stays", "all",
+];
+
+/// Words that say a script must pass: it is named as the check, not as the work.
+const PASSES: &[&str] =
+    &["pass", "passes", "passing", "passed", "succeed", "succeeds", "succeeding", "green", "ok", "clean"];
+
+/// True when the work's text names `rel` (its path, or its file name as a word) as something to
+/// work on: some mention of it is not followed by what it must do — pass, succeed, be green,
+/// exit 0 (`fix lib.add so that scripts/ci.sh passes` names the check; `write scripts/ci.sh
+/// that runs the tests`, `greet.sh prints hello`, `change expected() in support.py to return
+/// 0` name the work).
+pub(crate) fn work_names(text: &str, rel: &str) -> bool {
+    let base = rel.rsplit('/').next().unwrap_or(rel);
+    let is_sep = |c: char| c.is_whitespace() || "`'\"(),;:".contains(c);
+    let mut after: Vec<&str> = text.match_indices(rel).map(|(i, m)| &text[i + m.len()..]).collect();
+    for w in text.split(is_sep).filter(|w| *w == base) {
+        // `w` is a slice of `text`: where it ends is where its mention's rest starts.
+        let end = w.as_ptr() as usize - text.as_ptr() as usize + w.len();
+        after.push(text.get(end..).unwrap_or_default());
+    }
+    after.iter().any(|rest| !says_it_passes(rest))
+}
+
+/// True when `rest` (the text after a script's name) starts by saying it must pass.
+fn says_it_passes(rest: &str) -> bool {
+    let mut words = rest
+        .split(|c: char| c.is_whitespace() || "`'\"(),;:".contains(c))
+        .filter(|w| !w.is_empty())
+        .map(|w| w.trim_end_matches(['.', '!', '?']).to_ascii_lowercase());
+    for _ in 0..4 {
+        let Some(w) = words.next() else { return false };
+        if FILLERS.contains(&w.as_str()) {
+            continue;
+        }
+        if PASSES.contains(&w.as_str()) {
+            return true;
+        }
+        return matches!(w.as_str(), "exits" | "exit")
+            && words.next().is_some_and(|n| matches!(n.as_str(), "0" | "zero" | "successfully" | "cleanly" | "with"));
+    }
+    false
+}
+
 /// A digest of the files `commands` name on their command lines (path and content), for a
 /// definition fingerprint: a check whose script changed is a different check.
 pub fn commands_digest<S: AsRef<str>>(root: &Path, commands: &[S], which: Named) -> String {
@@ -500,18 +567,21 @@ impl CheckSurface {
     /// A script only the check names is the check (`sh scripts/ci.sh`); one the work names is
     /// the code under change (`greet.sh prints hello` checked by `sh greet.sh`).
     ///
+    /// A mention only as what must pass (`fix lib.add so that scripts/ci.sh passes`, `until
+    /// ci.sh is green`, `ci.sh exits 0`) does not make a script the work: that is the check
+    /// (see [`work_names`]).
+    ///
     /// The test-support modules the frozen checks import from outside the test tree
-    /// ([`crate::support_modules::find`]: `support.py` imported by `tests/test_x.py`) are frozen
-    /// here too, by the same rule: one the work names is the code under change.
+    /// ([`crate::support_modules::find`]: `support.py` imported by `tests/test_x.py`), and what
+    /// a frozen makefile includes or a frozen shell script sources (`-include .env`,
+    /// `. scripts/env.sh`; see `more::included`), are frozen here too, by the same rule: one the
+    /// work names is the code under change.
     pub fn pin_unnamed_by<S: AsRef<str>>(&mut self, root: &Path, commands: &[S], work: &str) {
         let mut text = work.to_string();
         for cmd in commands {
             text = text.replace(cmd.as_ref().trim(), " ");
         }
-        let named = |rel: &str| {
-            let base = rel.rsplit('/').next().unwrap_or(rel);
-            text.contains(rel) || text.split(|c: char| c.is_whitespace() || "`'\"(),;:".contains(c)).any(|w| w == base)
-        };
+        let named = |rel: &str| work_names(&text, rel);
         for cmd in commands {
             let words = program_words(cmd.as_ref()).into_iter().chain(config_words(cmd.as_ref()));
             for w in words {
@@ -531,6 +601,7 @@ impl CheckSurface {
                 self.add(root, &rel, Role::Support);
             }
         }
+        self.pin_included(root, &named);
     }
 
     fn add(&mut self, root: &Path, rel: &str, role: Role) {
@@ -652,6 +723,7 @@ impl CheckSurface {
             paths: self.paths(),
             exclude,
             hide: self.added_in_test_tree(root),
+            emptied: self.emptied_in_rerun(root),
         })
     }
 
@@ -873,6 +945,35 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_script_the_work_names_only_as_what_must_pass_is_the_check() {
+        for (text, named) in [
+            ("fix lib.add so that scripts/ci.sh passes", false),
+            ("until ci.sh is green", false),
+            ("make `scripts/ci.sh` pass.", false),
+            ("ci.sh should exit 0 and ci.sh: succeeds", false),
+            ("fix lib.add; scripts/ci.sh must pass", false),
+            ("write scripts/ci.sh that runs the tests", true),
+            ("greet.sh prints hello", true),
+            ("fix scripts/ci.sh so that it passes", true),
+            ("scripts/ci.sh passes once ci.sh runs the linter too", true),
+            ("fix lib.add", false),
+            ("change expected() in scripts/ci.sh to return 0", true),
+            ("change main in scripts/ci.sh to exit 0 on --help, to pass the flag on", true),
+        ] {
+            assert_eq!(work_names(text, "scripts/ci.sh") || work_names(text, "greet.sh"), named, "{text}");
+        }
+        let d = tempfile::tempdir().expect("tmp");
+        write(d.path(), "scripts/ci.sh", "python3 -m pytest\n");
+        let cmds = ["sh scripts/ci.sh"];
+        let mut s = CheckSurface::freeze(d.path(), &cmds, Named::CheckLike);
+        s.pin_unnamed_by(d.path(), &cmds, "fix lib.add so that scripts/ci.sh passes");
+        assert!(s.paths().contains(&"scripts/ci.sh"), "named only as what must pass: the check");
+        let mut s = CheckSurface::freeze(d.path(), &cmds, Named::CheckLike);
+        s.pin_unnamed_by(d.path(), &cmds, "write scripts/ci.sh that runs the tests");
+        assert!(!s.paths().contains(&"scripts/ci.sh"), "the work writes it");
+    }
+
+    #[test]
     fn a_makefile_or_config_file_a_check_names_by_option_is_frozen_unless_the_work_names_it() {
         let d = tempfile::tempdir().expect("tmp");
         write(d.path(), "ci.mk", "test:\n\tpython3 -m pytest\n");
@@ -1055,6 +1156,16 @@ pub(crate) mod tests {
             ("src/app.py", false),
         ] {
             assert_eq!(is_check_like(p), want, "{p}");
+        }
+    }
+
+    #[test]
+    fn the_names_node_test_runs_on_its_own_are_test_names() {
+        for name in ["add-test.js", "add_test.mjs", "test-add.cjs", "test.js", "add-test.ts", "test.mts", "a.test.js"] {
+            assert!(is_test_name(name), "{name}");
+        }
+        for name in ["add.js", "contest.js", "latest.js", "testing.js", "test-add.json", "attest-x.js"] {
+            assert!(!is_test_name(name), "{name}");
         }
     }
 

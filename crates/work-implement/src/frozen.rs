@@ -57,7 +57,16 @@ impl Env {
         let exclude = self.run.state_exclude();
         let git = self.tree.git();
         let hide = surface.added_in_test_tree(&self.run.root);
-        let fz = Frozen { git, root: &self.run.root, tree: &frozen, paths: surface.paths(), exclude: &exclude, hide };
+        let emptied = surface.emptied_in_rerun(&self.run.root);
+        let fz = Frozen {
+            git,
+            root: &self.run.root,
+            tree: &frozen,
+            paths: surface.paths(),
+            exclude: &exclude,
+            hide,
+            emptied,
+        };
         let outcome = fz
             .rerun(async |dir: &std::path::Path| {
                 self.run.emit("frozen-rerun.start", serde_json::json!({}));
@@ -74,19 +83,19 @@ impl Env {
                 Rerun::Inconclusive(why)
             }
             work_git::restore::Rerun::NotRerun(why) => Rerun::NotRerun(why),
-            work_git::restore::Rerun::Red { restored, hidden, run } => {
+            work_git::restore::Rerun::Red { restored, hidden, emptied, run } => {
                 self.run.emit(
                     "frozen-rerun.end",
-                    serde_json::json!({"restored": restored, "hidden": hidden, "green": false}),
+                    serde_json::json!({"restored": restored, "hidden": hidden, "emptied": emptied, "green": false}),
                 );
                 let reason = format!(
                     "the suite passes in the agent's tree but fails with the frozen checks restored in that same tree ({}: `{}` {}); {}",
-                    set_aside(&restored, &hidden),
+                    set_aside(&restored, &hidden, &emptied),
                     run.command,
                     run.end,
-                    red_advice(&hidden).replace("made them pass", "made it pass")
+                    red_advice(&[hidden.as_slice(), &emptied].concat()).replace("made them pass", "made it pass")
                 );
-                let restored = restored.into_iter().chain(hidden).collect();
+                let restored = restored.into_iter().chain(hidden).chain(emptied).collect();
                 Rerun::Tampered { reason, restored, run }
             }
         }

@@ -27,6 +27,7 @@ mod liars_frozen;
 mod liars_implement;
 mod liars_loop;
 mod liars_matrix;
+mod liars_pulled_in;
 mod liars_restored_attack;
 mod liars_review_parts;
 mod liars_suite;

@@ -61,6 +61,18 @@ pub(super) fn move_aside(root: &Path, stash: &Path, paths: &[String]) -> io::Res
     Ok(())
 }
 
+/// Leaves an empty file at each of `emptied` that [`move_aside`] moved from `paths` (index `i`
+/// of `paths` is `stash/<i>`): a check that names it still finds it. [`put_back`] renames the
+/// agent's file over it.
+pub(super) fn leave_empty(root: &Path, stash: &Path, paths: &[String], emptied: &[String]) -> io::Result<()> {
+    for (i, rel) in paths.iter().enumerate() {
+        if emptied.contains(rel) && std::fs::symlink_metadata(stash.join(i.to_string())).is_ok() {
+            std::fs::write(inside(root, rel)?, "").map_err(|e| io::Error::other(format!("emptying {rel}: {e}")))?;
+        }
+    }
+    Ok(())
+}
+
 /// Puts every file [`move_aside`] moved back where it was (over anything the rerun left
 /// there), then removes the emptied stash directory. Tries every file; the first error.
 pub(super) fn put_back(root: &Path, stash: &Path, paths: &[String]) -> io::Result<()> {

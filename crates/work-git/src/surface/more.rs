@@ -11,9 +11,12 @@
 //!   runner or the standard library on a check's import path.
 //! - **Files outside the repository that a runner reads** ([`outside`]): runner configuration
 //!   and `conftest.py` in the repository's parent directories, Python's user site startup
-//!   files, the user's package-manager configuration.
+//!   files, the user's package-manager configuration, cargo's home configuration.
+//! - **Files a frozen check includes or sources** ([`included`]): a makefile's `include`, a
+//!   shell script's `source` — frozen, or, when not there yet, named when they appear.
 
 mod hidden;
+mod included;
 mod outside;
 mod shadow;
 
@@ -34,6 +37,10 @@ pub(super) struct More {
     /// write): never moved aside.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     unborn: Vec<String>,
+    /// The [`unborn`](More::unborn) paths named in one simple command with a frozen test (or a
+    /// directory holding one): left empty for the rerun with the frozen checks restored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    emptied: Vec<String>,
     /// Files outside the repository a runner reads: absolute path ⇒ digest (`absent`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     outside: BTreeMap<String, String>,
@@ -41,6 +48,10 @@ pub(super) struct More {
     /// under test may be one): not named as added.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     stdlib_named: Vec<String>,
+    /// Files a frozen makefile includes or a frozen script sources that did not exist at the
+    /// freeze: path ⇒ which frozen file pulls it in ([`included`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    absent: BTreeMap<String, String>,
     /// The freeze pinned the files [`shadow`] names, so one added later is named.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     watch_shadows: bool,
@@ -64,6 +75,7 @@ impl CheckSurface {
             more.extend(self.added_shadows(root));
         }
         more.extend(outside::changes(root, &self.more.outside));
+        more.extend(self.added_included(root));
         for c in more {
             if !out.iter().any(|o| o.path == c.path) {
                 out.push(c);

@@ -7,8 +7,8 @@
 //! the files it added; the added tests are judged by the agent's own tree as before.
 
 use super::super::{
-    CheckSurface, MAX_FILES, Named, SKIP_DIRS, command_words, is_check_like, is_loaded_on_its_own, is_test_dir,
-    is_test_name, named_path,
+    CheckSurface, MAX_FILES, Named, Role, SKIP_DIRS, command_words, is_check_like, is_loaded_on_its_own, is_test_dir,
+    is_test_name, named_path, shell_split,
 };
 use std::fs;
 use std::path::Path;
@@ -19,6 +19,7 @@ impl CheckSurface {
     /// aside).
     pub(super) fn record_named<S: AsRef<str>>(&mut self, root: &Path, commands: &[S], which: Named) {
         for cmd in commands {
+            self.record_emptied(root, cmd.as_ref());
             for w in command_words(cmd.as_ref()) {
                 let w = w.split("::").next().unwrap_or_default();
                 match named_path(root, w) {
@@ -39,6 +40,65 @@ impl CheckSurface {
                 }
             }
         }
+    }
+
+    /// Records the paths `cmd` names that do not exist yet, in a simple command (a part between
+    /// `&&`, `||`, `;`, `|`; the script of `sh -c` split too) that also names a frozen test or
+    /// a directory holding one: `pytest tests/test_sub.py tests/test_lib.py`, where the work
+    /// writes `tests/test_sub.py`. The rerun with the frozen checks restored leaves such a file
+    /// empty (see [`CheckSurface::emptied_in_rerun`]). A command that names only new tests
+    /// judges no frozen one: its new tests are left as they are.
+    fn record_emptied(&mut self, root: &Path, cmd: &str) {
+        for part in crate::suite_report::split_parts(cmd) {
+            let words = shell_split(&part);
+            if let Some(script) = crate::suite_report::inner_script(&words) {
+                self.record_emptied(root, script);
+                continue;
+            }
+            let mut unborn = Vec::new();
+            let mut judges_frozen = false;
+            for w in command_words(&part) {
+                let w = w.split("::").next().unwrap_or_default();
+                match named_path(root, w) {
+                    Some(rel) => judges_frozen |= self.holds_a_frozen_test(&rel),
+                    None => {
+                        let rel = w.trim_start_matches("./").trim_end_matches('/');
+                        if looks_like_path(rel) {
+                            unborn.push(rel.to_string());
+                        }
+                    }
+                }
+            }
+            if judges_frozen {
+                for rel in unborn {
+                    if !self.more.emptied.contains(&rel) {
+                        self.more.emptied.push(rel);
+                    }
+                }
+            }
+        }
+    }
+
+    /// True when `rel` is a frozen file (a test the command names is pinned), or a directory
+    /// holding a frozen test.
+    fn holds_a_frozen_test(&self, rel: &str) -> bool {
+        let under = format!("{rel}/");
+        self.files.contains_key(rel)
+            || self.files.iter().any(|(p, f)| matches!(f.role, Role::Test | Role::Pinned) && p.starts_with(&under))
+    }
+
+    /// The files the rerun with the frozen checks restored leaves empty: a test a check names
+    /// beside frozen tests that did not exist at the freeze and is a file (or a symlink) now
+    /// (see [`CheckSurface::record_emptied`]). Its module body runs when the check imports it:
+    /// `lib.add.__code__ = …` there would make the frozen tests beside it pass over unfixed
+    /// code; its own tests were run by the check in the agent's tree.
+    pub fn emptied_in_rerun(&self, root: &Path) -> Vec<String> {
+        self.more
+            .emptied
+            .iter()
+            .filter(|rel| fs::symlink_metadata(root.join(rel)).is_ok_and(|m| !m.is_dir()))
+            .cloned()
+            .collect()
     }
 
     /// The files under `root` (relative, sorted) that the freeze did not hold and that are in
@@ -154,6 +214,19 @@ mod tests {
             ],
             "the code under test, a test the check names and a skipped directory are not listed"
         );
+        // A new test named beside a frozen one is left empty for the rerun; one named alone,
+        // or in a command of its own, is not.
+        let s = CheckSurface::freeze(
+            root,
+            &[
+                "python3 -m pytest -q tests/test_sub.py tests/test_lib.py && pytest tests/test_solo.py; sh -c 'pytest tests/test_x.py tests'",
+            ],
+            Named::CheckLike,
+        );
+        for rel in ["tests/test_sub.py", "tests/test_solo.py", "tests/test_x.py"] {
+            write(root, rel, "import lib\n");
+        }
+        assert_eq!(s.emptied_in_rerun(root), ["tests/test_sub.py", "tests/test_x.py"]);
         let named = |cmd: &str, rel: &str| super::named_by(&[cmd], rel);
         assert!(named("python3 -m pytest ./tests/test_new.py::test_x", "tests/test_new.py"));
         assert!(named("sh -c 'pytest tests/test_a.py -q'", "tests/test_a.py"));

@@ -9,7 +9,8 @@
 //!   its `*.pth` files, `usercustomize.py` and `sitecustomize.py` run at every interpreter
 //!   start;
 //! - **the user's package-manager configuration**: `~/.npmrc`, `~/.yarnrc`, `~/.yarnrc.yml`,
-//!   `~/.bunfig.toml`.
+//!   `~/.bunfig.toml`, and cargo's own (`$CARGO_HOME/config.toml` and `config`, `~/.cargo` when
+//!   `CARGO_HOME` is unset: a `runner = "true"` there makes every `cargo test` pass).
 //!
 //! The freeze hashes what is there (a handful of stats and bounded reads, never a tree walk);
 //! a later change, a file created where there was none, or one removed is named
@@ -43,6 +44,17 @@ const PARENT_FILES: &[&str] = &[
 
 /// The user's package-manager configuration, under the home directory.
 const HOME_FILES: &[&str] = &[".npmrc", ".yarnrc", ".yarnrc.yml", ".bunfig.toml"];
+
+/// Cargo's configuration in its home directory (see [`cargo_home`]).
+const CARGO_HOME_FILES: &[&str] = &["config.toml", "config"];
+
+/// Cargo's home: `$CARGO_HOME`, else `~/.cargo`.
+fn cargo_home() -> Option<PathBuf> {
+    std::env::var_os("CARGO_HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
+}
 
 /// The most parent directories looked at.
 const MAX_DEPTH: usize = 32;
@@ -94,6 +106,11 @@ fn present(root: &Path) -> BTreeMap<String, String> {
     if let Some(home) = std::env::var_os("HOME") {
         for name in HOME_FILES {
             put(Path::new(&home).join(name));
+        }
+    }
+    if let Some(cargo_home) = cargo_home() {
+        for name in CARGO_HOME_FILES {
+            put(cargo_home.join(name));
         }
     }
     for site in user_sites() {
