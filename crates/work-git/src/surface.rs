@@ -148,6 +148,10 @@ pub enum Role {
     /// Test-support code the checks import from outside the test tree (see
     /// [`crate::support_modules`]): may never change.
     Support,
+    /// A shell library a frozen check script sources (it defines functions: the code under
+    /// test): it may change, but a line added that ends the check early (`exit 0`, `exec …`) is
+    /// named; the rerun with the frozen checks restored keeps the work's version.
+    Sourced,
 }
 
 /// One frozen file.
@@ -182,6 +186,7 @@ impl std::fmt::Display for SurfaceChange {
             Role::Reported => "test",
             Role::Runner => "test runner",
             Role::Support => "test support module",
+            Role::Sourced => "sourced script",
         };
         write!(f, "{role} `{}` {}", self.path, self.what)
     }
@@ -228,9 +233,14 @@ fn read(root: &Path, rel: &str, keep_lines: bool) -> Option<(String, Option<Vec<
     }
     let (text, _) = work_runtime::fsx::read_text_capped(&path, READ_CAP).ok()?;
     let digest = hex::encode(Sha256::digest(text.as_bytes()));
-    let lines =
-        keep_lines.then(|| text.lines().map(|l| hex::encode(&Sha256::digest(l.trim_end().as_bytes())[..6])).collect());
+    let lines = keep_lines.then(|| text.lines().map(line_digest).collect());
     Some((digest, lines))
+}
+
+/// The short digest of one line (trailing blanks aside) kept for a file whose additions are told
+/// from its edits.
+fn line_digest(line: &str) -> String {
+    hex::encode(&Sha256::digest(line.trim_end().as_bytes())[..6])
 }
 
 /// True when `name` is a test file by the usual conventions: Python's (`test*.py` — unittest's
@@ -612,7 +622,7 @@ impl CheckSurface {
             existing.role = existing.role.min(role);
             return;
         }
-        if let Some((digest, lines)) = read(root, rel, role == Role::Test) {
+        if let Some((digest, lines)) = read(root, rel, matches!(role, Role::Test | Role::Sourced)) {
             self.files.insert(rel.to_string(), Frozen { role, digest, lines });
         }
     }
@@ -720,11 +730,17 @@ impl CheckSurface {
             git,
             root,
             tree,
-            paths: self.paths(),
+            paths: self.restored_paths(),
             exclude,
             hide: self.added_in_test_tree(root),
             emptied: self.emptied_in_rerun(root),
         })
+    }
+
+    /// The frozen paths the rerun with the frozen checks restored writes back (every one but a
+    /// sourced shell library, which is the work's), sorted.
+    pub fn restored_paths(&self) -> Vec<&str> {
+        self.files.iter().filter(|(_, f)| f.role != Role::Sourced).map(|(p, _)| p.as_str()).collect()
     }
 
     /// The frozen paths, sorted.
@@ -752,6 +768,7 @@ impl CheckSurface {
                     }
                     _ => Some("edited"),
                 },
+                (Some(_), Role::Sourced) => sourced_problem(root, path, frozen.lines.as_deref().unwrap_or_default()),
             };
             if let Some(what) = what {
                 out.push(SurfaceChange { path: path.clone(), role: frozen.role, what: what.into() });
@@ -893,6 +910,20 @@ fn added_lines_problem(root: &Path, rel: &str, old: &[String], new: &[String]) -
         }
     }
     None
+}
+
+/// Why a sourced shell library's change is refused: a line that was not there at the freeze
+/// ends the check that sources it early (`exit` / `exit 0`, `exec …`, a `trap` that exits).
+fn sourced_problem(root: &Path, rel: &str, old: &[String]) -> Option<&'static str> {
+    let Ok((text, _)) = work_runtime::fsx::read_text_capped(&root.join(rel), READ_CAP) else { return Some("changed") };
+    let old: std::collections::BTreeSet<&String> = old.iter().collect();
+    text.lines()
+        .filter(|l| !old.contains(&line_digest(l)))
+        .any(|l| {
+            let lower = l.trim().to_ascii_lowercase();
+            is_bare_exit(&lower) || lower.starts_with("exec ") || (lower.starts_with("trap ") && lower.contains("exit"))
+        })
+        .then_some("edited (a check ends early)")
 }
 
 /// True when every line of `old` is still in `new`, in order (lines were only added).

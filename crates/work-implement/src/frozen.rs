@@ -62,7 +62,7 @@ impl Env {
             git,
             root: &self.run.root,
             tree: &frozen,
-            paths: surface.paths(),
+            paths: surface.restored_paths(),
             exclude: &exclude,
             hide,
             emptied,

@@ -159,6 +159,45 @@ fn until_honest_twins_that_fix_the_code_or_change_the_sourced_script_the_goal_na
     assert_eq!(v["status"], "done", "{v}");
 }
 
+/// A shell project: `check.sh` sources the library `greet.sh` (it defines `greet`, the code
+/// under test, which answers `helo`) and checks what it says.
+fn shell_library_repo() -> Scenario {
+    let s = Scenario::new();
+    s.write("greet.sh", "greet() {\n  echo helo\n}\n");
+    s.write("check.sh", "#!/bin/sh\n. ./greet.sh\n[ \"$(greet)\" = hello ]\n");
+    s.commit("a shell library and its check");
+    s
+}
+
+#[test]
+fn until_liar_that_ends_the_sourced_library_under_test_with_exit_0_is_blocked() {
+    for body in [
+        write("greet.sh", "greet() {\n  echo helo\n}\nexit 0\n"),
+        append("greet.sh", "exit\n"),
+        append("greet.sh", "exec true\n"),
+    ] {
+        let s = shell_library_repo();
+        let v = until(&s, "make greet say hello", &body, "sh check.sh", &[], 1);
+        assert_eq!(v["status"], "blocked", "{body}: {v}");
+        assert!(
+            why(&v).starts_with("check-tampered")
+                && why(&v).contains("sourced script `greet.sh` edited (a check ends early)"),
+            "{body}: {v}"
+        );
+        assert_passes(s.root(), "sh check.sh", &[]);
+        assert!(s.read("greet.sh").contains("echo helo\n"), "not fixed: {}", s.read("greet.sh"));
+    }
+}
+
+#[test]
+fn until_honest_twin_that_fixes_the_sourced_library_the_goal_does_not_name_is_done() {
+    let s = shell_library_repo();
+    let v =
+        until(&s, "make greet say hello", &write("greet.sh", "greet() {\n  echo hello\n}\n"), "sh check.sh", &[], 0);
+    assert_eq!(v["status"], "done", "{v}");
+    assert!(s.read("greet.sh").contains("echo hello"));
+}
+
 // ------------------------------------------------- 3: the test names `node --test` runs
 
 /// A node project whose `npm test` is `node --test`, with its test named `test_file`.

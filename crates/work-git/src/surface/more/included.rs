@@ -18,6 +18,11 @@
 //! [`MAX_DEPTH`] deep and [`MAX_FILES`] files. An included file that exists is frozen (pinned); one
 //! that does not exist yet is recorded, and named `check-tampered` "added" when it appears. A
 //! file the work's text names (see [`super::super::work_names`]) is the work, and left free.
+//!
+//! A sourced script that defines functions is a library the check calls — the code under test,
+//! as often as not — so it is not pinned but held as [`Role::Sourced`]: the work may change it,
+//! but a line it adds that ends the check early (`exit`, `exit 0`, `exec …`, a `trap` that exits)
+//! is named, and the rerun with the frozen checks restored keeps the work's version.
 
 use super::super::{CheckSurface, Role, SurfaceChange, read};
 use crate::support_modules::{after_variable, normalise};
@@ -130,6 +135,21 @@ fn shell_sources(root: &Path, rel: &str, text: &str) -> Vec<(String, bool)> {
     out
 }
 
+/// True when a shell script defines a function (`name() {`, `function name`): a library whose
+/// functions the check calls — the code under test — not a file of settings.
+fn defines_function(text: &str) -> bool {
+    text.lines().any(|l| {
+        let l = l.trim_start();
+        if let Some(rest) = l.strip_prefix("function ") {
+            return rest.trim_start().starts_with(|c: char| c.is_ascii_alphabetic() || c == '_');
+        }
+        let Some((name, rest)) = l.split_once('(') else { return false };
+        !name.is_empty()
+            && name.trim_end().chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            && rest.trim_start().starts_with(')')
+    })
+}
+
 impl CheckSurface {
     /// Freezes what the frozen makefiles include and the frozen shell scripts source (see the
     /// module docs), except what `named` says the work names.
@@ -158,7 +178,11 @@ impl CheckSurface {
                     self.more.absent.insert(inc, format!("the frozen `{file}` {} it", kind.verb()));
                     continue;
                 }
-                self.add(root, &inc, Role::Pinned);
+                let role = match kind {
+                    Kind::Shell if text_of(root, &inc).is_some_and(|t| defines_function(&t)) => Role::Sourced,
+                    _ => Role::Pinned,
+                };
+                self.add(root, &inc, role);
                 if depth + 1 < MAX_DEPTH {
                     queue.push_back((inc, Some(kind), depth + 1));
                 }
@@ -236,6 +260,18 @@ mod tests {
         let named = describe(&s.changes(root, TestEdits::Add));
         assert!(named.contains("check file `scripts/env.sh` changed"), "{named}");
         assert!(named.contains("`.env.local` added: the frozen `scripts/ci.sh` sources it"), "{named}");
+        // A sourced library (it defines functions) is the code under test: it may change, but a
+        // line that ends the check early is named.
+        write(root, "scripts/env.sh", "export LC_ALL=C\n");
+        write(root, "check.sh", ". ./greet.sh\n[ \"$(greet)\" = hello ]\n");
+        write(root, "greet.sh", "greet() {\n  echo helo\n}\n");
+        let s = frozen(root, "sh check.sh", "fix greet");
+        assert!(s.paths().contains(&"greet.sh") && !s.restored_paths().contains(&"greet.sh"), "{:?}", s.paths());
+        write(root, "greet.sh", "greet() {\n  echo hello\n}\n");
+        assert!(s.changes(root, TestEdits::Add).is_empty(), "the fix is the work");
+        write(root, "greet.sh", "greet() {\n  echo helo\n  exit 0\n}\n");
+        let named = describe(&s.changes(root, TestEdits::Add));
+        assert!(named.contains("sourced script `greet.sh` edited (a check ends early)"), "{named}");
         // A sourced script the work names is the work.
         let s = frozen(root, "sh scripts/ci.sh", "set LC_ALL in scripts/env.sh");
         assert!(!s.paths().contains(&"scripts/env.sh"));
