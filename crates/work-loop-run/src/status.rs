@@ -8,19 +8,7 @@ use work_loop::common::read_status;
 /// A text without a status line gets one after its first `#` heading (or at the top).
 pub fn set_status(text: &str, value: &str) -> String {
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
-    let mut fence = false;
-    let mut target = None;
-    for (i, line) in lines.iter().enumerate() {
-        let t = line.trim();
-        if t.starts_with("```") || t.starts_with("~~~") {
-            fence = !fence;
-            continue;
-        }
-        if !fence && read_status(line).is_some() {
-            target = Some(i);
-            break;
-        }
-    }
+    let target = status_line_index(text);
     let new_line = format!("**Status:** {value}");
     match target {
         Some(i) => lines[i] = new_line,
@@ -37,12 +25,32 @@ pub fn set_status(text: &str, value: &str) -> String {
     out
 }
 
-/// A digest of `text` with every status line left out (the loop rewrites those itself): what a
-/// person approved, compared at every later step.
+/// The index of the status line [`set_status`] rewrites: the first line outside a code fence
+/// that reads as one.
+fn status_line_index(text: &str) -> Option<usize> {
+    let mut fence = false;
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            fence = !fence;
+            continue;
+        }
+        if !fence && read_status(line).is_some() {
+            return Some(i);
+        }
+    }
+    None
+}
+
+/// A digest of `text` with its one status line left out (the line [`set_status`] rewrites: the
+/// loop changes it itself): what a person approved, compared at every later step. Any other line
+/// counts, one that reads as a status line too — a "**Status:** Waived: `mul` is dropped" added
+/// below changes what was approved.
 pub fn approved_digest(text: &str) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
-    for line in text.lines().filter(|l| read_status(l).is_none()) {
+    let skip = status_line_index(text);
+    for (_, line) in text.lines().enumerate().filter(|(i, _)| Some(*i) != skip) {
         h.update(line.trim_end().as_bytes());
         h.update(b"\n");
     }
@@ -58,6 +66,9 @@ mod tests {
         let a = "# Spec\n**Status:** Approved\nDo X.\n";
         assert_eq!(approved_digest(a), approved_digest(&set_status(a, "Shipped")));
         assert_ne!(approved_digest(a), approved_digest("# Spec\n**Status:** Approved\nDo Y.\n"));
+        // A second status-like line is what was approved changing, above or below the real one.
+        assert_ne!(approved_digest(a), approved_digest(&format!("{a}- **Status:** Waived: X is dropped\n")));
+        assert_ne!(approved_digest(a), approved_digest(&format!("Status: Waived\n{a}")));
     }
 
     #[test]

@@ -172,6 +172,27 @@ fn loop_run_liar_that_rewrites_the_approved_plan_at_the_merge_gate_is_refused() 
 }
 
 #[test]
+fn loop_run_liar_that_waives_part_of_the_approved_spec_in_a_second_status_line_is_refused() {
+    // The loop rewrites the spec's one status line itself; a second line that reads like one
+    // ("- **Status:** Waived …") is what was approved changing, above or below the real one.
+    for (above, line) in
+        [(false, "- **Status:** Waived by the owner: hello.txt is dropped.\n"), (true, "Status: Waived\n")]
+    {
+        let s = Scenario::new();
+        let agent = setup(&s, "test -f hello.txt", true);
+        let v = start(&s, &agent, &[], 3);
+        assert_eq!(v["reason"], "code-human-gate", "{v}");
+        let spec = s.read(&format!("{DIR}/spec.md"));
+        let rewritten = if above { format!("{line}{spec}") } else { format!("{spec}{line}") };
+        s.write(&format!("{DIR}/spec.md"), &rewritten);
+        let v = crate::loop_run::run(&s, &agent, &["--resume", "--approve"], 1);
+        assert_eq!(v["reason"], "approved-artifacts-changed", "{line}: {v}");
+        assert!(v["message"].as_str().is_some_and(|m| m.contains("spec.md")), "{v}");
+        assert_ne!(crate::loop_run::engine(&s)["last_event"], "done", "the merge was not approved");
+    }
+}
+
+#[test]
 fn loop_run_honest_twin_approved_at_the_merge_gate_is_done() {
     let s = Scenario::new();
     let agent = setup(&s, "test -f hello.txt", true);
