@@ -38,7 +38,7 @@ pub fn dedup_keys(id: &str, location: &str) -> Vec<String> {
     keys
 }
 
-/// An item rejected by gate 2 (remembered as seen so it never re-enters).
+/// An item rejected by gate 2 (recorded once; it never makes a later item at its location known).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rejected {
     /// The item's id as given.

@@ -166,9 +166,11 @@ impl Journal {
         Ok(j)
     }
 
-    /// Every dedup key ever seen (accepted and rejected, and ids listed in `seen`).
+    /// Every dedup key of an accepted item (and of the ids listed in `seen`). A rejected item
+    /// is not among them: a later item at its location is judged by gate 2 on its own, so a
+    /// finder that reports the real sites with wrong quotes cannot make them look known.
     pub fn dedup_set(&self) -> HashSet<String> {
-        let mut set = HashSet::with_capacity(self.items.len() * 2 + self.rejected.len() * 2);
+        let mut set = HashSet::with_capacity(self.items.len() * 2);
         for id in &self.seen {
             set.extend(dedup_keys(id, ""));
         }
@@ -186,6 +188,12 @@ impl Journal {
                 set.insert(k);
             }
         }
+        set
+    }
+
+    /// The dedup keys of every item gate 2 rejected: the same rejection is recorded once.
+    pub fn rejected_set(&self) -> HashSet<String> {
+        let mut set = HashSet::with_capacity(self.rejected.len() * 2);
         for r in &self.rejected {
             set.extend(dedup_keys(&r.id, &r.location));
             if let Some(c) = &r.canonical_location {

@@ -23,6 +23,7 @@ mod help;
 mod history;
 mod implement;
 mod liars_added;
+mod liars_answers;
 mod liars_frozen;
 mod liars_implement;
 mod liars_loop;
