@@ -28,6 +28,7 @@ mod liars_frozen;
 mod liars_implement;
 mod liars_loop;
 mod liars_matrix;
+mod liars_rerun;
 mod liars_restored_attack;
 mod liars_review_parts;
 mod liars_suite;
