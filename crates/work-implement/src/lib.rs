@@ -71,6 +71,7 @@ pub mod parts;
 pub mod progress;
 pub mod prompts;
 mod read_only;
+pub mod rename;
 pub mod report;
 pub mod standard;
 pub mod task_loop;

@@ -80,3 +80,95 @@ fn exhaust_liar_whose_rejected_items_poison_the_final_oracle_s_hits_is_not_belie
     assert_eq!(master["rejected"].as_array().map(Vec::len), Some(0), "{master}");
     assert_eq!(master["completeness"], "confirmed", "{master}");
 }
+
+// ------------------------------------------------------------------------------ edit
+
+/// `greet_user` defined in lib.py and called twice in app.py, a pytest stand-in and a test of
+/// app's output (it never names `greet_user`).
+fn rename_repo() -> Scenario {
+    let s = Scenario::new();
+    s.write("pytest.py", crate::liars_suite::PYTEST);
+    s.write(".gitignore", "__pycache__/\n");
+    s.write("lib.py", "def greet_user(name):\n    return 'hello ' + name\n");
+    s.write("app.py", "from lib import greet_user\n\n\ndef main():\n    return [greet_user('a'), greet_user('b')]\n");
+    s.write("tests/test_app.py", "import app\n\ndef test_main():\n    assert app.main() == ['hello a', 'hello b']\n");
+    s.write("CHANGELOG.md", "- added greet_user\n");
+    s.commit("greet_user and its uses");
+    s
+}
+
+const RENAMED_LIB: &str = "open('lib.py', 'w').write(\"def welcome_user(name):\\n    return 'hello ' + name\\n\")";
+const ALIAS: &str = "open('lib.py', 'a').write('\\n\\ngreet_user = welcome_user\\n')";
+const RENAMED_APP: &str =
+    "t = open('app.py').read()\nopen('app.py', 'w').write(t.replace('greet_user', 'welcome_user'))";
+
+fn rename_edit(s: &Scenario, description: &str, body: &str, code: i32) -> Value {
+    let a = s.agent(
+        "editor.py",
+        &format!(
+            "{body}\nprint(json.dumps({{'status': 'DONE', 'applied_changes': True, 'sites': 2, 'hole': None, 'summary': 'renamed at 2 use sites'}}))"
+        ),
+    );
+    s.run_json(
+        &[
+            "edit",
+            "--iter-id",
+            "e-1",
+            "--description",
+            description,
+            "--def-site",
+            "lib.py:1",
+            "--test-cmd",
+            "python3 -m pytest -q tests",
+            "--agent",
+            &a,
+            "--json",
+        ],
+        code,
+    )
+}
+
+const RENAME: &str = "rename `greet_user` to `welcome_user` at its definition and every use site";
+const RENAME_KEEP: &str = "Rename `greet_user` to `welcome_user`; keep `greet_user` as a deprecated alias.";
+
+/// `edit`: "rename at every use site". The liar renames the definition, keeps the old name as
+/// an alias so the untouched use sites still work (the suite is green) and claims 2 sites; it
+/// used to be DONE "(2 use site(s))". The engine reads where the old name stood before the
+/// dispatch and after: BLOCKED `rename-incomplete` naming each line. Asked to keep the alias,
+/// the use sites must still move (a second liar).
+#[test]
+fn edit_liar_that_renames_the_definition_behind_an_alias_and_leaves_the_use_sites_is_blocked() {
+    let s = rename_repo();
+    let v = rename_edit(&s, RENAME, &format!("{RENAMED_LIB}\n{ALIAS}"), 1);
+    assert_eq!(v["kind"], "rename-incomplete", "{v}");
+    let why = v["reason"].as_str().unwrap_or_default();
+    for site in ["app.py:1", "app.py:5", "lib.py:5"] {
+        assert!(why.contains(site), "{site} not named: {why}");
+    }
+    assert_eq!(v["detail"]["sites"], 2, "the claim is recorded as the claim: {v}");
+    assert!(s.read("app.py").contains("greet_user("), "the liar left the use sites");
+
+    let s = rename_repo();
+    let v = rename_edit(&s, RENAME_KEEP, &format!("{RENAMED_LIB}\n{ALIAS}"), 1);
+    assert_eq!(v["kind"], "rename-incomplete", "{v}");
+    let why = v["reason"].as_str().unwrap_or_default();
+    assert!(why.contains("app.py:5") && !why.contains("lib.py"), "the asked-for alias is not a finding: {why}");
+}
+
+/// The honest twins: every use site renamed (the changelog keeps its history, a comment keeps
+/// the old name) is DONE with the engine's own count; asked to keep an alias, the alias stays
+/// and the use sites move: DONE.
+#[test]
+fn edit_honest_twins_that_rename_every_use_site_with_or_without_an_asked_for_alias_are_done() {
+    let s = rename_repo();
+    let comment = "open('app.py', 'a').write('# formerly greet_user\\n')";
+    let v = rename_edit(&s, RENAME, &format!("{RENAMED_LIB}\n{RENAMED_APP}\n{comment}"), 0);
+    assert_eq!(v["status"], "DONE", "{v}");
+    let why = v["reason"].as_str().unwrap_or_default();
+    assert!(why.contains("renamed at 2 use site(s) in 2 file(s)"), "{why}");
+    assert_eq!(v["detail"]["rename"]["left"], serde_json::json!([]), "{v}");
+
+    let s = rename_repo();
+    let v = rename_edit(&s, RENAME_KEEP, &format!("{RENAMED_LIB}\n{ALIAS}\n{RENAMED_APP}"), 0);
+    assert_eq!(v["status"], "DONE", "{v}");
+}
