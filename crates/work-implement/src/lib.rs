@@ -68,6 +68,7 @@ pub mod extract;
 pub mod frozen;
 pub mod mini;
 pub mod parts;
+pub mod plan_text;
 pub mod progress;
 pub mod prompts;
 mod read_only;
