@@ -151,7 +151,8 @@ pub struct Engine<'a> {
     angles: AngleSets,
     /// The dedup keys of the accepted items.
     dedup: HashSet<String>,
-    /// The dedup keys of the rejected items (a rejection is recorded once).
+    /// The dedup keys of the rejected items: a finder's item matching one is a duplicate; an
+    /// oracle's is judged again (and its rejection recorded once).
     refused: HashSet<String>,
     rules: Gate2Rules,
     /// Paths written during any finder wave of this run: never citable.
@@ -229,10 +230,11 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// The barrier's per-item step: dedup against every accepted item (by normalised id, by
-    /// the location's one spelling, by a concept's normalised title), then gate 2. An item
-    /// gate 2 rejected does not make a later one at its location known: that one is judged on
-    /// its own (a rejection repeated for the same keys is recorded once).
+    /// The barrier's per-item step: dedup against everything ever seen (by normalised id, by
+    /// the location's one spelling, by a concept's normalised title), then gate 2. An oracle's
+    /// item (a command the engine runs, never an agent) is deduplicated against the accepted
+    /// items only: a finder's rejected item at its location does not make it known, so it is
+    /// judged by gate 2 on its own (a rejection repeated for the same keys is recorded once).
     fn admit(&mut self, raw: &Map<String, Value>, source: &str, round: u32) -> Admission {
         let id = raw.get("id").and_then(Value::as_str).unwrap_or("").to_string();
         let location = raw.get("location").and_then(Value::as_str).unwrap_or("").to_string();
@@ -243,7 +245,8 @@ impl<'a> Engine<'a> {
         {
             keys.push(k);
         }
-        if keys.iter().any(|k| self.dedup.contains(k)) {
+        let oracle = !source.starts_with("finder:");
+        if keys.iter().any(|k| self.dedup.contains(k) || (!oracle && self.refused.contains(k))) {
             return Admission::Duplicate;
         }
         let evidence = raw.get("evidence").and_then(Value::as_str);

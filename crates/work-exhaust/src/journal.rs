@@ -166,9 +166,10 @@ impl Journal {
         Ok(j)
     }
 
-    /// Every dedup key of an accepted item (and of the ids listed in `seen`). A rejected item
-    /// is not among them: a later item at its location is judged by gate 2 on its own, so a
-    /// finder that reports the real sites with wrong quotes cannot make them look known.
+    /// Every dedup key of an accepted item (and of the ids listed in `seen`); the rejected
+    /// items' keys are [`Journal::rejected_set`] (a finder's item dedups against both, an
+    /// oracle's against these only, so a finder that reports the real sites with wrong quotes
+    /// cannot make the oracle's hits there look known).
     pub fn dedup_set(&self) -> HashSet<String> {
         let mut set = HashSet::with_capacity(self.items.len() * 2);
         for id in &self.seen {

@@ -59,9 +59,10 @@ fn item_locations(master: &Value) -> Vec<String> {
 }
 
 /// `exhaust`: a finder reports the real sites with quotes that are not there, every round, so
-/// gate 2 rejects them. A rejected item never makes a later one at its location known: the
-/// final oracle's hits there are judged on their own and accepted, and the same rejection is
-/// recorded once however many rounds repeat it. The honest twin quotes the lines and is done
+/// gate 2 rejects them; the final oracle's hits there used to dedup against those rejections
+/// (k-consecutive-dry, completeness confirmed, 0 items). An oracle's item dedups against the
+/// accepted items only: the hits are judged on their own and accepted, and the finder's
+/// repeats stay duplicates of its first rejection (recorded once). The honest twin quotes the lines and is done
 /// with the same three items.
 #[test]
 fn exhaust_liar_whose_rejected_items_poison_the_final_oracle_s_hits_is_not_believed_and_its_twin_is_done() {
