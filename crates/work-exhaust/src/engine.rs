@@ -149,7 +149,11 @@ pub struct Engine<'a> {
     store: Store,
     /// Membership of the journal's angle lists.
     angles: AngleSets,
+    /// The dedup keys of the accepted items.
     dedup: HashSet<String>,
+    /// The dedup keys of the rejected items: a finder's item matching one is a duplicate; an
+    /// oracle's is judged again (and its rejection recorded once).
+    refused: HashSet<String>,
     rules: Gate2Rules,
     /// Paths written during any finder wave of this run: never citable.
     written: HashSet<String>,
@@ -170,8 +174,11 @@ impl<'a> Engine<'a> {
         }
         journal.k = params.k;
         // A finished journal is only reported: no dedup or angle bookkeeping is built for it.
-        let (dedup, angles) =
-            if journal.is_final() { Default::default() } else { (journal.dedup_set(), AngleSets::of(&journal)) };
+        let (dedup, refused, angles) = if journal.is_final() {
+            Default::default()
+        } else {
+            (journal.dedup_set(), journal.rejected_set(), AngleSets::of(&journal))
+        };
         let forbidden = std::fs::canonicalize(&run.state_dir).into_iter().collect();
         let rules = Gate2Rules { forbidden, scope: params.scope.clone() };
         Self {
@@ -182,6 +189,7 @@ impl<'a> Engine<'a> {
             store: Store::new(&params.journal_path),
             angles,
             dedup,
+            refused,
             rules,
             written: HashSet::new(),
             tracked: None,
@@ -223,7 +231,10 @@ impl<'a> Engine<'a> {
     }
 
     /// The barrier's per-item step: dedup against everything ever seen (by normalised id, by
-    /// the location's one spelling, by a concept's normalised title), then gate 2.
+    /// the location's one spelling, by a concept's normalised title), then gate 2. An oracle's
+    /// item (a command the engine runs, never an agent) is deduplicated against the accepted
+    /// items only: a finder's rejected item at its location does not make it known, so it is
+    /// judged by gate 2 on its own (a rejection repeated for the same keys is recorded once).
     fn admit(&mut self, raw: &Map<String, Value>, source: &str, round: u32) -> Admission {
         let id = raw.get("id").and_then(Value::as_str).unwrap_or("").to_string();
         let location = raw.get("location").and_then(Value::as_str).unwrap_or("").to_string();
@@ -234,10 +245,10 @@ impl<'a> Engine<'a> {
         {
             keys.push(k);
         }
-        if keys.iter().any(|k| self.dedup.contains(k)) {
+        let oracle = !source.starts_with("finder:");
+        if keys.iter().any(|k| self.dedup.contains(k) || (!oracle && self.refused.contains(k))) {
             return Admission::Duplicate;
         }
-        self.dedup.extend(keys);
         let evidence = raw.get("evidence").and_then(Value::as_str);
         // The path as cited and the path it resolves to (a symlink to its in-repo target): a
         // location through anything written during the run — the file, a symlink planted to a
@@ -257,6 +268,10 @@ impl<'a> Engine<'a> {
             gate2_with(&self.run.root, &location, evidence, &self.rules)
         };
         if let Gate2::Refused(reason) = &verdict {
+            if keys.iter().any(|k| self.refused.contains(k)) {
+                return Admission::Duplicate;
+            }
+            self.refused.extend(keys);
             self.run
                 .emit("gate2.rejected", json!({"id": id, "location": location, "reason": reason, "source": source}));
             self.journal.rejected.push(Rejected {
@@ -269,6 +284,7 @@ impl<'a> Engine<'a> {
             });
             return Admission::Rejected(id);
         }
+        self.dedup.extend(keys);
         self.journal.items.push(accepted_item(raw, &verdict, source, round));
         self.journal.seen.push(id.clone());
         Admission::New(id)

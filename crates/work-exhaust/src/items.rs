@@ -38,7 +38,8 @@ pub fn dedup_keys(id: &str, location: &str) -> Vec<String> {
     keys
 }
 
-/// An item rejected by gate 2 (remembered as seen so it never re-enters).
+/// An item rejected by gate 2 (remembered as seen so it never re-enters from a finder; an
+/// oracle's item at its location is judged again).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rejected {
     /// The item's id as given.

@@ -166,9 +166,12 @@ impl Journal {
         Ok(j)
     }
 
-    /// Every dedup key ever seen (accepted and rejected, and ids listed in `seen`).
+    /// Every dedup key of an accepted item (and of the ids listed in `seen`); the rejected
+    /// items' keys are [`Journal::rejected_set`] (a finder's item dedups against both, an
+    /// oracle's against these only, so a finder that reports the real sites with wrong quotes
+    /// cannot make the oracle's hits there look known).
     pub fn dedup_set(&self) -> HashSet<String> {
-        let mut set = HashSet::with_capacity(self.items.len() * 2 + self.rejected.len() * 2);
+        let mut set = HashSet::with_capacity(self.items.len() * 2);
         for id in &self.seen {
             set.extend(dedup_keys(id, ""));
         }
@@ -186,6 +189,12 @@ impl Journal {
                 set.insert(k);
             }
         }
+        set
+    }
+
+    /// The dedup keys of every item gate 2 rejected: the same rejection is recorded once.
+    pub fn rejected_set(&self) -> HashSet<String> {
+        let mut set = HashSet::with_capacity(self.rejected.len() * 2);
         for r in &self.rejected {
             set.extend(dedup_keys(&r.id, &r.location));
             if let Some(c) = &r.canonical_location {

@@ -2,7 +2,8 @@
 //!
 //! Rounds of parallel finders (one per angle, in waves under a cap) meet at a barrier where
 //! the engine — never an agent — re-reads every `PATH:LINE` (gate 2), dedups against
-//! everything ever seen (accepted or rejected), and updates the dry counter with the
+//! everything ever seen (accepted or rejected; an oracle's item against the accepted ones
+//! only, so a rejected finder item never hides an oracle's hit), and updates the dry counter with the
 //! False-DRY guard. Gate 1 seeds `seen` from oracle commands; gate 3 runs the final oracles
 //! before the K-th qualifying dry round commits. Every round is committed to the journal (an
 //! appended record on a snapshot, [`store`]), which is the resume source.

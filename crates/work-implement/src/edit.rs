@@ -15,10 +15,12 @@ use crate::artifacts;
 use crate::carrier::Mode;
 use crate::env::{Counter, Env};
 use crate::prompts;
+use crate::rename::{self, Rename};
 use crate::report::{EndReport, Status, TaskOutcome, TaskStatus};
 use crate::standard::fill_stats;
 use crate::tree::Preflight;
 use serde_json::{Value, json};
+use std::collections::BTreeSet;
 use work_runtime::dispatch::Access;
 
 /// What an edit run is asked.
@@ -94,17 +96,11 @@ fn head_moved(env: &Env, report: &mut EndReport, detail: &mut Value) -> bool {
 /// site, the code under change, not the check (`sh main.sh` where `main.sh` calls the function
 /// being renamed); a script that only calls the new name stays a check. Read when the checks
 /// are frozen, before any dispatch, so nothing the editor writes decides it.
-fn edit_work(env: &Env, input: &EditInput) -> String {
+fn edit_work(env: &Env, input: &EditInput, def_line: &str) -> String {
     let read = |rel: &str| {
         work_runtime::fsx::read_confined(&env.run.root, rel.trim_start_matches("./"), CALL_SITE_CAP)
             .map(|b| String::from_utf8_lossy(&b).into_owned())
     };
-    let def_line = input
-        .def_site
-        .rsplit_once(':')
-        .and_then(|(path, line)| Some((read(path).ok()?, line.parse::<usize>().ok()?)))
-        .and_then(|(text, n)| text.lines().nth(n.checked_sub(1)?).map(str::to_string))
-        .unwrap_or_default();
     let symbols: Vec<&str> = input
         .description
         .split('`')
@@ -127,6 +123,47 @@ fn edit_work(env: &Env, input: &EditInput) -> String {
 /// The most of a file the test command names that [`edit_work`] reads.
 const CALL_SITE_CAP: u64 = 1 << 20;
 
+/// The definition site's line number and its text, read before the dispatch.
+fn def_line(env: &Env, input: &EditInput) -> (usize, String) {
+    let n = input.def_site.rsplit_once(':').and_then(|(_, l)| l.parse::<usize>().ok()).unwrap_or(0);
+    let text = work_runtime::fsx::read_confined(&env.run.root, &input.def_site_path, CALL_SITE_CAP)
+        .ok()
+        .and_then(|b| String::from_utf8_lossy(&b).lines().nth(n.checked_sub(1)?).map(str::to_string))
+        .unwrap_or_default();
+    (n, text)
+}
+
+/// The rename the description asks for, and where its old name stands before the dispatch
+/// ([`crate::rename`]).
+fn rename_before(env: &Env, input: &EditInput, def_line: &str) -> Option<(Rename, rename::Before)> {
+    let r = rename::recognise(&input.description, def_line)?;
+    let tracked = env.tree.git().run(&["ls-files", "-z"]).unwrap_or_default();
+    let tracked: Vec<String> = tracked.split('\0').filter(|p| !p.is_empty()).map(str::to_string).collect();
+    let before = rename::before(&env.run.root, &tracked, &r);
+    Some((r, before))
+}
+
+/// Why a rename is not done: the old name still stands where it stood, or where the edit wrote
+/// it (BLOCKED `rename-incomplete`); `detail.rename` records what was judged either way.
+fn rename_left(
+    env: &Env,
+    input: &EditInput,
+    surface: &work_git::surface::CheckSurface,
+    rename: Option<&(Rename, rename::Before)>,
+    def_line_no: usize,
+    detail: &mut Value,
+) -> Option<String> {
+    let (r, before) = rename?;
+    let b = env.byproducts();
+    let changed: Vec<String> =
+        env.tree.dirty_paths().unwrap_or_default().into_iter().filter(|p| !b.is_byproduct(p)).collect();
+    let frozen: BTreeSet<String> = surface.paths().into_iter().map(str::to_string).collect();
+    let left = rename::left(&env.run.root, r, before, &changed, &frozen, (&input.def_site_path, def_line_no));
+    detail["rename"] = json!({"old": r.old, "new": r.new, "keep": r.keep, "use_sites_before": left.use_sites_before,
+                              "files_before": left.files_before, "left": left.sites});
+    (!left.sites.is_empty()).then(|| rename::verdict(r, &left))
+}
+
 /// Runs an edit.
 pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
     let mut report = EndReport::new(Status::Blocked, Mode::Edit, Some(input.iter_id.clone()), String::new());
@@ -135,8 +172,10 @@ pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
     // The suite once, by the engine, before the dispatch: what it leaves (`__pycache__`, a
     // cache) is residue, never an edit (it also gives the suite report's baseline).
     env.baseline_suite("baseline").await;
-    let work = edit_work(env, &input);
+    let (def_line_no, def_line) = def_line(env, &input);
+    let work = edit_work(env, &input, &def_line);
     let surface = env.freeze_checks(&[], &work).await;
+    let rename = rename_before(env, &input, &def_line);
     let ctx =
         |round: u32| json!({"task_id": "edit", "iter_id": input.iter_id, "def_site": input.def_site, "round": round});
     let mut detail = json!({"def_site": input.def_site, "sites": null, "applied_changes": null,
@@ -301,16 +340,27 @@ pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
         report.route = None;
         return end(env, report, task, detail);
     }
+    if let Some(why) = rename_left(env, &input, &surface, rename.as_ref(), def_line_no, &mut detail) {
+        bounce(&mut report, "rename-incomplete", "specify", why);
+        report.route = None;
+        return end(env, report, task, detail);
+    }
     if !claimed {
         report.concerns.push("the edit agent reported no applied_changes but the working tree is dirty".into());
     }
     task.status = TaskStatus::Done;
     report.status = Status::Done;
-    report.reason = format!(
-        "edit applied at {} ({} use site(s)), build clean, suite green",
-        input.def_site,
-        doc["sites"].as_u64().map(|n| n.to_string()).unwrap_or_else(|| "unknown".into())
-    );
+    let claimed_sites = doc["sites"].as_u64().map(|n| n.to_string()).unwrap_or_else(|| "unknown".into());
+    let sites = match &detail["rename"] {
+        Value::Null => format!("{claimed_sites} use site(s) claimed"),
+        r => format!(
+            "`{}` renamed at {} use site(s) in {} file(s) read before and after; {claimed_sites} claimed",
+            r["old"].as_str().unwrap_or_default(),
+            r["use_sites_before"],
+            r["files_before"]
+        ),
+    };
+    report.reason = format!("edit applied at {} ({sites}), build clean, suite green", input.def_site);
     end(env, report, task, detail)
 }
 

@@ -9,11 +9,16 @@
 //!   never task count), and is accepted only with exactly the expected id set (count, every
 //!   id, no empty text) — otherwise discarded whole, and the per-task fan-out runs instead,
 //!   associated by the requested id, never by position in any answer;
-//! - (c) every expected id must extract non-empty text.
+//! - (c) every expected id must extract non-empty text;
+//! - (d) the answers hold the plan's own text ([`plan_text`]): every extract is found in the
+//!   plan, and every step of the plan's enumeration (step headings, a numbered list,
+//!   checkboxes) is inside some task's text — else the index and extract are asked once more
+//!   with the reason, then BLOCKED `extract-not-in-plan` / `cardinality`.
 //!
 //! Any breach is a hard BLOCKED "got N of M", never a silent short run.
 
 use crate::env::{Counter, Env};
+use crate::plan_text;
 use crate::prompts;
 use crate::task_loop::{TaskSpec, is_e2e};
 use serde_json::{Value, json};
@@ -112,6 +117,9 @@ pub async fn select_free_form(
     })
 }
 
+/// Indexes and extracts, then holds the answers against the plan's own text
+/// ([`plan_text::check`]): an extract not found in the plan, or a step of the plan's
+/// enumeration no task holds, is asked once more with the reason, then BLOCKED.
 async fn select_free_form_unguarded(
     env: &Env,
     counter: &mut Counter,
@@ -120,6 +128,38 @@ async fn select_free_form_unguarded(
     plan: &str,
     range: Option<(u64, u64)>,
 ) -> Result<Vec<TaskSpec>, SelectBlocked> {
+    let mut refused: Option<String> = None;
+    let mut attempt = 1;
+    loop {
+        let tasks = select_attempt(env, counter, iter, plan_path, plan, range, refused.as_deref()).await?;
+        let texts: BTreeMap<String, String> = tasks.iter().map(|t| (t.id.clone(), t.text.clone())).collect();
+        let Err(refusal) = plan_text::check(plan, &texts, range.is_none()) else { return Ok(tasks) };
+        let why = refusal.describe(plan_path);
+        env.run.emit("plan.answers_refused", json!({"attempt": attempt, "kind": refusal.kind(), "reason": why}));
+        if attempt == 2 {
+            return Err(SelectBlocked {
+                kind: refusal.kind(),
+                reason: format!(
+                    "{why}; asked once more, the plan-index/plan-extract answers still do not hold the plan's text (write the plan in the task format, docs/plan-format.md, to have it parsed without agents)"
+                ),
+                detail: json!({"refused": why, "tasks": texts}),
+            });
+        }
+        env.run.progress(&format!("plan: answers refused ({why}); asking once more"));
+        refused = Some(why);
+        attempt += 1;
+    }
+}
+
+async fn select_attempt(
+    env: &Env,
+    counter: &mut Counter,
+    iter: &str,
+    plan_path: &str,
+    plan: &str,
+    range: Option<(u64, u64)>,
+    refused: Option<&str>,
+) -> Result<Vec<TaskSpec>, SelectBlocked> {
     let failed = |r: String| SelectBlocked { kind: env.failed_kind(), reason: r, detail: Value::Null };
     env.run.progress("plan: free-form, indexing through plan-index");
     let index = env
@@ -127,7 +167,7 @@ async fn select_free_form_unguarded(
             counter,
             "plan-index",
             Access::ReadOnly,
-            prompts::plan_index(plan_path, plan),
+            prompts::after_refusal(prompts::plan_index(plan_path, plan), refused),
             prompts::index_schema(),
             json!({"task_id": "index", "iter_id": iter, "plan_path": plan_path}),
             "index",
@@ -178,7 +218,7 @@ async fn select_free_form_unguarded(
                 counter,
                 "plan-extract",
                 Access::ReadOnly,
-                prompts::plan_extract_all(plan_path, plan, &expected),
+                prompts::after_refusal(prompts::plan_extract_all(plan_path, plan, &expected), refused),
                 prompts::extract_all_schema(),
                 json!({"task_id": "all", "task_ids": expected, "iter_id": iter, "plan_path": plan_path}),
                 "all",
@@ -205,7 +245,7 @@ async fn select_free_form_unguarded(
                 env.spec(
                     "plan-extract",
                     Access::ReadOnly,
-                    prompts::plan_extract_one(plan_path, plan, id),
+                    prompts::after_refusal(prompts::plan_extract_one(plan_path, plan, id), refused),
                     prompts::extract_one_schema(),
                     json!({"task_id": id, "iter_id": iter, "plan_path": plan_path}),
                     id,

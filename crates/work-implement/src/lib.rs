@@ -8,10 +8,11 @@
 //!   snapshots through a temporary index (#23, loss per path and per line), the task's own
 //!   reviewer diff, the untracked-aware `files_touched` (#12);
 //! - [`extract`]: the deterministic plan parser, or the agent index/extract under cardinality
-//!   guards (#22, #29);
+//!   guards (#22, #29), held against the plan's own text by [`plan_text`];
 //! - [`task_loop`]: the per-task loop with the unclear route, the minor valve, the HOLD clause
 //!   and the fingerprint exit (#10, #29);
 //! - [`standard`], [`mini`], [`edit`]: the three modes with their end gates (#11, #12, #29);
+//!   [`rename`]: an edit's rename judged by where the old name stands before and after;
 //! - [`artifacts`]: stats.json (serde_json) / BLOCKED.md (one-pass template fill) in code
 //!   (#finalize), written for every BLOCKED / PARTIAL / NEEDS_CONTEXT run except the clean
 //!   no-ops (`no-op`, `no-op-edit`) and the infra early exits;
@@ -68,9 +69,11 @@ pub mod extract;
 pub mod frozen;
 pub mod mini;
 pub mod parts;
+pub mod plan_text;
 pub mod progress;
 pub mod prompts;
 mod read_only;
+pub mod rename;
 pub mod report;
 pub mod standard;
 pub mod task_loop;

@@ -261,6 +261,17 @@ Answer with one JSON object: {{\"total_tasks\": N, \"tasks\": [{{\"id\": \"…\"
     )
 }
 
+/// A plan-index or plan-extract brief asked again after the engine refused the answers.
+pub fn after_refusal(brief: String, refused: Option<&str>) -> String {
+    match refused {
+        None => brief,
+        Some(why) => format!(
+            "{brief}\n\nYOUR PREVIOUS ANSWER WAS REFUSED BY THE ENGINE: {why}.\nEvery step of the plan belongs to some task, and \
+a task's text is copied verbatim from the plan."
+        ),
+    }
+}
+
 /// The batched extract brief.
 pub fn plan_extract_all(plan_path: &str, plan: &str, ids: &[String]) -> String {
     format!(

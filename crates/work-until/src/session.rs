@@ -109,6 +109,12 @@ impl SessionStatus {
         }
     }
 
+    /// Whether the session ended with a verdict (`done`, `blocked`): a new session with its
+    /// goal is a person's choice then, not a silent restart.
+    pub fn is_finished(self) -> bool {
+        matches!(self, SessionStatus::Done | SessionStatus::Blocked)
+    }
+
     /// The process exit status for a run that ended in this state.
     pub fn exit(self) -> work_runtime::ExitStatus {
         use work_runtime::ExitStatus;
@@ -366,6 +372,39 @@ pub fn check_slug(slug: &str) -> Result<(), String> {
     } else {
         Err(format!("use slug `{slug}`: expected kebab-case (a-z, 0-9, -), at most 64 characters"))
     }
+}
+
+/// An earlier session a new `work until` with the same goal and verify must not silently
+/// replace with a fresh freeze (the tree it would freeze may hold what that session's worker
+/// committed before `work` died).
+#[derive(Debug)]
+pub enum Unfinished {
+    /// A session with the same goal and verify command that did not end `done` or `blocked`.
+    Session(Box<Session>),
+    /// A session named after the same goal (`slug`, `slug-N`) that cannot be read.
+    Unreadable(String),
+}
+
+/// The unfinished session with this goal and verify command, if any (the most recently updated
+/// first), or an unreadable one named after `slug`.
+pub fn unfinished_with(state_dir: &Path, slug: &str, goal: &str, verify: Option<&str>) -> Option<Unfinished> {
+    let (all, errors) = list_sessions(state_dir);
+    let named_after = |dir: &str| {
+        dir == slug
+            || dir.strip_prefix(slug).and_then(|r| r.strip_prefix('-')).is_some_and(|n| n.parse::<u32>().is_ok())
+    };
+    for e in &errors {
+        let (SessionError::Io { path, .. } | SessionError::BadMeta { path, .. }) = e;
+        let dir = Path::new(path).parent().and_then(Path::file_name).map(|d| d.to_string_lossy().into_owned());
+        if dir.as_deref().is_some_and(named_after) {
+            return Some(Unfinished::Unreadable(e.to_string()));
+        }
+    }
+    all.into_iter()
+        .find(|s| {
+            !s.meta.status.is_finished() && s.meta.goal.trim() == goal.trim() && s.meta.verify.as_deref() == verify
+        })
+        .map(|s| Unfinished::Session(Box::new(s)))
 }
 
 /// Picks a free session id: `slug`, else `slug-2`, `slug-3`, …

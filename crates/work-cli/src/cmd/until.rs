@@ -18,6 +18,11 @@
 //! dispatch the budget refuses ends the run with status `budget` (exit 1), and the iteration
 //! is redone by `work until resume <id>` with a bigger budget.
 //!
+//! A new session whose goal and verify command are those of an unfinished session (any status
+//! but `done` or `blocked`: a killed run leaves `running`) is refused with exit 2 naming
+//! `work until resume <id>`: a rerun never freezes the checks afresh from a tree a worker left
+//! (`--slug NAME` opens a separate session on purpose).
+//!
 //! `resume` and `list` are recognised as the first word (an until-clause of exactly `resume`
 //! or `list` would not be checkable anyway). Every bad-input check (vague until, missing goal,
 //! bad flags, unknown agent) happens before a run directory or a session file is written.
@@ -164,6 +169,7 @@ fn run_new(global: &Global, args: Args, until: String) -> CmdResult {
     if let Some(slug) = &args.slug {
         exists(slug)?;
     }
+    refuse_unfinished(&ctx, &args, &goal, verify.as_deref())?;
     let (role, agent) = ctx.resolve_agent("worker", agent_flag.as_deref())?;
     args.budget.check_agent(agent.as_ref())?;
     let run_id = ctx.new_run_id("until");
@@ -230,6 +236,32 @@ fn run_new(global: &Global, args: Args, until: String) -> CmdResult {
         crate::ctx::runtime()?.block_on(workflow::drive(&env, &mut s)).map_err(|e| CliError::Runtime(e.to_string()))?;
     run.finish(outcome.status.as_str(), json!({"session": s.meta.id, "reason": outcome.stopped_reason}));
     Ok(render(&s, &outcome, &run, args.json))
+}
+
+/// Refuses (exit 2) a new session that would silently replace an unfinished one with the same
+/// goal and verify command: a worker that committed its change to a check and killed `work`
+/// would otherwise get a fresh freeze of that commit. The unfinished session is resumed (its
+/// kept freeze judges the tree); a new one is opened on purpose with another `--slug`.
+fn refuse_unfinished(ctx: &Ctx, args: &Args, goal: &str, verify: Option<&str>) -> Result<(), CliError> {
+    if args.slug.is_some() {
+        return Ok(());
+    }
+    match session::unfinished_with(&ctx.state_dir, &session::slugify(goal), goal, verify) {
+        None => Ok(()),
+        Some(session::Unfinished::Unreadable(e)) => Err(CliError::bad(format!(
+            "start a session: an earlier session of this goal cannot be read ({e}); nothing was started"
+        ))),
+        Some(session::Unfinished::Session(s)) => {
+            let next = session::resume_command(&s.meta).unwrap_or_else(|| format!("work until resume {}", s.meta.id));
+            Err(CliError::bad(format!(
+                "start a session: session `{}` has the same goal and verify and is not finished (status {}, iteration {}/{}); continue it with `{next}` (it judges the tree against the checks it froze), or start a separate session on purpose with `--slug NAME`",
+                s.meta.id,
+                s.meta.status.as_str(),
+                s.meta.iteration_count,
+                s.meta.max
+            )))
+        }
+    }
 }
 
 fn run_resume(global: &Global, args: Args) -> CmdResult {

@@ -678,7 +678,7 @@ fn a_batch_with_ids_out_of_order_is_accepted_in_one_call() {
         &format!(
             "{FREE_FORM_IMPLEMENTER}
 if role == 'plan-extract' and tid == 'all':
-    out({{'tasks': [{{'id': i, 'text': 'BODY-' + i + ': create.'}} for i in ('3', '1', '2')]}})
+    out({{'tasks': [{{'id': i, 'text': 'BODY-' + i + ': create ' + i + '.txt.'}} for i in ('3', '1', '2')]}})
 "
         ),
     );
@@ -706,7 +706,7 @@ fn a_plan_index_or_extract_agent_that_writes_the_tree_is_blocked_before_any_task
             &format!(
                 "if role == '{role}':\n    {write}\n{FREE_FORM_IMPLEMENTER}
 if role == 'plan-extract' and tid == 'all':
-    out({{'tasks': [{{'id': i, 'text': 'BODY-' + i + ': create.'}} for i in ('1', '2', '3')]}})
+    out({{'tasks': [{{'id': i, 'text': 'BODY-' + i + ': create ' + i + '.txt.'}} for i in ('1', '2', '3')]}})
 "
             ),
         );
