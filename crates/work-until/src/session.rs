@@ -109,10 +109,12 @@ impl SessionStatus {
         }
     }
 
-    /// Whether the session ended with a verdict (`done`, `blocked`): a new session with its
-    /// goal is a person's choice then, not a silent restart.
-    pub fn is_finished(self) -> bool {
-        matches!(self, SessionStatus::Done | SessionStatus::Blocked)
+    /// Whether a run was cut off in this session (`active` between iterations, `running` — what
+    /// a killed run leaves): a new session with its goal would be a silent restart from a tree
+    /// its worker left. Every other status is a stop the run itself reported; a new session is
+    /// a person's choice then.
+    pub fn was_interrupted(self) -> bool {
+        matches!(self, SessionStatus::Active | SessionStatus::Running)
     }
 
     /// The process exit status for a run that ended in this state.
@@ -402,7 +404,7 @@ pub fn unfinished_with(state_dir: &Path, slug: &str, goal: &str, verify: Option<
     }
     all.into_iter()
         .find(|s| {
-            !s.meta.status.is_finished() && s.meta.goal.trim() == goal.trim() && s.meta.verify.as_deref() == verify
+            s.meta.status.was_interrupted() && s.meta.goal.trim() == goal.trim() && s.meta.verify.as_deref() == verify
         })
         .map(|s| Unfinished::Session(Box::new(s)))
 }

@@ -18,8 +18,8 @@
 //! dispatch the budget refuses ends the run with status `budget` (exit 1), and the iteration
 //! is redone by `work until resume <id>` with a bigger budget.
 //!
-//! A new session whose goal and verify command are those of an unfinished session (any status
-//! but `done` or `blocked`: a killed run leaves `running`) is refused with exit 2 naming
+//! A new session whose goal and verify command are those of an unfinished session (`running`,
+//! what a killed run leaves, or `active`) is refused with exit 2 naming
 //! `work until resume <id>`: a rerun never freezes the checks afresh from a tree a worker left
 //! (`--slug NAME` opens a separate session on purpose).
 //!

@@ -93,6 +93,19 @@ fn until_honest_twins_rerun_after_a_kill_resume_and_after_a_finished_session_sta
     assert_eq!((code, v["status"].as_str()), (0, Some("done")), "{v}");
     assert_eq!(v["session_id"], format!("{SLUG}-2"), "{v}");
 
+    // Max reached, then the same command again: a new session.
+    let s = python_repo();
+    let busy = s.agent(
+        "busy.py",
+        "open('NOTES.md', 'a').write('x\\n')\nprint(json.dumps({'status': 'continue', 'summary': 'more'}))",
+    );
+    let (code, out, err) =
+        s.run(&["until", "tests pass", "--goal", GOAL, "--verify", PYTEST, "--max", "1", "--agent", &busy, "--json"]);
+    assert_eq!((code, json(&out, &err)["status"].as_str()), (1, Some("max-reached")), "{out}\n{err}");
+    let (code, out, err) = until(&s, &a);
+    let v = json(&out, &err);
+    assert_eq!((code, v["session_id"].as_str()), (0, Some(format!("{SLUG}-2").as_str())), "{v}");
+
     // Blocked, then the same command again: a new session.
     let s = python_repo();
     let blocked = s.agent("blocker.py", "print(json.dumps({'status': 'blocked', 'blocker': 'need a person'}))");
