@@ -10,9 +10,12 @@
 //!   base or gone (`git checkout -- f`, `git stash push -u`), whatever its lines were — an
 //!   earlier step's deletion undone is caught here.
 //!
-//! A loss the later step's text plans is not counted ([`unplanned_lines`], [`names_path`]): a
-//! line the text quotes, the lines of a file the text names and that is gone (a planned
-//! deletion), a path the text names.
+//! A loss the later step's text plans is not counted ([`unplanned_lines`], [`plans_removal`]): a
+//! line the text quotes, the lines of a file the text names with a word that removes it
+//! (delete, remove, move, rename, replace, revert …) and that is gone (a planned deletion), a
+//! path the text names that way. A text that only names the file it edits ("add `mul` to
+//! lib.py") plans no loss of it: a step that deletes lib.py and writes a package without an
+//! earlier step's function is a loss.
 
 use crate::snapshot::LostLines;
 use crate::{Git, GitError, is_excluded};
@@ -73,22 +76,69 @@ pub fn describe_lines(lost: &[LostLines]) -> String {
         .join("; ")
 }
 
-/// True when `text` names `path`: the repository-relative path or its file name.
-pub fn names_path(text: &str, path: &str) -> bool {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    text.contains(path) || (!name.is_empty() && text.contains(name))
+/// Words that plan a file's removal or its return to an earlier state.
+const REMOVING: &[&str] = &[
+    "delete", "remove", "rm ", "drop", "move", "rename", "replace", "revert", "undo", "restore", "reset", "discard",
+    "split", "merge", "convert", "turn ",
+];
+
+/// How many bytes around a path's mention a removing word may stand.
+const REMOVAL_WINDOW: usize = 80;
+
+/// True when `text` names `path` (the repository-relative path or its file name) with a word that removes it or takes it
+/// back ([`REMOVING`]) within [`REMOVAL_WINDOW`] bytes of the mention, in the same line: "Remove
+/// shared.txt", "replace lib.py by a package lib/", "lib.py: delete it".
+pub fn plans_removal(text: &str, path: &str) -> bool {
+    near(text, path, REMOVING)
 }
 
-/// The lost lines `text` does not plan: a line the text quotes, or the lines of a file the text
-/// names and that is gone from the tree under `root` (a planned deletion), are planned.
+/// Words that plan a change of a file's mode.
+const MODE_WORDS: &[&str] = &["chmod", "executable", "mode", "symlink", "permission"];
+
+/// True when `text` names `path` with a word about its mode ([`MODE_WORDS`]) nearby, in the
+/// same line ("make bin/hello non-executable", "chmod 644 bin/hello").
+fn plans_mode(text: &str, path: &str) -> bool {
+    near(text, path, MODE_WORDS)
+}
+
+/// True when `text` names `path` (or its file name) with one of `words` within
+/// [`REMOVAL_WINDOW`] bytes of the mention, in the same line.
+fn near(text: &str, path: &str, words: &[&str]) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let lower = text.to_ascii_lowercase();
+    let (path, name) = (path.to_ascii_lowercase(), name.to_ascii_lowercase());
+    [path.as_str(), name.as_str()].iter().filter(|n| !n.is_empty()).any(|needle| {
+        lower.match_indices(*needle).any(|(at, _)| {
+            let line_start = lower[..at].rfind('\n').map_or(0, |i| i + 1);
+            let line_end = lower[at..].find('\n').map_or(lower.len(), |i| at + i);
+            let from = floor_char(&lower, at.saturating_sub(REMOVAL_WINDOW).max(line_start));
+            let to = floor_char(&lower, (at + needle.len() + REMOVAL_WINDOW).min(line_end));
+            words.iter().any(|w| lower[from..to].contains(w))
+        })
+    })
+}
+
+/// The largest char boundary of `s` at or below `i`.
+fn floor_char(s: &str, mut i: usize) -> usize {
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// The lost lines `text` does not plan: a line the text quotes, or the lines of a file that is
+/// gone from the tree under `root` and whose removal the text plans ([`plans_removal`]).
 pub fn unplanned_lines(root: &Path, text: &str, lost: Vec<LostLines>) -> Vec<LostLines> {
     lost.into_iter()
         .filter_map(|mut l| {
             let gone = std::fs::symlink_metadata(root.join(&l.path)).is_err();
-            if gone && names_path(text, &l.path) {
+            if gone && plans_removal(text, &l.path) {
                 return None;
             }
-            l.lines.retain(|line| !text.contains(line.trim()));
+            l.lines.retain(|line| match line.strip_prefix(crate::snapshot::MODE_LINE) {
+                Some(_) => !plans_mode(text, &l.path),
+                None => !text.contains(line.trim()),
+            });
             if l.lines.is_empty() { None } else { Some(l) }
         })
         .collect()
@@ -145,12 +195,12 @@ impl Git {
             .filter(|l| keep(&l.path) && !binary.contains(&l.path))
             .collect();
         let unplanned = unplanned_lines(root, text, lost.clone());
-        // A reverted path is planned when the text names it, or when it lost lines and the
-        // text plans every one of them.
+        // A reverted path is planned when the text plans its removal or return, or when it lost
+        // lines and the text plans every one of them.
         let paths: Vec<String> = self
             .reverted_paths(base, prev, next)?
             .into_iter()
-            .filter(|p| keep(p) && !names_path(text, p))
+            .filter(|p| keep(p) && !plans_removal(text, p))
             .filter(|p| !lost.iter().any(|l| &l.path == p) || unplanned.iter().any(|l| &l.path == p))
             .collect();
         let lines = unplanned.into_iter().filter(|l| per_line || paths.contains(&l.path)).collect();
@@ -184,6 +234,48 @@ mod tests {
         let paths = g.unplanned_loss::<&str>(d.path(), trees, "Fix it.", &[], false).expect("loss");
         assert_eq!(paths.all_paths(), vec!["u.txt"]);
         assert!(g.unplanned_loss(d.path(), trees, "Fix it.", &["u.txt", "f.txt"], true).expect("loss").is_empty());
+    }
+
+    #[test]
+    fn naming_a_file_plans_its_removal_only_with_a_word_that_removes_it() {
+        assert!(plans_removal("Remove shared.txt.", "shared.txt"));
+        assert!(plans_removal("Replace lib.py by a package lib/ holding add and mul.", "lib.py"));
+        assert!(plans_removal("src/old.rs: delete it", "src/old.rs"));
+        assert!(!plans_removal("Add `mul(a, b)` to lib.py, beside add.", "lib.py"));
+        assert!(!plans_removal("Remove the comment.\nAdd mul to lib.py.", "lib.py"), "another line's word");
+        assert!(!plans_removal("Add mul.", "lib.py"));
+        let (d, g) = crate::scratch::repo_with(&[("lib.py", "def add(): pass\n")]);
+        let base = g.base_tree().expect("base");
+        std::fs::write(d.path().join("lib.py"), "def add(): pass\ndef sub(): pass\n").expect("write");
+        let prev = g.snapshot_tree::<&str>(&[]).expect("snap");
+        std::fs::remove_file(d.path().join("lib.py")).expect("rm");
+        std::fs::create_dir(d.path().join("lib")).expect("mkdir");
+        std::fs::write(d.path().join("lib/__init__.py"), "def add(): pass\ndef mul(): pass\n").expect("write");
+        let next = g.snapshot_tree::<&str>(&[]).expect("snap");
+        let trees = [base.as_str(), prev.as_str(), next.as_str()];
+        let loss = g.unplanned_loss::<&str>(d.path(), trees, "Add `mul` to lib.py.", &[], true).expect("loss");
+        assert_eq!(loss.all_paths(), vec!["lib.py"], "{loss:?}");
+        let planned = "Turn lib.py into a package lib/ with add and mul; sub is dropped.";
+        assert!(g.unplanned_loss::<&str>(d.path(), trees, planned, &[], true).expect("loss").is_empty());
+    }
+
+    #[test]
+    fn a_mode_an_earlier_step_gave_is_lost_when_a_later_one_takes_it_away() {
+        use std::os::unix::fs::PermissionsExt;
+        let (d, g) = crate::scratch::repo_with(&[("f.txt", "base\n")]);
+        let base = g.base_tree().expect("base");
+        let hello = d.path().join("hello");
+        std::fs::write(&hello, "#!/bin/sh\necho hi\n").expect("write");
+        std::fs::set_permissions(&hello, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let prev = g.snapshot_tree::<&str>(&[]).expect("snap");
+        std::fs::set_permissions(&hello, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        std::fs::write(d.path().join("README"), "more\n").expect("write");
+        let next = g.snapshot_tree::<&str>(&[]).expect("snap");
+        let trees = [base.as_str(), prev.as_str(), next.as_str()];
+        let loss = g.unplanned_loss::<&str>(d.path(), trees, "Add a README line.", &[], true).expect("loss");
+        assert_eq!(loss.describe(), "hello (`file mode 100755`)");
+        let planned = "Make hello non-executable (chmod 644 hello).";
+        assert!(g.unplanned_loss::<&str>(d.path(), trees, planned, &[], true).expect("loss").is_empty());
     }
 
     #[test]

@@ -24,6 +24,9 @@ const IDENTITY: [(&str, &str); 4] = [
     ("GIT_COMMITTER_EMAIL", "work@localhost"),
 ];
 
+/// How a lost mode reads among the lost lines ([`Git::lost_lines`]): `file mode 100755`.
+pub const MODE_LINE: &str = "file mode ";
+
 /// Lines of one path that an earlier step added and a later step removed.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LostLines {
@@ -133,8 +136,51 @@ impl Git {
 
     /// The lines `base → prev` added that `prev → next` removed, per path (a line counted as
     /// often as it was both added and removed). Lines without a letter or digit (`}`, blank)
-    /// are not counted: they carry no work of their own.
+    /// are not counted: they carry no work of their own. A mode an earlier step gave a path
+    /// (an executable bit, a symlink) that the next boundary changed again counts as one lost
+    /// line `file mode M` ([`MODE_LINE`]): a later `chmod -x` is lost work too.
     pub fn lost_lines(&self, base: &str, prev: &str, next: &str) -> Result<Vec<LostLines>, GitError> {
+        let mut out = self.lost_text_lines(base, prev, next)?;
+        for (path, mode) in self.lost_modes(base, prev, next)? {
+            let line = format!("{MODE_LINE}{mode}");
+            match out.iter_mut().find(|l| l.path == path) {
+                Some(l) => l.lines.push(line),
+                None => out.push(LostLines { path, lines: vec![line] }),
+            }
+        }
+        Ok(out)
+    }
+
+    /// `path → mode` of each path whose mode `base → prev` set (a new path's included) and
+    /// `prev → next` changed again, the path still there.
+    fn lost_modes(&self, base: &str, prev: &str, next: &str) -> Result<Vec<(String, String)>, GitError> {
+        let set = self.raw_modes(base, prev)?;
+        Ok(self
+            .raw_modes(prev, next)?
+            .into_iter()
+            .filter(|(path, (was, now))| {
+                now != "000000" && was != now && set.get(path).is_some_and(|(b, p)| b != p && p == was)
+            })
+            .map(|(path, (was, _))| (path, was))
+            .collect())
+    }
+
+    /// `path → (mode in from, mode in to)` for each path that differs between two trees.
+    fn raw_modes(&self, from: &str, to: &str) -> Result<BTreeMap<String, (String, String)>, GitError> {
+        let out = self.run(&["diff-tree", "-r", "-z", "--raw", "--no-renames", from, to])?;
+        let fields = split_z(&out);
+        let mut modes = BTreeMap::new();
+        let mut it = fields.iter();
+        while let (Some(meta), Some(path)) = (it.next(), it.next()) {
+            let mut m = meta.trim_start_matches(':').split(' ');
+            if let (Some(a), Some(b)) = (m.next(), m.next()) {
+                modes.insert(path.clone(), (a.to_string(), b.to_string()));
+            }
+        }
+        Ok(modes)
+    }
+
+    fn lost_text_lines(&self, base: &str, prev: &str, next: &str) -> Result<Vec<LostLines>, GitError> {
         let added = hunk_lines(&self.zero_context_diff(base, prev)?, '+');
         let removed = hunk_lines(&self.zero_context_diff(prev, next)?, '-');
         let mut out = Vec::new();

@@ -55,7 +55,7 @@ print('no answer for role ' + role)
 sys.exit(3)
 "#;
 
-fn agent(s: &Scenario, body: &str) -> String {
+pub(crate) fn agent(s: &Scenario, body: &str) -> String {
     s.agent("agent.py", &format!("{PRELUDE}\n{body}\n{DEFAULTS}"))
 }
 
@@ -77,7 +77,7 @@ fn log(s: &Scenario) -> Vec<Value> {
 }
 
 /// A repository with a tracked file and a committed plan of `tasks` (id, title, body).
-fn repo_with_plan(tasks: &[(&str, &str, &str)]) -> Scenario {
+pub(crate) fn repo_with_plan(tasks: &[(&str, &str, &str)]) -> Scenario {
     let s = Scenario::new();
     s.write("shared.txt", "base\n");
     let mut plan = String::from("# Plan\n\nSome preamble.\n\n");
@@ -89,7 +89,7 @@ fn repo_with_plan(tasks: &[(&str, &str, &str)]) -> Scenario {
     s
 }
 
-fn implement(s: &Scenario, agent: &str, test_cmd: &str, extra: &[&str], code: i32) -> Value {
+pub(crate) fn implement(s: &Scenario, agent: &str, test_cmd: &str, extra: &[&str], code: i32) -> Value {
     let mut args =
         vec!["implement", "--plan", "PLAN.md", "--iter-id", "it-1", "--agent", agent, "--test-cmd", test_cmd, "--json"];
     args.extend_from_slice(extra);

@@ -27,6 +27,7 @@ mod liars_answers;
 mod liars_frozen;
 mod liars_implement;
 mod liars_loop;
+mod liars_lost;
 mod liars_matrix;
 mod liars_pulled_in;
 mod liars_rerun;

@@ -11,7 +11,8 @@
 //! after a plan task, every line an earlier step added that is gone and every path an earlier
 //! step changed that is back at the base or gone; after a repair round (whose brief is to change
 //! earlier work), the paths only. What the step's own text plans is not counted — a line the
-//! task quotes, a file it names and deletes, a path it names — the rule `work implement` uses.
+//! task quotes, a file or path it names with a word that removes it (delete, move, replace …) —
+//! the rule `work implement` uses (`work_git::loss::plans_removal`).
 //! Anything else stops the run BLOCKED `snapshot-loss`, naming the lines and paths and the
 //! snapshot to recover them from. A person who adjudicates the loss as intended accepts it
 //! with `--resume --approve`: the step's tree becomes the boundary, the step is done.
