@@ -182,14 +182,20 @@ pub fn resolve(root: &Path, fl: &FileLine) -> Result<Resolved, String> {
     Ok(Resolved { real, rel })
 }
 
-/// The first word of a concept location that names an existing file in the repository.
+/// The first word of a concept location that names an existing file in the repository — the
+/// word itself, or its head up to the first character no path has (`a.py@99`, `a.py~99`,
+/// `a.py→line 99`, `a.py#line99` name `a.py`).
 fn names_a_file(root: &Path, location: &str) -> Option<String> {
+    let is_file = |w: &str| !w.is_empty() && work_runtime::fsx::confine(root, w).is_ok_and(|p| p.is_file());
     location
         .split(|c: char| c.is_whitespace() || ",;()[]`\"'".contains(c))
         .map(|w| w.trim_end_matches([':', '.', '!', '?']))
         .filter(|w| !w.is_empty())
-        .find(|w| work_runtime::fsx::confine(root, w).is_ok_and(|p| p.is_file()))
-        .map(str::to_string)
+        .find_map(|w| {
+            let head = w.split(|c: char| !(c.is_ascii_alphanumeric() || "._/-+".contains(c))).next().unwrap_or(w);
+            let head = head.trim_end_matches(['.', '-']);
+            [w, head].into_iter().find(|x| is_file(x)).map(str::to_string)
+        })
 }
 
 /// Gate 2 with the default rules and no evidence to compare (see [`gate2_with`]).
@@ -307,5 +313,18 @@ mod tests {
         assert!(matches!(gate2(root, "../a.txt:1"), Gate2::Refused(r) if r.contains("refused")));
         assert!(matches!(gate2(root, "/etc/passwd:1"), Gate2::Refused(r) if r.contains("absolute")));
         assert_eq!(gate2(root, "a concept"), Gate2::Concept);
+    }
+
+    #[test]
+    fn a_location_glued_to_a_file_name_names_the_file_and_is_never_a_concept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        std::fs::write(root.join("a.py"), "one\n").expect("write");
+        for glued in ["a.py@99", "a.py~99", "a.py→line 99", "a.py#line99", "see a.py@L9"] {
+            assert!(matches!(gate2(root, glued), Gate2::Refused(r) if r.contains("names the file `a.py`")), "{glued}");
+        }
+        for concept in ["the a-py convention", "retry policy", "a.pyc-free build"] {
+            assert_eq!(gate2(root, concept), Gate2::Concept, "{concept}");
+        }
     }
 }

@@ -117,6 +117,24 @@ fn prose_locations_are_read_as_file_lines_and_a_file_is_never_a_concept() {
 }
 
 #[test]
+fn a_location_glued_to_a_file_name_is_refused_and_never_a_concept() {
+    // A file at the root glued to a line by a character no path has used to be accepted as a
+    // concept (nothing re-read). The honest twin's concept is accepted.
+    let s = repo();
+    s.write("a.py", "x = 1\n");
+    s.commit("a.py");
+    let agent = finder(
+        &s,
+        "if angle == 'a':\n    items = [\n        {'id': 'at', 'title': 'site at', 'location': 'a.py@99'},\n        {'id': 'tilde', 'title': 'site tilde', 'location': 'a.py~99'},\n        {'id': 'arrow', 'title': 'site arrow', 'location': 'a.py→line 99'},\n        {'id': 'hashword', 'title': 'site hashword', 'location': 'a.py#line99'},\n        {'id': 'named', 'title': 'retry loop', 'location': 'the retry loop'},\n    ]\n",
+    );
+    let master = exhaust(&s, &agent, &[]);
+    assert_eq!(seen(&master), vec!["named"], "{}", master["rejected"]);
+    for id in ["at", "tilde", "arrow", "hashword"] {
+        assert!(rejection(&master, id).contains("a.py"), "{id}: {}", master["rejected"]);
+    }
+}
+
+#[test]
 fn quoted_evidence_must_match_the_lines_the_engine_reads() {
     let s = repo();
     let agent = finder(
