@@ -16,6 +16,9 @@ pub struct EventsRead {
     pub skipped_lines: usize,
     /// The file was longer than [`MAX_LOG_BYTES`].
     pub truncated: bool,
+    /// Why the log is not believed: it changed after its run ended (see
+    /// `work_runtime::fsx::digests::check_event_log`).
+    pub altered: Option<String>,
 }
 
 /// Reads `path` (at most [`MAX_LOG_BYTES`]), keeping every line that is a JSON object.
@@ -26,7 +29,11 @@ pub fn read_log(path: &Path) -> io::Result<EventsRead> {
 /// [`read_log`] with an explicit cap.
 pub fn read_log_capped(path: &Path, cap: u64) -> io::Result<EventsRead> {
     let (text, truncated) = work_runtime::fsx::read_text_capped(path, cap)?;
-    Ok(parse_lines(&text, truncated))
+    let mut read = parse_lines(&text, truncated);
+    if !truncated && let Err(e) = work_runtime::fsx::digests::check_event_log(path, text.as_bytes()) {
+        read.altered = Some(e.to_string());
+    }
+    Ok(read)
 }
 
 /// Parses JSONL text; blank lines are ignored, unparsable ones counted.

@@ -17,6 +17,9 @@ pub enum RunState {
     Running,
     /// No `run.end` and that process is gone: killed, crashed or cut off.
     Interrupted,
+    /// The log was changed after its run ended (it no longer matches the seal `work` recorded
+    /// when the run ended): nothing in it is believed; the outcome reads `altered`.
+    Altered,
 }
 
 /// What a run worked on: an exhaust task, an until session, an ultra goal, implement tasks,
@@ -220,6 +223,11 @@ pub fn summarize(run_id: &str, run_dir: PathBuf, read: &EventsRead, alive: &dyn 
         s.outcome = if running { "running" } else { "interrupted" }.into();
     } else {
         s.state = RunState::Ended;
+    }
+    if let Some(why) = &read.altered {
+        s.state = RunState::Altered;
+        s.outcome = "altered".into();
+        s.end_detail = serde_json::json!({ "reason": why });
     }
     s
 }

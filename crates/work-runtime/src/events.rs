@@ -44,6 +44,9 @@ pub struct EventLog {
     blobs: Mutex<std::collections::HashSet<String>>,
     /// The dispatch records (none for a discarding log).
     records: Option<records::RecordLog>,
+    /// True once `run.end` was written: every later line re-seals the log
+    /// (see [`EventLog::seal`]).
+    sealed: std::sync::atomic::AtomicBool,
 }
 
 /// The smallest serialised request part stored as a blob.
@@ -79,6 +82,7 @@ impl EventLog {
             observed: Default::default(),
             blobs: Default::default(),
             records: Some(records::RecordLog::new(dir)),
+            sealed: Default::default(),
         })
     }
 
@@ -97,6 +101,7 @@ impl EventLog {
             observed: Default::default(),
             blobs: Default::default(),
             records: None,
+            sealed: Default::default(),
         }
     }
 
@@ -139,8 +144,30 @@ impl EventLog {
             }
         }
         drop(guard);
+        if self.sealed.load(std::sync::atomic::Ordering::Acquire) {
+            self.write_seal();
+        }
         if let Some(o) = observed {
             self.notify(&o);
+        }
+    }
+
+    /// Seals the log as finished (after `run.end`): its digest is recorded in the state
+    /// digests, and again after every later line (a progress line after the end), so that run
+    /// history tells a log changed after its run ended
+    /// (`fsx::digests::check_event_log`).
+    pub fn seal(&self) {
+        self.sealed.store(true, std::sync::atomic::Ordering::Release);
+        self.write_seal();
+    }
+
+    fn write_seal(&self) {
+        if self.records.is_none() {
+            return;
+        }
+        let _guard = self.inner.lock();
+        if let Err(e) = crate::fsx::digests::seal_event_log(&self.dir.join("events.jsonl")) {
+            eprintln!("warning: failed to seal the event log: {e}");
         }
     }
 

@@ -164,5 +164,6 @@ impl RunContext {
             end["state_digests"] = json!({"files": written, "chain": crate::fsx::digests::head()});
         }
         self.events.emit("run.end", end);
+        self.events.seal();
     }
 }

@@ -393,3 +393,46 @@ fn gc_removes_a_planted_symlinked_run_as_a_link_and_never_what_it_points_at() {
     assert!(precious.path().join("events.jsonl").exists());
     assert_eq!(list(&s).len(), 0);
 }
+
+/// A run that ended blocked, whose log a later agent rewrites to say `done`: the history reads
+/// the run as `altered` (its log no longer matches the seal recorded when it ended), never as
+/// done. The honest twin: an untouched log reads as it ended.
+#[test]
+fn a_finished_runs_log_rewritten_later_reads_altered_never_as_its_forged_outcome() {
+    let s = jobs_repo();
+    let blocker =
+        s.agent("blocker.py", "print(json.dumps({'status': 'blocked', 'summary': 'no', 'blocker': 'need a person'}))");
+    let (code, out, err) = at(
+        &s,
+        "2026-01-01T00:00:00Z",
+        &[
+            "until",
+            "file READY exists",
+            "--goal",
+            "make READY",
+            "--verify",
+            "test -e READY",
+            "--agent",
+            &blocker,
+            "--json",
+        ],
+    );
+    assert_eq!(code, 1, "{out}\n{err}");
+    let runs = list(&s);
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0]["outcome"], "blocked", "the honest twin: an untouched log reads as it ended: {runs:?}");
+    let id = runs[0]["run_id"].as_str().expect("run id").to_string();
+    let path = format!(".work/runs/{id}/events.jsonl");
+    let forged = s.read(&path).replace("\"outcome\":\"blocked\"", "\"outcome\":\"done\"");
+    assert!(forged.contains("\"outcome\":\"done\""), "the forgery took: {forged}");
+    s.write(&path, &forged);
+    let runs = list(&s);
+    assert_eq!(
+        (runs[0]["outcome"].as_str(), runs[0]["state"].as_str()),
+        (Some("altered"), Some("altered")),
+        "{runs:?}"
+    );
+    let (code, out, err) = at(&s, "2026-01-01T00:00:00Z", &["show", &id]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("altered") && !out.contains("Outcome: done"), "{out}");
+}

@@ -382,6 +382,50 @@ pub(crate) fn check_missing(path: &Path) -> io::Result<()> {
     refused(verdict.flatten())
 }
 
+/// The key of a run's event log in the digest log (`runs/<id>/events.jsonl`, relative to the
+/// state directory), when `path` is one.
+fn event_log_key(r: &Registry, path: &Path) -> Option<String> {
+    let abs = std::path::absolute(path).ok()?;
+    let rel = abs.strip_prefix(&r.state_dir).ok()?;
+    (rel.starts_with("runs") && rel.file_name().is_some_and(|n| n == "events.jsonl"))
+        .then(|| rel.to_string_lossy().into_owned())
+}
+
+/// Seals a run's event log once its `run.end` is written: its digest is recorded like a state
+/// file's, so that run history tells a log changed after its run ended ([`check_event_log`]).
+/// An event log is appended line by line while the run goes, unrecorded; only the finished
+/// log is sealed.
+pub fn seal_event_log(path: &Path) -> io::Result<()> {
+    with(|r| {
+        let Some(key) = event_log_key(r, path) else { return Ok(()) };
+        let bytes = fs::read(path)?;
+        r.record(&key, Some(&super::sha256_hex(&bytes)), false)
+    })
+    .unwrap_or(Ok(()))
+}
+
+/// Checks a finished run's event log, read whole, against its seal ([`seal_event_log`]): a
+/// log never sealed (a run still going, killed, or older than seals) passes.
+pub fn check_event_log(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let verdict = with(|r| {
+        let key = event_log_key(r, path)?;
+        r.sync();
+        if let Some(msg) = r.broken_msg("state-digests.jsonl") {
+            return Some(msg);
+        }
+        let (_, last, _, _) = r.index.get(&key)?;
+        let sha = super::sha256_hex(bytes);
+        (sha != *last).then(|| {
+            format!(
+                "the event log `{key}` was changed after its run ended (its sha256 is {}…, work sealed it with {}…)",
+                &sha[..12],
+                &last[..last.len().min(12)]
+            )
+        })
+    });
+    refused(verdict.flatten())
+}
+
 /// Checks a state file read by a reader of its own (`None`: it is missing) the way
 /// [`super::read_kept`] does: changed, or recorded and gone, is refused.
 pub fn verify(path: &Path, content: Option<&[u8]>) -> io::Result<()> {
