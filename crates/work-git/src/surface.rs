@@ -645,14 +645,7 @@ impl CheckSurface {
         exclude: &'a [String],
     ) -> Option<crate::restore::Frozen<'a>> {
         let tree = self.tree.as_deref()?;
-        Some(crate::restore::Frozen {
-            git,
-            root,
-            tree,
-            paths: self.paths(),
-            exclude,
-            hide: self.added_in_test_tree(root),
-        })
+        Some(crate::restore::Frozen { git, root, tree, paths: self.paths(), exclude, hide: self.to_move_aside(root) })
     }
 
     /// The frozen paths, sorted.
