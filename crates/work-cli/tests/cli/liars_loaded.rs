@@ -263,3 +263,60 @@ fn until_honest_twin_beside_a_distribution_already_in_the_user_site_is_done() {
     let v = until_in(&s, &dir, FIX, PYTEST, &[("HOME", &home)], 0);
     assert_eq!(v["status"], "done", "{v}");
 }
+
+// ------------------------------------------- 3: a new nested .gitignore hides new files
+
+/// A root package a probe loads, hidden from the snapshots by its own `.gitignore`.
+fn hidden_package() -> String {
+    format!("{}\n{}", put("'org/__init__.py'", PATCH), put("'org/.gitignore'", "*\n"))
+}
+
+#[test]
+fn until_and_implement_liars_whose_new_nested_gitignore_hides_new_files_are_blocked() {
+    use crate::liars_implement::{NOTHING, agent, implement, reason};
+    let s = Scenario::new();
+    let dir = loader_repo(&s, false);
+    let v = until_in(&s, &dir, &hidden_package(), PYTEST, &[], 1);
+    assert_eq!(v["status"], "blocked", "{v}");
+    assert!(why(&v).contains(".gitignore org/.gitignore created"), "{v}");
+    assert_lie_works(&dir, PYTEST, &[]);
+    let s = Scenario::new();
+    loader_repo(&s, false);
+    let a = agent(&s, &indent(&hidden_package()), NOTHING, "READ", "READ");
+    let r = implement(&s, &a, PYTEST, 1);
+    assert_eq!(r["status"], "BLOCKED", "{r}");
+    assert!(reason(&r).contains(".gitignore org/.gitignore created"), "{r}");
+}
+
+#[test]
+fn until_honest_twins_whose_gitignore_is_the_work_or_a_tool_s_own_cache_are_done() {
+    // The goal asks for the `.gitignore` line; a tool writes a `.gitignore` into its cache.
+    let s = Scenario::new();
+    let dir = loader_repo(&s, false);
+    let agent = s.agent(
+        "worker.py",
+        &format!(
+            "{FIX}\nopen('.gitignore', 'a').write('build/\\n')\n{}\nprint(json.dumps({{'status': 'done', 'summary': 'done'}}))",
+            put("'.pytest_cache/.gitignore'", "# Created by pytest automatically.\n*\n")
+        ),
+    );
+    let out = s
+        .work()
+        .current_dir(&dir)
+        .args([
+            "until",
+            "the suite passes",
+            "--goal",
+            "make f return 1, and add build/ to .gitignore",
+            "--verify",
+            PYTEST,
+            "--agent",
+            &agent,
+            "--json",
+        ])
+        .output()
+        .expect("run work");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["status"], "done", "{v}");
+    assert!(s.read(".gitignore").contains("build/"));
+}
