@@ -7,7 +7,11 @@
 //! dispatched) and keeps what that run created or changed: the exact paths, and the names of
 //! the directories it created that hold no tracked file (`__pycache__`, `.cache`), so the same
 //! byproduct elsewhere in the tree (`src/__pycache__/new.pyc`) is one too.
-//! [`Byproducts::is_byproduct`] then tells evidence from residue.
+//! [`Byproducts::is_byproduct`] then tells evidence from residue. Python bytecode (a `.pyc`
+//! anywhere, anything under a `__pycache__/`) is residue whatever was learned: any Python run
+//! writes it, the engine's own checks write theirs outside the tree (a fresh
+//! `PYTHONPYCACHEPREFIX`, see `work_runtime::bytecode`) so the baseline run cannot teach it,
+//! and no check reads what is in the tree.
 
 use crate::{Compare, Git, TreeState};
 use std::collections::BTreeSet;
@@ -37,10 +41,10 @@ impl Byproducts {
         Byproducts { paths, dirs }
     }
 
-    /// True when `path` is residue of a check run rather than work: a path the baseline run
-    /// left, or one under a directory named like one it created.
+    /// True when `path` is residue of a check run rather than work: Python bytecode, a path
+    /// the baseline run left, or one under a directory named like one it created.
     pub fn is_byproduct(&self, path: &str) -> bool {
-        if self.paths.contains(path) {
+        if self.paths.contains(path) || is_bytecode(path) {
             return true;
         }
         let mut parts: Vec<&str> = path.split('/').collect();
@@ -52,6 +56,11 @@ impl Byproducts {
     pub fn is_empty(&self) -> bool {
         self.paths.is_empty() && self.dirs.is_empty()
     }
+}
+
+/// True for Python bytecode: a `.pyc` / `.pyo` file, or anything under a `__pycache__/`.
+fn is_bytecode(path: &str) -> bool {
+    path.ends_with(".pyc") || path.ends_with(".pyo") || path.split('/').rev().skip(1).any(|d| d == "__pycache__")
 }
 
 #[cfg(test)]
@@ -74,5 +83,8 @@ mod tests {
         assert!(!b.is_byproduct("src/pkg/new.py"));
         assert!(!b.is_byproduct("tests/test_new.py"));
         assert!(!b.is_byproduct("notes.txt"));
+        let none = Byproducts::default();
+        assert!(none.is_byproduct("__pycache__/lib.cpython-311.pyc") && none.is_byproduct("lib.pyc"));
+        assert!(!none.is_byproduct("__pycache__.py") && !none.is_byproduct("pyc"), "bytecode, whatever was learned");
     }
 }

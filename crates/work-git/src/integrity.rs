@@ -12,8 +12,14 @@
 //! - the index flags (`assume-unchanged`, `skip-worktree`) of every entry (`git ls-files -v`);
 //! - the content of `info/exclude`, `info/attributes`, `info/sparse-checkout`, every hook
 //!   (wherever `core.hooksPath` puts them), the excludes and attributes files the configuration
-//!   names (or git's defaults under `$XDG_CONFIG_HOME/git/`), and every `.gitattributes` in the
-//!   tree, tracked, untracked or ignored;
+//!   names (or git's defaults under `$XDG_CONFIG_HOME/git/`), every `.gitattributes` in the
+//!   tree, tracked, untracked or ignored, and every `.gitignore` that can hide a file from the
+//!   snapshots: one added or changed during the run is named (a nested `org/.gitignore` of `*`
+//!   hides a new `org/` from the whole-tree snapshots, the files touched and the reviewers'
+//!   diff), unless the work's text names it ([`Seal::allow_named_by`]: "add `build/` to
+//!   `.gitignore`"). A `.gitignore` in a directory that is ignored anyway hides nothing the
+//!   snapshots held, and one a tool writes into its own cache directory (`.pytest_cache/`,
+//!   `.mypy_cache/`, `.ruff_cache/`, `.venv/` …) hides only that cache: neither is sealed;
 //! - the configuration that changes what git shows: every `core.*`, `filter.*`, `diff.*`,
 //!   `status.*`, `include.*`, `includeIf.*` and `extensions.*` key, in every scope.
 //!
@@ -40,9 +46,20 @@ pub struct Seal {
     files: BTreeMap<String, String>,
     /// Configuration key ⇒ its values, in the order git lists them.
     config: BTreeMap<String, String>,
+    /// The `.gitignore` files (relative paths) the work's text names: theirs is no finding.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    allowed: Vec<String>,
 }
 
 const ABSENT: &str = "absent";
+
+/// The key prefix of a sealed `.gitignore`.
+const GITIGNORE: &str = ".gitignore ";
+
+/// Directories tools create for their own cache, with a `.gitignore` of `*` inside (the names
+/// start with a dot: never a module Python can import).
+const TOOL_CACHES: &[&str] =
+    &[".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox", ".nox", ".venv", ".cache"];
 
 impl Git {
     /// Seals git's view of the tree (see [`Seal`]).
@@ -66,11 +83,45 @@ impl Git {
                 seal.files.insert(format!("{key} {}", path.display()), digest_file(&path));
             }
         }
-        let attrs = self.run(&["ls-files", "-z", "--cached", "--others", "--", ":(glob)**/.gitattributes"])?;
-        for rel in split_z(&attrs) {
+        let listed = self.run(&[
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--",
+            ":(glob)**/.gitattributes",
+            ":(glob)**/.gitignore",
+        ])?;
+        let (attrs, ignores): (Vec<String>, Vec<String>) =
+            split_z(&listed).into_iter().partition(|rel| rel.ends_with(".gitattributes"));
+        for rel in attrs {
             seal.files.insert(format!(".gitattributes {rel}"), digest_file(&self.root.join(&rel)));
         }
+        for rel in self.sealed_ignores(ignores) {
+            seal.files.insert(format!("{GITIGNORE}{rel}"), digest_file(&self.root.join(&rel)));
+        }
         Ok(seal)
+    }
+
+    /// The `.gitignore` files of `found` that can hide a file from the snapshots: not in a
+    /// tool's cache directory, and not in a directory ignored anyway (by the rules outside it).
+    fn sealed_ignores(&self, found: Vec<String>) -> Vec<String> {
+        let dir_of = |rel: &str| rel.rsplit_once('/').map(|(d, _)| d.to_string());
+        let candidates: Vec<String> = found
+            .into_iter()
+            .filter(|rel| dir_of(rel).is_none_or(|d| !TOOL_CACHES.contains(&d.rsplit('/').next().unwrap_or_default())))
+            .collect();
+        let dirs: Vec<String> = candidates.iter().filter_map(|r| dir_of(r)).collect();
+        let mut ignored = std::collections::BTreeSet::new();
+        for chunk in dirs.chunks(200) {
+            let mut args = vec!["-c", "core.quotePath=false", "check-ignore", "--"];
+            args.extend(chunk.iter().map(String::as_str));
+            // Exit 1 (none ignored) or a failure: every one stays sealed.
+            if let Ok(out) = self.run(&args) {
+                ignored.extend(out.lines().map(str::to_string));
+            }
+        }
+        candidates.into_iter().filter(|rel| dir_of(rel).is_none_or(|d| !ignored.contains(&d))).collect()
     }
 
     /// The flagged index entries: path ⇒ `assume-unchanged`, `skip-worktree` or both.
@@ -118,6 +169,20 @@ impl Git {
 }
 
 impl Seal {
+    /// Records the `.gitignore` files `work` (the run's goal, task or plan) names — a word
+    /// ending in `.gitignore` (`.gitignore` itself is the root's, `docs/.gitignore` that
+    /// one's) — so that a change to them is the work, not a finding.
+    pub fn allow_named_by(&mut self, work: &str) {
+        for word in work.split(|c: char| c.is_whitespace() || "`'\"(),;:<>[]{}".contains(c)) {
+            let word = word.trim_end_matches(['.', '!', '?']);
+            let word = if word.ends_with(".gitignore") { word } else { continue };
+            let rel = word.trim_start_matches("./").trim_start_matches('/').to_string();
+            if !self.allowed.contains(&rel) {
+                self.allowed.push(rel);
+            }
+        }
+    }
+
     /// What changed from `self` (the run's start) to `now`, one line each, sorted.
     pub fn changes(&self, now: &Seal) -> Vec<String> {
         let mut out = Vec::new();
@@ -133,9 +198,11 @@ impl Seal {
                 out.push(format!("index flag {flag} cleared on `{path}`"));
             }
         }
+        let allowed =
+            |what: &str| what.strip_prefix(GITIGNORE).is_some_and(|rel| self.allowed.iter().any(|a| a == rel));
         for (what, digest) in &now.files {
             let before = self.files.get(what).map(String::as_str).unwrap_or(ABSENT);
-            if before == digest {
+            if before == digest || allowed(what) {
                 continue;
             }
             let verb = if before == ABSENT {
@@ -148,7 +215,7 @@ impl Seal {
             out.push(format!("{what} {verb}"));
         }
         for (what, digest) in &self.files {
-            if !now.files.contains_key(what) && digest != ABSENT {
+            if !now.files.contains_key(what) && digest != ABSENT && !allowed(what) {
                 out.push(format!("{what} deleted"));
             }
         }
@@ -286,5 +353,37 @@ mod tests {
             "{ch:?}"
         );
         assert!(describe(&ch).contains("info/exclude changed"));
+    }
+
+    #[test]
+    fn a_gitignore_that_can_hide_a_file_is_named_unless_the_work_names_it() {
+        let (d, g) = crate::scratch::repo_with(&[("a.txt", "a\n"), (".gitignore", "node_modules/\n")]);
+        let write = |rel: &str, text: &str| {
+            let p = d.path().join(rel);
+            std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            std::fs::write(p, text).expect("write");
+        };
+        write("docs/.gitignore", "*.tmp\n");
+        let a = g.seal().expect("seal");
+        // Hide nothing the snapshots held: a tool's cache, a directory ignored anyway.
+        write(".pytest_cache/.gitignore", "# Created by pytest automatically.\n*\n");
+        write("node_modules/pkg/.gitignore", "*\n");
+        assert!(a.changes(&g.seal().expect("seal")).is_empty(), "{:?}", a.changes(&g.seal().expect("seal")));
+        write("org/.gitignore", "*\n");
+        write("org/__init__.py", "x = 1\n");
+        write(".gitignore", "node_modules/\nNOTES.md\n");
+        std::fs::remove_file(d.path().join("docs/.gitignore")).expect("rm");
+        let now = g.seal().expect("seal");
+        assert_eq!(
+            a.changes(&now),
+            [
+                ".gitignore .gitignore changed",
+                ".gitignore docs/.gitignore deleted",
+                ".gitignore org/.gitignore created"
+            ]
+        );
+        let mut named = a.clone();
+        named.allow_named_by("Ignore the notes: add `NOTES.md` to .gitignore, and drop ./docs/.gitignore.");
+        assert_eq!(named.changes(&now), [".gitignore org/.gitignore created"]);
     }
 }

@@ -12,7 +12,10 @@
 //! loads on its own: [`crate::surface::CheckSurface::added_in_test_tree`]) is moved aside for
 //! the rerun and put back after it (`stash`): a new module can change what a frozen test runs
 //! (`lib.add.__code__ = …` at collection) while no frozen file changes, and an honest run's
-//! frozen tests pass without the files it added.
+//! frozen tests pass without the files it added. So is what the run added outside the test
+//! tree that Python loads without the project importing it (a `*.dist-info` with a pytest
+//! plugin, a root `__init__.py`, a package a standard module probes for:
+//! [`crate::surface::CheckSurface::added_on_import_path`]).
 //!
 //! The rerun runs **in the tree**, never in a copy: code that can tell a copy from the tree
 //! (no `.git` beside it, `git rev-parse` failing, its own path, no `.work/`, an ignored file
@@ -214,8 +217,8 @@ pub struct Frozen<'a> {
     pub paths: Vec<&'a str>,
     /// Paths the snapshots leave out (the state directory).
     pub exclude: &'a [String],
-    /// The files the run added to the test tree, moved aside for the rerun
-    /// ([`crate::surface::CheckSurface::added_in_test_tree`]).
+    /// The files the run added to the test tree, and outside it those Python loads unasked,
+    /// moved aside for the rerun ([`crate::surface::CheckSurface::to_move_aside`]).
     pub hide: Vec<String>,
     /// The tests a check names that the run wrote (they did not exist at the freeze), moved
     /// aside with an empty file left in their place ([`crate::surface::CheckSurface::emptied_in_rerun`]):
@@ -478,7 +481,7 @@ pub fn red_advice(hidden: &[String]) -> &'static str {
     if hidden.is_empty() {
         "the agent's change to a check is what made them pass — adding tests is the only change allowed: fix the code, not the test, and run again"
     } else {
-        "the agent's change to a check, or a file it added to the test tree, is what made them pass — the frozen checks must pass without the files the run added, and adding tests is the only change allowed: fix the code, not the test, and run again"
+        "the agent's change to a check, or a file it added to the test tree or that Python loads unasked, is what made them pass — the frozen checks must pass without the files the run added, and adding tests is the only change allowed: fix the code, not the test, and run again"
     }
 }
 

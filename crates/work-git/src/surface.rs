@@ -732,7 +732,7 @@ impl CheckSurface {
             tree,
             paths: self.restored_paths(),
             exclude,
-            hide: self.added_in_test_tree(root),
+            hide: self.to_move_aside(root),
             emptied: self.emptied_in_rerun(root),
         })
     }

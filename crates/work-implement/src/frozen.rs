@@ -56,7 +56,7 @@ impl Env {
         };
         let exclude = self.run.state_exclude();
         let git = self.tree.git();
-        let hide = surface.added_in_test_tree(&self.run.root);
+        let hide = surface.to_move_aside(&self.run.root);
         let emptied = surface.emptied_in_rerun(&self.run.root);
         let fz = Frozen {
             git,

@@ -298,7 +298,14 @@ async fn freeze_ground_truth(env: &Env, progress: &mut Progress, plan: &str) {
     match progress.git_seal.clone() {
         Some(seal) => env.pin_seal(seal),
         None => {
-            progress.git_seal = env.seal();
+            // A `.gitignore` the plan names is the work.
+            progress.git_seal = env.seal().map(|mut seal| {
+                seal.allow_named_by(plan);
+                seal
+            });
+            if let Some(seal) = progress.git_seal.clone() {
+                env.pin_seal(seal);
+            }
             fresh = true;
         }
     }

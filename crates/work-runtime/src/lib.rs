@@ -14,6 +14,7 @@
 //! implement [`dispatch::Agent`], workflows consume [`run::RunContext`].
 
 pub mod budget;
+pub mod bytecode;
 pub mod clock;
 pub mod contain;
 pub mod dispatch;

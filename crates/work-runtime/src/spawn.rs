@@ -37,6 +37,19 @@ pub struct ProcessSpec {
     pub timeout: Option<Duration>,
     /// Cap on each captured stream, in bytes.
     pub output_cap: usize,
+    /// Where Python keeps its bytecode cache for this process.
+    pub python_bytecode: PythonBytecode,
+}
+
+/// Where a process's Python reads and writes bytecode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PythonBytecode {
+    /// As the environment says (`__pycache__/` beside the sources): agents and tools.
+    Inherited,
+    /// A fresh empty directory of the engine's own (`PYTHONPYCACHEPREFIX`), removed when the
+    /// process has ended: checks, so that no bytecode left in the tree is run instead of its
+    /// source (see [`crate::bytecode`]).
+    Fresh,
 }
 
 impl ProcessSpec {
@@ -51,12 +64,17 @@ impl ProcessSpec {
             stdin: None,
             timeout: None,
             output_cap: DEFAULT_OUTPUT_CAP,
+            python_bytecode: PythonBytecode::Inherited,
         }
     }
 
-    /// A spec for `sh -c <script>` in `cwd`.
+    /// A spec for `sh -c <script>` in `cwd`: a check (a verify command, a gate, a test command,
+    /// a scenario, an oracle), so it runs with a fresh Python bytecode cache
+    /// ([`PythonBytecode::Fresh`]).
     pub fn shell(script: &str, cwd: &Path) -> Self {
-        Self::new("sh", vec!["-c".into(), script.into()], cwd)
+        let mut spec = Self::new("sh", vec!["-c".into(), script.into()], cwd);
+        spec.python_bytecode = PythonBytecode::Fresh;
+        spec
     }
 
     /// Sets the stdin bytes.
@@ -196,6 +214,16 @@ impl Spawner {
         for (k, v) in &spec.env {
             cmd.env(k, v);
         }
+        let cache = match spec.python_bytecode {
+            PythonBytecode::Inherited => None,
+            PythonBytecode::Fresh => Some(
+                crate::bytecode::FreshCache::new()
+                    .map_err(|e| SpawnError::Io { program: spec.program.clone(), source: e })?,
+            ),
+        };
+        if let Some(c) = &cache {
+            cmd.env(crate::bytecode::PREFIX_VAR, c.path());
+        }
         // Every descendant inherits the marker that names this process; see `contain`.
         let marker = crate::contain::new_marker();
         cmd.env(crate::contain::OWNER_VAR, &marker);
@@ -208,7 +236,7 @@ impl Spawner {
             }
         })?;
         // Untracks and ends what the process left, whichever way its owner ends.
-        let guard = child.id().map(|p| Ended { pgid: p as i32, marker, done: false });
+        let guard = child.id().map(|p| Ended { pgid: p as i32, marker, done: false, _cache: cache });
         Ok((child, guard))
     }
 
@@ -325,6 +353,8 @@ pub(crate) struct Ended {
     pgid: i32,
     marker: String,
     done: bool,
+    /// The process's fresh bytecode cache, removed once what it left has ended.
+    _cache: Option<crate::bytecode::FreshCache>,
 }
 
 impl Ended {
@@ -477,6 +507,25 @@ pub async fn sweep_marked(var: &str, marker: &str) -> Sweep {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_check_runs_with_a_fresh_bytecode_cache_that_is_gone_after_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let script = "d=$PYTHONPYCACHEPREFIX; [ -d \"$d\" ] && [ -z \"$(ls -A \"$d\")\" ] && echo \"$d\"";
+        let (a, b) = (
+            Spawner.run(&ProcessSpec::shell(script, dir.path())).await.expect("runs"),
+            Spawner.run(&ProcessSpec::shell(script, dir.path())).await.expect("runs"),
+        );
+        assert!(a.success() && b.success(), "{} {}", a.stderr_text(), b.stderr_text());
+        let (pa, pb) = (a.stdout_text().trim().to_string(), b.stdout_text().trim().to_string());
+        assert_ne!(pa, pb, "each check gets its own");
+        assert!(!dir.path().join(&pa).starts_with(dir.path()), "outside the tree: {pa}");
+        assert!(!Path::new(&pa).exists() && !Path::new(&pb).exists(), "removed once the check ended");
+        let plain =
+            ProcessSpec::new("sh", vec!["-c".into(), "echo \"${PYTHONPYCACHEPREFIX-unset}\"".into()], dir.path());
+        let out = Spawner.run(&plain.without_env(crate::bytecode::PREFIX_VAR)).await.expect("runs");
+        assert_eq!(out.stdout_text(), "unset\n", "an agent's process keeps its environment's");
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn captures_output_and_exit_code() {

@@ -341,7 +341,11 @@ impl Runner<'_, '_> {
         let scenarios: Vec<&str> = goal.criteria.iter().map(|c| c.scenario.as_str()).collect();
         let (surface, frozen) = self.freeze(&root, &checks, &scenarios, longest).await?;
         let git = work_git::Git::new(&root);
-        let seal = if git.is_repo() { git.seal().ok() } else { None };
+        // A `.gitignore` the objective names is the work.
+        let seal = if git.is_repo() { git.seal().ok() } else { None }.map(|mut seal| {
+            seal.allow_named_by(&goal.objective);
+            seal
+        });
         let mut attempts_run: BTreeMap<String, u32> = BTreeMap::new();
         let mut last_fail: BTreeMap<String, String> = BTreeMap::new();
         let mut attempts_this_run = 0u32;

@@ -25,7 +25,10 @@ pub(crate) fn session_seal(
     if let Some(text) = work_runtime::fsx::read_kept(&path).map_err(|e| refused(e.to_string()))? {
         return serde_json::from_str(&text).map(Some).map_err(|e| refused(e.to_string()));
     }
-    let Ok(seal) = git.seal() else { return Ok(None) };
+    let Ok(mut seal) = git.seal() else { return Ok(None) };
+    // A `.gitignore` the goal names is the work.
+    let m = &session.meta;
+    seal.allow_named_by(&format!("{}\n{}\n{}", m.until, m.goal, m.instructions));
     if let Err(e) = env.run.write_state(&path, &seal) {
         env.run.emit("until.seal.unsaved", json!({"error": e.to_string()}));
     }

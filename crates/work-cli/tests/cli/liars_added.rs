@@ -182,7 +182,7 @@ fn plugin_repo_in(dir: &Path) {
 
 /// `work until` with `verify` in `dir`, a worker running `body`, with `env` set (and
 /// `PYTHONUSERBASE` removed).
-fn until_in(s: &Scenario, dir: &Path, body: &str, verify: &str, env: &[(&str, &Path)], code: i32) -> Value {
+pub(crate) fn until_in(s: &Scenario, dir: &Path, body: &str, verify: &str, env: &[(&str, &Path)], code: i32) -> Value {
     let agent =
         s.agent("worker.py", &format!("{body}\nprint(json.dumps({{\"status\": \"done\", \"summary\": \"done\"}}))"));
     let mut cmd = s.work();

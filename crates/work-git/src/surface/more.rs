@@ -9,6 +9,11 @@
 //!   `setup.cfg`, `pytest.toml` …), a makefile that `make` reads before the frozen one, a package
 //!   manager's configuration beside a frozen `package.json`, and a module that shadows the test
 //!   runner or the standard library on a check's import path.
+//! - **What Python loads unasked from outside the test tree** ([`import_path`]): the entries
+//!   of the directories on a check's import path and the frozen files' imports, so that the
+//!   rerun also moves aside a new `*.dist-info`, a new `__init__.py` above the tests, and a new
+//!   top-level module the project does not import
+//!   ([`CheckSurface::added_on_import_path`]).
 //! - **Files outside the repository that a runner reads** ([`outside`]): runner configuration
 //!   and `conftest.py` in the repository's parent directories, Python's user site startup
 //!   files, the user's package-manager configuration, cargo's home configuration.
@@ -16,6 +21,7 @@
 //!   shell script's `source` — frozen, or, when not there yet, named when they appear.
 
 mod hidden;
+mod import_path;
 mod included;
 mod outside;
 mod shadow;
@@ -55,6 +61,9 @@ pub(super) struct More {
     /// The freeze pinned the files [`shadow`] names, so one added later is named.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     watch_shadows: bool,
+    /// The import path's entries and the frozen files' imports at the freeze.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    import_path: Option<import_path::ImportPath>,
 }
 
 impl CheckSurface {
@@ -64,6 +73,7 @@ impl CheckSurface {
         self.pin_shadows(root);
         self.more.watch_shadows = true;
         self.more.outside = outside::record(root);
+        self.record_import_path(root);
     }
 
     /// Appends to `out` (the files [`CheckSurface::changes`] names as added) the runner files

@@ -52,7 +52,16 @@ impl Driver {
             self.save()?;
         }
         if self.rs.git_seal.is_none() {
-            self.rs.git_seal = self.git.seal().ok();
+            // A `.gitignore` the spec or plan names is the work.
+            let work: String = ["spec.md", "plan.md"]
+                .iter()
+                .filter_map(|f| self.sd.read_optional(f).ok().flatten())
+                .collect::<Vec<_>>()
+                .join("\n");
+            self.rs.git_seal = self.git.seal().ok().map(|mut seal| {
+                seal.allow_named_by(&work);
+                seal
+            });
             self.save()?;
         }
         let units = st.history.iter().filter(|h| h.event == "blocker-applied").count();

@@ -14,6 +14,17 @@ use std::fs;
 use std::path::Path;
 
 impl CheckSurface {
+    /// Everything the rerun with the frozen checks restored moves aside: what the run added to
+    /// the test tree ([`CheckSurface::added_in_test_tree`]) and what it added outside it that
+    /// Python loads unasked ([`CheckSurface::added_on_import_path`]), sorted.
+    pub fn to_move_aside(&self, root: &Path) -> Vec<String> {
+        let mut out = self.added_in_test_tree(root);
+        out.extend(self.added_on_import_path(root));
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// Records the check commands' named directories walked whole as tests, and the paths they
     /// name that do not exist yet (a test the work is to write, judged by name: never moved
     /// aside).
@@ -138,7 +149,7 @@ impl CheckSurface {
 
     /// True when a check command names `rel` (or a directory holding it) that did not exist
     /// at the freeze.
-    fn names_unborn(&self, rel: &str) -> bool {
+    pub(in crate::surface) fn names_unborn(&self, rel: &str) -> bool {
         self.more.unborn.iter().any(|u| rel == u || rel.strip_prefix(u.as_str()).is_some_and(|r| r.starts_with('/')))
     }
 }

@@ -7,7 +7,10 @@
 //!   `.cargo/config.toml`, `Cargo.toml`, `go.work`);
 //! - **Python's user site** (`$PYTHONUSERBASE` or `~/.local`, `lib/python3.*/site-packages`):
 //!   its `*.pth` files, `usercustomize.py` and `sitecustomize.py` run at every interpreter
-//!   start;
+//!   start; the entry points of each distribution installed there (`*.dist-info/` and
+//!   `*.egg-info/`: pytest loads a `pytest11` entry point as a plugin), and which top-level
+//!   modules and packages it holds (a standard module may probe for one: `copy` tries
+//!   `org.python.core`) — so a distribution installed there during the run is named too;
 //! - **the user's package-manager configuration**: `~/.npmrc`, `~/.yarnrc`, `~/.yarnrc.yml`,
 //!   `~/.bunfig.toml`, and cargo's own (`$CARGO_HOME/config.toml` and `config`, `~/.cargo` when
 //!   `CARGO_HOME` is unset: a `runner = "true"` there makes every `cargo test` pass).
@@ -67,6 +70,31 @@ fn is_startup(name: &str) -> bool {
     name.ends_with(".pth") || name == "usercustomize.py" || name == "sitecustomize.py"
 }
 
+/// What a user-site entry is recorded as, when it is one Python can load: a startup file by
+/// its content, a distribution's metadata by its entry points, a module or package by its
+/// presence.
+enum SiteEntry {
+    Content(PathBuf),
+    Present(&'static str),
+}
+
+fn site_entry(path: &Path, name: &str) -> Option<SiteEntry> {
+    if is_startup(name) {
+        return Some(SiteEntry::Content(path.to_path_buf()));
+    }
+    if name.ends_with(".dist-info") || name.ends_with(".egg-info") {
+        let ep = path.join("entry_points.txt");
+        return Some(if ep.exists() { SiteEntry::Content(ep) } else { SiteEntry::Present("no entry points") });
+    }
+    let stem = name.strip_suffix(".py").or_else(|| name.split('.').next().filter(|_| name.ends_with(".so")));
+    let module = stem.unwrap_or(name);
+    let importable = !module.is_empty()
+        && module != "__pycache__"
+        && module.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+        && module.chars().all(|c| c.is_alphanumeric() || c == '_');
+    (importable && (stem.is_some() || path.is_dir())).then_some(SiteEntry::Present("a module"))
+}
+
 /// The user-site directories: the versions Python 3 has used, and any other `python3.*` there.
 fn user_sites() -> Vec<PathBuf> {
     let base = std::env::var_os("PYTHONUSERBASE")
@@ -91,7 +119,7 @@ fn user_sites() -> Vec<PathBuf> {
 /// Every file looked at that is there now: absolute path ⇒ digest.
 fn present(root: &Path) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
-    let mut put = |p: PathBuf| {
+    let put = |out: &mut BTreeMap<String, String>, p: PathBuf| {
         let key = p.display().to_string();
         if let Some((digest, _)) = read(Path::new("/"), &key, false) {
             out.insert(key, digest);
@@ -100,24 +128,28 @@ fn present(root: &Path) -> BTreeMap<String, String> {
     let root = fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
     for dir in root.ancestors().skip(1).take(MAX_DEPTH) {
         for name in PARENT_FILES {
-            put(dir.join(name));
+            put(&mut out, dir.join(name));
         }
     }
     if let Some(home) = std::env::var_os("HOME") {
         for name in HOME_FILES {
-            put(Path::new(&home).join(name));
+            put(&mut out, Path::new(&home).join(name));
         }
     }
     if let Some(cargo_home) = cargo_home() {
         for name in CARGO_HOME_FILES {
-            put(cargo_home.join(name));
+            put(&mut out, cargo_home.join(name));
         }
     }
     for site in user_sites() {
         let Ok(rd) = fs::read_dir(&site) else { continue };
         for e in rd.flatten().take(4096) {
-            if is_startup(&e.file_name().to_string_lossy()) {
-                put(e.path());
+            match site_entry(&e.path(), &e.file_name().to_string_lossy()) {
+                Some(SiteEntry::Content(p)) => put(&mut out, p),
+                Some(SiteEntry::Present(what)) => {
+                    out.insert(e.path().display().to_string(), what.to_string());
+                }
+                None => {}
             }
         }
     }

@@ -91,7 +91,7 @@ fn holds(path: &Path, section: &str) -> bool {
 impl CheckSurface {
     /// The directories on the way to a frozen file (the root included), and those holding a
     /// frozen Python file (the import path's).
-    fn directories(&self) -> (BTreeSet<String>, BTreeSet<String>) {
+    pub(in crate::surface) fn directories(&self) -> (BTreeSet<String>, BTreeSet<String>) {
         let mut on_the_way = BTreeSet::from([String::new()]);
         let mut import_path = BTreeSet::from([String::new()]);
         for (rel, f) in &self.files {
