@@ -405,94 +405,108 @@ impl Dispatcher {
         }
     }
 
-    /// The attempts of one dispatch: attempt, validate, retry once when malformed.
+    /// The attempts of one dispatch: attempt, validate, retry once when malformed. The spec's
+    /// parts move into the request, which a retry reuses (nothing large is copied per attempt).
     async fn attempts(&self, spec: DispatchSpec, dispatch_id: String) -> DispatchOutcome {
         let mut usage = Usage::default();
         let mut last_error = String::new();
+        let DispatchSpec { role, model, effort, access, prompt, schema, context, label: _ } = spec;
+        let mut request = DispatchRequest {
+            protocol: PROTOCOL.into(),
+            run_id: self.events.run_id().into(),
+            dispatch_id,
+            attempt: 1,
+            workflow: self.workflow.clone(),
+            role,
+            model,
+            effort,
+            access,
+            cwd: self.cwd.display().to_string(),
+            prompt,
+            schema,
+            context,
+        };
         for attempt in 1..=2u32 {
             if !self.budget.try_reserve_dispatch() {
-                self.events.emit("dispatch.over_budget", json!({"dispatch_id": dispatch_id, "attempt": attempt}));
-                return DispatchOutcome::OverBudget { dispatch_id };
+                self.events
+                    .emit("dispatch.over_budget", json!({"dispatch_id": request.dispatch_id, "attempt": attempt}));
+                return DispatchOutcome::OverBudget { dispatch_id: request.dispatch_id };
             }
-            let mut prompt = spec.prompt.clone();
             if attempt == 2 {
-                prompt.push_str(&format!(
+                request.attempt = 2;
+                request.prompt.push_str(&format!(
                     "\n\nYOUR PREVIOUS ANSWER WAS REJECTED: {last_error}\nAnswer again with exactly one JSON document{}.",
-                    if spec.schema.is_some() { " that validates against the schema" } else { "" }
+                    if request.schema.is_some() { " that validates against the schema" } else { "" }
                 ));
             }
-            let request = DispatchRequest {
-                protocol: PROTOCOL.into(),
-                run_id: self.events.run_id().into(),
-                dispatch_id: dispatch_id.clone(),
-                attempt,
-                workflow: self.workflow.clone(),
-                role: spec.role.clone(),
-                model: spec.model.clone(),
-                effort: spec.effort.clone(),
-                access: spec.access,
-                cwd: self.cwd.display().to_string(),
-                prompt,
-                schema: spec.schema.clone(),
-                context: spec.context.clone(),
-            };
-            self.events.emit(
-                "dispatch.start",
-                json!({"dispatch_id": dispatch_id, "attempt": attempt, "role": spec.role, "model": spec.model,
-                       "effort": spec.effort, "access": spec.access, "agent": self.agent.describe()}),
-            );
-            crate::faults::state_change();
-            // The start is in the log (a killed run's dispatches count); it reaches the disk
-            // while the agent works, and before its answer is used.
-            let (result, ()) =
-                tokio::join!(self.agent.invoke(&request, InvokeOptions { timeout: self.timeout }), self.events.sync());
-            let request_json = request.into_value();
-            let (verdict, raw, attempt_usage) = match result {
-                Ok(reply) => {
-                    let v = match &spec.schema {
-                        Some(schema) => {
-                            let mut doc = reply.document;
-                            crate::enum_fold::fold_enum_words(schema, &mut doc);
-                            validate(schema, &doc).map(|_| doc)
-                        }
-                        None => Ok(reply.document),
-                    };
-                    match v {
-                        Ok(doc) => (Ok(doc), reply.raw, reply.usage),
-                        Err(e) => (Err(("malformed", format!("schema: {e}"))), reply.raw, reply.usage),
-                    }
-                }
-                Err(AgentError::Malformed { reason, raw, usage }) => (Err(("malformed", reason)), raw, usage),
-                Err(AgentError::Failed { reason, raw, usage }) => (Err(("failed", reason)), raw, usage),
-            };
-            usage.add(&attempt_usage);
-            self.budget.record(&attempt_usage);
-            self.budget.record_role(&spec.role, &attempt_usage);
-            let (outcome, reason) = match &verdict {
-                Ok(_) => ("ok", None),
-                Err((k, r)) => (*k, Some(r.clone())),
-            };
-            let record = self.events.record_dispatch(
-                &dispatch_id,
-                attempt,
-                json!({"request": request_json,
-                        "response": {"outcome": outcome, "reason": reason, "raw": raw, "usage": attempt_usage,
-                                     "document": verdict.as_ref().ok()}}),
-            );
-            self.events.emit(
-                "dispatch.end",
-                json!({"dispatch_id": dispatch_id, "attempt": attempt, "outcome": outcome, "reason": reason,
-                       "usage": attempt_usage, "record": record.map(|r| r.file),
-                       "record_line": record.map(|r| r.line)}),
-            );
+            let verdict = self.attempt(&request, &mut usage).await;
             match verdict {
-                Ok(output) => return DispatchOutcome::Ok { dispatch_id, output, usage, attempts: attempt },
-                Err(("failed", reason)) => return DispatchOutcome::Failed { dispatch_id, reason },
+                Ok(output) => {
+                    return DispatchOutcome::Ok { dispatch_id: request.dispatch_id, output, usage, attempts: attempt };
+                }
+                Err(("failed", reason)) => return DispatchOutcome::Failed { dispatch_id: request.dispatch_id, reason },
                 Err((_, reason)) => last_error = reason,
             }
         }
-        self.events.emit("dispatch.dropped", json!({"dispatch_id": dispatch_id, "reason": last_error}));
-        DispatchOutcome::Dropped { dispatch_id, reason: last_error }
+        self.events.emit("dispatch.dropped", json!({"dispatch_id": request.dispatch_id, "reason": last_error}));
+        DispatchOutcome::Dropped { dispatch_id: request.dispatch_id, reason: last_error }
+    }
+
+    /// One attempt: logged, run, validated, charged and recorded. The validated document, or
+    /// `("malformed" | "failed", reason)`.
+    async fn attempt(&self, request: &DispatchRequest, usage: &mut Usage) -> Result<Value, (&'static str, String)> {
+        let attempt = request.attempt;
+        self.events.emit(
+            "dispatch.start",
+            json!({"dispatch_id": request.dispatch_id, "attempt": attempt, "role": request.role,
+                   "model": request.model, "effort": request.effort, "access": request.access,
+                   "agent": self.agent.describe()}),
+        );
+        crate::faults::state_change();
+        // The start is in the log (a killed run's dispatches count); it reaches the disk
+        // while the agent works, and before its answer is used.
+        let (result, ()) =
+            tokio::join!(self.agent.invoke(request, InvokeOptions { timeout: self.timeout }), self.events.sync());
+        let (verdict, raw, attempt_usage) = match result {
+            Ok(reply) => {
+                let v = match &request.schema {
+                    Some(schema) => {
+                        let mut doc = reply.document;
+                        crate::enum_fold::fold_enum_words(schema, &mut doc);
+                        validate(schema, &doc).map(|_| doc)
+                    }
+                    None => Ok(reply.document),
+                };
+                match v {
+                    Ok(doc) => (Ok(doc), reply.raw, reply.usage),
+                    Err(e) => (Err(("malformed", format!("schema: {e}"))), reply.raw, reply.usage),
+                }
+            }
+            Err(AgentError::Malformed { reason, raw, usage }) => (Err(("malformed", reason)), raw, usage),
+            Err(AgentError::Failed { reason, raw, usage }) => (Err(("failed", reason)), raw, usage),
+        };
+        usage.add(&attempt_usage);
+        self.budget.record(&attempt_usage);
+        self.budget.record_role(&request.role, &attempt_usage);
+        let (outcome, reason) = match &verdict {
+            Ok(_) => ("ok", None),
+            Err((k, r)) => (*k, Some(r.as_str())),
+        };
+        let response = crate::events::AttemptResponse {
+            outcome,
+            reason,
+            raw: &raw,
+            usage: &attempt_usage,
+            document: verdict.as_ref().ok(),
+        };
+        let record = self.events.record_attempt(request, &response);
+        self.events.emit(
+            "dispatch.end",
+            json!({"dispatch_id": request.dispatch_id, "attempt": attempt, "outcome": outcome, "reason": reason,
+                   "usage": attempt_usage, "record": record.map(|r| r.file),
+                   "record_line": record.map(|r| r.line)}),
+        );
+        verdict
     }
 
     /// Runs `specs` with at most `cap` dispatches in flight; the rest queue and start as
