@@ -247,23 +247,25 @@ impl OpenAiAgent {
     /// Reads a completion body into a reply or a malformed answer.
     pub fn parse(&self, raw: String) -> Result<AgentReply, AgentError> {
         let malformed = |reason: String, raw: String, usage: Usage| Err(AgentError::Malformed { reason, raw, usage });
-        let Ok(v) = serde_json::from_str::<Value>(&raw) else {
+        // Only the two fields read are built (a completion's other fields are skipped).
+        let Ok(v) = serde_json::from_str::<Completion>(&raw) else {
+            if serde_json::from_str::<serde::de::IgnoredAny>(&raw).is_ok() {
+                return malformed("the response has no choices".into(), raw, Usage::default());
+            }
             return malformed(
                 format!("the response body is not JSON: {}", crate::head(&raw, 120)),
                 raw,
                 Usage::default(),
             );
         };
-        let mut usage = Usage {
-            input_tokens: v.pointer("/usage/prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
-            output_tokens: v.pointer("/usage/completion_tokens").and_then(Value::as_u64).unwrap_or(0),
-            cost_usd: 0.0,
-        };
+        let tokens = |k: &str| v.usage.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let mut usage =
+            Usage { input_tokens: tokens("prompt_tokens"), output_tokens: tokens("completion_tokens"), cost_usd: 0.0 };
         usage.cost_usd = crate::priced(&usage, self.prices.0, self.prices.1);
-        let Some(choice) = v.pointer("/choices/0") else {
+        let Some(choice) = v.choices.get(0) else {
             return malformed("the response has no choices".into(), raw, usage);
         };
-        let message = choice.get("message").cloned().unwrap_or(Value::Null);
+        let message = choice.get("message").unwrap_or(&Value::Null);
         if let Some(refusal) = message.get("refusal").and_then(Value::as_str).filter(|r| !r.trim().is_empty()) {
             return malformed(format!("the model refused: {}", crate::head(refusal, 200)), raw, usage);
         }
@@ -274,12 +276,12 @@ impl OpenAiAgent {
             }
             _ => {}
         }
-        let content = match message.get("content") {
-            Some(Value::String(s)) => s.clone(),
+        let content: std::borrow::Cow<'_, str> = match message.get("content") {
+            Some(Value::String(s)) => s.as_str().into(),
             Some(Value::Array(parts)) => {
-                parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("")
+                parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<String>().into()
             }
-            _ => String::new(),
+            _ => "".into(),
         };
         if content.trim().is_empty() {
             return malformed("the answer is empty".into(), raw, usage);
@@ -289,6 +291,15 @@ impl OpenAiAgent {
             None => malformed(format!("the answer is not JSON: {}", crate::head(&content, 120)), raw, usage),
         }
     }
+}
+
+/// The parts of a completion body that are read.
+#[derive(serde::Deserialize)]
+struct Completion {
+    #[serde(default)]
+    choices: Value,
+    #[serde(default)]
+    usage: Value,
 }
 
 #[async_trait]
