@@ -725,10 +725,8 @@ mod tests {
         let budget = Arc::new(BudgetTracker::new(Budget::default(), Default::default()));
         let d = Dispatcher::new(agent.clone(), events, budget, "test", PathBuf::from("/"), Duration::from_secs(5));
         let labels: Vec<String> = (0..40).map(|i| if i == 7 { "boom".into() } else { format!("l{i}") }).collect();
-        let specs = labels
-            .iter()
-            .map(|l| DispatchSpec { context: json!({"label": l}), label: l.clone(), ..spec() })
-            .collect();
+        let specs =
+            labels.iter().map(|l| DispatchSpec { context: json!({"label": l}), label: l.clone(), ..spec() }).collect();
         let outcomes = d.dispatch_waves(specs, 4).await;
         assert_eq!(agent.most.load(std::sync::atomic::Ordering::SeqCst), 4, "four in flight at most, and at once");
         assert_eq!(outcomes.len(), 40);
