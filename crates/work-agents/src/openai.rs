@@ -60,13 +60,24 @@ pub struct OpenAiAgent {
     fixed_key: Option<Option<String>>,
     /// The one HTTP client every request of this backend goes through (connections reused).
     client: http::Client,
-    /// The last schema converted to OpenAI's strict form, and its conversion: a workflow
-    /// sends the same schema with every dispatch of a wave.
-    strict_memo: Arc<Mutex<Option<StrictMemo>>>,
+    /// The last schema sent, with its `response_format` and system message already written
+    /// out: a workflow sends the same schema with every dispatch of a wave.
+    format_memo: Arc<Mutex<Option<FormatMemo>>>,
 }
 
-/// A schema and its strict form (none: not convertible).
-type StrictMemo = (Value, Option<Value>);
+/// A schema and what a body carries for it.
+type FormatMemo = (Value, Arc<Format>);
+
+/// What a request body carries for one schema, written out once ([`OpenAiAgent::format`]).
+#[derive(Debug)]
+struct Format {
+    /// The `response_format` object, as JSON text.
+    response_format: String,
+    /// The system message's content, as a JSON string (quoted and escaped).
+    system: String,
+    /// True when the schema went in OpenAI's strict form.
+    strict: bool,
+}
 
 /// True for OpenAI model families that take `reasoning_effort`.
 pub fn is_reasoning_model(model: &str) -> bool {
@@ -89,6 +100,12 @@ pub fn effort_value(effort: &str) -> String {
 /// ([`crate::schema::openai_strict_violation`] finds nothing).
 pub fn strict_compatible(schema: &Value) -> bool {
     crate::schema::openai_strict_violation(schema).is_none()
+}
+
+/// Writes `s` as a JSON string (quoted and escaped) at the end of `out`.
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    // Writing a str into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
 }
 
 /// The instructions sent as the system message.
@@ -133,7 +150,7 @@ impl OpenAiAgent {
             prices: (def.input_usd_per_mtok, def.output_usd_per_mtok),
             fixed_key: None,
             client: http::Client::new(),
-            strict_memo: Arc::default(),
+            format_memo: Arc::default(),
         })
     }
 
@@ -152,75 +169,103 @@ impl OpenAiAgent {
         .filter(|k| !k.trim().is_empty())
     }
 
-    /// `schema` in OpenAI's strict form ([`crate::schema::openai_strict`]), remembered for the
-    /// next dispatch with the same schema.
-    fn strict(&self, schema: &Value) -> Option<Value> {
-        if let Ok(memo) = self.strict_memo.lock()
-            && let Some((seen, strict)) = memo.as_ref()
+    /// The `response_format` and system message for `schema`, remembered for the next
+    /// dispatch with the same schema (the strict conversion and the writing out are done once).
+    fn format(&self, schema: Option<&Value>) -> Arc<Format> {
+        if let Some(schema) = schema
+            && let Ok(memo) = self.format_memo.lock()
+            && let Some((seen, format)) = memo.as_ref()
             && seen == schema
         {
-            return strict.clone();
+            return format.clone();
         }
-        let strict = crate::schema::openai_strict(schema);
-        if let Ok(mut memo) = self.strict_memo.lock() {
-            *memo = Some((schema.clone(), strict.clone()));
+        let include_schema = self.format == ResponseFormat::JsonObject;
+        let (response_format, strict) = match (schema, self.format) {
+            (Some(s), ResponseFormat::JsonSchema) => match crate::schema::openai_strict(s) {
+                Some(strict) => (
+                    json!({"type": "json_schema", "json_schema": {
+                        "name": "work_result", "schema": strict, "strict": true}}),
+                    true,
+                ),
+                None => (
+                    json!({"type": "json_schema", "json_schema": {
+                        "name": "work_result", "schema": s, "strict": false}}),
+                    false,
+                ),
+            },
+            (Some(s), ResponseFormat::JsonObject) => (json!({"type": "json_object", "schema": s}), false),
+            (None, _) => (json!({"type": "json_object"}), false),
+        };
+        let format = Arc::new(Format {
+            response_format: response_format.to_string(),
+            system: Value::String(system_prompt(schema, include_schema)).to_string(),
+            strict,
+        });
+        if let Some(schema) = schema
+            && let Ok(mut memo) = self.format_memo.lock()
+        {
+            *memo = Some((schema.clone(), format.clone()));
         }
-        strict
+        format
     }
 
-    /// The request body for one dispatch.
-    pub fn body(&self, request: &DispatchRequest) -> Value {
-        let model = crate::concrete_model(&request.model, Some(&self.model)).unwrap_or_else(|| self.model.clone());
-        let schema = request.schema.as_ref();
-        let include_schema = self.format == ResponseFormat::JsonObject;
-        let mut body = json!({
-            "model": model,
-            "messages": [
-                {"role": "system", "content": system_prompt(schema, include_schema)},
-                {"role": "user", "content": crate::brief(request)},
-            ],
-        });
-        let format = match (schema, self.format) {
-            (Some(s), ResponseFormat::JsonSchema) => match self.strict(s) {
-                Some(strict) => json!({"type": "json_schema", "json_schema": {
-                    "name": "work_result", "schema": strict, "strict": true}}),
-                None => json!({"type": "json_schema", "json_schema": {
-                    "name": "work_result", "schema": s, "strict": false}}),
-            },
-            (Some(s), ResponseFormat::JsonObject) => json!({"type": "json_object", "schema": s}),
-            (None, _) => json!({"type": "json_object"}),
-        };
-        body["response_format"] = format;
-        let reasoning = is_reasoning_model(&model);
+    /// The request body for one dispatch, as JSON text, and whether its schema went strict.
+    /// Written straight out (no JSON tree is built): the same document [`Self::body`] reads back.
+    pub fn body_bytes(&self, request: &DispatchRequest) -> (Vec<u8>, bool) {
+        let model = crate::concrete_model(&request.model, Some(&self.model));
+        let model = model.as_deref().unwrap_or(&self.model);
+        let format = self.format(request.schema.as_ref());
+        let brief = crate::brief(request);
+        let mut out = Vec::with_capacity(brief.len() + format.response_format.len() + format.system.len() + 160);
+        out.extend_from_slice(b"{\"model\":");
+        put_str(&mut out, model);
+        out.extend_from_slice(b",\"messages\":[{\"role\":\"system\",\"content\":");
+        out.extend_from_slice(format.system.as_bytes());
+        out.extend_from_slice(b"},{\"role\":\"user\",\"content\":");
+        put_str(&mut out, &brief);
+        out.extend_from_slice(b"}],\"response_format\":");
+        out.extend_from_slice(format.response_format.as_bytes());
+        let reasoning = is_reasoning_model(model);
         if let Some(n) = self.max_tokens {
-            body[if reasoning { "max_completion_tokens" } else { "max_tokens" }] = json!(n);
+            let key: &[u8] = if reasoning { b",\"max_completion_tokens\":" } else { b",\"max_tokens\":" };
+            out.extend_from_slice(key);
+            out.extend_from_slice(n.to_string().as_bytes());
         }
         if self.send_effort.unwrap_or(reasoning) && !request.effort.trim().is_empty() {
-            body["reasoning_effort"] = json!(effort_value(&request.effort));
+            out.extend_from_slice(b",\"reasoning_effort\":");
+            put_str(&mut out, &effort_value(&request.effort));
         }
-        body
+        out.push(b'}');
+        (out, format.strict)
+    }
+
+    /// The request body for one dispatch, as a JSON document ([`Self::body_bytes`] read back).
+    pub fn body(&self, request: &DispatchRequest) -> Value {
+        serde_json::from_slice(&self.body_bytes(request).0).unwrap_or(Value::Null)
     }
 
     /// Reads a completion body into a reply or a malformed answer.
     pub fn parse(&self, raw: String) -> Result<AgentReply, AgentError> {
         let malformed = |reason: String, raw: String, usage: Usage| Err(AgentError::Malformed { reason, raw, usage });
-        let Ok(v) = serde_json::from_str::<Value>(&raw) else {
+        // Only the two fields read are built (a completion's other fields are skipped).
+        let Ok(v) = serde_json::from_str::<Completion>(&raw) else {
+            if serde_json::from_str::<serde::de::IgnoredAny>(&raw).is_ok() {
+                return malformed("the response has no choices".into(), raw, Usage::default());
+            }
             return malformed(
                 format!("the response body is not JSON: {}", crate::head(&raw, 120)),
                 raw,
                 Usage::default(),
             );
         };
-        let mut usage = Usage {
-            input_tokens: v.pointer("/usage/prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
-            output_tokens: v.pointer("/usage/completion_tokens").and_then(Value::as_u64).unwrap_or(0),
-            cost_usd: 0.0,
-        };
+        let tokens = |k: &str| v.usage.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let mut usage =
+            Usage { input_tokens: tokens("prompt_tokens"), output_tokens: tokens("completion_tokens"), cost_usd: 0.0 };
         usage.cost_usd = crate::priced(&usage, self.prices.0, self.prices.1);
-        let Some(choice) = v.pointer("/choices/0") else {
+        let Some(choice) = v.choices.get(0) else {
             return malformed("the response has no choices".into(), raw, usage);
         };
-        let message = choice.get("message").cloned().unwrap_or(Value::Null);
+        let message = choice.get("message").unwrap_or(&Value::Null);
         if let Some(refusal) = message.get("refusal").and_then(Value::as_str).filter(|r| !r.trim().is_empty()) {
             return malformed(format!("the model refused: {}", crate::head(refusal, 200)), raw, usage);
         }
@@ -231,12 +276,12 @@ impl OpenAiAgent {
             }
             _ => {}
         }
-        let content = match message.get("content") {
-            Some(Value::String(s)) => s.clone(),
+        let content: std::borrow::Cow<'_, str> = match message.get("content") {
+            Some(Value::String(s)) => s.as_str().into(),
             Some(Value::Array(parts)) => {
-                parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("")
+                parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<String>().into()
             }
-            _ => String::new(),
+            _ => "".into(),
         };
         if content.trim().is_empty() {
             return malformed("the answer is empty".into(), raw, usage);
@@ -246,6 +291,15 @@ impl OpenAiAgent {
             None => malformed(format!("the answer is not JSON: {}", crate::head(&content, 120)), raw, usage),
         }
     }
+}
+
+/// The parts of a completion body that are read.
+#[derive(serde::Deserialize)]
+struct Completion {
+    #[serde(default)]
+    choices: Value,
+    #[serde(default)]
+    usage: Value,
 }
 
 #[async_trait]
@@ -278,12 +332,11 @@ impl Agent for OpenAiAgent {
         if let Some(k) = &key {
             headers.push(("authorization".into(), format!("Bearer {k}")));
         }
-        let body = self.body(request);
-        let strict_sent = body.pointer("/response_format/json_schema/strict") == Some(&Value::Bool(true));
+        let (body, strict_sent) = self.body_bytes(request);
         let post = Post {
             url: http::join(&self.base_url, "chat/completions"),
             headers,
-            body: body.to_string().into_bytes(),
+            body,
             secret: key,
             key_var: Some(self.key_var.clone()),
         };
@@ -529,6 +582,44 @@ mod tests {
         assert!(a.preflight().is_ok());
         let e = invoke(&a, &request("m", "high"), 5).await.expect_err("nothing listens on port 9");
         assert!(matches!(e, AgentError::Failed { .. }) && !reason(&e).contains('\n'), "{}", reason(&e));
+    }
+
+    #[test]
+    fn the_body_written_out_is_the_document_it_describes() {
+        let def = |f: &dyn Fn(&mut AgentDef)| {
+            let mut d = AgentDef { base_url: Some("http://127.0.0.1:9/v1".into()), ..Default::default() };
+            f(&mut d);
+            d
+        };
+        let mut req = request("gpt-5-mini", "xhigh");
+        req.prompt = "find \"quoted\" things\n\twith ünïcode and \u{1}".into();
+        req.context = json!({"angle": "a\"b"});
+        let a = OpenAiAgent::new("m", &def(&|d| d.max_tokens = Some(50))).expect("builds");
+        let strict = crate::schema::openai_strict(req.schema.as_ref().expect("a schema")).expect("convertible");
+        let want = json!({"model": "gpt-5-mini", "messages": [
+                {"role": "system", "content": system_prompt(req.schema.as_ref(), false)},
+                {"role": "user", "content": crate::brief(&req)}],
+            "response_format": {"type": "json_schema", "json_schema": {"name": "work_result", "schema": strict, "strict": true}},
+            "max_completion_tokens": 50, "reasoning_effort": "high"});
+        for _ in 0..2 {
+            // The second time from the remembered format.
+            let (bytes, strict_sent) = a.body_bytes(&req);
+            assert_eq!(String::from_utf8(bytes).expect("utf-8"), want.to_string());
+            assert!(strict_sent);
+        }
+        let a = OpenAiAgent::new("m", &def(&|d| d.response_format = Some("json_object".into()))).expect("builds");
+        req.model = "opus".into();
+        let want = json!({"model": "m", "messages": [
+                {"role": "system", "content": system_prompt(req.schema.as_ref(), true)},
+                {"role": "user", "content": crate::brief(&req)}],
+            "response_format": {"type": "json_object", "schema": req.schema}});
+        assert_eq!(a.body_bytes(&req), (want.to_string().into_bytes(), false));
+        req.schema = None;
+        let want = json!({"model": "m", "messages": [
+                {"role": "system", "content": system_prompt(None, true)},
+                {"role": "user", "content": crate::brief(&req)}],
+            "response_format": {"type": "json_object"}});
+        assert_eq!(a.body_bytes(&req), (want.to_string().into_bytes(), false), "no schema: not the remembered one");
     }
 
     #[test]

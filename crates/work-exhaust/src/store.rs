@@ -277,9 +277,7 @@ impl Store {
 
     /// Writes the whole journal as the snapshot and starts a fresh log on it.
     pub fn snapshot(&mut self, run: &RunContext, j: &Journal) -> io::Result<()> {
-        let v = run.redactor.redact_json(&serde_json::to_value(j).map_err(io::Error::other)?);
-        let mut bytes = serde_json::to_vec_pretty(&v).map_err(io::Error::other)?;
-        bytes.push(b'\n');
+        let bytes = snapshot_bytes(&run.redactor, j)?;
         work_runtime::fsx::write_atomic(&self.snapshot, &bytes)?;
         let mut header = serde_json::json!({"journalLog": LOG_VERSION, "base": sha256_hex(&bytes)});
         if j.is_final()
@@ -300,6 +298,22 @@ impl Store {
         self.marks = Marks::of(j);
         Ok(())
     }
+}
+
+/// The snapshot's text: the journal written out pretty, its strings redacted. Written from the
+/// journal itself (with no secret to redact) or from one JSON copy of it, redacted on the way
+/// out: a snapshot used to hold two whole copies beside the journal (the JSON tree and its
+/// redacted copy), most of a long run's peak memory (docs/performance.md).
+fn snapshot_bytes(redactor: &work_runtime::redact::Redactor, j: &Journal) -> io::Result<Vec<u8>> {
+    let mut bytes = if redactor.is_empty() {
+        serde_json::to_vec_pretty(j)
+    } else {
+        let v = serde_json::to_value(j).map_err(io::Error::other)?;
+        serde_json::to_vec_pretty(&redactor.serializable(&v))
+    }
+    .map_err(io::Error::other)?;
+    bytes.push(b'\n');
+    Ok(bytes)
 }
 
 #[cfg(test)]
@@ -332,6 +346,25 @@ mod tests {
         j.rounds.push(RoundRecord { n: n as u32 + 1, verdict: "new-items".into(), ..Default::default() });
         j.dry_counter = (n % 3) as u32;
         j.retry_queue = vec![format!("r{n}")];
+    }
+
+    #[test]
+    fn the_snapshot_is_the_journal_written_out_redacted() {
+        let mut j = Journal::new("t", "w", 2, vec!["a0".into(), "a1".into()]);
+        for n in 0..5 {
+            grow(&mut j, n);
+        }
+        j.items.push(json!({"id": "sk-canary-0123456789", "sk-canary-0123456789": 1.5, "n": [null, true]}));
+        j.spent_by_role.insert("finder".into(), Default::default());
+        let mut secret = work_runtime::redact::Redactor::default();
+        secret.add("sk-canary-0123456789");
+        for r in [work_runtime::redact::Redactor::default(), secret] {
+            let tree = r.redact_json(&serde_json::to_value(&j).expect("tree"));
+            let mut want = serde_json::to_vec_pretty(&tree).expect("text");
+            want.push(b'\n');
+            let got = snapshot_bytes(&r, &j).expect("written");
+            assert_eq!(String::from_utf8(got).expect("utf-8"), String::from_utf8(want).expect("utf-8"));
+        }
     }
 
     #[test]

@@ -376,6 +376,11 @@ impl Dispatcher {
     /// Runs one dispatch: attempt, validate, retry once when malformed.
     pub async fn dispatch(&self, spec: DispatchSpec) -> DispatchOutcome {
         let n = self.events.next_dispatch_number();
+        self.dispatch_numbered(spec, n).await
+    }
+
+    /// [`Self::dispatch`] with its number taken already.
+    async fn dispatch_numbered(&self, spec: DispatchSpec, n: u64) -> DispatchOutcome {
         let subject = format!("{}/{}", spec.role, spec.label);
         // The id names the record files: no secret inside a file name, whole or altered.
         let id = format!("d{n:04}-{}-{}", safe_label(&spec.role), safe_label(&spec.label));
@@ -405,126 +410,145 @@ impl Dispatcher {
         }
     }
 
-    /// The attempts of one dispatch: attempt, validate, retry once when malformed.
+    /// The attempts of one dispatch: attempt, validate, retry once when malformed. The spec's
+    /// parts move into the request, which a retry reuses (nothing large is copied per attempt).
     async fn attempts(&self, spec: DispatchSpec, dispatch_id: String) -> DispatchOutcome {
         let mut usage = Usage::default();
         let mut last_error = String::new();
+        let DispatchSpec { role, model, effort, access, prompt, schema, context, label: _ } = spec;
+        let mut request = DispatchRequest {
+            protocol: PROTOCOL.into(),
+            run_id: self.events.run_id().into(),
+            dispatch_id,
+            attempt: 1,
+            workflow: self.workflow.clone(),
+            role,
+            model,
+            effort,
+            access,
+            cwd: self.cwd.display().to_string(),
+            prompt,
+            schema,
+            context,
+        };
         for attempt in 1..=2u32 {
             if !self.budget.try_reserve_dispatch() {
-                self.events.emit("dispatch.over_budget", json!({"dispatch_id": dispatch_id, "attempt": attempt}));
-                return DispatchOutcome::OverBudget { dispatch_id };
+                self.events
+                    .emit("dispatch.over_budget", json!({"dispatch_id": request.dispatch_id, "attempt": attempt}));
+                return DispatchOutcome::OverBudget { dispatch_id: request.dispatch_id };
             }
-            let mut prompt = spec.prompt.clone();
             if attempt == 2 {
-                prompt.push_str(&format!(
+                request.attempt = 2;
+                request.prompt.push_str(&format!(
                     "\n\nYOUR PREVIOUS ANSWER WAS REJECTED: {last_error}\nAnswer again with exactly one JSON document{}.",
-                    if spec.schema.is_some() { " that validates against the schema" } else { "" }
+                    if request.schema.is_some() { " that validates against the schema" } else { "" }
                 ));
             }
-            let request = DispatchRequest {
-                protocol: PROTOCOL.into(),
-                run_id: self.events.run_id().into(),
-                dispatch_id: dispatch_id.clone(),
-                attempt,
-                workflow: self.workflow.clone(),
-                role: spec.role.clone(),
-                model: spec.model.clone(),
-                effort: spec.effort.clone(),
-                access: spec.access,
-                cwd: self.cwd.display().to_string(),
-                prompt,
-                schema: spec.schema.clone(),
-                context: spec.context.clone(),
-            };
-            self.events.emit(
-                "dispatch.start",
-                json!({"dispatch_id": dispatch_id, "attempt": attempt, "role": spec.role, "model": spec.model,
-                       "effort": spec.effort, "access": spec.access, "agent": self.agent.describe()}),
-            );
-            crate::faults::state_change();
-            // The start is in the log (a killed run's dispatches count); it reaches the disk
-            // while the agent works, and before its answer is used.
-            let (result, ()) =
-                tokio::join!(self.agent.invoke(&request, InvokeOptions { timeout: self.timeout }), self.events.sync());
-            let request_json = request.into_value();
-            let (verdict, raw, attempt_usage) = match result {
-                Ok(reply) => {
-                    let v = match &spec.schema {
-                        Some(schema) => {
-                            let mut doc = reply.document;
-                            crate::enum_fold::fold_enum_words(schema, &mut doc);
-                            validate(schema, &doc).map(|_| doc)
-                        }
-                        None => Ok(reply.document),
-                    };
-                    match v {
-                        Ok(doc) => (Ok(doc), reply.raw, reply.usage),
-                        Err(e) => (Err(("malformed", format!("schema: {e}"))), reply.raw, reply.usage),
-                    }
-                }
-                Err(AgentError::Malformed { reason, raw, usage }) => (Err(("malformed", reason)), raw, usage),
-                Err(AgentError::Failed { reason, raw, usage }) => (Err(("failed", reason)), raw, usage),
-            };
-            usage.add(&attempt_usage);
-            self.budget.record(&attempt_usage);
-            self.budget.record_role(&spec.role, &attempt_usage);
-            let (outcome, reason) = match &verdict {
-                Ok(_) => ("ok", None),
-                Err((k, r)) => (*k, Some(r.clone())),
-            };
-            let record = self.events.record_dispatch(
-                &dispatch_id,
-                attempt,
-                json!({"request": request_json,
-                        "response": {"outcome": outcome, "reason": reason, "raw": raw, "usage": attempt_usage,
-                                     "document": verdict.as_ref().ok()}}),
-            );
-            self.events.emit(
-                "dispatch.end",
-                json!({"dispatch_id": dispatch_id, "attempt": attempt, "outcome": outcome, "reason": reason,
-                       "usage": attempt_usage, "record": record.map(|r| r.file),
-                       "record_line": record.map(|r| r.line)}),
-            );
+            let verdict = self.attempt(&request, &mut usage).await;
             match verdict {
-                Ok(output) => return DispatchOutcome::Ok { dispatch_id, output, usage, attempts: attempt },
-                Err(("failed", reason)) => return DispatchOutcome::Failed { dispatch_id, reason },
+                Ok(output) => {
+                    return DispatchOutcome::Ok { dispatch_id: request.dispatch_id, output, usage, attempts: attempt };
+                }
+                Err(("failed", reason)) => return DispatchOutcome::Failed { dispatch_id: request.dispatch_id, reason },
                 Err((_, reason)) => last_error = reason,
             }
         }
-        self.events.emit("dispatch.dropped", json!({"dispatch_id": dispatch_id, "reason": last_error}));
-        DispatchOutcome::Dropped { dispatch_id, reason: last_error }
+        self.events.emit("dispatch.dropped", json!({"dispatch_id": request.dispatch_id, "reason": last_error}));
+        DispatchOutcome::Dropped { dispatch_id: request.dispatch_id, reason: last_error }
+    }
+
+    /// One attempt: logged, run, validated, charged and recorded. The validated document, or
+    /// `("malformed" | "failed", reason)`.
+    async fn attempt(&self, request: &DispatchRequest, usage: &mut Usage) -> Result<Value, (&'static str, String)> {
+        let attempt = request.attempt;
+        self.events.emit(
+            "dispatch.start",
+            json!({"dispatch_id": request.dispatch_id, "attempt": attempt, "role": request.role,
+                   "model": request.model, "effort": request.effort, "access": request.access,
+                   "agent": self.agent.describe()}),
+        );
+        crate::faults::state_change();
+        // The start is in the log (a killed run's dispatches count); it reaches the disk
+        // while the agent works, and before its answer is used.
+        let (result, ()) =
+            tokio::join!(self.agent.invoke(request, InvokeOptions { timeout: self.timeout }), self.events.sync());
+        let (verdict, raw, attempt_usage) = match result {
+            Ok(reply) => {
+                let v = match &request.schema {
+                    Some(schema) => {
+                        let mut doc = reply.document;
+                        crate::enum_fold::fold_enum_words(schema, &mut doc);
+                        validate(schema, &doc).map(|_| doc)
+                    }
+                    None => Ok(reply.document),
+                };
+                match v {
+                    Ok(doc) => (Ok(doc), reply.raw, reply.usage),
+                    Err(e) => (Err(("malformed", format!("schema: {e}"))), reply.raw, reply.usage),
+                }
+            }
+            Err(AgentError::Malformed { reason, raw, usage }) => (Err(("malformed", reason)), raw, usage),
+            Err(AgentError::Failed { reason, raw, usage }) => (Err(("failed", reason)), raw, usage),
+        };
+        usage.add(&attempt_usage);
+        self.budget.record(&attempt_usage);
+        self.budget.record_role(&request.role, &attempt_usage);
+        let (outcome, reason) = match &verdict {
+            Ok(_) => ("ok", None),
+            Err((k, r)) => (*k, Some(r.as_str())),
+        };
+        let response = crate::events::AttemptResponse {
+            outcome,
+            reason,
+            raw: &raw,
+            usage: &attempt_usage,
+            document: verdict.as_ref().ok(),
+        };
+        let record = self.events.record_attempt(request, &response);
+        self.events.emit(
+            "dispatch.end",
+            json!({"dispatch_id": request.dispatch_id, "attempt": attempt, "outcome": outcome, "reason": reason,
+                   "usage": attempt_usage, "record": record.map(|r| r.file),
+                   "record_line": record.map(|r| r.line)}),
+        );
+        verdict
     }
 
     /// Runs `specs` with at most `cap` dispatches in flight; the rest queue and start as
     /// earlier ones finish (a sliding wave, so one slow agent does not idle the other slots).
     /// Returns when every dispatch has ended (the caller's barrier), with the outcomes in the
     /// order of `specs`. The cap applied is logged.
+    ///
+    /// Each of the `cap` slots is one task that takes the next spec from the queue as soon as
+    /// its dispatch ended (after its `dispatch.end`), on the thread that handled the answer, as
+    /// a client's connection sends its next request; dispatches are numbered in the order of
+    /// `specs`. A slot whose task panicked is started again; its dispatch's outcome says so.
     pub async fn dispatch_waves(&self, specs: Vec<DispatchSpec>, cap: usize) -> Vec<DispatchOutcome> {
         let cap = cap.max(1);
         let total = specs.len();
         self.events.emit("fanout.start", json!({"size": total, "cap": cap, "queued": total.saturating_sub(cap)}));
-        let mut slots: Vec<Option<DispatchOutcome>> = vec![None; total];
-        let mut queue = specs.into_iter().enumerate();
+        let waves = Arc::new(Waves {
+            queue: std::sync::Mutex::new(specs.into_iter().enumerate()),
+            outcomes: std::sync::Mutex::new((0..total).map(|_| None).collect()),
+        });
         let mut set = tokio::task::JoinSet::new();
-        let spawn_next = |set: &mut tokio::task::JoinSet<(usize, DispatchOutcome)>,
-                          queue: &mut std::iter::Enumerate<std::vec::IntoIter<DispatchSpec>>| {
-            if let Some((i, spec)) = queue.next() {
-                let me = self.clone();
-                set.spawn(async move { (i, me.dispatch(spec).await) });
-            }
-        };
-        for _ in 0..cap {
-            spawn_next(&mut set, &mut queue);
+        for _ in 0..cap.min(total) {
+            set.spawn(self.clone().slot(waves.clone()));
         }
         while let Some(joined) = set.join_next().await {
-            match joined {
-                Ok((i, outcome)) => slots[i] = Some(outcome),
-                Err(e) => self.events.emit("fanout.task_panicked", json!({"error": e.to_string()})),
+            if let Err(e) = joined {
+                self.events.emit("fanout.task_panicked", json!({"error": e.to_string()}));
+                set.spawn(self.clone().slot(waves.clone()));
             }
-            spawn_next(&mut set, &mut queue);
         }
         self.events.emit("fanout.end", json!({"size": total}));
-        slots
+        // Every slot has ended: the outcomes are taken, not copied.
+        let mut outcomes = match Arc::try_unwrap(waves) {
+            Ok(w) => w.outcomes.into_inner().unwrap_or_default(),
+            Err(w) => w.outcomes.lock().map(|mut o| std::mem::take(&mut *o)).unwrap_or_default(),
+        };
+        outcomes.resize_with(total, || None);
+        outcomes
             .into_iter()
             .enumerate()
             .map(|(i, o)| {
@@ -535,6 +559,29 @@ impl Dispatcher {
             })
             .collect()
     }
+
+    /// One slot of [`Self::dispatch_waves`]: dispatches from the queue until it is empty.
+    async fn slot(self, waves: Arc<Waves>) {
+        loop {
+            // The spec and its number are taken together: numbers follow the order of the specs.
+            let next =
+                waves.queue.lock().ok().and_then(|mut q| q.next().map(|s| (s, self.events.next_dispatch_number())));
+            let Some(((i, spec), n)) = next else { return };
+            let outcome = self.dispatch_numbered(spec, n).await;
+            if let Ok(mut o) = waves.outcomes.lock()
+                && let Some(slot) = o.get_mut(i)
+            {
+                *slot = Some(outcome);
+            }
+        }
+    }
+}
+
+/// The shared state of one [`Dispatcher::dispatch_waves`]: the specs not started yet, and the
+/// outcomes by the index of their spec.
+struct Waves {
+    queue: std::sync::Mutex<std::iter::Enumerate<std::vec::IntoIter<DispatchSpec>>>,
+    outcomes: std::sync::Mutex<Vec<Option<DispatchOutcome>>>,
 }
 
 #[cfg(test)]
@@ -644,6 +691,53 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(d.budget().spent().dispatches, 2, "the skipped dispatch cost nothing");
+    }
+
+    /// Answers `{"a": <label>}` after a short wait, counting the attempts in flight; panics
+    /// on the label `boom`.
+    #[derive(Default)]
+    struct Counting {
+        now: std::sync::atomic::AtomicUsize,
+        most: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait]
+    impl Agent for Counting {
+        fn describe(&self) -> String {
+            "counting".into()
+        }
+        async fn invoke(&self, r: &DispatchRequest, _o: InvokeOptions) -> Result<AgentReply, AgentError> {
+            use std::sync::atomic::Ordering::SeqCst;
+            let label = r.context["label"].as_str().unwrap_or_default().to_string();
+            assert_ne!(label, "boom", "a panicking agent");
+            let now = self.now.fetch_add(1, SeqCst) + 1;
+            self.most.fetch_max(now, SeqCst);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            self.now.fetch_sub(1, SeqCst);
+            Ok(AgentReply { document: json!({"a": label}), usage: Usage::default(), raw: String::new() })
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn waves_keep_the_cap_and_the_order_of_the_specs_and_survive_a_panic() {
+        let agent = Arc::new(Counting::default());
+        let events = Arc::new(EventLog::discard("run", Arc::new(SystemClock)));
+        let budget = Arc::new(BudgetTracker::new(Budget::default(), Default::default()));
+        let d = Dispatcher::new(agent.clone(), events, budget, "test", PathBuf::from("/"), Duration::from_secs(5));
+        let labels: Vec<String> = (0..40).map(|i| if i == 7 { "boom".into() } else { format!("l{i}") }).collect();
+        let specs =
+            labels.iter().map(|l| DispatchSpec { context: json!({"label": l}), label: l.clone(), ..spec() }).collect();
+        let outcomes = d.dispatch_waves(specs, 4).await;
+        assert_eq!(agent.most.load(std::sync::atomic::Ordering::SeqCst), 4, "four in flight at most, and at once");
+        assert_eq!(outcomes.len(), 40);
+        for (i, (o, l)) in outcomes.iter().zip(&labels).enumerate() {
+            if i == 7 {
+                assert_eq!(o.dispatch_id(), "lost-7", "the panicked dispatch is lost, the others run");
+                continue;
+            }
+            assert_eq!(o.output(), Some(&json!({"a": l})), "outcome {i} is its spec's");
+            assert_eq!(o.dispatch_id(), format!("d{:04}-finder-{l}", i + 1), "numbered in the order of the specs");
+        }
     }
 
     #[tokio::test]

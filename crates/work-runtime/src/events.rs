@@ -14,9 +14,11 @@
 //! whose last line a crash cut is read without it ([`read_log`]), and the next append starts
 //! on a fresh line.
 
+mod lines;
 pub mod records;
 
 use crate::clock::Clock;
+use crate::dispatch::DispatchRequest;
 use crate::redact::Redactor;
 use serde_json::{Map, Value, json};
 use std::fs::{File, OpenOptions};
@@ -24,13 +26,15 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+pub use lines::AttemptResponse;
 pub use records::{RECORDS_FILE, RecordAt, find_record, read_records};
 
 /// The event log of one run.
 pub struct EventLog {
     run_id: String,
     dir: PathBuf,
-    inner: Mutex<(u64, Option<File>)>,
+    /// The last `seq`, the log (none: discarding) and a buffer the next line is written in.
+    inner: Mutex<(u64, Option<File>, Vec<u8>)>,
     /// The `seq` synced to disk so far (the gate of a group commit), and a handle to sync with.
     synced: tokio::sync::Mutex<u64>,
     sync_file: Option<Arc<File>>,
@@ -72,7 +76,7 @@ impl EventLog {
         Ok(Self {
             run_id: run_id.to_string(),
             dir: dir.to_path_buf(),
-            inner: Mutex::new((0, Some(file))),
+            inner: Mutex::new((0, Some(file), Vec::new())),
             synced: Default::default(),
             sync_file,
             clock,
@@ -91,7 +95,7 @@ impl EventLog {
         Self {
             run_id: run_id.to_string(),
             dir: PathBuf::new(),
-            inner: Mutex::new((0, None)),
+            inner: Mutex::new((0, None, Vec::new())),
             synced: Default::default(),
             sync_file: None,
             clock,
@@ -119,27 +123,18 @@ impl EventLog {
     /// A failure to write the log is reported on stderr once per event, never fatal.
     pub fn emit(&self, kind: &str, mut fields: Value) {
         self.redactor.redact_json_in_place(&mut fields);
-        let Ok(mut guard) = self.inner.lock() else { return };
-        guard.0 += 1;
-        let mut obj = Map::new();
-        obj.insert("ts".into(), json!(self.clock.now_rfc3339()));
-        obj.insert("run_id".into(), json!(self.run_id));
-        obj.insert("seq".into(), json!(guard.0));
-        obj.insert("kind".into(), json!(kind));
-        if let Value::Object(m) = fields {
-            for (k, v) in m {
-                obj.entry(k).or_insert(v);
-            }
-        }
         let observed = if self.observed.load(std::sync::atomic::Ordering::Acquire) {
-            Observed::from_event(kind, &obj)
+            Observed::from_event(kind, fields.as_object().unwrap_or(&Map::new()))
         } else {
             None
         };
-        if let Some(f) = guard.1.as_mut() {
-            let mut line = Value::Object(obj).to_string();
-            line.push('\n');
-            if let Err(e) = f.write_all(line.as_bytes()).and_then(|_| f.flush()) {
+        let Ok(mut guard) = self.inner.lock() else { return };
+        let (seq, file, line) = &mut *guard;
+        *seq += 1;
+        if let Some(f) = file.as_mut() {
+            line.clear();
+            lines::write_event(line, &self.clock.now_rfc3339(), &self.run_id, *seq, kind, &fields);
+            if let Err(e) = f.write_all(line) {
                 eprintln!("warning: failed to append to the event log: {e}");
             }
         }
@@ -241,12 +236,24 @@ impl EventLog {
         if let Value::Object(parts) = value {
             line.extend(parts);
         }
+        self.append_record(log, Value::Object(line).to_string().into_bytes(), dispatch_id, attempt)
+    }
+
+    /// Appends the record of one attempt of the dispatcher: `request` and how it ended,
+    /// written straight out (the line [`Self::record_dispatch`] writes for them).
+    pub fn record_attempt(&self, request: &DispatchRequest, response: &AttemptResponse<'_>) -> Option<RecordAt> {
+        let log = self.records.as_ref()?;
+        let line = self.attempt_line(request, response);
+        self.append_record(log, line, &request.dispatch_id, request.attempt)
+    }
+
+    fn append_record(&self, log: &records::RecordLog, line: Vec<u8>, id: &str, attempt: u32) -> Option<RecordAt> {
         // An audit record, not resume state: appended whole but not synced, which would
         // dominate the cost of a short dispatch.
-        match log.append(Value::Object(line).to_string().into_bytes()) {
+        match log.append(line) {
             Ok(at) => Some(at),
             Err(e) => {
-                eprintln!("warning: failed to append the record of {dispatch_id} attempt {attempt}: {e}");
+                eprintln!("warning: failed to append the record of {id} attempt {attempt}: {e}");
                 None
             }
         }
@@ -258,16 +265,27 @@ impl EventLog {
             return;
         }
         let text = v.to_string();
-        if text.len() < BLOB_MIN {
-            return;
+        if text.len() >= BLOB_MIN
+            && let Some(rel) = self.store_blob_text(text.as_bytes())
+        {
+            *v = json!({ "blob": rel });
         }
-        let rel = format!("blobs/{}.json", crate::fsx::sha256_hex(text.as_bytes()));
+    }
+
+    /// Stores `text` (a request part written out) as a blob, once per run; its name, or none
+    /// when it could not be written (the part then stays inline).
+    fn store_blob_text(&self, text: &[u8]) -> Option<String> {
+        let rel = format!("blobs/{}.json", crate::fsx::sha256_hex(text));
         let fresh = self.blobs.lock().map(|mut b| b.insert(rel.clone())).unwrap_or(true);
-        if fresh && let Err(e) = crate::fsx::write_json_unsynced(&self.dir.join(&rel), v) {
+        if fresh && let Err(e) = crate::fsx::write_line_unsynced(&self.dir.join(&rel), text) {
             eprintln!("warning: failed to write dispatch payload {rel}: {e}");
-            return;
+            // Not written: a later record tries again rather than naming a missing blob.
+            if let Ok(mut b) = self.blobs.lock() {
+                b.remove(&rel);
+            }
+            return None;
         }
-        *v = json!({ "blob": rel });
+        Some(rel)
     }
 
     /// The next dispatch number of this run (1, 2, …), shared by every dispatcher of the run.

@@ -211,7 +211,15 @@ pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> io::Res
 /// Writes compact JSON whole (temporary file + rename, so a reader never sees half of it) but
 /// without fsync: for audit records whose loss in a crash costs nothing.
 pub fn write_json_unsynced<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()> {
-    let mut bytes = serde_json::to_vec(value).map_err(io::Error::other)?;
+    let bytes = serde_json::to_vec(value).map_err(io::Error::other)?;
+    write_line_unsynced(path, &bytes)
+}
+
+/// Writes `text` and a newline to `path` atomically like [`write_json_unsynced`] (a temporary
+/// file renamed into place, not synced): `text` is a JSON document already written out.
+pub fn write_line_unsynced(path: &Path, text: &[u8]) -> io::Result<()> {
+    let mut bytes = Vec::with_capacity(text.len() + 1);
+    bytes.extend_from_slice(text);
     bytes.push(b'\n');
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir)?;

@@ -197,6 +197,12 @@ impl Redactor {
         }
     }
 
+    /// `value` to serialise with every string (keys and values) redacted on the way out:
+    /// what [`Self::redact_json`] gives, written without building the copy.
+    pub fn serializable<'a>(&'a self, value: &'a serde_json::Value) -> RedactedJson<'a> {
+        RedactedJson { value, redactor: self }
+    }
+
     /// A JSON value with every string (keys and values) redacted.
     pub fn redact_json(&self, value: &serde_json::Value) -> serde_json::Value {
         use serde_json::Value;
@@ -210,6 +216,47 @@ impl Redactor {
                 Value::Object(o.iter().map(|(k, v)| (self.redact(k).into_owned(), self.redact_json(v))).collect())
             }
             other => other.clone(),
+        }
+    }
+}
+
+/// A JSON value serialised redacted ([`Redactor::serializable`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RedactedJson<'a> {
+    value: &'a serde_json::Value,
+    redactor: &'a Redactor,
+}
+
+impl serde::Serialize for RedactedJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        use serde_json::Value;
+        let r = self.redactor;
+        if r.is_empty() {
+            return self.value.serialize(s);
+        }
+        match self.value {
+            Value::String(t) => s.serialize_str(&r.redact(t)),
+            Value::Array(a) => {
+                let mut seq = s.serialize_seq(Some(a.len()))?;
+                for v in a {
+                    seq.serialize_element(&r.serializable(v))?;
+                }
+                seq.end()
+            }
+            // Keys that hold a secret (rare): the redacted copy, in which two keys that redact
+            // alike are one, as in [`Redactor::redact_json`].
+            Value::Object(o) if o.keys().any(|k| matches!(r.redact(k), Cow::Owned(_))) => {
+                r.redact_json(self.value).serialize(s)
+            }
+            Value::Object(o) => {
+                let mut map = s.serialize_map(Some(o.len()))?;
+                for (k, v) in o {
+                    map.serialize_entry(k, &r.serializable(v))?;
+                }
+                map.end()
+            }
+            other => other.serialize(s),
         }
     }
 }
@@ -230,6 +277,11 @@ mod tests {
         let mut w = v.clone();
         r.redact_json_in_place(&mut w);
         assert_eq!(w, want, "in place as in a copy");
+        let written = |r: &Redactor, v: &serde_json::Value| serde_json::to_string(&r.serializable(v)).expect("writes");
+        assert_eq!(written(&r, &v), want.to_string(), "written out redacted as the copy is");
+        let nested = serde_json::json!({"k": [{"x": "sk-canary-123456"}, 2, null], "n": 1.5});
+        assert_eq!(written(&r, &nested), r.redact_json(&nested).to_string());
+        assert_eq!(written(&Redactor::default(), &v), v.to_string(), "nothing to redact: as it is");
         assert!(is_secret_var("OPENAI_API_KEY"));
         assert!(is_secret_var("GITHUB_TOKEN"));
         assert!(is_secret_var("AWS_SECRET_ACCESS_KEY"));

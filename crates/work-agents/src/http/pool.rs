@@ -162,12 +162,22 @@ impl Client {
         None
     }
 
+    /// Puts an idle connection back. A host's list is in the order connections went idle
+    /// (checkout takes from the end): those past [`IDLE_AGE`] are at its start and dropped
+    /// from there, so a checkin does not walk the whole pool — at a wave cap of 256 that walk,
+    /// once per request, was a cost per request that grew with the cap. Closed connections
+    /// are dropped as checkout meets them, or here when the list is full.
     fn checkin(&self, key: Key, sender: SendRequest<Full<Bytes>>) {
+        let now = Instant::now();
         if let Ok(mut idle) = self.inner.idle.lock() {
             let list = idle.entry(key).or_default();
-            list.retain(|c| c.since.elapsed() < IDLE_AGE && !c.sender.is_closed());
+            let stale = list.iter().take_while(|c| now.saturating_duration_since(c.since) >= IDLE_AGE).count();
+            list.drain(..stale);
+            if list.len() >= POOL_SIZE {
+                list.retain(|c| !c.sender.is_closed());
+            }
             if list.len() < POOL_SIZE {
-                list.push(Idle { sender, since: Instant::now() });
+                list.push(Idle { sender, since: now });
             }
         }
     }
