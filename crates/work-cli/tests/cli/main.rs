@@ -25,6 +25,7 @@ mod implement;
 mod liars_added;
 mod liars_frozen;
 mod liars_implement;
+mod liars_leftover;
 mod liars_loop;
 mod liars_matrix;
 mod liars_restored_attack;
