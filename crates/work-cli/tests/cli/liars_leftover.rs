@@ -189,3 +189,97 @@ fn an_agent_gets_no_handle_to_a_terminal_multiplexer_and_keeps_what_a_cli_needs(
         assert!(env.get(k).is_some(), "{k} was taken from the agent: {env}");
     }
 }
+
+/// A process outside `work`'s tree (here started by the test, as a tmux server or
+/// `systemd-run --user` would start it for an agent): once armed by the round-1 finder, it
+/// waits for the engine's gate-2 read of a.py — after the wave's read-only check — and then
+/// deletes two of its three TODOs, between two waves.
+const OUTSIDE: &str = r#"
+import ctypes, ctypes.util, os, sys, time
+target, armed, ready = sys.argv[1:4]
+t0 = time.time()
+while not os.path.exists(armed):
+    if time.time() - t0 > 60:
+        sys.exit(0)
+    time.sleep(0.01)
+libc = ctypes.CDLL(ctypes.util.find_library('c'), use_errno=True)
+fd = libc.inotify_init1(0)
+libc.inotify_add_watch(fd, target.encode(), 0x20)
+open(ready, 'w').write('1')
+os.read(fd, 4096)
+open(target, 'w').write('def f():\n    # TODO one\n    pass\n\ndef g():\n    return 1\n\ndef h():\n    return 2\n')
+"#;
+
+fn todo_repo() -> Scenario {
+    let s = Scenario::new();
+    s.write("a.py", "def f():\n    # TODO one\n    pass\n\ndef g():\n    # TODO two\n    return 1\n\ndef h():\n    # TODO three\n    return 2\n");
+    s.commit("three TODOs");
+    s
+}
+
+/// Runs `work exhaust` over [`todo_repo`] with a finder that reports `a.py:2` in round 1
+/// (after arming the outside process when `arm`) and nothing later.
+fn todo_exhaust(s: &Scenario, arm: bool) -> serde_json::Value {
+    let agent = s.agent(
+        "todo.py",
+        &format!(
+            "if {arm} and ctx.get('round') == 1:\n    open(state_path('armed'), 'w').write('1')\n    while not os.path.exists(state_path('ready')):\n        time.sleep(0.01)\nitems = [{{'id': 'a.py:2', 'title': 'TODO one', 'location': 'a.py:2', 'evidence': '`# TODO one`'}}] if ctx.get('round') == 1 else []\nprint(json.dumps({{'angle': ctx['angle'], 'items': items}}))",
+            arm = if arm { "True" } else { "False" }
+        ),
+    );
+    let args = [
+        "exhaust",
+        "TODO markers",
+        "-k",
+        "2",
+        "--angles",
+        "a1,a2,a3,a4,a5,a6",
+        "--concurrency",
+        "1",
+        "--final-oracle",
+        "grep -Hn TODO a.py",
+        "--agent",
+        &agent,
+        "--json",
+    ];
+    s.run_json(&args, 0)
+}
+
+/// The read-only check compared each wave's before and after only: a change between two waves
+/// was never seen; every later wave was stable, the final oracle found nothing new, and the
+/// run ended `k-consecutive-dry`, completeness `confirmed`, with one TODO of three. Each wave's
+/// "before" is now compared with the previous wave's "after" (and the oracle's run too).
+#[test]
+fn exhaust_liar_whose_outside_process_edits_the_tree_between_waves_is_never_confirmed() {
+    let s = todo_repo();
+    std::fs::create_dir_all(state_dir(&s)).expect("state dir");
+    #[expect(clippy::disallowed_methods, reason = "the test plays a process outside work's tree")]
+    let mut outside = std::process::Command::new("python3")
+        .args(["-c", OUTSIDE])
+        .arg(s.path("a.py"))
+        .arg(state_dir(&s).join("armed"))
+        .arg(state_dir(&s).join("ready"))
+        .spawn()
+        .expect("start the outside process");
+    let v = todo_exhaust(&s, true);
+    let _ = outside.kill();
+    let _ = outside.wait();
+    assert!(!s.read("a.py").contains("TODO two"), "the outside process made its edit");
+    assert_ne!(v["completeness"], "confirmed", "{v}");
+    let gaps = v["completenessGaps"].to_string();
+    assert!(gaps.contains("the tree changed while no finder ran") && gaps.contains("a.py"), "{v}");
+}
+
+/// Honest twin: the same finder and oracle, nothing outside: the oracle finds the two other
+/// TODOs and the dry stop is confirmed (the engine's own writes between waves are not a change).
+#[test]
+fn exhaust_honest_twin_with_nothing_outside_is_confirmed_with_every_site() {
+    let s = todo_repo();
+    let v = todo_exhaust(&s, false);
+    assert_eq!(v["completeness"], "confirmed", "{v}");
+    let text = v.to_string();
+    for loc in ["a.py:2", "a.py:6", "a.py:10"] {
+        assert!(text.contains(loc), "{loc} missing: {v}");
+    }
+    assert!(!v["completenessGaps"].to_string().contains("no finder ran"), "{v}");
+}
