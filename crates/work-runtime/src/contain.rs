@@ -143,7 +143,7 @@ done
 for round in 1 2 3 4 5 6; do
   for g in $groups; do kill -s KILL -- "-$g" 2>/dev/null; done
   for e in $seen; do
-    st=$(cat "/proc/${e%%:*}/stat" 2>/dev/null) || continue
+    { read -r st < "/proc/${e%%:*}/stat"; } 2>/dev/null || continue
     set -- ${st##*") "}
     [ "${20}" = "${e#*:}" ] && kill -KILL "${e%%:*}" 2>/dev/null
   done
@@ -275,7 +275,8 @@ fn marker_of(pid: i32) -> Option<String> {
 struct Targets {
     pids: BTreeSet<i32>,
     groups: BTreeSet<i32>,
-    /// Descendants of `work` left running (pid, start time): the watchdog is told of them.
+    /// Descendants of `work` left running that the watchdog would not find by their group or
+    /// marker (pid, start time): it is told of them.
     spared: Vec<(i32, u64)>,
 }
 
@@ -396,9 +397,12 @@ fn targets(scope: &Scope) -> Targets {
                     }
             }
         };
+        // The watchdog finds a live group's members and the owner's marker holders itself.
+        let found_anyway =
+            live_groups.contains(&st.pgrp) || marker.as_deref().is_some_and(|m| m.starts_with(&format!("{owner}/")));
         if take {
             out.pids.insert(st.pid);
-        } else if at != Place::Outside {
+        } else if at != Place::Outside && !found_anyway {
             out.spared.push((st.pid, st.start));
         }
     }

@@ -1,10 +1,13 @@
 //! Processes: the one place in `work` that starts a program.
 //!
 //! Invariants:
-//! - every child runs in its own process group, and nothing it starts outlives it: at its end,
-//!   at its timeout and when `work` is signalled, its group, every process carrying its marker
-//!   and every detached descendant re-parented to `work` get SIGTERM, a grace period, then
-//!   SIGKILL, and are reaped; children die with `work` even on SIGKILL (see [`crate::contain`]);
+//! - every child runs in its own process group, and nothing it starts outlives it: at its end
+//!   and at its timeout, its group, every process carrying its marker and every descendant of
+//!   `work` outside a live dispatch's tree get SIGTERM, a grace period, then SIGKILL, and are
+//!   reaped; at every exit of `work` everything still descending from it; children die with
+//!   `work` even on SIGKILL (see [`crate::contain`]);
+//! - no child gets a handle to a process spawner outside the tree (`TMUX`, `STY`, …:
+//!   [`crate::contain::DAEMON_HANDLES`]);
 //! - stdout and stderr are read concurrently (no deadlock on a full pipe), each up to a cap;
 //!   bytes past the cap are drained and discarded, and the truncation is reported;
 //! - stdin is written and closed before the output is awaited;

@@ -10,7 +10,7 @@ use crate::support::Scenario;
 use std::time::Duration;
 
 /// Python for an agent: `escape(code)` forks a child that joins the process group of `work`'s
-/// containment watchdog (the `work-watchdog` child of one of its ancestors), records its pid
+/// containment watchdog (the `work-watchdog` child of its nearest ancestor that has one), records its pid
 /// as `pid-<pid>`, closes its stdio and execs `python3 -c code survived-<pid>` with an
 /// environment holding only PATH (no containment marker); it returns once the child is there.
 const ESCAPE: &str = r#"
@@ -20,14 +20,19 @@ def watchdog():
     anc, p = [], os.getpid()
     while p > 1:
         p = int(_stat(p)[1]); anc.append(p)
+    dogs = {}
     for q in os.listdir('/proc'):
         if not q.isdigit():
             continue
         try:
-            if b'work-watchdog' in open('/proc/%s/cmdline' % q, 'rb').read() and int(_stat(int(q))[1]) in anc:
-                return int(q)
+            if b'work-watchdog' in open('/proc/%s/cmdline' % q, 'rb').read():
+                dogs[int(_stat(int(q))[1])] = int(q)
         except (OSError, IndexError, ValueError):
             continue
+    # The nearest `work` above: an exited `work`'s watchdog may be re-parented to an ancestor.
+    for a in anc:
+        if a in dogs:
+            return dogs[a]
     raise SystemExit('no watchdog among the children of my ancestors')
 def escape(code):
     wd = watchdog()
