@@ -102,6 +102,8 @@ fn main() {
     if let Some(output::WriteFailure::Failed(why)) = &failure {
         output::err_line(&format!("error: failed to write the result to stdout: {why}"));
     }
+    // Nothing an agent started outlives `work`, whichever way the run ended.
+    work_runtime::spawn::end_leftovers();
     std::process::exit(status::exit_code(status::with_output(status, failure.as_ref())));
 }
 

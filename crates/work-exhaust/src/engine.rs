@@ -17,6 +17,8 @@ use std::time::Duration;
 use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
 use work_runtime::run::RunContext;
 
+mod readonly;
+
 /// The stop reasons of the master object.
 pub mod stop {
     /// K consecutive qualifying dry rounds, gate 3 clean.
@@ -161,6 +163,8 @@ pub struct Engine<'a> {
     tracked: Option<HashSet<String>>,
     /// The cause of the last consecutive all-failed rounds and the angles they ran.
     failing: Option<(String, std::collections::BTreeSet<String>)>,
+    /// The tree (and git's seal) as the engine last saw it: after the last wave or oracle.
+    last_seen: Option<readonly::Seen>,
 }
 
 impl<'a> Engine<'a> {
@@ -194,6 +198,7 @@ impl<'a> Engine<'a> {
             written: HashSet::new(),
             tracked: None,
             failing: None,
+            last_seen: None,
         }
     }
 
@@ -344,9 +349,14 @@ impl<'a> Engine<'a> {
         }
         self.journal.stopped_reason = Some(reason.into());
         if reason == stop::K_DRY {
-            let confirmed = !self.params.final_oracles.is_empty();
+            let moved = self.tree_moved();
+            let confirmed = !self.params.final_oracles.is_empty() && !moved;
             self.journal.completeness = Some(if confirmed { "confirmed" } else { "unconfirmed" }.into());
-            if !confirmed {
+            if moved {
+                self.run.progress(
+                    "Dry, UNCONFIRMED: the tree changed while no finder ran (see the gaps); the rounds saw another tree",
+                );
+            } else if !confirmed {
                 self.run.progress(
                     "Dry, UNCONFIRMED: no completeness oracle (--final-oracle) ran; the result rests on the finders alone",
                 );
@@ -519,88 +529,6 @@ impl<'a> Engine<'a> {
             }
         }
         Ok(self.journal)
-    }
-
-    /// Runs read-only finders and enforces read-only. The tree (tracked, untracked, ignored, the
-    /// state directory, git's refs, config, hooks and info, and git's sealed view: index flags,
-    /// excludes, attributes, drivers) is compared before and after:
-    /// - a change to a tracked file, to work's state or to git's own files is a violation:
-    ///   every answer of the wave is dropped as a failed dispatch (which finder wrote cannot be
-    ///   told apart while they run at once) and the run says what changed;
-    /// - any other path written during the wave (a scratch file, a cache) may not be cited:
-    ///   gate 2 refuses a location in it.
-    async fn read_only_waves(&mut self, n: u32, specs: Vec<DispatchSpec>) -> Vec<DispatchOutcome> {
-        use work_runtime::tree_guard::{TreeSnapshot, describe_changes};
-        let exclude = [self.run.run_dir()];
-        let git = work_git::Git::new(&self.run.root);
-        let seal = git.seal().ok();
-        let before = TreeSnapshot::take(&self.run.root, &exclude);
-        let outcomes = self.dispatcher.dispatch_waves(specs, self.params.concurrency).await;
-        let (Ok(before), Ok(after)) = (before, TreeSnapshot::take(&self.run.root, &exclude)) else {
-            return outcomes;
-        };
-        let mut changes = before.changes(&after);
-        // git's view (index flags, excludes, attributes, hooks, drivers): the index file itself
-        // is left out of the walk (any `git status` refreshes it), its flags are not.
-        if let (Some(seal), Ok(now)) = (seal, git.seal()) {
-            changes.extend(seal.changes(&now).into_iter().map(|c| format!("~.git/ ({c})")));
-        }
-        if changes.is_empty() {
-            return outcomes;
-        }
-        self.load_tracked();
-        let tracked = self.tracked.as_ref();
-        let state_rel = self
-            .run
-            .state_dir
-            .strip_prefix(&self.run.root)
-            .ok()
-            .map(|p| p.to_string_lossy().into_owned())
-            .filter(|p| !p.is_empty());
-        let protected: Vec<String> = changes
-            .iter()
-            .filter(|c| {
-                let p = &c[1..];
-                tracked.is_some_and(|t| t.contains(p))
-                    || p == ".git"
-                    || p.starts_with(".git/")
-                    || state_rel.as_deref().is_some_and(|s| p == s || p.starts_with(&format!("{s}/")))
-            })
-            .cloned()
-            .collect();
-        // Cumulative over the run: a file written in one round cannot be cited in a later one.
-        self.written.extend(changes.iter().map(|c| c[1..].to_string()));
-        self.run.emit("readonly.writes", json!({"round": n, "changes": changes, "violations": protected}));
-        if protected.is_empty() {
-            return outcomes;
-        }
-        let what = describe_changes(&protected);
-        self.run.progress(&format!("Round {n}: a read-only finder changed the tree ({what}); its answers are dropped"));
-        self.gap(format!(
-            "round {n}: a read-only finder changed the tree ({what}); the answers of its wave were dropped"
-        ));
-        outcomes
-            .into_iter()
-            .map(|o| match o {
-                DispatchOutcome::Ok { dispatch_id, .. } => DispatchOutcome::Failed {
-                    dispatch_id,
-                    reason: format!("wrote to the tree in a read-only dispatch: {what}"),
-                },
-                other => other,
-            })
-            .collect()
-    }
-
-    /// Reads the paths git tracks, once a run (none outside a git checkout).
-    fn load_tracked(&mut self) {
-        if self.tracked.is_none() {
-            let git = work_git::Git::new(&self.run.root);
-            let set = git
-                .run(&["ls-files", "-z"])
-                .map(|out| out.split('\0').filter(|p| !p.is_empty()).map(str::to_string).collect())
-                .unwrap_or_default();
-            self.tracked = Some(set);
-        }
     }
 
     /// A round of finders. Returns true when the loop stopped.
@@ -787,7 +715,10 @@ impl<'a> Engine<'a> {
             return Ok(Some((Vec::new(), Vec::new())));
         }
         let n = self.journal.rounds.len() as u32 + 1;
-        let new = match self.run_oracles(&oracles, "final-oracle", n).await {
+        self.checkpoint(&format!("before the final oracle of round {n}"));
+        let ran = self.run_oracles(&oracles, "final-oracle", n).await;
+        self.checkpoint(&format!("while the final oracle of round {n} ran"));
+        let new = match ran {
             Ok(new) => new,
             Err(ExhaustError::Oracle(e)) => {
                 self.run.emit("gate3.failed", json!({"round": n, "error": e.to_string()}));

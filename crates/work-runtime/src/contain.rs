@@ -1,21 +1,29 @@
 //! Containment: nothing `work` starts outlives its dispatch, or `work` itself.
 //!
-//! Four mechanisms, set up lazily by the first [`crate::spawn::Spawner`] call, so that no other
-//! crate has to know about them:
+//! Membership rests on the process tree, which an agent cannot rewrite, not on what it can
+//! change about itself (an environment variable it can clear, a process group it can join):
 //! - `work` is the child subreaper (`PR_SET_CHILD_SUBREAPER`) of everything it starts: a
 //!   descendant that detaches (`setsid`, a double fork, a CLI running each tool command in its
-//!   own session) is re-parented to `work`, not to init, and is found by a `/proc` scan;
-//! - every child carries `WORK_CONTAINMENT=<owner>/<n>` in its environment (inherited by its
-//!   descendants), which names the dispatch a process belongs to;
+//!   own session) is re-parented to `work`, not to init. So every process started in the tree
+//!   stays a descendant of `work`, and a `/proc` walk of parent links finds it;
+//! - a descendant is *in* a live dispatch when its chain of parents reaches that dispatch's
+//!   main process (a direct child of `work` the spawner still waits for). Everything else that
+//!   descends from `work` — an orphan re-parented to it, whatever that orphan started, anything
+//!   below the watchdog — is a leftover. An orphan may still be *claimed* by a live dispatch
+//!   (its `WORK_CONTAINMENT=<owner>/<n>` marker or its process group names one, the watchdog's
+//!   group never does): a claim only keeps it until that dispatch ends, so it buys nothing a
+//!   dispatch's own process would not have;
 //! - every child gets `PR_SET_PDEATHSIG` = SIGKILL, so it dies with `work` even when `work` is
 //!   SIGKILLed. The kernel sends it when the *thread* that forked dies, so every child is forked
 //!   from one thread that lives as long as the process (the forker);
 //! - a watchdog (`sh`, its own group, no pdeathsig) holds a pipe from `work`; when `work` dies
-//!   (however), the pipe ends and the watchdog kills what carries this owner's marker and every
-//!   process group still registered.
+//!   (however), the pipe ends and the watchdog kills every process group still registered,
+//!   what carries this owner's marker, every process the sweeps saw running (pid and start
+//!   time, so a reused pid is spared) and every member of its own group.
 //!
 //! After each process ends, [`end_dispatch`] ends what it left: its process group, every process
-//! with its marker, and every re-parented orphan that no other live dispatch claims. Each gets
+//! with its marker, and every leftover no live dispatch claims. At every exit of `work` (a
+//! normal one included) [`end_all`] ends everything still descending from it. Each gets
 //! SIGTERM, a grace period, then SIGKILL; orphans are reaped (no zombies).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,6 +33,37 @@ use std::time::{Duration, Instant};
 
 /// The environment variable that names the dispatch a process belongs to.
 pub const OWNER_VAR: &str = "WORK_CONTAINMENT";
+
+/// Environment variables that hand a process to a spawner outside `work`'s tree: a terminal
+/// multiplexer or terminal whose server starts a command as its own child (`tmux new-window`,
+/// `screen -X screen`, `zellij run`, `kitty @ launch`, `wezterm cli spawn`, a Neovim server's
+/// `:terminal`). They are removed from every process `work` starts. Prefixes end in `*`.
+pub const DAEMON_HANDLES: &[&str] = &[
+    "TMUX",
+    "TMUX_PANE",
+    "STY",
+    "ZELLIJ*",
+    "KITTY_LISTEN_ON",
+    "KITTY_WINDOW_ID",
+    "WEZTERM_UNIX_SOCKET",
+    "WEZTERM_PANE",
+    "NVIM",
+    "NVIM_LISTEN_ADDRESS",
+];
+
+/// The variables of `work`'s own environment that [`DAEMON_HANDLES`] names.
+pub fn daemon_handles() -> Vec<std::ffi::OsString> {
+    std::env::vars_os()
+        .map(|(k, _)| k)
+        .filter(|k| {
+            let k = k.to_string_lossy();
+            DAEMON_HANDLES.iter().any(|h| match h.strip_suffix('*') {
+                Some(prefix) => k.starts_with(prefix),
+                None => k == *h,
+            })
+        })
+        .collect()
+}
 
 /// How long a process has between SIGTERM and SIGKILL.
 pub const GRACE: Duration = Duration::from_millis(500);
@@ -91,20 +130,29 @@ fn start_forker() -> Option<std::sync::mpsc::Sender<Job>> {
     Some(tx)
 }
 
-const WATCHDOG: &str = r#"owner="$1"; groups=""
-while read -r op g; do
+/// `+ G` / `- G` register and forget a process group; `p PID START` names a process a sweep
+/// saw running (killed only while `/proc/PID/stat` still shows that start time).
+const WATCHDOG: &str = r#"owner="$1"; groups=""; seen=""
+while read -r op g s; do
   case "$op" in
     +) groups="$groups $g" ;;
     -) keep=""; for x in $groups; do [ "$x" = "$g" ] || keep="$keep $x"; done; groups="$keep" ;;
+    p) seen="$seen $g:$s" ;;
   esac
 done
 for round in 1 2 3 4 5 6; do
-  for g in $groups; do kill -KILL -- "-$g" 2>/dev/null; done
+  for g in $groups; do kill -s KILL -- "-$g" 2>/dev/null; done
+  for e in $seen; do
+    { read -r st < "/proc/${e%%:*}/stat"; } 2>/dev/null || continue
+    set -- ${st##*") "}
+    [ "${20}" = "${e#*:}" ] && kill -KILL "${e%%:*}" 2>/dev/null
+  done
   pids=$(grep -lzsE "^WORK_CONTAINMENT=$owner(/|\$)" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3)
   [ -z "$pids" ] && [ "$round" -gt 1 ] && break
   [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
   sleep 0.1
 done
+kill -s KILL -- "-$$"
 "#;
 
 fn start_watchdog(owner: &str) -> Option<(std::process::ChildStdin, i32)> {
@@ -121,10 +169,8 @@ fn start_watchdog(owner: &str) -> Option<(std::process::ChildStdin, i32)> {
     let mut child = cmd.spawn().ok()?;
     let pid = i32::try_from(child.id()).ok()?;
     let stdin = child.stdin.take()?;
-    // Never waited for: it outlives `work` on purpose. Tracked so it is never an orphan.
-    if let Ok(mut t) = TRACKED.lock() {
-        t.insert(pid, Tracked { pgid: pid, marker: String::new() });
-    }
+    // Never waited for: it outlives `work` on purpose. Not tracked: its group is never a live
+    // dispatch's, and [`targets`] knows it by its pid.
     std::mem::forget(child);
     Some((stdin, pid))
 }
@@ -194,6 +240,8 @@ struct Stat {
     state: char,
     ppid: i32,
     pgrp: i32,
+    /// Clock ticks after boot when it started: with the pid, names one process.
+    start: u64,
 }
 
 fn stat(pid: i32) -> Option<Stat> {
@@ -204,7 +252,9 @@ fn stat(pid: i32) -> Option<Stat> {
     let state = f.next()?.chars().next()?;
     let ppid = f.next()?.parse().ok()?;
     let pgrp = f.next()?.parse().ok()?;
-    Some(Stat { pid, state, ppid, pgrp })
+    // Field 22 of the line; `f` now stands at field 6.
+    let start = f.nth(16)?.parse().ok()?;
+    Some(Stat { pid, state, ppid, pgrp, start })
 }
 
 fn all_pids() -> Vec<i32> {
@@ -220,11 +270,14 @@ fn marker_of(pid: i32) -> Option<String> {
         .map(|v| String::from_utf8_lossy(v).into_owned())
 }
 
-/// What to end: processes and process groups.
+/// What to end: processes and process groups; and what a dispatch's sweep let run.
 #[derive(Debug, Default)]
 struct Targets {
     pids: BTreeSet<i32>,
     groups: BTreeSet<i32>,
+    /// Descendants of `work` left running that the watchdog would not find by their group or
+    /// marker (pid, start time): it is told of them.
+    spared: Vec<(i32, u64)>,
 }
 
 impl Targets {
@@ -246,10 +299,52 @@ impl Targets {
 /// Which processes a cleanup ends.
 #[derive(Debug, Clone)]
 enum Scope {
-    /// One ended dispatch: its group, its marker, and unclaimed orphans.
+    /// One ended dispatch: its group, its marker, and every leftover no live dispatch claims.
     Dispatch { pgid: i32, marker: String },
-    /// Everything `work` started (on SIGINT/SIGTERM).
+    /// Everything `work` started (at every exit of `work`, SIGINT/SIGTERM included).
     All,
+}
+
+/// Where a process stands in `work`'s tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// Not a descendant of `work` (or its chain could not be read).
+    Outside,
+    /// In the tree of a dispatch whose main process still runs.
+    Live,
+    /// The watchdog's descendant: the watchdog starts nothing while `work` runs.
+    UnderWatchdog,
+    /// Re-parented to `work` (the orphan heading its chain is given), or below such an orphan.
+    Orphan(i32),
+}
+
+/// Walks `pid`'s parents (as `/proc` showed them at this sweep) up to `work`.
+fn place(
+    pid: i32,
+    procs: &BTreeMap<i32, Stat>,
+    me: i32,
+    tracked: &BTreeMap<i32, Tracked>,
+    watchdog: Option<i32>,
+) -> Place {
+    let mut cur = pid;
+    // Bounded: a chain read while processes exit could in principle loop.
+    for _ in 0..procs.len() + 1 {
+        let Some(st) = procs.get(&cur) else { return Place::Outside };
+        if st.ppid == me {
+            return if tracked.contains_key(&cur) {
+                Place::Live
+            } else if Some(cur) == watchdog {
+                Place::UnderWatchdog
+            } else {
+                Place::Orphan(cur)
+            };
+        }
+        if st.ppid <= 1 {
+            return Place::Outside;
+        }
+        cur = st.ppid;
+    }
+    Place::Outside
 }
 
 /// Chooses what is still running in `scope` (zombies excluded; they are reaped, not killed).
@@ -258,9 +353,8 @@ fn targets(scope: &Scope) -> Targets {
     let owner = &shared().owner;
     // The processes first, then what is tracked: a child forked in between is then both listed
     // and tracked (the spawner holds the lock from its fork until it is registered), never
-    // taken for an unclaimed orphan and killed as it starts.
-    let running: Vec<Stat> =
-        all_pids().into_iter().filter_map(stat).filter(|st| !matches!(st.state, 'Z' | 'X')).collect();
+    // taken for an orphan and killed as it starts.
+    let procs: BTreeMap<i32, Stat> = all_pids().into_iter().filter_map(stat).map(|st| (st.pid, st)).collect();
     let tracked = TRACKED.lock().map(|t| t.clone()).unwrap_or_default();
     let watchdog = shared().watchdog_pid;
     let live_markers: BTreeSet<&str> = tracked.values().map(|t| t.marker.as_str()).collect();
@@ -268,32 +362,66 @@ fn targets(scope: &Scope) -> Targets {
     let mut out = Targets::default();
     let wanted_groups: BTreeSet<i32> = match scope {
         Scope::Dispatch { pgid, .. } => BTreeSet::from([*pgid]),
-        Scope::All => live_groups.iter().copied().filter(|g| Some(*g) != watchdog).collect(),
+        Scope::All => live_groups.clone(),
     };
-    for st in &running {
+    // An orphan is claimed when its marker or its group names a live dispatch (other than
+    // the one that ended): it is ended with that dispatch, or at `work`'s exit.
+    let claimed = |orphan: i32| {
+        let Some(st) = procs.get(&orphan) else { return false };
+        let mine = match scope {
+            Scope::Dispatch { marker, .. } => marker.as_str(),
+            Scope::All => return false,
+        };
+        live_groups.contains(&st.pgrp)
+            || marker_of(orphan).is_some_and(|m| m != mine && live_markers.contains(m.as_str()))
+    };
+    for st in procs.values().filter(|st| !matches!(st.state, 'Z' | 'X')) {
         if st.pid == me || Some(st.pid) == watchdog {
             continue;
         }
         if wanted_groups.contains(&st.pgrp) {
             out.groups.insert(st.pgrp);
         }
-        if tracked.contains_key(&st.pid) {
-            continue;
-        }
+        let at = place(st.pid, &procs, me, &tracked, watchdog);
         let marker = marker_of(st.pid);
         let take = match scope {
-            Scope::All => st.ppid == me || marker.as_deref().is_some_and(|m| m.starts_with(&format!("{owner}/"))),
+            Scope::All => {
+                at != Place::Outside || marker.as_deref().is_some_and(|m| m.starts_with(&format!("{owner}/")))
+            }
             Scope::Dispatch { marker: mine, .. } => {
-                let claimed = marker.as_deref().is_some_and(|m| m != mine && live_markers.contains(m))
-                    || live_groups.contains(&st.pgrp);
-                marker.as_deref() == Some(mine.as_str()) || (st.ppid == me && !claimed)
+                marker.as_deref() == Some(mine.as_str())
+                    || match at {
+                        Place::Outside | Place::Live => false,
+                        Place::UnderWatchdog => true,
+                        Place::Orphan(head) => !claimed(head),
+                    }
             }
         };
+        // The watchdog finds a live group's members and the owner's marker holders itself.
+        let found_anyway =
+            live_groups.contains(&st.pgrp) || marker.as_deref().is_some_and(|m| m.starts_with(&format!("{owner}/")));
         if take {
             out.pids.insert(st.pid);
+        } else if at != Place::Outside && !found_anyway {
+            out.spared.push((st.pid, st.start));
         }
     }
     out
+}
+
+/// Processes already named to the watchdog (pid, start time).
+static REPORTED: Mutex<BTreeSet<(i32, u64)>> = Mutex::new(BTreeSet::new());
+
+/// Names to the watchdog each descendant a sweep left running, once: should `work` die by
+/// SIGKILL, the watchdog ends it even when it left every group and cleared its marker.
+fn report_to_watchdog(spared: &[(i32, u64)]) {
+    let fresh: Vec<(i32, u64)> = {
+        let Ok(mut seen) = REPORTED.lock() else { return };
+        spared.iter().copied().filter(|p| seen.insert(*p)).collect()
+    };
+    for (pid, start) in fresh {
+        tell_watchdog(&format!("p {pid} {start}"));
+    }
 }
 
 /// Reaps every exited child of `work` that the spawner does not wait for itself.
@@ -319,6 +447,7 @@ fn terminate(scope: &Scope) {
     use nix::sys::signal::Signal;
     let started = Instant::now();
     let mut t = targets(scope);
+    report_to_watchdog(&t.spared);
     if t.is_empty() {
         reap_orphans();
         return;

@@ -1,10 +1,13 @@
 //! Processes: the one place in `work` that starts a program.
 //!
 //! Invariants:
-//! - every child runs in its own process group, and nothing it starts outlives it: at its end,
-//!   at its timeout and when `work` is signalled, its group, every process carrying its marker
-//!   and every detached descendant re-parented to `work` get SIGTERM, a grace period, then
-//!   SIGKILL, and are reaped; children die with `work` even on SIGKILL (see [`crate::contain`]);
+//! - every child runs in its own process group, and nothing it starts outlives it: at its end
+//!   and at its timeout, its group, every process carrying its marker and every descendant of
+//!   `work` outside a live dispatch's tree get SIGTERM, a grace period, then SIGKILL, and are
+//!   reaped; at every exit of `work` everything still descending from it; children die with
+//!   `work` even on SIGKILL (see [`crate::contain`]);
+//! - no child gets a handle to a process spawner outside the tree (`TMUX`, `STY`, …:
+//!   [`crate::contain::DAEMON_HANDLES`]);
 //! - stdout and stderr are read concurrently (no deadlock on a full pipe), each up to a cap;
 //!   bytes past the cap are drained and discarded, and the truncation is reported;
 //! - stdin is written and closed before the output is awaited;
@@ -214,6 +217,10 @@ impl Spawner {
         for (k, v) in &spec.env {
             cmd.env(k, v);
         }
+        // No handle to a process spawner outside `work`'s tree (a terminal multiplexer).
+        for k in crate::contain::daemon_handles() {
+            cmd.env_remove(k);
+        }
         let cache = match spec.python_bytecode {
             PythonBytecode::Inherited => None,
             PythonBytecode::Fresh => Some(
@@ -375,6 +382,12 @@ impl Drop for Ended {
         crate::contain::signal_group(self.pgid, nix::sys::signal::Signal::SIGKILL);
         crate::contain::untrack(self.pgid);
     }
+}
+
+/// Ends every process still descending from `work` (SIGTERM, a grace period, SIGKILL): called
+/// at every exit of `work`, so that nothing an agent left runs on after the verdict.
+pub fn end_leftovers() {
+    crate::contain::end_all();
 }
 
 /// Ends every process `work` started: each group and every detached descendant gets SIGTERM,
@@ -583,6 +596,29 @@ mod tests {
             .expect_err("fails");
         assert!(matches!(err, SpawnError::NotFound { .. }));
     }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_exit_sweep_ends_a_descendant_no_dispatch_sweep_saw() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pidfile = dir.path().join("pid");
+        // Its own session, no marker; the run's future is dropped (its caller gave up), so
+        // only its group is killed and no dispatch sweep runs.
+        let script = format!(
+            "setsid env -u WORK_CONTAINMENT sh -c 'echo $$ > {p}; exec sleep 30' </dev/null >/dev/null 2>&1 & \
+             while [ ! -s {p} ]; do sleep 0.01; done; sleep 30",
+            p = pidfile.display()
+        );
+        let spec = ProcessSpec::shell(&script, dir.path());
+        let mut run = Box::pin(Spawner.run(&spec));
+        while !pidfile.exists() || std::fs::read_to_string(&pidfile).unwrap_or_default().trim().is_empty() {
+            assert!(tokio::time::timeout(Duration::from_millis(20), &mut run).await.is_err(), "the script ended early");
+        }
+        drop(run);
+        let pid: i64 = std::fs::read_to_string(&pidfile).expect("pid").trim().parse().expect("a pid");
+        assert!(pid_running(pid), "the descendant was ended before the exit sweep");
+        tokio::task::spawn_blocking(end_leftovers).await.expect("the sweep ran");
+        assert!(!pid_running(pid), "the descendant {pid} outlived the exit sweep");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_detached_descendant_is_ended_with_its_dispatch() {
         let dir = tempfile::tempdir().expect("tempdir");

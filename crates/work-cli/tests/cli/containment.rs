@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// How long a detached descendant sleeps before it writes its "survived" marker.
-const SLEEP_SECS: u64 = 3;
+pub(crate) const SLEEP_SECS: u64 = 3;
 
 /// A finder that starts a detached grandchild (new session, double fork) which records its
 /// pid, sleeps, then writes `survived-<pid>`. `then` is what the finder does next: `answer`
@@ -43,18 +43,18 @@ print(json.dumps({{"angle": ctx['angle'], "items": []}}))
     )
 }
 
-fn state_dir(s: &Scenario) -> PathBuf {
+pub(crate) fn state_dir(s: &Scenario) -> PathBuf {
     s.path(".agent-state")
 }
 
 /// The pids the detached descendants recorded.
-fn descendant_pids(s: &Scenario) -> Vec<i32> {
+pub(crate) fn descendant_pids(s: &Scenario) -> Vec<i32> {
     let Ok(dir) = std::fs::read_dir(state_dir(s)) else { return Vec::new() };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("pid-")?.parse().ok()).collect()
 }
 
 /// Running, not a zombie.
-fn running(pid: i32) -> bool {
+pub(crate) fn running(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => !matches!(stat.rsplit(')').next().map(str::trim_start).and_then(|r| r.chars().next()), Some('Z')),
         Err(_) => false,
@@ -63,7 +63,7 @@ fn running(pid: i32) -> bool {
 
 /// Waits (bounded) until every recorded descendant is gone and returns those still running;
 /// then waits past their sleep and returns the markers of those that survived to write one.
-fn survivors(s: &Scenario, settle: Duration) -> (Vec<i32>, Vec<String>) {
+pub(crate) fn survivors(s: &Scenario, settle: Duration) -> (Vec<i32>, Vec<String>) {
     let pids = descendant_pids(s);
     assert!(!pids.is_empty(), "the hostile finder never started its descendant");
     let deadline = Instant::now() + settle;
@@ -85,14 +85,14 @@ fn survivors(s: &Scenario, settle: Duration) -> (Vec<i32>, Vec<String>) {
     (alive, survived)
 }
 
-fn repo() -> Scenario {
+pub(crate) fn repo() -> Scenario {
     let s = Scenario::new();
     s.write("src/a.rs", "fn a() {}\n");
     s.commit("init");
     s
 }
 
-fn exhaust_args<'a>(agent: &'a str, timeout: &'a str) -> Vec<&'a str> {
+pub(crate) fn exhaust_args<'a>(agent: &'a str, timeout: &'a str) -> Vec<&'a str> {
     vec!["-c", timeout, "exhaust", "things", "-k", "2", "--angles", "a,b,c", "--agent", agent, "--json"]
 }
 
@@ -124,8 +124,17 @@ fn a_detaching_agent_leaves_nothing_after_a_timeout() {
 /// Starts `work` with a hanging hostile finder, waits until its descendant runs, sends `sig`
 /// to `work`, and returns what is left.
 fn signalled(sig: nix::sys::signal::Signal) -> (Vec<i32>, Vec<String>) {
+    signalled_with(sig, |s| hostile_finder(s, "hang"))
+}
+
+/// [`signalled`] with the finder `agent` writes (it must hang once its descendant recorded
+/// its pid, and answer once its descendant is ready).
+pub(crate) fn signalled_with(
+    sig: nix::sys::signal::Signal,
+    agent: impl Fn(&Scenario) -> String,
+) -> (Vec<i32>, Vec<String>) {
     let s = repo();
-    let agent = hostile_finder(&s, "hang");
+    let agent = agent(&s);
     #[expect(clippy::disallowed_methods, reason = "the test needs a `work` it can signal mid-dispatch")]
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
         .args(exhaust_args(&agent, "timeouts.dispatch_secs=60"))
@@ -143,7 +152,7 @@ fn signalled(sig: nix::sys::signal::Signal) -> (Vec<i32>, Vec<String>) {
     survivors(&s, Duration::from_secs(10))
 }
 
-fn wait_for_descendants(root: &Path, n: usize) {
+pub(crate) fn wait_for_descendants(root: &Path, n: usize) {
     let dir = root.join(".agent-state");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {

@@ -8,7 +8,7 @@ use serde_json::Value;
 // ------------------------------------------------------------------------------ until
 
 /// A repository whose verify is `sh check.sh`, with a test the worker must not weaken.
-fn until_repo() -> Scenario {
+pub(crate) fn until_repo() -> Scenario {
     let s = Scenario::new();
     s.write("check.sh", "grep -q 'fn ready' src/lib.rs && sh tests/test_lib.sh\n");
     s.write("tests/test_lib.sh", "grep -q 'pub fn f' src/lib.rs\n");
@@ -17,7 +17,7 @@ fn until_repo() -> Scenario {
     s
 }
 
-fn until(s: &Scenario, body: &str, code: i32) -> Value {
+pub(crate) fn until(s: &Scenario, body: &str, code: i32) -> Value {
     let agent = s.agent(
         "worker.py",
         &format!("import subprocess\n{body}\nprint(json.dumps({{\"status\": \"done\", \"summary\": \"done\"}}))"),

@@ -26,6 +26,7 @@ mod liars_added;
 mod liars_answers;
 mod liars_frozen;
 mod liars_implement;
+mod liars_leftover;
 mod liars_loaded;
 mod liars_loop;
 mod liars_lost;

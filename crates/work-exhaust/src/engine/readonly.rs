@@ -1,0 +1,144 @@
+//! Read-only, enforced: the finders' waves, and the tree between them.
+
+use super::Engine;
+use serde_json::json;
+use work_runtime::dispatch::{DispatchOutcome, DispatchSpec};
+use work_runtime::tree_guard::{TreeSnapshot, describe_changes};
+
+/// The tree and git's seal at one instant.
+pub(super) type Seen = (TreeSnapshot, Option<work_git::integrity::Seal>);
+
+/// How a gap about a change outside every finder begins: such a gap makes a dry stop
+/// unconfirmed, also when the run is resumed.
+const MOVED: &str = "the tree changed while no finder ran";
+
+impl Engine<'_> {
+    /// Runs read-only finders and enforces read-only. The tree (tracked, untracked, ignored, the
+    /// state directory, git's refs, config, hooks and info, and git's sealed view: index flags,
+    /// excludes, attributes, drivers) is compared before and after:
+    /// - a change to a tracked file, to work's state or to git's own files is a violation:
+    ///   every answer of the wave is dropped as a failed dispatch (which finder wrote cannot be
+    ///   told apart while they run at once) and the run says what changed;
+    /// - any other path written during the wave (a scratch file, a cache) may not be cited:
+    ///   gate 2 refuses a location in it.
+    ///
+    /// The "before" is also compared with the previous wave's "after" ([`Engine::checkpoint`]).
+    pub(super) async fn read_only_waves(&mut self, n: u32, specs: Vec<DispatchSpec>) -> Vec<DispatchOutcome> {
+        self.checkpoint(&format!("before round {n}"));
+        let before = self.last_seen.take();
+        let outcomes = self.dispatcher.dispatch_waves(specs, self.params.concurrency).await;
+        let Some((before, seal)) = before else { return outcomes };
+        let Some(after) = self.look() else { return outcomes };
+        let mut changes = before.changes(&after.0);
+        // git's view (index flags, excludes, attributes, hooks, drivers): the index file itself
+        // is left out of the walk (any `git status` refreshes it), its flags are not.
+        if let (Some(seal), Some(now)) = (seal, &after.1) {
+            changes.extend(seal.changes(now).into_iter().map(|c| format!("~.git/ ({c})")));
+        }
+        self.last_seen = Some(after);
+        if changes.is_empty() {
+            return outcomes;
+        }
+        let protected = self.protected(&changes, true);
+        // Cumulative over the run: a file written in one round cannot be cited in a later one.
+        self.written.extend(changes.iter().map(|c| c[1..].to_string()));
+        self.run.emit("readonly.writes", json!({"round": n, "changes": changes, "violations": protected}));
+        if protected.is_empty() {
+            return outcomes;
+        }
+        let what = describe_changes(&protected);
+        self.run.progress(&format!("Round {n}: a read-only finder changed the tree ({what}); its answers are dropped"));
+        self.gap(format!(
+            "round {n}: a read-only finder changed the tree ({what}); the answers of its wave were dropped"
+        ));
+        outcomes
+            .into_iter()
+            .map(|o| match o {
+                DispatchOutcome::Ok { dispatch_id, .. } => DispatchOutcome::Failed {
+                    dispatch_id,
+                    reason: format!("wrote to the tree in a read-only dispatch: {what}"),
+                },
+                other => other,
+            })
+            .collect()
+    }
+
+    /// The tree and git's seal now (`None` when the tree cannot be walked).
+    fn look(&self) -> Option<Seen> {
+        let exclude = [self.run.run_dir()];
+        let snap = TreeSnapshot::take(&self.run.root, &exclude).ok()?;
+        Some((snap, work_git::Git::new(&self.run.root).seal().ok()))
+    }
+
+    /// Compares the tree now with the tree as the engine last saw it (after the last wave or
+    /// final oracle) and keeps it as the new "last seen". No finder runs in between, so a
+    /// change to a tracked file or to git's own files there was made by something outside the
+    /// engine's dispatches (a process a daemon outside `work` started, a person): what the
+    /// rounds found may not hold for the tree the run started with. It is a gap, and a dry stop
+    /// is then never `confirmed`. The state directory is left out: the engine writes it.
+    pub(super) fn checkpoint(&mut self, when: &str) {
+        let now = self.look();
+        if let (Some((was, seal)), Some((snap, seal_now))) = (&self.last_seen, &now) {
+            let mut changes = was.changes(snap);
+            if let (Some(seal), Some(seal_now)) = (seal, seal_now) {
+                changes.extend(seal.changes(seal_now).into_iter().map(|c| format!("~.git/ ({c})")));
+            }
+            if !changes.is_empty() {
+                let protected = self.protected(&changes, false);
+                self.written.extend(changes.iter().map(|c| c[1..].to_string()));
+                self.run.emit("readonly.writes", json!({"between": when, "changes": changes, "violations": protected}));
+                if !protected.is_empty() {
+                    let what = describe_changes(&protected);
+                    self.run.progress(&format!("The tree changed {when}, while no finder ran ({what})"));
+                    self.gap(format!(
+                        "{MOVED} ({when}: {what}): the rounds before saw another tree; completeness cannot be confirmed"
+                    ));
+                }
+            }
+        }
+        self.last_seen = now;
+    }
+
+    /// True when a change outside every finder was seen in this run (or the run it resumes).
+    pub(super) fn tree_moved(&self) -> bool {
+        self.journal.completeness_gaps.iter().any(|g| g.starts_with(MOVED))
+    }
+
+    /// The changes a read-only run may not make: tracked files, git's own files and (when
+    /// `state` is set) the state directory.
+    fn protected(&mut self, changes: &[String], state: bool) -> Vec<String> {
+        self.load_tracked();
+        let tracked = self.tracked.as_ref();
+        let state_rel = self
+            .run
+            .state_dir
+            .strip_prefix(&self.run.root)
+            .ok()
+            .map(|p| p.to_string_lossy().into_owned())
+            .filter(|p| !p.is_empty());
+        let in_state = |p: &str| state_rel.as_deref().is_some_and(|s| p == s || p.starts_with(&format!("{s}/")));
+        changes
+            .iter()
+            .filter(|c| {
+                let p = &c[1..];
+                if in_state(p) {
+                    return state;
+                }
+                tracked.is_some_and(|t| t.contains(p)) || p == ".git" || p.starts_with(".git/")
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Reads the paths git tracks, once a run (none outside a git checkout).
+    fn load_tracked(&mut self) {
+        if self.tracked.is_none() {
+            let git = work_git::Git::new(&self.run.root);
+            let set = git
+                .run(&["ls-files", "-z"])
+                .map(|out| out.split('\0').filter(|p| !p.is_empty()).map(str::to_string).collect())
+                .unwrap_or_default();
+            self.tracked = Some(set);
+        }
+    }
+}
