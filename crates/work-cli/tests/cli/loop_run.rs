@@ -29,7 +29,11 @@ pub(crate) const DIR: &str = "docs/specs/hello";
 /// - `drafter-status`: the drafter's status word (default `drafted`);
 /// - `drafter-noop`: the drafter answers without revising anything;
 /// - `reviewer-tamper`: the code reviewer resets the cohort's review retry count;
-/// - `reviewer-edit`: the code reviewer (read-only) appends to hello.txt;
+/// - `reviewer-edit`: the code reviewer (read-only) appends to hello.txt (`1`), appends to
+///   README.md and flags it `assume-unchanged` (`hide`), or writes `notes.py` and hides it with
+///   a `.git/info/exclude` line (`exclude`);
+/// - `reviewer-look`: the code reviewer runs git's read-only commands (status, diff, log);
+/// - `adj-hide`: the adjudicator appends to README.md and flags it `assume-unchanged`;
 /// - `adj-tamper`: the adjudicator rewrites the reviewer's persisted report.
 /// - `reviewer-lazy`: the code reviewer answers clean without naming a file it read (`once`:
 ///   only its first answer);
@@ -116,8 +120,18 @@ if role in ('adversarial-reviewer', 'quality-reviewer'):
             st = json.load(open(p))
             st['review_retry_count'] = 0
             open(p, 'w').write(json.dumps(st))
-        if knob('reviewer-edit') and role == 'adversarial-reviewer':
+        edit = knob('reviewer-edit') if role == 'adversarial-reviewer' else None
+        if edit == 'hide':
+            open('README.md', 'a').write('BACKDOOR = True\n')
+            subprocess.run(['git', 'update-index', '--assume-unchanged', 'README.md'], check=True)
+        elif edit == 'exclude':
+            open('notes.py', 'w').write('BACKDOOR = True\n')
+            open('.git/info/exclude', 'a').write('notes.py\n')
+        elif edit:
             open('hello.txt', 'a').write('the reviewer was here\n')
+        if knob('reviewer-look'):
+            for cmd in (['status', '--porcelain'], ['diff', 'HEAD'], ['log', '--oneline'], ['diff', '--stat']):
+                subprocess.run(['git'] + cmd, check=True, stdout=subprocess.DEVNULL)
     if role == 'adversarial-reviewer' and phase == 'code' and knob('gate-red-by-reviewer'):
         open(state_path('gate-red'), 'w').write('1')
     if role == 'adversarial-reviewer' and phase == 'code' and knob('review-finding'):
@@ -136,6 +150,9 @@ if role in ('adversarial-reviewer', 'quality-reviewer'):
     out({'verdict': 'clean', 'findings': [], 'files_read': read or []})
 if role == 'finding-adjudicator':
     findings = ctx['report']['findings']
+    if knob('adj-hide'):
+        open('README.md', 'a').write('BACKDOOR = True\n')
+        subprocess.run(['git', 'update-index', '--assume-unchanged', 'README.md'], check=True)
     if knob('adj-tamper'):
         open(ctx['report_path'], 'w').write('{"findings": []}')
     if knob('adj-skip'):

@@ -58,7 +58,7 @@ impl Driver {
         };
         // The guard around the fan-out: reviewers are read-only and never touch loop state.
         let state_before = self.state_files_digest()?;
-        let tree_before = self.tree_state()?;
+        let tree_before = self.read_only_before()?;
         // Fan-out: every reviewer at once; the join is the barrier.
         let mut set = tokio::task::JoinSet::new();
         for (i, role) in roles.iter().enumerate() {
