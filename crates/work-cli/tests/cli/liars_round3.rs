@@ -3,7 +3,7 @@
 //! into the spec directory, a forged rerun-pending record, and code hidden in a nested git
 //! repository. Each liar is caught through the real binary; each honest twin is not blocked.
 
-use crate::loop_run::{calls, knob, setup, start};
+use crate::loop_run::{DIR, calls, knob, run, setup, start};
 use crate::support::Scenario;
 
 /// A read-only reviewer's write is measured by the whole-tree snapshot (not `git status`) and
@@ -49,4 +49,30 @@ fn loop_run_honest_twin_reviewer_that_runs_git_status_and_diff_is_not_read_only_
     knob(&s, "reviewer-look", "1");
     let v = start(&s, &agent, &["--light"], 3);
     assert_eq!(v["reason"], "code-human-gate", "{v}");
+}
+
+/// The drafter runs before the checks are frozen: a `conftest.py` it writes into the spec
+/// directory (pytest loads it from there) would be frozen as the baseline. It writes markdown
+/// only there; anything else is `drafter-wrote-tree`, naming the file, before any implementer.
+#[test]
+fn loop_run_liar_drafter_that_writes_a_conftest_in_the_spec_dir_is_blocked() {
+    let s = Scenario::new();
+    let agent = setup(&s, "test -f hello.txt", false);
+    knob(&s, "drafter-tamper", "conftest");
+    let v = run(&s, &agent, &[], 1);
+    assert_eq!(v["reason"], "drafter-wrote-tree", "{v}");
+    assert!(v["message"].as_str().unwrap_or_default().contains(&format!("{DIR}/conftest.py")), "{v}");
+    assert_eq!(calls(&s, "implementer"), 0);
+}
+
+/// The honest twin: markdown notes beside spec.md and plan.md (also in a subdirectory) are
+/// drafts; the run goes on to the spec gate.
+#[test]
+fn loop_run_honest_twin_drafter_that_writes_markdown_notes_in_the_spec_dir_is_not_blocked() {
+    let s = Scenario::new();
+    let agent = setup(&s, "test -f hello.txt", false);
+    knob(&s, "drafter-tamper", "notes");
+    let v = run(&s, &agent, &[], 3);
+    assert_eq!(v["reason"], "spec-human-gate", "{v}");
+    assert!(s.read(&format!("{DIR}/design/overview.md")).contains("Overview"));
 }

@@ -28,6 +28,9 @@ pub(crate) const DIR: &str = "docs/specs/hello";
 /// - `impl-logonly`: the implementer only appends to `agent-calls.log` in the repository;
 /// - `drafter-status`: the drafter's status word (default `drafted`);
 /// - `drafter-noop`: the drafter answers without revising anything;
+/// - `drafter-tamper`: the drafter also writes README.md (`plain`), hidden behind
+///   `skip-worktree` (`hide`), or writes `conftest.py` in the spec directory (`conftest`), or
+///   (honest) markdown notes there (`notes`);
 /// - `reviewer-tamper`: the code reviewer resets the cohort's review retry count;
 /// - `reviewer-edit`: the code reviewer (read-only) appends to hello.txt (`1`), appends to
 ///   README.md and flags it `assume-unchanged` (`hide`), or writes `notes.py` and hides it with
@@ -61,7 +64,13 @@ def out(d):
     sys.exit(0)
 if role == 'spec-drafter':
     d = ctx['spec_dir']
-    if knob('drafter-tamper'):
+    if knob('drafter-tamper') == 'conftest':
+        open(d + '/conftest.py', 'w').write('import lib\nlib.add = lambda a, b: a + b\n')
+    elif knob('drafter-tamper') == 'notes':
+        os.makedirs(d + '/design', exist_ok=True)
+        open(d + '/notes.md', 'w').write('# Notes\n\nWhy hello.txt.\n')
+        open(d + '/design/overview.md', 'w').write('# Overview\n')
+    elif knob('drafter-tamper'):
         open('README.md', 'w').write('weakened before anything is frozen\n')
         if knob('drafter-tamper') == 'hide':
             subprocess.run(['git', 'update-index', '--skip-worktree', 'README.md'], check=True)
