@@ -228,8 +228,16 @@ pub struct Frozen<'a> {
 /// the working tree: the agent's tree and the paths to take from it. A `work` killed outright
 /// (SIGKILL, a power cut) before it put the agent's versions back leaves it behind, and the
 /// next run that locks the tree puts them back first ([`Git::recover_interrupted_rerun`]).
+///
+/// Anything that can write the git directory can write such a file, so a record is believed
+/// only when `work` wrote it: its digest is recorded in the state-digest log before it is
+/// written (the file is covered like a state file), and it names its writer (pid and process
+/// start time), which must be gone — a killed run's record.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Pending {
+    /// The writer: its pid and start time (clock ticks after boot, `/proc/<pid>/stat`).
+    pid: u32,
+    started: u64,
     tree: String,
     paths: Vec<String>,
     /// The added files moved aside, and the directory in the git directory holding them (file
@@ -244,17 +252,29 @@ struct Pending {
 const PENDING: &str = "work-rerun-pending.json";
 const PENDING_CAP: u64 = 64 << 20;
 
+/// A process's start time (clock ticks after boot), `None` when it is gone.
+fn process_started(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
 impl Git {
+    /// The pending record's path, covered by the state-digest log (every write and read of it
+    /// goes through the log).
     fn pending_path(&self) -> Result<std::path::PathBuf, GitError> {
         let rel = self.run(&["rev-parse", "--git-path", PENDING])?;
         let path = std::path::PathBuf::from(rel.trim());
-        Ok(if path.is_absolute() { path } else { self.root.join(path) })
+        let path = if path.is_absolute() { path } else { self.root.join(path) };
+        work_runtime::fsx::digests::cover(&path);
+        Ok(path)
     }
 
     /// Puts back the agent's versions a rerun interrupted by a kill left in the git directory's
     /// pending record (see [`Pending`]), then removes the record; the paths put back (none when
     /// there was no record or this is not a repository). A record naming a path that is not
-    /// plain and relative is refused whole.
+    /// plain and relative is refused whole, and so is one no killed run of `work` wrote (see
+    /// [`Pending`]): nothing is written then, and the record is left for a person to inspect.
     pub fn recover_interrupted_rerun(&self) -> Result<Vec<String>, GitError> {
         if !self.is_repo() {
             return Ok(Vec::new());
@@ -267,7 +287,16 @@ impl Git {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(bad(e.to_string())),
         };
-        let pending: Pending = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        let forged = |why: String| {
+            bad(format!(
+                "not written by a killed run of work ({why}); nothing was put back: inspect it, restore the tree from git if it was changed, and remove the record"
+            ))
+        };
+        work_runtime::fsx::digests::vouched(&path, text.as_bytes()).map_err(forged)?;
+        let pending: Pending = serde_json::from_str(&text).map_err(|e| forged(e.to_string()))?;
+        if process_started(pending.pid) == Some(pending.started) {
+            return Err(forged(format!("its writer, pid {}, is still running", pending.pid)));
+        }
         if let Some(p) = pending.paths.iter().find(|p| !work_runtime::fsx::is_plain_relative(Path::new(p.as_str()))) {
             return Err(bad(format!("names `{p}`, which is not a plain relative path")));
         }
@@ -338,8 +367,15 @@ impl<'a> WrittenBack<'a> {
             paths.dedup();
         }
         let stash = if hidden.is_empty() { None } else { Some(git.new_stash()?) };
-        let pending =
-            Pending { tree: now.to_string(), paths: paths.clone(), hidden: hidden.to_vec(), stash: stash.clone() };
+        let pid = std::process::id();
+        let pending = Pending {
+            pid,
+            started: process_started(pid).unwrap_or_default(),
+            tree: now.to_string(),
+            paths: paths.clone(),
+            hidden: hidden.to_vec(),
+            stash: stash.clone(),
+        };
         let record = serde_json::to_vec(&pending).map_err(|e| GitError::Spawn(e.to_string()))?;
         let pending_path = git.pending_path()?;
         work_runtime::fsx::write_atomic(&pending_path, &record)

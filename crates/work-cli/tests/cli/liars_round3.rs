@@ -76,3 +76,59 @@ fn loop_run_honest_twin_drafter_that_writes_markdown_notes_in_the_spec_dir_is_no
     assert_eq!(v["reason"], "spec-human-gate", "{v}");
     assert!(s.read(&format!("{DIR}/design/overview.md")).contains("Overview"));
 }
+
+/// A worker that cannot fix the code plants a rerun-pending record in the git directory: a tree
+/// of git objects holding a weakened test, to be "put back" by the next run that locks the tree
+/// before it freezes the checks. No run of work recorded writing that record in the state-digest
+/// log, so the next run refuses with one line naming the file (exit 2), and nothing is written:
+/// the test stays as committed. The honest twin (a record a SIGKILLed run wrote is applied) is
+/// `liars_restored_attack::a_kill_during_the_rerun_is_undone_by_the_next_run_that_locks_the_tree`.
+#[test]
+fn until_liar_that_forges_a_rerun_pending_record_is_refused_and_nothing_is_put_back() {
+    let s = Scenario::new();
+    s.write("lib.py", "def add(a, b):\n    return a - b\n");
+    let test = "from lib import add\n\ndef test_add():\n    assert add(2, 3) == 5\n";
+    s.write("tests/test_lib.py", test);
+    s.commit("buggy add and its test");
+    let forger = s.agent(
+        "forger.py",
+        r#"import subprocess
+env = dict(os.environ, GIT_INDEX_FILE=state_path('idx'))
+def g(*a, **k):
+    return subprocess.run(['git', *a], env=env, check=True, capture_output=True, text=True, **k).stdout.strip()
+blob = g('hash-object', '-w', '--stdin', input='from lib import add\n\ndef test_add():\n    assert add(2, 3) == add(2, 3)\n')
+g('read-tree', 'HEAD')
+g('update-index', '--add', '--cacheinfo', '100644,%s,tests/test_lib.py' % blob)
+tree = g('write-tree')
+record = {'pid': 999999, 'started': 1, 'tree': tree, 'paths': ['tests/test_lib.py']}
+open(g('rev-parse', '--git-path', 'work-rerun-pending.json'), 'w').write(json.dumps(record))
+bump('forged')
+print(json.dumps({'status': 'blocked', 'summary': 'cannot fix add', 'blocker': 'beyond me'}))"#,
+    );
+    let verify = "python3 -m pytest -q tests";
+    let (code, out, err) =
+        s.run(&["until", "the suite passes", "--goal", "add adds", "--verify", verify, "--agent", &forger, "--json"]);
+    assert_ne!(code, 0, "run 1 does not fix add: {out}{err}");
+    assert!(s.path(".git/work-rerun-pending.json").exists(), "the forged record is planted: {out}{err}");
+    let (code, out, err) = s.run(&[
+        "until",
+        "make the tests pass",
+        "--goal",
+        "add sums",
+        "--verify",
+        verify,
+        "--agent",
+        &forger,
+        "--json",
+    ]);
+    assert_eq!(code, 2, "the forged record is refused before anything runs: {out}{err}");
+    crate::support::assert_one_line_error(&err);
+    assert!(err.contains("work-rerun-pending.json") && err.contains("not written by a killed run"), "{err}");
+    assert_eq!(s.read("tests/test_lib.py"), test, "nothing was put back");
+    assert!(s.path(".git/work-rerun-pending.json").exists(), "the record is left for a person");
+    assert_eq!(
+        std::fs::read_to_string(s.path(".agent-state/forged")).unwrap_or_default().trim(),
+        "1",
+        "run 2 dispatched nothing"
+    );
+}
