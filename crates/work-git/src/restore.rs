@@ -585,6 +585,8 @@ mod tests {
     #[test]
     fn a_kill_with_frozen_files_written_back_and_added_files_aside_is_undone_from_the_pending_record() {
         let (d, g) = crate::scratch::repo_with(&[("lib.py", "x = 0\n"), ("tests/t.py", "assert x == 1\n")]);
+        // The record is believed only when the state-digest log vouches for it.
+        work_runtime::fsx::digests::install(&d.path().join(".git/work-state"));
         let frozen = g.snapshot_tree::<&str>(&[]).expect("snap");
         std::fs::write(d.path().join("tests/t.py"), "assert x == 1\nx = 1\n").expect("write");
         std::fs::write(d.path().join("tests/test_zz.py"), "import lib\n").expect("write");
@@ -597,6 +599,21 @@ mod tests {
         // A SIGKILL: neither the drop nor the undo hook runs.
         work_runtime::scratch::cancel(wb.hook);
         std::mem::forget(wb);
+        // Its writer is alive (this process): not a killed run's record.
+        let err = g.recover_interrupted_rerun().expect_err("a live writer's record").to_string();
+        assert!(err.contains("still running"), "{err}");
+        // The writer is gone (a pid no process has), recorded by work: applied.
+        let path = g.pending_path().expect("path");
+        let mut rec: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
+        rec["pid"] = u32::MAX.into();
+        let text = rec.to_string();
+        // Written by anyone else, the same record is refused and nothing is put back.
+        std::fs::write(&path, &text).expect("forge");
+        let err = g.recover_interrupted_rerun().expect_err("a forged record").to_string();
+        assert!(err.contains("not written by a killed run"), "{err}");
+        assert!(!d.path().join("tests/test_zz.py").exists(), "nothing was put back");
+        work_runtime::fsx::write_atomic(&path, text.as_bytes()).expect("rewrite");
         assert_eq!(g.recover_interrupted_rerun().expect("recover"), ["tests/t.py", "tests/test_zz.py"]);
         let read = |p: &str| std::fs::read_to_string(d.path().join(p)).unwrap_or_default();
         assert_eq!(
