@@ -336,8 +336,25 @@ impl Driver {
             if text.len() > MAX_DIFF_BYTES {
                 break;
             }
-            let bytes = std::fs::read(self.run.root.join(&p)).unwrap_or_default();
             text.push_str(&format!("diff --git a/{p} b/{p}\nnew file (untracked)\n--- /dev/null\n+++ b/{p}\n"));
+            // Never read as empty: a directory (a nested git repository git lists as one path)
+            // or an unreadable path is said to be one, so no reviewer takes it for nothing.
+            let full = self.run.root.join(&p);
+            let bytes = match std::fs::read(&full) {
+                Ok(b) => b,
+                Err(_) if full.join(".git").exists() => {
+                    text.push_str(&format!(
+                        "(`{p}` is a nested git repository: its files are not in this diff and were not reviewed)\n"
+                    ));
+                    continue;
+                }
+                Err(e) => {
+                    text.push_str(&format!(
+                        "(`{p}` could not be read as a file: {e}; its content is not in this diff)\n"
+                    ));
+                    continue;
+                }
+            };
             match std::str::from_utf8(&bytes) {
                 Ok(t) => {
                     for line in t.lines() {
