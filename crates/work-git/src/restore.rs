@@ -231,8 +231,16 @@ pub struct Frozen<'a> {
 /// the working tree: the agent's tree and the paths to take from it. A `work` killed outright
 /// (SIGKILL, a power cut) before it put the agent's versions back leaves it behind, and the
 /// next run that locks the tree puts them back first ([`Git::recover_interrupted_rerun`]).
+///
+/// Anything that can write the git directory can write such a file, so a record is believed
+/// only when `work` wrote it: its digest is recorded in the state-digest log before it is
+/// written (the file is covered like a state file), and it names its writer (pid and process
+/// start time), which must be gone — a killed run's record.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Pending {
+    /// The writer: its pid and start time (clock ticks after boot, `/proc/<pid>/stat`).
+    pid: u32,
+    started: u64,
     tree: String,
     paths: Vec<String>,
     /// The added files moved aside, and the directory in the git directory holding them (file
@@ -247,17 +255,29 @@ struct Pending {
 const PENDING: &str = "work-rerun-pending.json";
 const PENDING_CAP: u64 = 64 << 20;
 
+/// A process's start time (clock ticks after boot), `None` when it is gone.
+fn process_started(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
 impl Git {
+    /// The pending record's path, covered by the state-digest log (every write and read of it
+    /// goes through the log).
     fn pending_path(&self) -> Result<std::path::PathBuf, GitError> {
         let rel = self.run(&["rev-parse", "--git-path", PENDING])?;
         let path = std::path::PathBuf::from(rel.trim());
-        Ok(if path.is_absolute() { path } else { self.root.join(path) })
+        let path = if path.is_absolute() { path } else { self.root.join(path) };
+        work_runtime::fsx::digests::cover(&path);
+        Ok(path)
     }
 
     /// Puts back the agent's versions a rerun interrupted by a kill left in the git directory's
     /// pending record (see [`Pending`]), then removes the record; the paths put back (none when
     /// there was no record or this is not a repository). A record naming a path that is not
-    /// plain and relative is refused whole.
+    /// plain and relative is refused whole, and so is one no killed run of `work` wrote (see
+    /// [`Pending`]): nothing is written then, and the record is left for a person to inspect.
     pub fn recover_interrupted_rerun(&self) -> Result<Vec<String>, GitError> {
         if !self.is_repo() {
             return Ok(Vec::new());
@@ -270,7 +290,16 @@ impl Git {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(bad(e.to_string())),
         };
-        let pending: Pending = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        let forged = |why: String| {
+            bad(format!(
+                "not written by a killed run of work ({why}); nothing was put back: inspect it, restore the tree from git if it was changed, and remove the record"
+            ))
+        };
+        work_runtime::fsx::digests::vouched(&path, text.as_bytes()).map_err(forged)?;
+        let pending: Pending = serde_json::from_str(&text).map_err(|e| forged(e.to_string()))?;
+        if process_started(pending.pid) == Some(pending.started) {
+            return Err(forged(format!("its writer, pid {}, is still running", pending.pid)));
+        }
         if let Some(p) = pending.paths.iter().find(|p| !work_runtime::fsx::is_plain_relative(Path::new(p.as_str()))) {
             return Err(bad(format!("names `{p}`, which is not a plain relative path")));
         }
@@ -341,8 +370,15 @@ impl<'a> WrittenBack<'a> {
             paths.dedup();
         }
         let stash = if hidden.is_empty() { None } else { Some(git.new_stash()?) };
-        let pending =
-            Pending { tree: now.to_string(), paths: paths.clone(), hidden: hidden.to_vec(), stash: stash.clone() };
+        let pid = std::process::id();
+        let pending = Pending {
+            pid,
+            started: process_started(pid).unwrap_or_default(),
+            tree: now.to_string(),
+            paths: paths.clone(),
+            hidden: hidden.to_vec(),
+            stash: stash.clone(),
+        };
         let record = serde_json::to_vec(&pending).map_err(|e| GitError::Spawn(e.to_string()))?;
         let pending_path = git.pending_path()?;
         work_runtime::fsx::write_atomic(&pending_path, &record)
@@ -552,6 +588,8 @@ mod tests {
     #[test]
     fn a_kill_with_frozen_files_written_back_and_added_files_aside_is_undone_from_the_pending_record() {
         let (d, g) = crate::scratch::repo_with(&[("lib.py", "x = 0\n"), ("tests/t.py", "assert x == 1\n")]);
+        // The record is believed only when the state-digest log vouches for it.
+        work_runtime::fsx::digests::install(&d.path().join(".git/work-state"));
         let frozen = g.snapshot_tree::<&str>(&[]).expect("snap");
         std::fs::write(d.path().join("tests/t.py"), "assert x == 1\nx = 1\n").expect("write");
         std::fs::write(d.path().join("tests/test_zz.py"), "import lib\n").expect("write");
@@ -564,6 +602,21 @@ mod tests {
         // A SIGKILL: neither the drop nor the undo hook runs.
         work_runtime::scratch::cancel(wb.hook);
         std::mem::forget(wb);
+        // Its writer is alive (this process): not a killed run's record.
+        let err = g.recover_interrupted_rerun().expect_err("a live writer's record").to_string();
+        assert!(err.contains("still running"), "{err}");
+        // The writer is gone (a pid no process has), recorded by work: applied.
+        let path = g.pending_path().expect("path");
+        let mut rec: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
+        rec["pid"] = u32::MAX.into();
+        let text = rec.to_string();
+        // Written by anyone else, the same record is refused and nothing is put back.
+        std::fs::write(&path, &text).expect("forge");
+        let err = g.recover_interrupted_rerun().expect_err("a forged record").to_string();
+        assert!(err.contains("not written by a killed run"), "{err}");
+        assert!(!d.path().join("tests/test_zz.py").exists(), "nothing was put back");
+        work_runtime::fsx::write_atomic(&path, text.as_bytes()).expect("rewrite");
         assert_eq!(g.recover_interrupted_rerun().expect("recover"), ["tests/t.py", "tests/test_zz.py"]);
         let read = |p: &str| std::fs::read_to_string(d.path().join(p)).unwrap_or_default();
         assert_eq!(

@@ -238,6 +238,9 @@ async fn implementer_turn(
     if let Some(why) = env.git_tampered() {
         return Err(blocked("git-tampered", format!("task {} ({phase}): {why}", task.id)));
     }
+    if let Some(why) = nested_repositories(env, &task.text) {
+        return Err(blocked("nested-repository", format!("task {} ({phase}): {why}", task.id)));
+    }
     absorb(out, &doc, phase)?;
     Ok(doc)
 }
@@ -588,6 +591,29 @@ async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome, st
         }
         spec_gate(env, iter, task, out, &mut spec, &format!(" after quality repair {repairs}"), start).await?;
     }
+}
+
+/// A changed path that is a git repository of its own (a new nested repository, or a submodule
+/// whose work tree changed) and that the task's text does not name: its files are one gitlink
+/// in every snapshot, so no reviewer or tester would read them. Fails closed.
+fn nested_repositories(env: &Env, text: &str) -> Option<String> {
+    let none: [&str; 0] = [];
+    let nested: Vec<String> = match env.tree.git().tree_state(work_git::Base::Status, &none) {
+        Ok(st) => st
+            .paths
+            .into_keys()
+            .map(|p| p.trim_end_matches('/').to_string())
+            .filter(|p| !p.is_empty() && env.run.root.join(p).join(".git").exists() && !text.contains(p.as_str()))
+            .collect(),
+        Err(e) => return Some(format!("the tree could not be read for nested repositories: {e}")),
+    };
+    if nested.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "the change holds a git repository of its own ({}): a new nested repository or a changed submodule work tree is one entry to git, so its code reaches no reviewer; keep code in the main repository (or name the path in the task), then run again",
+        nested.join(", ")
+    ))
 }
 
 #[cfg(test)]

@@ -28,8 +28,15 @@ pub(crate) const DIR: &str = "docs/specs/hello";
 /// - `impl-logonly`: the implementer only appends to `agent-calls.log` in the repository;
 /// - `drafter-status`: the drafter's status word (default `drafted`);
 /// - `drafter-noop`: the drafter answers without revising anything;
+/// - `drafter-tamper`: the drafter also writes README.md (`plain`), hidden behind
+///   `skip-worktree` (`hide`), or writes `conftest.py` in the spec directory (`conftest`), or
+///   (honest) markdown notes there (`notes`);
 /// - `reviewer-tamper`: the code reviewer resets the cohort's review retry count;
-/// - `reviewer-edit`: the code reviewer (read-only) appends to hello.txt;
+/// - `reviewer-edit`: the code reviewer (read-only) appends to hello.txt (`1`), appends to
+///   README.md and flags it `assume-unchanged` (`hide`), or writes `notes.py` and hides it with
+///   a `.git/info/exclude` line (`exclude`);
+/// - `reviewer-look`: the code reviewer runs git's read-only commands (status, diff, log);
+/// - `adj-hide`: the adjudicator appends to README.md and flags it `assume-unchanged`;
 /// - `adj-tamper`: the adjudicator rewrites the reviewer's persisted report.
 /// - `reviewer-lazy`: the code reviewer answers clean without naming a file it read (`once`:
 ///   only its first answer);
@@ -57,7 +64,13 @@ def out(d):
     sys.exit(0)
 if role == 'spec-drafter':
     d = ctx['spec_dir']
-    if knob('drafter-tamper'):
+    if knob('drafter-tamper') == 'conftest':
+        open(d + '/conftest.py', 'w').write('import lib\nlib.add = lambda a, b: a + b\n')
+    elif knob('drafter-tamper') == 'notes':
+        os.makedirs(d + '/design', exist_ok=True)
+        open(d + '/notes.md', 'w').write('# Notes\n\nWhy hello.txt.\n')
+        open(d + '/design/overview.md', 'w').write('# Overview\n')
+    elif knob('drafter-tamper'):
         open('README.md', 'w').write('weakened before anything is frozen\n')
         if knob('drafter-tamper') == 'hide':
             subprocess.run(['git', 'update-index', '--skip-worktree', 'README.md'], check=True)
@@ -116,8 +129,18 @@ if role in ('adversarial-reviewer', 'quality-reviewer'):
             st = json.load(open(p))
             st['review_retry_count'] = 0
             open(p, 'w').write(json.dumps(st))
-        if knob('reviewer-edit') and role == 'adversarial-reviewer':
+        edit = knob('reviewer-edit') if role == 'adversarial-reviewer' else None
+        if edit == 'hide':
+            open('README.md', 'a').write('BACKDOOR = True\n')
+            subprocess.run(['git', 'update-index', '--assume-unchanged', 'README.md'], check=True)
+        elif edit == 'exclude':
+            open('notes.py', 'w').write('BACKDOOR = True\n')
+            open('.git/info/exclude', 'a').write('notes.py\n')
+        elif edit:
             open('hello.txt', 'a').write('the reviewer was here\n')
+        if knob('reviewer-look'):
+            for cmd in (['status', '--porcelain'], ['diff', 'HEAD'], ['log', '--oneline'], ['diff', '--stat']):
+                subprocess.run(['git'] + cmd, check=True, stdout=subprocess.DEVNULL)
     if role == 'adversarial-reviewer' and phase == 'code' and knob('gate-red-by-reviewer'):
         open(state_path('gate-red'), 'w').write('1')
     if role == 'adversarial-reviewer' and phase == 'code' and knob('review-finding'):
@@ -136,6 +159,9 @@ if role in ('adversarial-reviewer', 'quality-reviewer'):
     out({'verdict': 'clean', 'findings': [], 'files_read': read or []})
 if role == 'finding-adjudicator':
     findings = ctx['report']['findings']
+    if knob('adj-hide'):
+        open('README.md', 'a').write('BACKDOOR = True\n')
+        subprocess.run(['git', 'update-index', '--assume-unchanged', 'README.md'], check=True)
     if knob('adj-tamper'):
         open(ctx['report_path'], 'w').write('{"findings": []}')
     if knob('adj-skip'):

@@ -35,6 +35,7 @@ mod liars_pulled_in;
 mod liars_rerun;
 mod liars_restored_attack;
 mod liars_review_parts;
+mod liars_round3;
 mod liars_suite;
 mod liars_support;
 mod loop_cmd;

@@ -6,9 +6,18 @@
 //! hashed through a temporary index (so no index flag hides a change) before and after its
 //! dispatch, and git's view is sealed across it; any difference stops the run BLOCKED, naming
 //! the paths, before its drafts are read.
+//!
+//! Inside the spec directory the drafter writes markdown only (`*.md`): a `conftest.py`, a
+//! `sitecustomize.py` or any other file a test runner may load, written there before the checks
+//! are frozen, would be frozen as part of the baseline. Every other file there (the loop's own
+//! state files aside) is hashed before and after, and a file added, changed or removed is
+//! `drafter-wrote-tree` too.
 
 use super::Driver;
 use crate::Report;
+use crate::state::STATE_FILE;
+use std::collections::BTreeMap;
+use std::path::Path;
 use work_git::integrity::{Seal, describe};
 
 /// The stop reason.
@@ -18,18 +27,67 @@ pub const DRAFTER_WROTE_TREE: &str = "drafter-wrote-tree";
 pub(super) struct DraftGuard {
     tree: Result<String, work_git::GitError>,
     seal: Result<Seal, work_git::GitError>,
+    spec_dir: BTreeMap<String, String>,
+}
+
+/// The loop's own files in the spec directory (guarded as loop state, not drafts).
+const LOOP_FILES: [&str; 4] = ["engine-state.json", "state.json", STATE_FILE, "reviews"];
+
+/// Every file under `dir` that is not markdown (the loop's own files aside): its path relative
+/// to `dir` ⇒ its content digest (`symlink`, `unreadable`).
+fn non_markdown(dir: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let p = e.path();
+        let rel = p.strip_prefix(root).unwrap_or(&p).to_string_lossy().into_owned();
+        if dir == root && LOOP_FILES.contains(&rel.as_str()) {
+            continue;
+        }
+        match e.file_type() {
+            Ok(t) if t.is_dir() => walk(root, &p, out),
+            Ok(t) if t.is_symlink() => {
+                out.insert(rel, "symlink".into());
+            }
+            _ if rel.ends_with(".md") => {}
+            _ => {
+                let digest = std::fs::read(&p)
+                    .map(|b| work_loop::common::sha256_hex(&b))
+                    .unwrap_or_else(|_| "unreadable".into());
+                out.insert(rel, digest);
+            }
+        }
+    }
 }
 
 impl Driver {
     /// Takes the tree outside the spec and state directories, and git's view, now.
     pub(super) fn draft_guard(&self) -> DraftGuard {
-        DraftGuard { tree: self.git.snapshot_tree(&self.review_excludes()), seal: self.git.seal() }
+        DraftGuard {
+            tree: self.git.snapshot_tree(&self.review_excludes()),
+            seal: self.git.seal(),
+            spec_dir: non_markdown(self.sd.dir()),
+        }
     }
 
-    /// The stop, when the drafter changed anything outside the spec directory (or it cannot be
-    /// told: fail closed).
+    /// The stop, when the drafter changed anything outside the spec directory, or anything
+    /// but markdown inside it (or it cannot be told: fail closed).
     pub(super) fn drafted_outside(&self, before: DraftGuard) -> Option<Report> {
         let mut changed = Vec::new();
+        let after = non_markdown(self.sd.dir());
+        for (rel, digest) in &after {
+            if before.spec_dir.get(rel) != Some(digest) {
+                changed.push(format!("{} (not markdown)", self.rel(rel)));
+            }
+        }
+        for rel in before.spec_dir.keys().filter(|r| !after.contains_key(*r)) {
+            changed.push(format!("{} removed (not markdown)", self.rel(rel)));
+        }
         match self.git.snapshot_changes(&before.tree, &self.git.snapshot_tree(&self.review_excludes())) {
             Ok(names) => changed.extend(names),
             Err(why) => changed.push(format!("({why})")),
@@ -49,7 +107,7 @@ impl Driver {
         Some(self.blocked(
             DRAFTER_WROTE_TREE,
             format!(
-                "the drafter changed the tree outside `{}` ({}); it writes only spec.md and plan.md there, and a change made before the code phase would be frozen as the baseline: undo it, then resume",
+                "the drafter changed the tree outside `{}` or wrote there what is not markdown ({}); it writes only markdown (spec.md, plan.md, notes) there, and a change made before the code phase would be frozen as the baseline: undo it, then resume",
                 self.sd.rel(),
                 changed.join(", ")
             ),

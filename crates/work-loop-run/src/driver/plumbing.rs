@@ -151,6 +151,39 @@ impl Driver {
         self.git.tree_state(Base::Status, &exclude).map_err(|e| LoopError::bad(e.to_string()))
     }
 
+    /// What a read-only dispatch must leave as it was: git status's view (HEAD included), the
+    /// whole-tree snapshot (through a temporary index, so an index flag hides no content) and
+    /// git's seal (index flags, exclude lines, attributes, hooks, configuration).
+    pub(super) fn read_only_before(&self) -> Result<ReadOnlyBefore, LoopError> {
+        let exclude: Vec<String> = self.state_prefix().into_iter().collect();
+        Ok(ReadOnlyBefore {
+            status: self.tree_state()?,
+            snapshot: self.git.snapshot_tree(&exclude),
+            seal: self.git.seal(),
+        })
+    }
+
+    /// What changed since `before` (empty: nothing), each named; a part that cannot be read
+    /// again counts as changed (fail closed).
+    fn read_only_changes(&self, before: &ReadOnlyBefore) -> Result<Vec<String>, LoopError> {
+        let now = self.read_only_before()?;
+        let mut changed = now.status.changed_since(&before.status, Compare::StatusAndContent);
+        if now.status.head != before.status.head {
+            changed.push("<HEAD>".into());
+        }
+        match self.git.snapshot_changes(&before.snapshot, &now.snapshot) {
+            Ok(names) => changed.extend(names),
+            Err(why) => changed.push(why),
+        }
+        match (&before.seal, &now.seal) {
+            (Ok(b), Ok(n)) => changed.extend(b.changes(n)),
+            (Err(e), _) | (_, Err(e)) => changed.push(format!("git's view could not be read: {e}")),
+        }
+        changed.sort();
+        changed.dedup();
+        Ok(changed)
+    }
+
     pub(super) async fn ask(
         &self,
         role: &str,
@@ -165,7 +198,7 @@ impl Driver {
         };
         let before = self.state_files_digest().map_err(|e| AskError::failed(e.to_string()))?;
         let tree_before = if access == Access::ReadOnly {
-            Some(self.tree_state().map_err(|e| AskError::failed(e.to_string()))?)
+            Some(self.read_only_before().map_err(|e| AskError::failed(e.to_string()))?)
         } else {
             None
         };
@@ -222,7 +255,7 @@ impl Driver {
         who: &str,
         dispatch: &str,
         state_before: &str,
-        tree_before: Option<&TreeState>,
+        tree_before: Option<&ReadOnlyBefore>,
     ) -> Result<(), AskError> {
         if self.state_files_digest().map_err(|e| AskError::failed(e.to_string()))? != state_before {
             return Err(AskError::fatal(
@@ -234,19 +267,13 @@ impl Driver {
             ));
         }
         if let Some(before) = tree_before {
-            let after = self.tree_state().map_err(|e| AskError::failed(e.to_string()))?;
-            if &after != before {
-                let mut changed = after.changed_since(before, Compare::StatusAndContent);
-                if after.head != before.head {
-                    changed.push("<HEAD>".into());
-                }
-                changed.sort();
-                changed.dedup();
+            let changed = self.read_only_changes(before).map_err(|e| AskError::failed(e.to_string()))?;
+            if !changed.is_empty() {
                 let list = changed.join(", ");
                 return Err(AskError::fatal(
                     "read-only-violated",
                     format!(
-                        "{who} dispatch {dispatch} is read-only but changed the working tree ({list}); its report is not used: inspect the change before resuming"
+                        "{who} dispatch {dispatch} is read-only but changed the working tree or git's view of it ({list}); its report is not used: inspect the change before resuming"
                     ),
                 ));
             }
@@ -309,8 +336,25 @@ impl Driver {
             if text.len() > MAX_DIFF_BYTES {
                 break;
             }
-            let bytes = std::fs::read(self.run.root.join(&p)).unwrap_or_default();
             text.push_str(&format!("diff --git a/{p} b/{p}\nnew file (untracked)\n--- /dev/null\n+++ b/{p}\n"));
+            // Never read as empty: a directory (a nested git repository git lists as one path)
+            // or an unreadable path is said to be one, so no reviewer takes it for nothing.
+            let full = self.run.root.join(&p);
+            let bytes = match std::fs::read(&full) {
+                Ok(b) => b,
+                Err(_) if full.join(".git").exists() => {
+                    text.push_str(&format!(
+                        "(`{p}` is a nested git repository: its files are not in this diff and were not reviewed)\n"
+                    ));
+                    continue;
+                }
+                Err(e) => {
+                    text.push_str(&format!(
+                        "(`{p}` could not be read as a file: {e}; its content is not in this diff)\n"
+                    ));
+                    continue;
+                }
+            };
             match std::str::from_utf8(&bytes) {
                 Ok(t) => {
                     for line in t.lines() {
@@ -336,4 +380,11 @@ impl Driver {
             changed_paths: snap.into_keys().collect(),
         }
     }
+}
+
+/// The tree before a read-only dispatch (see [`Driver::read_only_before`]).
+pub(super) struct ReadOnlyBefore {
+    status: TreeState,
+    snapshot: Result<String, work_git::GitError>,
+    seal: Result<work_git::integrity::Seal, work_git::GitError>,
 }

@@ -24,6 +24,12 @@ impl Driver {
             let base = self.review_base();
             let snap = self.snapshot_since(&base)?;
             changed = snap.keys().cloned().collect();
+            if let Some(msg) = self.nested_repositories(&changed)? {
+                return Ok(Round {
+                    results: Vec::new(),
+                    stop: Some(("nested-repository".into(), msg, ExitStatus::Unsuccessful)),
+                });
+            }
             let against = if base.is_empty() {
                 "the empty tree (no commit yet): every file".to_string()
             } else {
@@ -58,7 +64,7 @@ impl Driver {
         };
         // The guard around the fan-out: reviewers are read-only and never touch loop state.
         let state_before = self.state_files_digest()?;
-        let tree_before = self.tree_state()?;
+        let tree_before = self.read_only_before()?;
         // Fan-out: every reviewer at once; the join is the barrier.
         let mut set = tokio::task::JoinSet::new();
         for (i, role) in roles.iter().enumerate() {
@@ -388,5 +394,28 @@ impl Driver {
         self.save()?;
         self.run.emit("loop.verdict", json!({ "path": rel, "state": state }));
         Ok(state)
+    }
+
+    /// A changed path that is a git repository of its own (a new nested repository, or a
+    /// submodule whose work tree changed): its files are one gitlink or one path to git, so no
+    /// reviewer would read them. Named unless the spec or plan names that path.
+    fn nested_repositories(&self, changed: &[String]) -> Result<Option<String>, LoopError> {
+        let text = format!(
+            "{}\n{}",
+            self.sd.read_optional("spec.md")?.unwrap_or_default(),
+            self.sd.read_optional("plan.md")?.unwrap_or_default()
+        );
+        let nested: Vec<&str> = changed
+            .iter()
+            .map(|p| p.trim_end_matches('/'))
+            .filter(|p| !p.is_empty() && self.run.root.join(p).join(".git").exists() && !text.contains(*p))
+            .collect();
+        if nested.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(format!(
+            "the change holds a git repository of its own ({}): a new nested repository or a changed submodule work tree is one entry to git, so its code reaches no reviewer; keep code in the main repository (or name the path in the spec), then resume",
+            nested.join(", ")
+        )))
     }
 }
