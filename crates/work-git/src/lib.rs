@@ -10,6 +10,7 @@ pub mod integrity;
 pub mod locate;
 pub mod looked;
 pub mod loss;
+pub mod nested;
 pub mod restore;
 pub mod snapshot;
 pub mod suite_report;

@@ -239,7 +239,7 @@ async fn implementer_turn(
         return Err(blocked("git-tampered", format!("task {} ({phase}): {why}", task.id)));
     }
     if let Some(why) = nested_repositories(env, &task.text) {
-        return Err(blocked("nested-repository", format!("task {} ({phase}): {why}", task.id)));
+        return Err(blocked(work_git::nested::NESTED, format!("task {} ({phase}): {why}", task.id)));
     }
     absorb(out, &doc, phase)?;
     Ok(doc)
@@ -598,22 +598,12 @@ async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome, st
 /// in every snapshot, so no reviewer or tester would read them. Fails closed.
 fn nested_repositories(env: &Env, text: &str) -> Option<String> {
     let none: [&str; 0] = [];
-    let nested: Vec<String> = match env.tree.git().tree_state(work_git::Base::Status, &none) {
-        Ok(st) => st
-            .paths
-            .into_keys()
-            .map(|p| p.trim_end_matches('/').to_string())
-            .filter(|p| !p.is_empty() && env.run.root.join(p).join(".git").exists() && !text.contains(p.as_str()))
-            .collect(),
+    let changed: Vec<String> = match env.tree.git().tree_state(work_git::Base::Status, &none) {
+        Ok(st) => st.paths.into_keys().collect(),
         Err(e) => return Some(format!("the tree could not be read for nested repositories: {e}")),
     };
-    if nested.is_empty() {
-        return None;
-    }
-    Some(format!(
-        "the change holds a git repository of its own ({}): a new nested repository or a changed submodule work tree is one entry to git, so its code reaches no reviewer; keep code in the main repository (or name the path in the task), then run again",
-        nested.join(", ")
-    ))
+    let nested = work_git::nested::unnamed(&env.run.root, &changed, text);
+    (!nested.is_empty()).then(|| work_git::nested::message(&nested, "the task", "run again"))
 }
 
 #[cfg(test)]

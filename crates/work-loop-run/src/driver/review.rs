@@ -27,7 +27,7 @@ impl Driver {
             if let Some(msg) = self.nested_repositories(&changed)? {
                 return Ok(Round {
                     results: Vec::new(),
-                    stop: Some(("nested-repository".into(), msg, ExitStatus::Unsuccessful)),
+                    stop: Some((work_git::nested::NESTED.into(), msg, ExitStatus::Unsuccessful)),
                 });
             }
             let against = if base.is_empty() {
@@ -405,17 +405,7 @@ impl Driver {
             self.sd.read_optional("spec.md")?.unwrap_or_default(),
             self.sd.read_optional("plan.md")?.unwrap_or_default()
         );
-        let nested: Vec<&str> = changed
-            .iter()
-            .map(|p| p.trim_end_matches('/'))
-            .filter(|p| !p.is_empty() && self.run.root.join(p).join(".git").exists() && !text.contains(*p))
-            .collect();
-        if nested.is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(format!(
-            "the change holds a git repository of its own ({}): a new nested repository or a changed submodule work tree is one entry to git, so its code reaches no reviewer; keep code in the main repository (or name the path in the spec), then resume",
-            nested.join(", ")
-        )))
+        let nested = work_git::nested::unnamed(&self.run.root, changed, &text);
+        Ok((!nested.is_empty()).then(|| work_git::nested::message(&nested, "the spec", "resume")))
     }
 }
