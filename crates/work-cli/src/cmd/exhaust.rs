@@ -336,10 +336,12 @@ fn run_locked(
             Ok(work_run::status::exhaust(work_run::status::ExhaustStop::parse(&reason), searched))
         }
         Err(ExhaustError::Oracle(e)) => {
-            run.finish("oracle-failed", serde_json::json!({"error": e.to_string()}));
             if fresh_seed && run.budget.spent().dispatches == 0 {
-                // Nothing was dispatched and no journal written: leave no trace of the attempt.
+                // Nothing was dispatched and no journal written: leave no trace of the attempt
+                // (no `run.end`, so no seal of a log that is not kept).
                 let _ = std::fs::remove_dir_all(run.run_dir());
+            } else {
+                run.finish("oracle-failed", serde_json::json!({"error": e.to_string()}));
             }
             Err(CliError::bad(e.to_string()))
         }
