@@ -66,11 +66,12 @@ impl Git {
     pub fn seal(&self) -> Result<Seal, GitError> {
         let mut seal = Seal { flags: self.index_flags()?, ..Seal::default() };
         seal.config = self.view_config();
-        for name in ["info/exclude", "info/attributes", "info/sparse-checkout"] {
-            let path = self.git_path(name)?;
+        let [exclude, attributes, sparse, hooks] =
+            self.git_paths(["info/exclude", "info/attributes", "info/sparse-checkout", "hooks"])?;
+        for (name, path) in [("info/exclude", exclude), ("info/attributes", attributes), ("info/sparse-checkout", sparse)]
+        {
             seal.files.insert(name.to_string(), digest_file(&path));
         }
-        let hooks = self.git_path("hooks")?;
         for (name, digest) in digest_dir(&hooks) {
             seal.files.insert(format!("hook {name}"), digest);
         }
@@ -162,9 +163,23 @@ impl Git {
     }
 
     /// `git rev-parse --git-path <name>`, absolute.
-    fn git_path(&self, name: &str) -> Result<PathBuf, GitError> {
-        let p = PathBuf::from(self.run(&["rev-parse", "--git-path", name])?.trim());
-        Ok(if p.is_absolute() { p } else { self.root.join(p) })
+    /// Where git keeps each of `names` (`git rev-parse --git-path`, one git for all of them).
+    fn git_paths<const N: usize>(&self, names: [&str; N]) -> Result<[PathBuf; N], GitError> {
+        let mut args = vec!["rev-parse"];
+        for name in names {
+            args.extend(["--git-path", name]);
+        }
+        let out = self.run(&args)?;
+        let mut lines = out.lines();
+        let mut paths: [PathBuf; N] = std::array::from_fn(|_| PathBuf::new());
+        for (slot, name) in paths.iter_mut().zip(names) {
+            let Some(line) = lines.next() else {
+                return Err(GitError::Failed { args: args.join(" "), stderr: format!("no path for {name}") });
+            };
+            let p = PathBuf::from(line);
+            *slot = if p.is_absolute() { p } else { self.root.join(p) };
+        }
+        Ok(paths)
     }
 }
 

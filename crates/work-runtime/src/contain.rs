@@ -84,6 +84,8 @@ type Job = Box<dyn FnOnce() + Send>;
 
 struct Shared {
     owner: String,
+    /// `work` is its descendants' subreaper: nothing it starts can leave its tree.
+    subreaper: bool,
     forker: Option<std::sync::mpsc::Sender<Job>>,
     watchdog: Option<Mutex<std::process::ChildStdin>>,
     watchdog_pid: Option<i32>,
@@ -95,7 +97,7 @@ static SHARED: OnceLock<Shared> = OnceLock::new();
 fn shared() -> &'static Shared {
     SHARED.get_or_init(|| {
         // Not fatal where unsupported: containment then falls back to groups and markers.
-        let _ = nix::sys::prctl::set_child_subreaper(true);
+        let subreaper = nix::sys::prctl::set_child_subreaper(true).is_ok();
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
@@ -105,7 +107,7 @@ fn shared() -> &'static Shared {
             Some((stdin, pid)) => (Some(Mutex::new(stdin)), Some(pid)),
             None => (None, None),
         };
-        Shared { owner, forker: start_forker(), watchdog, watchdog_pid, next: Default::default() }
+        Shared { owner, subreaper, forker: start_forker(), watchdog, watchdog_pid, next: Default::default() }
     })
 }
 
@@ -245,7 +247,23 @@ struct Stat {
 }
 
 fn stat(pid: i32) -> Option<Stat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    use std::io::Read;
+    // Read into a buffer on the stack: `read_to_string` would `statx` the file first, and a
+    // sweep reads one of these for every process on the machine.
+    let mut buf = [0u8; 1024];
+    let mut file = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+    let mut len = 0;
+    while len < buf.len() {
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(_) => return None,
+        }
+    }
+    parse_stat(pid, std::str::from_utf8(&buf[..len]).ok()?)
+}
+
+fn parse_stat(pid: i32, text: &str) -> Option<Stat> {
     // The command name is in parentheses and may hold anything; the fields follow the last `)`.
     let rest = text.rsplit_once(')')?.1;
     let mut f = rest.split_whitespace();
@@ -260,6 +278,11 @@ fn stat(pid: i32) -> Option<Stat> {
 fn all_pids() -> Vec<i32> {
     let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()).collect()
+}
+
+/// Every process on the machine as one sweep sees it (each `/proc/PID/stat` read once).
+fn read_procs() -> BTreeMap<i32, Stat> {
+    all_pids().into_iter().filter_map(stat).map(|st| (st.pid, st)).collect()
 }
 
 fn marker_of(pid: i32) -> Option<String> {
@@ -278,6 +301,8 @@ struct Targets {
     /// Descendants of `work` left running that the watchdog would not find by their group or
     /// marker (pid, start time): it is told of them.
     spared: Vec<(i32, u64)>,
+    /// Exited children of `work` the spawner does not wait for: reaped by the sweep.
+    zombies: Vec<i32>,
 }
 
 impl Targets {
@@ -348,15 +373,21 @@ fn place(
 }
 
 /// Chooses what is still running in `scope` (zombies excluded; they are reaped, not killed).
+///
+/// One read of every process's `/proc/PID/stat` builds the tree; environments (markers) are
+/// read only for `work`'s descendants. A marker holder outside the tree (a daemon started it
+/// with `work`'s environment) is looked for only at `work`'s exit, or at every sweep where
+/// `work` could not become its descendants' subreaper (a process can then leave the tree).
 fn targets(scope: &Scope) -> Targets {
     let me = std::process::id() as i32;
-    let owner = &shared().owner;
+    let sh = shared();
+    let owner_prefix = format!("{}/", sh.owner);
     // The processes first, then what is tracked: a child forked in between is then both listed
     // and tracked (the spawner holds the lock from its fork until it is registered), never
     // taken for an orphan and killed as it starts.
-    let procs: BTreeMap<i32, Stat> = all_pids().into_iter().filter_map(stat).map(|st| (st.pid, st)).collect();
+    let procs = read_procs();
     let tracked = TRACKED.lock().map(|t| t.clone()).unwrap_or_default();
-    let watchdog = shared().watchdog_pid;
+    let watchdog = sh.watchdog_pid;
     let live_markers: BTreeSet<&str> = tracked.values().map(|t| t.marker.as_str()).collect();
     let live_groups: BTreeSet<i32> = tracked.values().map(|t| t.pgid).collect();
     let mut out = Targets::default();
@@ -364,6 +395,7 @@ fn targets(scope: &Scope) -> Targets {
         Scope::Dispatch { pgid, .. } => BTreeSet::from([*pgid]),
         Scope::All => live_groups.clone(),
     };
+    let read_outside = matches!(scope, Scope::All) || !sh.subreaper;
     // An orphan is claimed when its marker or its group names a live dispatch (other than
     // the one that ended): it is ended with that dispatch, or at `work`'s exit.
     let claimed = |orphan: i32| {
@@ -375,7 +407,13 @@ fn targets(scope: &Scope) -> Targets {
         live_groups.contains(&st.pgrp)
             || marker_of(orphan).is_some_and(|m| m != mine && live_markers.contains(m.as_str()))
     };
-    for st in procs.values().filter(|st| !matches!(st.state, 'Z' | 'X')) {
+    for st in procs.values() {
+        if matches!(st.state, 'Z' | 'X') {
+            if st.ppid == me && !tracked.contains_key(&st.pid) {
+                out.zombies.push(st.pid);
+            }
+            continue;
+        }
         if st.pid == me || Some(st.pid) == watchdog {
             continue;
         }
@@ -383,11 +421,9 @@ fn targets(scope: &Scope) -> Targets {
             out.groups.insert(st.pgrp);
         }
         let at = place(st.pid, &procs, me, &tracked, watchdog);
-        let marker = marker_of(st.pid);
+        let marker = if at != Place::Outside || read_outside { marker_of(st.pid) } else { None };
         let take = match scope {
-            Scope::All => {
-                at != Place::Outside || marker.as_deref().is_some_and(|m| m.starts_with(&format!("{owner}/")))
-            }
+            Scope::All => at != Place::Outside || marker.as_deref().is_some_and(|m| m.starts_with(&owner_prefix)),
             Scope::Dispatch { marker: mine, .. } => {
                 marker.as_deref() == Some(mine.as_str())
                     || match at {
@@ -399,7 +435,7 @@ fn targets(scope: &Scope) -> Targets {
         };
         // The watchdog finds a live group's members and the owner's marker holders itself.
         let found_anyway =
-            live_groups.contains(&st.pgrp) || marker.as_deref().is_some_and(|m| m.starts_with(&format!("{owner}/")));
+            live_groups.contains(&st.pgrp) || marker.as_deref().is_some_and(|m| m.starts_with(&owner_prefix));
         if take {
             out.pids.insert(st.pid);
         } else if at != Place::Outside && !found_anyway {
@@ -424,39 +460,30 @@ fn report_to_watchdog(spared: &[(i32, u64)]) {
     }
 }
 
-/// Reaps every exited child of `work` that the spawner does not wait for itself.
-fn reap_orphans() {
+/// Reaps exited children of `work` a sweep listed (the spawner does not wait for them).
+fn reap(zombies: &[i32]) {
     use nix::sys::wait::{WaitPidFlag, waitpid};
-    let me = std::process::id() as i32;
-    let Ok(tracked) = TRACKED.lock() else { return };
-    for pid in all_pids() {
-        if tracked.contains_key(&pid) {
-            continue;
-        }
-        if let Some(st) = stat(pid)
-            && st.ppid == me
-            && st.state == 'Z'
-        {
-            let _ = waitpid(nix::unistd::Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
-        }
+    for &pid in zombies {
+        let _ = waitpid(nix::unistd::Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
     }
 }
 
 /// SIGTERM, up to [`GRACE`] for it to work, then SIGKILL until nothing in scope runs (bounded).
+/// Each round reads the processes once: what to signal and what to reap.
 fn terminate(scope: &Scope) {
     use nix::sys::signal::Signal;
     let started = Instant::now();
     let mut t = targets(scope);
     report_to_watchdog(&t.spared);
+    reap(&t.zombies);
     if t.is_empty() {
-        reap_orphans();
         return;
     }
     t.signal(Signal::SIGTERM);
     while started.elapsed() < GRACE {
         std::thread::sleep(Duration::from_millis(10));
-        reap_orphans();
         t = targets(scope);
+        reap(&t.zombies);
         if t.is_empty() {
             return;
         }
@@ -467,10 +494,9 @@ fn terminate(scope: &Scope) {
     while !t.is_empty() && Instant::now() < deadline {
         t.signal(Signal::SIGKILL);
         std::thread::sleep(Duration::from_millis(10));
-        reap_orphans();
         t = targets(scope);
+        reap(&t.zombies);
     }
-    reap_orphans();
 }
 
 /// Forgets a child the spawner has waited for (or given up on).
@@ -485,10 +511,7 @@ pub(crate) fn untrack(pid: i32) {
 /// with its marker, every unclaimed re-parented orphan (SIGTERM, grace, SIGKILL), and reaps.
 pub(crate) async fn end_dispatch(pgid: i32, marker: String) {
     let scope = Scope::Dispatch { pgid, marker };
-    let work = tokio::task::spawn_blocking(move || terminate(&scope));
-    if work.await.is_err() {
-        reap_orphans();
-    }
+    let _ = tokio::task::spawn_blocking(move || terminate(&scope)).await;
 }
 
 /// Ends everything `work` started (SIGTERM, grace, SIGKILL) and reaps it: for SIGINT/SIGTERM.
