@@ -22,8 +22,10 @@
 //!   ([`Agent::reports_cost`] is false).
 
 use crate::http::{self, Post};
+use crate::openai::put_str;
 use async_trait::async_trait;
 use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
 use work_config::AgentDef;
 use work_runtime::budget::Usage;
 use work_runtime::dispatch::{Agent, AgentError, AgentReply, DispatchRequest, InvokeOptions};
@@ -65,6 +67,18 @@ pub struct AnthropicAgent {
     fixed_key: Option<Option<String>>,
     /// The one HTTP client every request of this backend goes through (connections reused).
     client: http::Client,
+    /// The last schema's [`Prepared`] parts (a wave's dispatches share one schema).
+    prepared_memo: Arc<Mutex<Option<(Value, Arc<Prepared>)>>>,
+}
+
+/// What a request body carries for one schema, written out once ([`AnthropicAgent::prepared`]).
+#[derive(Debug)]
+struct Prepared {
+    /// The system prompt, as a JSON string (quoted and escaped).
+    system: String,
+    /// The structured-output object (`{"type":"json_schema",…}`) in the two native modes, or
+    /// `,"tools":[…],"tool_choice":{…}` in tool mode, as JSON text; `None` without a schema.
+    schema_part: Option<String>,
 }
 
 /// The schema sent for native structured output ([`crate::schema::anthropic`]).
@@ -102,6 +116,7 @@ impl AnthropicAgent {
             prices: (def.input_usd_per_mtok, def.output_usd_per_mtok),
             fixed_key: None,
             client: http::Client::new(),
+            prepared_memo: Arc::default(),
         })
     }
 
@@ -120,39 +135,90 @@ impl AnthropicAgent {
         .filter(|k| !k.trim().is_empty())
     }
 
-    /// The request body for one dispatch.
-    pub fn body(&self, request: &DispatchRequest) -> Value {
-        let model = crate::concrete_model(&request.model, Some(&self.model)).unwrap_or_else(|| self.model.clone());
-        let schema = request.schema.as_ref();
-        let mut body = json!({
-            "model": model,
-            "max_tokens": self.max_tokens,
-            "system": crate::openai::system_prompt(schema, false),
-            "messages": [{"role": "user", "content": crate::brief(request)}],
+    /// The system prompt and the schema's part of a body for `schema`, remembered for the next
+    /// dispatch with the same schema (the conversion and the writing out are done once).
+    fn prepared(&self, schema: Option<&Value>) -> Arc<Prepared> {
+        if let Some(schema) = schema
+            && let Ok(memo) = self.prepared_memo.lock()
+            && let Some((seen, prepared)) = memo.as_ref()
+            && seen == schema
+        {
+            return prepared.clone();
+        }
+        let schema_part = schema.map(|s| match self.mode {
+            StructuredOutput::OutputConfig | StructuredOutput::OutputFormat => {
+                json!({"type": "json_schema", "schema": closed_objects(s)}).to_string()
+            }
+            StructuredOutput::Tool => {
+                let tools = json!([{"name": TOOL_NAME,
+                    "description": "Record your answer. Call this exactly once with the complete answer.",
+                    "input_schema": crate::schema::tool_input(s)}]);
+                let choice = json!({"type": "tool", "name": TOOL_NAME});
+                format!(",\"tools\":{tools},\"tool_choice\":{choice}")
+            }
         });
-        let mut output_config = serde_json::Map::new();
-        if let Some(s) = schema {
-            let format = json!({"type": "json_schema", "schema": closed_objects(s)});
+        let system = Value::String(crate::openai::system_prompt(schema, false)).to_string();
+        let prepared = Arc::new(Prepared { system, schema_part });
+        if let Some(schema) = schema
+            && let Ok(mut memo) = self.prepared_memo.lock()
+        {
+            *memo = Some((schema.clone(), prepared.clone()));
+        }
+        prepared
+    }
+
+    /// The request body for one dispatch, as JSON text. Written straight out (no JSON tree is
+    /// built): the same document [`Self::body`] reads back.
+    pub fn body_bytes(&self, request: &DispatchRequest) -> Vec<u8> {
+        let model = crate::concrete_model(&request.model, Some(&self.model));
+        let model = model.as_deref().unwrap_or(&self.model);
+        let prepared = self.prepared(request.schema.as_ref());
+        let brief = crate::brief(request);
+        let schema_part = prepared.schema_part.as_deref();
+        let mut out = Vec::with_capacity(brief.len() + prepared.system.len() + schema_part.map_or(0, str::len) + 200);
+        out.extend_from_slice(b"{\"model\":");
+        put_str(&mut out, model);
+        out.extend_from_slice(b",\"max_tokens\":");
+        out.extend_from_slice(self.max_tokens.to_string().as_bytes());
+        out.extend_from_slice(b",\"system\":");
+        out.extend_from_slice(prepared.system.as_bytes());
+        out.extend_from_slice(b",\"messages\":[{\"role\":\"user\",\"content\":");
+        put_str(&mut out, &brief);
+        out.extend_from_slice(b"}]");
+        let mut config_format = None;
+        if let Some(part) = schema_part {
             match self.mode {
-                StructuredOutput::OutputConfig => {
-                    output_config.insert("format".into(), format);
+                StructuredOutput::OutputConfig => config_format = Some(part),
+                StructuredOutput::OutputFormat => {
+                    out.extend_from_slice(b",\"output_format\":");
+                    out.extend_from_slice(part.as_bytes());
                 }
-                StructuredOutput::OutputFormat => body["output_format"] = format,
-                StructuredOutput::Tool => {
-                    body["tools"] = json!([{"name": TOOL_NAME,
-                        "description": "Record your answer. Call this exactly once with the complete answer.",
-                        "input_schema": crate::schema::tool_input(s)}]);
-                    body["tool_choice"] = json!({"type": "tool", "name": TOOL_NAME});
-                }
+                StructuredOutput::Tool => out.extend_from_slice(part.as_bytes()),
             }
         }
-        if self.send_effort && !request.effort.trim().is_empty() {
-            output_config.insert("effort".into(), json!(request.effort.trim().to_ascii_lowercase()));
+        let effort = Some(request.effort.trim()).filter(|e| self.send_effort && !e.is_empty());
+        if config_format.is_some() || effort.is_some() {
+            out.extend_from_slice(b",\"output_config\":{");
+            if let Some(format) = config_format {
+                out.extend_from_slice(b"\"format\":");
+                out.extend_from_slice(format.as_bytes());
+            }
+            if let Some(effort) = effort {
+                if config_format.is_some() {
+                    out.push(b',');
+                }
+                out.extend_from_slice(b"\"effort\":");
+                put_str(&mut out, &effort.to_ascii_lowercase());
+            }
+            out.push(b'}');
         }
-        if !output_config.is_empty() {
-            body["output_config"] = Value::Object(output_config);
-        }
-        body
+        out.push(b'}');
+        out
+    }
+
+    /// The request body for one dispatch, as a JSON document ([`Self::body_bytes`] read back).
+    pub fn body(&self, request: &DispatchRequest) -> Value {
+        serde_json::from_slice(&self.body_bytes(request)).unwrap_or(Value::Null)
     }
 
     /// Reads a Messages response into a reply or a malformed answer.
@@ -244,7 +310,7 @@ impl Agent for AnthropicAgent {
         let post = Post {
             url: http::join(&self.base_url, "v1/messages"),
             headers,
-            body: self.body(request).to_string().into_bytes(),
+            body: self.body_bytes(request),
             secret: Some(key),
             key_var: Some(self.key_var.clone()),
         };
@@ -298,6 +364,70 @@ mod tests {
 
     async fn invoke(a: &AnthropicAgent, req: &DispatchRequest) -> Result<AgentReply, AgentError> {
         a.invoke(req, InvokeOptions { timeout: Duration::from_secs(10) }).await
+    }
+
+    /// The body as a JSON tree, built the way the backend built it before it wrote bytes: the
+    /// oracle the bytes are held to.
+    fn tree_body(a: &AnthropicAgent, request: &DispatchRequest) -> Value {
+        let model = crate::concrete_model(&request.model, Some(&a.model)).unwrap_or_else(|| a.model.clone());
+        let mut body = json!({
+            "model": model,
+            "max_tokens": a.max_tokens,
+            "system": crate::openai::system_prompt(request.schema.as_ref(), false),
+            "messages": [{"role": "user", "content": crate::brief(request)}],
+        });
+        let mut output_config = serde_json::Map::new();
+        if let Some(s) = &request.schema {
+            let format = json!({"type": "json_schema", "schema": closed_objects(s)});
+            match a.mode {
+                StructuredOutput::OutputConfig => {
+                    output_config.insert("format".into(), format);
+                }
+                StructuredOutput::OutputFormat => body["output_format"] = format,
+                StructuredOutput::Tool => {
+                    body["tools"] = json!([{"name": TOOL_NAME,
+                        "description": "Record your answer. Call this exactly once with the complete answer.",
+                        "input_schema": crate::schema::tool_input(s)}]);
+                    body["tool_choice"] = json!({"type": "tool", "name": TOOL_NAME});
+                }
+            }
+        }
+        if a.send_effort && !request.effort.trim().is_empty() {
+            output_config.insert("effort".into(), json!(request.effort.trim().to_ascii_lowercase()));
+        }
+        if !output_config.is_empty() {
+            body["output_config"] = Value::Object(output_config);
+        }
+        body
+    }
+
+    #[test]
+    fn the_body_is_written_byte_for_byte_as_its_json_tree() {
+        let mut req = request("opus", " XHigh ");
+        req.prompt = "find \"quoted\" things\n\twith ünïcode and \u{1}".into();
+        req.context = json!({"angle": "a\"b"});
+        for mode in ["output_config", "output_format", "tool"] {
+            for send_effort in [false, true] {
+                let def = AgentDef {
+                    base_url: Some("http://127.0.0.1:9".into()),
+                    structured_output: Some(mode.into()),
+                    send_effort: Some(send_effort),
+                    max_tokens: Some(77),
+                    ..Default::default()
+                };
+                let a = AnthropicAgent::new("claude-x", &def).expect("builds");
+                for schema in [req.schema.clone(), None, req.schema.clone()] {
+                    // With, without, and with again (from the remembered parts).
+                    let mut r = req.clone();
+                    r.schema = schema;
+                    for effort in [" XHigh ", ""] {
+                        r.effort = effort.into();
+                        let bytes = String::from_utf8(a.body_bytes(&r)).expect("utf-8");
+                        assert_eq!(bytes, tree_body(&a, &r).to_string(), "{mode} effort {send_effort} {effort:?}");
+                    }
+                }
+            }
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

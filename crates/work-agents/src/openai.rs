@@ -103,7 +103,7 @@ pub fn strict_compatible(schema: &Value) -> bool {
 }
 
 /// Writes `s` as a JSON string (quoted and escaped) at the end of `out`.
-fn put_str(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn put_str(out: &mut Vec<u8>, s: &str) {
     // Writing a str into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, s);
 }

@@ -26,6 +26,8 @@
 //! Files are hashed (sha256) without following symlinks out of the tree; a missing file is
 //! recorded as absent, so creating one is a change too.
 
+mod inputs;
+
 use crate::{Git, GitError, split_z};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -53,6 +55,17 @@ pub struct Seal {
 
 const ABSENT: &str = "absent";
 
+/// A seal and what it was read from ([`Git::read_seal`], [`Git::reread_seal`]).
+#[derive(Debug, Clone)]
+pub struct SealReading {
+    /// The seal read.
+    pub seal: Seal,
+    /// Its inputs' metadata at the reading; `None` when it must be read again every time.
+    inputs: Option<inputs::Inputs>,
+    /// True when [`Git::reread_seal`] handed the earlier reading back (no git ran).
+    reused: bool,
+}
+
 /// The key prefix of a sealed `.gitignore`.
 const GITIGNORE: &str = ".gitignore ";
 
@@ -64,15 +77,48 @@ const TOOL_CACHES: &[&str] =
 impl Git {
     /// Seals git's view of the tree (see [`Seal`]).
     pub fn seal(&self) -> Result<Seal, GitError> {
+        Ok(self.seal_and_inputs()?.0)
+    }
+
+    /// Seals git's view of the tree and stamps what the seal was read from.
+    pub fn read_seal(&self) -> Result<SealReading, GitError> {
+        let started = std::time::SystemTime::now();
+        let (seal, paths) = self.seal_and_inputs()?;
+        let inputs = inputs::Inputs::read(self, &seal, paths, started);
+        Ok(SealReading { seal, inputs, reused: false })
+    }
+
+    /// `prev` again (no git runs) when the tree did not change since it was read
+    /// (`tree_unchanged`, which the caller's snapshots tell) and none of its inputs did; else
+    /// a fresh reading (see [`inputs`]).
+    pub fn reread_seal(&self, prev: &SealReading, tree_unchanged: bool) -> Result<SealReading, GitError> {
+        if tree_unchanged && prev.inputs.as_ref().is_some_and(inputs::Inputs::unchanged) {
+            return Ok(SealReading { reused: true, ..prev.clone() });
+        }
+        self.read_seal()
+    }
+
+    /// The seal, and every file it was read from.
+    fn seal_and_inputs(&self) -> Result<(Seal, Vec<PathBuf>), GitError> {
         let mut seal = Seal { flags: self.index_flags()?, ..Seal::default() };
         seal.config = self.view_config();
-        let [exclude, attributes, sparse, hooks] =
-            self.git_paths(["info/exclude", "info/attributes", "info/sparse-checkout", "hooks"])?;
+        let [exclude, attributes, sparse, hooks, index, config, worktree_config] = self.git_paths([
+            "info/exclude",
+            "info/attributes",
+            "info/sparse-checkout",
+            "hooks",
+            "index",
+            "config",
+            "config.worktree",
+        ])?;
+        let mut inputs = vec![index, config, worktree_config, hooks.clone()];
         for (name, path) in [("info/exclude", exclude), ("info/attributes", attributes), ("info/sparse-checkout", sparse)]
         {
             seal.files.insert(name.to_string(), digest_file(&path));
+            inputs.push(path);
         }
         for (name, digest) in digest_dir(&hooks) {
+            inputs.push(hooks.join(&name));
             seal.files.insert(format!("hook {name}"), digest);
         }
         for (key, default) in [("core.excludesfile", "ignore"), ("core.attributesfile", "attributes")] {
@@ -82,6 +128,7 @@ impl Git {
             };
             if let Some(path) = path {
                 seal.files.insert(format!("{key} {}", path.display()), digest_file(&path));
+                inputs.push(path);
             }
         }
         let listed = self.run(&[
@@ -97,11 +144,13 @@ impl Git {
             split_z(&listed).into_iter().partition(|rel| rel.ends_with(".gitattributes"));
         for rel in attrs {
             seal.files.insert(format!(".gitattributes {rel}"), digest_file(&self.root.join(&rel)));
+            inputs.push(self.root.join(&rel));
         }
         for rel in self.sealed_ignores(ignores) {
             seal.files.insert(format!("{GITIGNORE}{rel}"), digest_file(&self.root.join(&rel)));
+            inputs.push(self.root.join(&rel));
         }
-        Ok(seal)
+        Ok((seal, inputs))
     }
 
     /// The `.gitignore` files of `found` that can hide a file from the snapshots: not in a
@@ -162,7 +211,6 @@ impl Git {
         config
     }
 
-    /// `git rev-parse --git-path <name>`, absolute.
     /// Where git keeps each of `names` (`git rev-parse --git-path`, one git for all of them).
     fn git_paths<const N: usize>(&self, names: [&str; N]) -> Result<[PathBuf; N], GitError> {
         let mut args = vec!["rev-parse"];
@@ -368,6 +416,71 @@ mod tests {
             "{ch:?}"
         );
         assert!(describe(&ch).contains("info/exclude changed"));
+    }
+
+    /// A seal is read again only when something it rests on changed: each change below is
+    /// made after the inputs settled (past the racy window), and each is seen.
+    #[test]
+    fn a_reread_seal_is_reused_only_while_nothing_it_rests_on_changed() {
+        let (d, g) = crate::scratch::repo_with(&[("a.txt", "a\n"), ("docs/.gitignore", "*.tmp\n")]);
+        let settle = || std::thread::sleep(inputs::RACY + std::time::Duration::from_millis(100));
+        settle();
+        let first = g.read_seal().expect("seal");
+        assert!(first.inputs.is_some(), "settled inputs are stamped");
+        let mut last = g.reread_seal(&first, true).expect("reread");
+        assert!(last.reused, "nothing changed: no git runs");
+        let changes: [(&str, &dyn Fn()); 6] = [
+            ("index flag assume-unchanged set on `a.txt`", &|| {
+                g.run(&["update-index", "--assume-unchanged", "a.txt"]).map(drop).expect("flag")
+            }),
+            ("info/exclude changed", &|| std::fs::write(d.path().join(".git/info/exclude"), "x\n").expect("write")),
+            ("hook post-checkout created", &|| {
+                std::fs::write(d.path().join(".git/hooks/post-checkout"), "exit 0\n").expect("write")
+            }),
+            ("git config `diff.hide.textconv` set", &|| {
+                g.run(&["config", "diff.hide.textconv", "true"]).map(drop).expect("config")
+            }),
+            (".gitignore docs/.gitignore changed", &|| {
+                std::fs::write(d.path().join("docs/.gitignore"), "*\n").expect("write")
+            }),
+            ("hook post-checkout changed", &|| {
+                // Same size, the mtime put back: the ctime still moves.
+                let p = d.path().join(".git/hooks/post-checkout");
+                let mtime = std::fs::metadata(&p).and_then(|m| m.modified()).expect("mtime");
+                std::fs::write(&p, "exit 1\n").expect("write");
+                std::fs::File::options().write(true).open(&p).and_then(|f| f.set_modified(mtime)).expect("touch");
+            }),
+        ];
+        for (named, change) in changes {
+            settle();
+            // The last reading had a racy input (the change just made): read once more, settled.
+            let settled = g.reread_seal(&last, true).expect("reread");
+            let before = g.reread_seal(&settled, true).expect("reread");
+            assert!(before.reused, "settled and unchanged before `{named}`");
+            change();
+            let now = g.reread_seal(&before, true).expect("reread");
+            assert!(!now.reused, "`{named}` is read again");
+            assert_eq!(before.seal.changes(&now.seal), vec![named.to_string()]);
+            last = now;
+        }
+        // A change the inputs do not show (a new `.gitignore`) is the tree's: the caller says so.
+        settle();
+        std::fs::write(d.path().join("b.txt"), "b\n").expect("write");
+        assert!(!g.reread_seal(&last, false).expect("reread").reused);
+        // Just written: racy, so read again even with the tree unchanged.
+        let fresh = g.read_seal().expect("seal");
+        std::fs::write(d.path().join(".git/info/exclude"), "y\n").expect("write");
+        assert!(fresh.inputs.is_none() || !g.reread_seal(&fresh, true).expect("reread").reused);
+    }
+
+    #[test]
+    fn a_configuration_that_includes_files_is_read_every_time() {
+        let (_d, g) = repo();
+        g.run(&["config", "include.path", "/nonexistent/extra.gitconfig"]).expect("config");
+        std::thread::sleep(inputs::RACY + std::time::Duration::from_millis(100));
+        let first = g.read_seal().expect("seal");
+        assert!(first.inputs.is_none());
+        assert!(!g.reread_seal(&first, true).expect("reread").reused);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use work_runtime::dispatch::{DispatchOutcome, DispatchSpec};
 use work_runtime::tree_guard::{TreeSnapshot, describe_changes};
 
 /// The tree and git's seal at one instant.
-pub(super) type Seen = (TreeSnapshot, Option<work_git::integrity::Seal>);
+pub(super) type Seen = (TreeSnapshot, Option<work_git::integrity::SealReading>);
 
 /// How a gap about a change outside every finder begins: such a gap makes a dry stop
 /// unconfirmed, also when the run is resumed.
@@ -28,12 +28,12 @@ impl Engine<'_> {
         let before = self.last_seen.take();
         let outcomes = self.dispatcher.dispatch_waves(specs, self.params.concurrency).await;
         let Some((before, seal)) = before else { return outcomes };
-        let Some(after) = self.look() else { return outcomes };
+        let Some(after) = self.look(Some((&before, seal.as_ref()))) else { return outcomes };
         let mut changes = before.changes(&after.0);
         // git's view (index flags, excludes, attributes, hooks, drivers): the index file itself
         // is left out of the walk (any `git status` refreshes it), its flags are not.
-        if let (Some(seal), Some(now)) = (seal, &after.1) {
-            changes.extend(seal.changes(now).into_iter().map(|c| format!("~.git/ ({c})")));
+        if let (Some(seal), Some(now)) = (&seal, &after.1) {
+            changes.extend(seal.seal.changes(&now.seal).into_iter().map(|c| format!("~.git/ ({c})")));
         }
         self.last_seen = Some(after);
         if changes.is_empty() {
@@ -63,11 +63,17 @@ impl Engine<'_> {
             .collect()
     }
 
-    /// The tree and git's seal now (`None` when the tree cannot be walked).
-    fn look(&self) -> Option<Seen> {
+    /// The tree and git's seal now (`None` when the tree cannot be walked). With the last look,
+    /// git's seal is read again only when the tree or one of the seal's inputs changed since.
+    fn look(&self, last: Option<(&TreeSnapshot, Option<&work_git::integrity::SealReading>)>) -> Option<Seen> {
         let exclude = [self.run.run_dir()];
         let snap = TreeSnapshot::take(&self.run.root, &exclude).ok()?;
-        Some((snap, work_git::Git::new(&self.run.root).seal().ok()))
+        let git = work_git::Git::new(&self.run.root);
+        let seal = match last {
+            Some((was, Some(reading))) => git.reread_seal(reading, was.changes(&snap).is_empty()),
+            _ => git.read_seal(),
+        };
+        Some((snap, seal.ok()))
     }
 
     /// Compares the tree now with the tree as the engine last saw it (after the last wave or
@@ -77,11 +83,11 @@ impl Engine<'_> {
     /// rounds found may not hold for the tree the run started with. It is a gap, and a dry stop
     /// is then never `confirmed`. The state directory is left out: the engine writes it.
     pub(super) fn checkpoint(&mut self, when: &str) {
-        let now = self.look();
+        let now = self.look(self.last_seen.as_ref().map(|(snap, seal)| (snap, seal.as_ref())));
         if let (Some((was, seal)), Some((snap, seal_now))) = (&self.last_seen, &now) {
             let mut changes = was.changes(snap);
             if let (Some(seal), Some(seal_now)) = (seal, seal_now) {
-                changes.extend(seal.changes(seal_now).into_iter().map(|c| format!("~.git/ ({c})")));
+                changes.extend(seal.seal.changes(&seal_now.seal).into_iter().map(|c| format!("~.git/ ({c})")));
             }
             if !changes.is_empty() {
                 let protected = self.protected(&changes, false);
