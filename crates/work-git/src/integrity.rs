@@ -66,6 +66,13 @@ pub struct SealReading {
     reused: bool,
 }
 
+impl SealReading {
+    /// True when [`Git::reread_seal`] handed the earlier reading back (no git ran).
+    pub fn reused(&self) -> bool {
+        self.reused
+    }
+}
+
 /// The key prefix of a sealed `.gitignore`.
 const GITIGNORE: &str = ".gitignore ";
 
