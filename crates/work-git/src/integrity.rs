@@ -95,9 +95,9 @@ impl Git {
         Ok(SealReading { seal, inputs, reused: false })
     }
 
-    /// `prev` again (no git runs) when the tree did not change since it was read
-    /// (`tree_unchanged`, which the caller's snapshots tell) and none of its inputs did; else
-    /// a fresh reading (see [`inputs`]).
+    /// `prev` again (no git runs) when the tree did not change since it was read in a way that
+    /// [`may_change_seal`] (`tree_unchanged`, which the caller's snapshots tell) and none of its
+    /// inputs changed; else a fresh reading (see [`inputs`]).
     pub fn reread_seal(&self, prev: &SealReading, tree_unchanged: bool) -> Result<SealReading, GitError> {
         if tree_unchanged && prev.inputs.as_ref().is_some_and(inputs::Inputs::unchanged) {
             return Ok(SealReading { reused: true, ..prev.clone() });
@@ -306,6 +306,13 @@ impl Seal {
     }
 }
 
+/// True when a change of the tree at `rel` (relative to the root) can change the seal in a way
+/// its inputs' metadata does not show: anything in `.git` (where git finds its files), and any
+/// `.gitignore` or `.gitattributes` (a new one is no input yet).
+pub fn may_change_seal(rel: &str) -> bool {
+    rel == ".git" || rel.starts_with(".git/") || matches!(rel.rsplit('/').next(), Some(".gitignore" | ".gitattributes"))
+}
+
 /// One line naming the changes (at most eight).
 pub fn describe(changes: &[String]) -> String {
     let shown = changes.iter().take(8).cloned().collect::<Vec<_>>().join("; ");
@@ -478,6 +485,16 @@ mod tests {
         let fresh = g.read_seal().expect("seal");
         std::fs::write(d.path().join(".git/info/exclude"), "y\n").expect("write");
         assert!(fresh.inputs.is_none() || !g.reread_seal(&fresh, true).expect("reread").reused);
+    }
+
+    #[test]
+    fn tree_changes_that_can_change_a_seal() {
+        for rel in [".git", ".git/config", ".git/info/exclude", ".gitignore", "a/b/.gitignore", "x/.gitattributes"] {
+            assert!(may_change_seal(rel), "{rel}");
+        }
+        for rel in [".work/exhaust/t/journal.jsonl", "src/a.rs", ".gitignore.bak", "a/.git-notes", "a.gitignore"] {
+            assert!(!may_change_seal(rel), "{rel}");
+        }
     }
 
     #[test]

@@ -64,13 +64,17 @@ impl Engine<'_> {
     }
 
     /// The tree and git's seal now (`None` when the tree cannot be walked). With the last look,
-    /// git's seal is read again only when the tree or one of the seal's inputs changed since.
+    /// git's seal is read again only when one of its inputs changed since, or the tree did where
+    /// it can change the seal (the engine's own journal writes between waves cannot).
     fn look(&self, last: Option<(&TreeSnapshot, Option<&work_git::integrity::SealReading>)>) -> Option<Seen> {
         let exclude = [self.run.run_dir()];
         let snap = TreeSnapshot::take(&self.run.root, &exclude).ok()?;
         let git = work_git::Git::new(&self.run.root);
         let seal = match last {
-            Some((was, Some(reading))) => git.reread_seal(reading, was.changes(&snap).is_empty()),
+            Some((was, Some(reading))) => {
+                let kept = was.changes(&snap).iter().all(|c| !work_git::integrity::may_change_seal(&c[1..]));
+                git.reread_seal(reading, kept)
+            }
             _ => git.read_seal(),
         };
         Some((snap, seal.ok()))
