@@ -109,6 +109,9 @@ fn vm_hwm_kb() -> u64 {
 /// The child: one size, in process. Prints one JSON line of figures.
 fn one(n: usize, dir: &Path) {
     repo(dir, n);
+    // A user's repository is not seconds old: let git's files age past the window in which the
+    // engine does not trust their timestamps (it reads git's seal again while they are racy).
+    std::thread::sleep(work_git::integrity::RACY + std::time::Duration::from_millis(100));
     let angles: Vec<String> = (0..n).map(|i| format!("a{i}")).collect();
     let run = work_runtime::run::RunContext::start(
         work_runtime::run::RunOptions {

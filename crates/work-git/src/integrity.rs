@@ -29,6 +29,7 @@
 mod inputs;
 
 use crate::{Git, GitError, split_z};
+pub use inputs::RACY;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -119,7 +120,8 @@ impl Git {
             "config.worktree",
         ])?;
         let mut inputs = vec![index, config, worktree_config, hooks.clone()];
-        for (name, path) in [("info/exclude", exclude), ("info/attributes", attributes), ("info/sparse-checkout", sparse)]
+        for (name, path) in
+            [("info/exclude", exclude), ("info/attributes", attributes), ("info/sparse-checkout", sparse)]
         {
             seal.files.insert(name.to_string(), digest_file(&path));
             inputs.push(path);
