@@ -68,8 +68,11 @@ pub struct AnthropicAgent {
     /// The one HTTP client every request of this backend goes through (connections reused).
     client: http::Client,
     /// The last schema's [`Prepared`] parts (a wave's dispatches share one schema).
-    prepared_memo: Arc<Mutex<Option<(Value, Arc<Prepared>)>>>,
+    prepared_memo: Arc<Mutex<Option<PreparedMemo>>>,
 }
+
+/// A schema and the body parts written out for it.
+type PreparedMemo = (Value, Arc<Prepared>);
 
 /// What a request body carries for one schema, written out once ([`AnthropicAgent::prepared`]).
 #[derive(Debug)]
