@@ -9,9 +9,9 @@
 //! Left out, because honest read-only work changes them: `.git/index` (git refreshes its stat
 //! cache on `git status`), `.git/objects/` (content-addressed: writing an object changes no
 //! file), `__pycache__/` directories (an interpreter's byte-code cache), and the paths the
-//! engine itself writes while the dispatches run (given as `exclude`). A `.gitignore` or
-//! `.gitattributes` under a `__pycache__/` is still recorded: it changes what git shows, and
-//! no interpreter writes one.
+//! engine itself writes while the dispatches run (given as `exclude`). A `.gitignore`,
+//! `.gitattributes` or `.git` under a `__pycache__/` is still recorded: it changes what git
+//! shows, and no interpreter writes one.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -52,13 +52,15 @@ enum Seen {
 }
 
 /// How `rel` is walked: the git-directory parts honest read-only work rewrites are skipped, a
-/// byte-code cache is searched for the `.gitignore` and `.gitattributes` files git reads.
+/// byte-code cache is searched for the `.gitignore` and `.gitattributes` files git reads (and a
+/// `.git`, which makes a directory of it another repository).
 fn seen(rel: &Path) -> Seen {
     let mut comps = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned());
     let first = comps.next().unwrap_or_default();
     if rel.components().any(|c| c.as_os_str() == "__pycache__") {
         let name = rel.file_name().unwrap_or_default();
-        return if name == ".gitignore" || name == ".gitattributes" { Seen::Recorded } else { Seen::Searched };
+        let git_reads = [".gitignore", ".gitattributes", ".git"].iter().any(|n| name == *n);
+        return if git_reads { Seen::Recorded } else { Seen::Searched };
     }
     if skipped(first, comps.next()) { Seen::Skipped } else { Seen::Recorded }
 }
@@ -199,6 +201,10 @@ mod tests {
         fs::write(root.join("src/__pycache__/x/.gitattributes"), "* -diff\n").expect("write");
         let seen = TreeSnapshot::take(root, std::slice::from_ref(&excluded)).expect("snap");
         assert_eq!(before.changes(&seen), vec!["+src/__pycache__/x/.gitattributes"]);
+        fs::write(root.join("src/__pycache__/x/.git"), "gitdir: /elsewhere\n").expect("write");
+        let seen = TreeSnapshot::take(root, std::slice::from_ref(&excluded)).expect("snap");
+        assert_eq!(before.changes(&seen), vec!["+src/__pycache__/x/.git", "+src/__pycache__/x/.gitattributes"]);
+        fs::remove_file(root.join("src/__pycache__/x/.git")).expect("rm");
         fs::remove_file(root.join("src/__pycache__/x/.gitattributes")).expect("rm");
         // A rewrite with the same size and the old mtime restored is still a change (ctime).
         let meta = fs::metadata(root.join("src/a.rs")).expect("meta");
