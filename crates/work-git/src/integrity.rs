@@ -110,7 +110,9 @@ impl Git {
     fn seal_and_inputs(&self) -> Result<(Seal, Vec<PathBuf>), GitError> {
         let mut seal = Seal { flags: self.index_flags()?, ..Seal::default() };
         seal.config = self.view_config();
-        let [exclude, attributes, sparse, hooks, index, config, worktree_config] = self.git_paths([
+        // `commondir` says where the rest is found (a linked worktree's, or one an agent writes
+        // into a git directory outside the tree): pointed elsewhere, every other path moves.
+        let [exclude, attributes, sparse, hooks, index, config, worktree_config, commondir] = self.git_paths([
             "info/exclude",
             "info/attributes",
             "info/sparse-checkout",
@@ -118,8 +120,9 @@ impl Git {
             "index",
             "config",
             "config.worktree",
+            "commondir",
         ])?;
-        let mut inputs = vec![index, config, worktree_config, hooks.clone()];
+        let mut inputs = vec![index, config, worktree_config, commondir, hooks.clone()];
         for (name, path) in
             [("info/exclude", exclude), ("info/attributes", attributes), ("info/sparse-checkout", sparse)]
         {
@@ -309,10 +312,11 @@ impl Seal {
 }
 
 /// True when a change of the tree at `rel` (relative to the root) can change the seal in a way
-/// its inputs' metadata does not show: anything in `.git` (where git finds its files), and any
+/// its inputs' metadata does not show: anything in a `.git` (where git finds its files; a nested
+/// one makes its directory another repository, whose files git no longer lists), and any
 /// `.gitignore` or `.gitattributes` (a new one is no input yet).
 pub fn may_change_seal(rel: &str) -> bool {
-    rel == ".git" || rel.starts_with(".git/") || matches!(rel.rsplit('/').next(), Some(".gitignore" | ".gitattributes"))
+    rel.split('/').any(|c| c == ".git") || matches!(rel.rsplit('/').next(), Some(".gitignore" | ".gitattributes"))
 }
 
 /// One line naming the changes (at most eight).
@@ -491,7 +495,16 @@ mod tests {
 
     #[test]
     fn tree_changes_that_can_change_a_seal() {
-        for rel in [".git", ".git/config", ".git/info/exclude", ".gitignore", "a/b/.gitignore", "x/.gitattributes"] {
+        for rel in [
+            ".git",
+            ".git/config",
+            ".git/info/exclude",
+            ".gitignore",
+            "a/b/.gitignore",
+            "x/.gitattributes",
+            "vendor/.git",
+            "vendor/.git/HEAD",
+        ] {
             assert!(may_change_seal(rel), "{rel}");
         }
         for rel in [".work/exhaust/t/journal.jsonl", "src/a.rs", ".gitignore.bak", "a/.git-notes", "a.gitignore"] {

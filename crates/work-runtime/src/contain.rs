@@ -80,6 +80,10 @@ struct Tracked {
 /// never mistaken for an orphan.
 static TRACKED: Mutex<BTreeMap<i32, Tracked>> = Mutex::new(BTreeMap::new());
 
+/// Each dispatch's marker ⇒ its main process's start time (clock ticks after boot): no process
+/// that started earlier can carry the marker. Kept until the dispatch's sweep is done.
+static STARTED: Mutex<BTreeMap<String, u64>> = Mutex::new(BTreeMap::new());
+
 type Job = Box<dyn FnOnce() + Send>;
 
 struct Shared {
@@ -220,6 +224,9 @@ pub(crate) async fn spawn_tracked(
         if let Ok(child) = &r
             && let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok())
         {
+            if let (Some(st), Ok(mut started)) = (stat(pid), STARTED.lock()) {
+                started.insert(marker.clone(), st.start);
+            }
             tracked.insert(pid, Tracked { pgid: pid, marker });
             drop(tracked);
             tell_watchdog(&format!("+ {pid}"));
@@ -375,9 +382,10 @@ fn place(
 /// Chooses what is still running in `scope` (zombies excluded; they are reaped, not killed).
 ///
 /// One read of every process's `/proc/PID/stat` builds the tree; environments (markers) are
-/// read only for `work`'s descendants. A marker holder outside the tree (a daemon started it
-/// with `work`'s environment) is looked for only at `work`'s exit, or at every sweep where
-/// `work` could not become its descendants' subreaper (a process can then leave the tree).
+/// read for `work`'s descendants, and outside the tree (a daemon started the process with the
+/// dispatch's environment) only for processes that started after the ended dispatch did: no
+/// earlier one can carry its marker. At `work`'s exit, or where `work` could not become its
+/// descendants' subreaper (a process can then leave the tree), every environment is read.
 fn targets(scope: &Scope) -> Targets {
     let me = std::process::id() as i32;
     let sh = shared();
@@ -395,7 +403,12 @@ fn targets(scope: &Scope) -> Targets {
         Scope::Dispatch { pgid, .. } => BTreeSet::from([*pgid]),
         Scope::All => live_groups.clone(),
     };
-    let read_outside = matches!(scope, Scope::All) || !sh.subreaper;
+    // Outside the tree, the environments of processes started at or after this (in ticks).
+    let outside_since = match scope {
+        Scope::All => 0,
+        _ if !sh.subreaper => 0,
+        Scope::Dispatch { marker, .. } => STARTED.lock().ok().and_then(|s| s.get(marker).copied()).unwrap_or(0),
+    };
     // An orphan is claimed when its marker or its group names a live dispatch (other than
     // the one that ended): it is ended with that dispatch, or at `work`'s exit.
     let claimed = |orphan: i32| {
@@ -421,7 +434,7 @@ fn targets(scope: &Scope) -> Targets {
             out.groups.insert(st.pgrp);
         }
         let at = place(st.pid, &procs, me, &tracked, watchdog);
-        let marker = if at != Place::Outside || read_outside { marker_of(st.pid) } else { None };
+        let marker = if at != Place::Outside || st.start >= outside_since { marker_of(st.pid) } else { None };
         let take = match scope {
             Scope::All => at != Place::Outside || marker.as_deref().is_some_and(|m| m.starts_with(&owner_prefix)),
             Scope::Dispatch { marker: mine, .. } => {
@@ -510,8 +523,11 @@ pub(crate) fn untrack(pid: i32) {
 /// Ends what a dispatch left behind once its main process has ended: its group, every process
 /// with its marker, every unclaimed re-parented orphan (SIGTERM, grace, SIGKILL), and reaps.
 pub(crate) async fn end_dispatch(pgid: i32, marker: String) {
-    let scope = Scope::Dispatch { pgid, marker };
+    let scope = Scope::Dispatch { pgid, marker: marker.clone() };
     let _ = tokio::task::spawn_blocking(move || terminate(&scope)).await;
+    if let Ok(mut started) = STARTED.lock() {
+        started.remove(&marker);
+    }
 }
 
 /// Ends everything `work` started (SIGTERM, grace, SIGKILL) and reaps it: for SIGINT/SIGTERM.

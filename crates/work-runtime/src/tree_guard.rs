@@ -9,7 +9,9 @@
 //! Left out, because honest read-only work changes them: `.git/index` (git refreshes its stat
 //! cache on `git status`), `.git/objects/` (content-addressed: writing an object changes no
 //! file), `__pycache__/` directories (an interpreter's byte-code cache), and the paths the
-//! engine itself writes while the dispatches run (given as `exclude`).
+//! engine itself writes while the dispatches run (given as `exclude`). A `.gitignore`,
+//! `.gitattributes` or `.git` under a `__pycache__/` is still recorded: it changes what git
+//! shows, and no interpreter writes one.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -38,15 +40,35 @@ pub struct TreeSnapshot {
 /// How many changed paths [`TreeSnapshot::changes`] names at most.
 pub const CHANGES_SHOWN: usize = 20;
 
-/// True for the git-directory parts honest read-only work rewrites.
-fn skipped(rel: &Path) -> bool {
+/// What of an entry is walked and recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    /// Recorded (and walked into when a directory).
+    Recorded,
+    /// Walked into, not recorded: a byte-code cache, searched for git's own files only.
+    Searched,
+    /// Neither.
+    Skipped,
+}
+
+/// How `rel` is walked: the git-directory parts honest read-only work rewrites are skipped, a
+/// byte-code cache is searched for the `.gitignore` and `.gitattributes` files git reads (and a
+/// `.git`, which makes a directory of it another repository).
+fn seen(rel: &Path) -> Seen {
     let mut comps = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned());
     let first = comps.next().unwrap_or_default();
     if rel.components().any(|c| c.as_os_str() == "__pycache__") {
-        return true;
+        let name = rel.file_name().unwrap_or_default();
+        let git_reads = [".gitignore", ".gitattributes", ".git"].iter().any(|n| name == *n);
+        return if git_reads { Seen::Recorded } else { Seen::Searched };
     }
+    if skipped(first, comps.next()) { Seen::Skipped } else { Seen::Recorded }
+}
+
+/// True for the git-directory parts honest read-only work rewrites.
+fn skipped(first: String, second: Option<String>) -> bool {
     if first == ".git" {
-        let second = comps.next().unwrap_or_default();
+        let second = second.unwrap_or_default();
         return matches!(second.as_str(), "index" | "index.lock" | "objects" | "logs" | "FETCH_HEAD" | "ORIG_HEAD");
     }
     false
@@ -69,11 +91,18 @@ impl TreeSnapshot {
                     continue;
                 }
                 let Ok(rel) = path.strip_prefix(root) else { continue };
-                if skipped(rel) {
+                let how = seen(rel);
+                if how == Seen::Skipped {
                     continue;
                 }
                 let Ok(meta) = fs::symlink_metadata(&path) else { continue };
                 let ft = meta.file_type();
+                if how == Seen::Searched {
+                    if ft.is_dir() {
+                        stack.push(path);
+                    }
+                    continue;
+                }
                 let kind = if ft.is_symlink() {
                     'l'
                 } else if ft.is_dir() {
@@ -167,6 +196,16 @@ mod tests {
         fs::write(root.join("src/__pycache__/a.pyc"), "pyc").expect("write");
         let after = TreeSnapshot::take(root, std::slice::from_ref(&excluded)).expect("snap");
         assert!(before.changes(&after).is_empty(), "{:?}", before.changes(&after));
+        // What git reads is seen even in a byte-code cache.
+        fs::create_dir_all(root.join("src/__pycache__/x")).expect("mkdir");
+        fs::write(root.join("src/__pycache__/x/.gitattributes"), "* -diff\n").expect("write");
+        let seen = TreeSnapshot::take(root, std::slice::from_ref(&excluded)).expect("snap");
+        assert_eq!(before.changes(&seen), vec!["+src/__pycache__/x/.gitattributes"]);
+        fs::write(root.join("src/__pycache__/x/.git"), "gitdir: /elsewhere\n").expect("write");
+        let seen = TreeSnapshot::take(root, std::slice::from_ref(&excluded)).expect("snap");
+        assert_eq!(before.changes(&seen), vec!["+src/__pycache__/x/.git", "+src/__pycache__/x/.gitattributes"]);
+        fs::remove_file(root.join("src/__pycache__/x/.git")).expect("rm");
+        fs::remove_file(root.join("src/__pycache__/x/.gitattributes")).expect("rm");
         // A rewrite with the same size and the old mtime restored is still a change (ctime).
         let meta = fs::metadata(root.join("src/a.rs")).expect("meta");
         std::thread::sleep(std::time::Duration::from_millis(20));

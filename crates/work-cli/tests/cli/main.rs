@@ -36,6 +36,7 @@ mod liars_rerun;
 mod liars_restored_attack;
 mod liars_review_parts;
 mod liars_round3;
+mod liars_seal_reuse;
 mod liars_suite;
 mod liars_support;
 mod loop_cmd;

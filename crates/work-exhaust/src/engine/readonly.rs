@@ -29,7 +29,7 @@ impl Engine<'_> {
         let outcomes = self.dispatcher.dispatch_waves(specs, self.params.concurrency).await;
         let Some((before, seal)) = before else { return outcomes };
         let Some(after) = self.look(Some((&before, seal.as_ref()))) else { return outcomes };
-        let mut changes = before.changes(&after.0);
+        let mut changes = self.tree_changes(&before, &after.0);
         // git's view (index flags, excludes, attributes, hooks, drivers): the index file itself
         // is left out of the walk (any `git status` refreshes it), its flags are not.
         if let (Some(seal), Some(now)) = (&seal, &after.1) {
@@ -63,12 +63,22 @@ impl Engine<'_> {
             .collect()
     }
 
+    /// The changes from `was` to `now`, but for the run directory's: the engine writes it.
+    fn tree_changes(&self, was: &TreeSnapshot, now: &TreeSnapshot) -> Vec<String> {
+        let run_dir = self.run.run_dir();
+        let rel = run_dir.strip_prefix(&self.run.root).ok().map(|p| p.to_string_lossy().into_owned());
+        let ours =
+            |p: &str| rel.as_deref().is_some_and(|r| !r.is_empty() && (p == r || p.starts_with(&format!("{r}/"))));
+        was.changes(now).into_iter().filter(|c| !ours(&c[1..])).collect()
+    }
+
     /// The tree and git's seal now (`None` when the tree cannot be walked). With the last look,
     /// git's seal is read again only when one of its inputs changed since, or the tree did where
-    /// it can change the seal (the engine's own journal writes between waves cannot).
+    /// it can change the seal (the engine's own journal writes between waves cannot). The run
+    /// directory is walked too (its changes are left out of every comparison): a `.gitattributes`
+    /// written there is one git lists.
     fn look(&self, last: Option<(&TreeSnapshot, Option<&work_git::integrity::SealReading>)>) -> Option<Seen> {
-        let exclude = [self.run.run_dir()];
-        let snap = TreeSnapshot::take(&self.run.root, &exclude).ok()?;
+        let snap = TreeSnapshot::take(&self.run.root, &[]).ok()?;
         let git = work_git::Git::new(&self.run.root);
         let seal = match last {
             Some((was, Some(reading))) => {
@@ -89,7 +99,7 @@ impl Engine<'_> {
     pub(super) fn checkpoint(&mut self, when: &str) {
         let now = self.look(self.last_seen.as_ref().map(|(snap, seal)| (snap, seal.as_ref())));
         if let (Some((was, seal)), Some((snap, seal_now))) = (&self.last_seen, &now) {
-            let mut changes = was.changes(snap);
+            let mut changes = self.tree_changes(was, snap);
             if let (Some(seal), Some(seal_now)) = (seal, seal_now) {
                 changes.extend(seal.seal.changes(&seal_now.seal).into_iter().map(|c| format!("~.git/ ({c})")));
             }

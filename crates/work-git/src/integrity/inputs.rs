@@ -5,7 +5,8 @@
 //! grows with the run.
 //!
 //! The inputs are every file the seal reads: the index (its flags), every configuration file
-//! git reads (system, global, local, worktree), the info files and hooks, the excludes and
+//! git reads (system, global, local, worktree), the git directory's `commondir` (where git finds
+//! its common files: rewritten, git reads another config, hooks and info), the info files and hooks, the excludes and
 //! attributes files, and each `.gitattributes` and sealed `.gitignore`. A new `.gitignore` or
 //! `.gitattributes` in the tree is a change of the tree, which the caller checks
 //! ([`Git::reread_seal`]'s `tree_unchanged`). The seal is read again whatever the inputs say when
