@@ -248,6 +248,24 @@ impl Seal {
     /// ending in `.gitignore` (`.gitignore` itself is the root's, `docs/.gitignore` that
     /// one's) — so that a change to them is the work, not a finding.
     pub fn allow_named_by(&mut self, work: &str) {
+        self.allow_named_by_words(work);
+    }
+
+    /// This seal without the `.gitattributes` and `.gitignore` files in `dir` (relative to the
+    /// root) or below it: they apply to `dir`'s files only (a run's own directory, which the
+    /// engine writes and no check reads through git).
+    pub fn without_files_under(&self, dir: &str) -> Seal {
+        let dir = dir.trim_end_matches('/');
+        let under = |rel: &str| rel.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'));
+        let mut out = self.clone();
+        out.files.retain(|what, _| {
+            let rel = what.strip_prefix(".gitattributes ").or_else(|| what.strip_prefix(GITIGNORE));
+            !rel.is_some_and(under)
+        });
+        out
+    }
+
+    fn allow_named_by_words(&mut self, work: &str) {
         for word in work.split(|c: char| c.is_whitespace() || "`'\"(),;:<>[]{}".contains(c)) {
             let word = word.trim_end_matches(['.', '!', '?']);
             let word = if word.ends_with(".gitignore") { word } else { continue };
@@ -491,6 +509,24 @@ mod tests {
         let fresh = g.read_seal().expect("seal");
         std::fs::write(d.path().join(".git/info/exclude"), "y\n").expect("write");
         assert!(fresh.inputs.is_none() || !g.reread_seal(&fresh, true).expect("reread").reused);
+    }
+
+    #[test]
+    fn files_under_a_directory_are_left_out_on_request() {
+        let (d, g) = repo();
+        let a = g.seal().expect("seal");
+        std::fs::create_dir_all(d.path().join(".work/runs/r1/blobs")).expect("mkdir");
+        std::fs::write(d.path().join(".work/runs/r1/blobs/.gitattributes"), "* -diff\n").expect("write");
+        std::fs::write(d.path().join(".work/runs/r1/.gitignore"), "*\n").expect("write");
+        std::fs::write(d.path().join(".work/.gitattributes"), "* -diff\n").expect("write");
+        let now = g.seal().expect("seal");
+        assert_eq!(a.changes(&now).len(), 3, "{:?}", a.changes(&now));
+        let left = ".work/runs/r1";
+        assert_eq!(
+            a.without_files_under(left).changes(&now.without_files_under(left)),
+            [".gitattributes .work/.gitattributes created"],
+            "only what lies under the directory is left out"
+        );
     }
 
     #[test]

@@ -46,20 +46,16 @@ fn assert_dropped(master: &Value, named: &str, what: &str) {
 
 const PLANT: &str = "items = [{'id': 'planted', 'title': 't', 'location': 'src/jobs.rs:1'}]";
 
-/// Where the tree snapshot does not look: a byte-code cache, the run's own directory, and a
-/// directory made another repository (git stops reading its untracked `.gitattributes`).
+/// Where the tree snapshot does not look: a byte-code cache, and a directory made another
+/// repository (git stops reading its untracked `.gitattributes`). (The run's own directory is
+/// not compared at all: what git sees there applies to the engine's files only.)
 #[test]
 fn exhaust_liar_that_changes_git_files_where_the_snapshot_does_not_look_loses_its_answers() {
     type Case<'a> = (&'a str, &'a str, &'a dyn Fn(&Scenario));
-    let cases: [Case; 3] = [
+    let cases: [Case; 2] = [
         (
             "os.makedirs('src/__pycache__', exist_ok=True)\n    open('src/__pycache__/.gitattributes', 'w').write('* -diff\\n')",
             "src/__pycache__/.gitattributes",
-            &|_| {},
-        ),
-        (
-            "import glob\n    for r in glob.glob('.work/runs/*/'):\n        open(r + '.gitattributes', 'w').write('* -diff\\n')",
-            ".gitattributes created",
             &|_| {},
         ),
         ("subprocess.run(['git', 'init', '-q', 'vendor'])", "vendor/.gitattributes deleted", &|s| {

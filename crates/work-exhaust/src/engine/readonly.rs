@@ -33,7 +33,7 @@ impl Engine<'_> {
         // git's view (index flags, excludes, attributes, hooks, drivers): the index file itself
         // is left out of the walk (any `git status` refreshes it), its flags are not.
         if let (Some(seal), Some(now)) = (&seal, &after.1) {
-            changes.extend(seal.seal.changes(&now.seal).into_iter().map(|c| format!("~.git/ ({c})")));
+            changes.extend(self.seal_changes(&seal.seal, &now.seal));
         }
         self.last_seen = Some(after);
         if changes.is_empty() {
@@ -63,6 +63,17 @@ impl Engine<'_> {
             .collect()
     }
 
+    /// What changed in git's view from `was` to `now`, as tree changes (`~.git/ (…)`). A
+    /// `.gitattributes` or `.gitignore` in the run's own directory is left out: it applies to the
+    /// engine's files only, and the directory is not walked (it grows with every dispatch).
+    fn seal_changes(&self, was: &work_git::integrity::Seal, now: &work_git::integrity::Seal) -> Vec<String> {
+        let changes = match self.run.run_dir().strip_prefix(&self.run.root).ok().map(|p| p.to_string_lossy()) {
+            Some(rel) if !rel.is_empty() => was.without_files_under(&rel).changes(&now.without_files_under(&rel)),
+            _ => was.changes(now),
+        };
+        changes.into_iter().map(|c| format!("~.git/ ({c})")).collect()
+    }
+
     /// The changes from `was` to `now`, but for the run directory's: the engine writes it.
     fn tree_changes(&self, was: &TreeSnapshot, now: &TreeSnapshot) -> Vec<String> {
         let run_dir = self.run.run_dir();
@@ -75,10 +86,11 @@ impl Engine<'_> {
     /// The tree and git's seal now (`None` when the tree cannot be walked). With the last look,
     /// git's seal is read again only when one of its inputs changed since, or the tree did where
     /// it can change the seal (the engine's own journal writes between waves cannot). The run
-    /// directory is walked too (its changes are left out of every comparison): a `.gitattributes`
-    /// written there is one git lists.
+    /// directory is not walked: it grows with every dispatch, and what git sees in it is left
+    /// out of every comparison ([`Engine::seal_changes`]).
     fn look(&self, last: Option<(&TreeSnapshot, Option<&work_git::integrity::SealReading>)>) -> Option<Seen> {
-        let snap = TreeSnapshot::take(&self.run.root, &[]).ok()?;
+        let exclude = [self.run.run_dir()];
+        let snap = TreeSnapshot::take(&self.run.root, &exclude).ok()?;
         let git = work_git::Git::new(&self.run.root);
         let seal = match last {
             Some((was, Some(reading))) => {
@@ -101,7 +113,7 @@ impl Engine<'_> {
         if let (Some((was, seal)), Some((snap, seal_now))) = (&self.last_seen, &now) {
             let mut changes = self.tree_changes(was, snap);
             if let (Some(seal), Some(seal_now)) = (seal, seal_now) {
-                changes.extend(seal.seal.changes(&seal_now.seal).into_iter().map(|c| format!("~.git/ ({c})")));
+                changes.extend(self.seal_changes(&seal.seal, &seal_now.seal));
             }
             if !changes.is_empty() {
                 let protected = self.protected(&changes, false);
