@@ -248,7 +248,14 @@ impl Seal {
     /// ending in `.gitignore` (`.gitignore` itself is the root's, `docs/.gitignore` that
     /// one's) — so that a change to them is the work, not a finding.
     pub fn allow_named_by(&mut self, work: &str) {
-        self.allow_named_by_words(work);
+        for word in work.split(|c: char| c.is_whitespace() || "`'\"(),;:<>[]{}".contains(c)) {
+            let word = word.trim_end_matches(['.', '!', '?']);
+            let word = if word.ends_with(".gitignore") { word } else { continue };
+            let rel = word.trim_start_matches("./").trim_start_matches('/').to_string();
+            if !self.allowed.contains(&rel) {
+                self.allowed.push(rel);
+            }
+        }
     }
 
     /// This seal without the `.gitattributes` and `.gitignore` files in `dir` (relative to the
@@ -263,17 +270,6 @@ impl Seal {
             !rel.is_some_and(under)
         });
         out
-    }
-
-    fn allow_named_by_words(&mut self, work: &str) {
-        for word in work.split(|c: char| c.is_whitespace() || "`'\"(),;:<>[]{}".contains(c)) {
-            let word = word.trim_end_matches(['.', '!', '?']);
-            let word = if word.ends_with(".gitignore") { word } else { continue };
-            let rel = word.trim_start_matches("./").trim_start_matches('/').to_string();
-            if !self.allowed.contains(&rel) {
-                self.allowed.push(rel);
-            }
-        }
     }
 
     /// What changed from `self` (the run's start) to `now`, one line each, sorted.

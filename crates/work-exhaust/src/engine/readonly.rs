@@ -27,12 +27,11 @@ impl Engine<'_> {
         self.checkpoint(&format!("before round {n}"));
         let before = self.last_seen.take();
         let outcomes = self.dispatcher.dispatch_waves(specs, self.params.concurrency).await;
-        let Some((before, seal)) = before else { return outcomes };
-        let Some(after) = self.look(Some((&before, seal.as_ref()))) else { return outcomes };
-        let mut changes = self.tree_changes(&before, &after.0);
+        let Some(before) = before else { return outcomes };
+        let Some((after, mut changes)) = self.look(Some(&before)) else { return outcomes };
         // git's view (index flags, excludes, attributes, hooks, drivers): the index file itself
         // is left out of the walk (any `git status` refreshes it), its flags are not.
-        if let (Some(seal), Some(now)) = (&seal, &after.1) {
+        if let (Some(seal), Some(now)) = (&before.1, &after.1) {
             changes.extend(self.seal_changes(&seal.seal, &now.seal));
         }
         self.last_seen = Some(after);
@@ -74,32 +73,25 @@ impl Engine<'_> {
         changes.into_iter().map(|c| format!("~.git/ ({c})")).collect()
     }
 
-    /// The changes from `was` to `now`, but for the run directory's: the engine writes it.
-    fn tree_changes(&self, was: &TreeSnapshot, now: &TreeSnapshot) -> Vec<String> {
-        let run_dir = self.run.run_dir();
-        let rel = run_dir.strip_prefix(&self.run.root).ok().map(|p| p.to_string_lossy().into_owned());
-        let ours =
-            |p: &str| rel.as_deref().is_some_and(|r| !r.is_empty() && (p == r || p.starts_with(&format!("{r}/"))));
-        was.changes(now).into_iter().filter(|c| !ours(&c[1..])).collect()
-    }
-
-    /// The tree and git's seal now (`None` when the tree cannot be walked). With the last look,
-    /// git's seal is read again only when one of its inputs changed since, or the tree did where
-    /// it can change the seal (the engine's own journal writes between waves cannot). The run
-    /// directory is not walked: it grows with every dispatch, and what git sees in it is left
-    /// out of every comparison ([`Engine::seal_changes`]).
-    fn look(&self, last: Option<(&TreeSnapshot, Option<&work_git::integrity::SealReading>)>) -> Option<Seen> {
+    /// The tree and git's seal now (`None` when the tree cannot be walked), and the tree's
+    /// changes since the `last` look. git's seal is read again only when one of its inputs
+    /// changed since, or the tree did where it can change the seal (the engine's own journal
+    /// writes between waves cannot). The run directory is not walked: it grows with every
+    /// dispatch, and what git sees in it is left out of every comparison
+    /// ([`Engine::seal_changes`]).
+    fn look(&self, last: Option<&Seen>) -> Option<(Seen, Vec<String>)> {
         let exclude = [self.run.run_dir()];
         let snap = TreeSnapshot::take(&self.run.root, &exclude).ok()?;
         let git = work_git::Git::new(&self.run.root);
+        let changes = last.map(|(was, _)| was.changes(&snap)).unwrap_or_default();
         let seal = match last {
-            Some((was, Some(reading))) => {
-                let kept = was.changes(&snap).iter().all(|c| !work_git::integrity::may_change_seal(&c[1..]));
+            Some((_, Some(reading))) => {
+                let kept = changes.iter().all(|c| !work_git::integrity::may_change_seal(&c[1..]));
                 git.reread_seal(reading, kept)
             }
             _ => git.read_seal(),
         };
-        Some((snap, seal.ok()))
+        Some(((snap, seal.ok()), changes))
     }
 
     /// Compares the tree now with the tree as the engine last saw it (after the last wave or
@@ -109,10 +101,12 @@ impl Engine<'_> {
     /// rounds found may not hold for the tree the run started with. It is a gap, and a dry stop
     /// is then never `confirmed`. The state directory is left out: the engine writes it.
     pub(super) fn checkpoint(&mut self, when: &str) {
-        let now = self.look(self.last_seen.as_ref().map(|(snap, seal)| (snap, seal.as_ref())));
-        if let (Some((was, seal)), Some((snap, seal_now))) = (&self.last_seen, &now) {
-            let mut changes = self.tree_changes(was, snap);
-            if let (Some(seal), Some(seal_now)) = (seal, seal_now) {
+        let Some((now, mut changes)) = self.look(self.last_seen.as_ref()) else {
+            self.last_seen = None;
+            return;
+        };
+        if let Some((_, seal)) = &self.last_seen {
+            if let (Some(seal), Some(seal_now)) = (seal, &now.1) {
                 changes.extend(self.seal_changes(&seal.seal, &seal_now.seal));
             }
             if !changes.is_empty() {
@@ -128,7 +122,7 @@ impl Engine<'_> {
                 }
             }
         }
-        self.last_seen = now;
+        self.last_seen = Some(now);
     }
 
     /// True when a change outside every finder was seen in this run (or the run it resumes).
