@@ -23,9 +23,10 @@
 
 use crate::http::{self, Post};
 use crate::openai::put_str;
+use crate::per_schema::PerSchema;
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use work_config::AgentDef;
 use work_runtime::budget::Usage;
 use work_runtime::dispatch::{Agent, AgentError, AgentReply, DispatchRequest, InvokeOptions};
@@ -68,11 +69,8 @@ pub struct AnthropicAgent {
     /// The one HTTP client every request of this backend goes through (connections reused).
     client: http::Client,
     /// The last schema's [`Prepared`] parts (a wave's dispatches share one schema).
-    prepared_memo: Arc<Mutex<Option<PreparedMemo>>>,
+    prepared_memo: PerSchema<Prepared>,
 }
-
-/// A schema and the body parts written out for it.
-type PreparedMemo = (Value, Arc<Prepared>);
 
 /// What a request body carries for one schema, written out once ([`AnthropicAgent::prepared`]).
 #[derive(Debug)]
@@ -119,7 +117,7 @@ impl AnthropicAgent {
             prices: (def.input_usd_per_mtok, def.output_usd_per_mtok),
             fixed_key: None,
             client: http::Client::new(),
-            prepared_memo: Arc::default(),
+            prepared_memo: PerSchema::default(),
         })
     }
 
@@ -141,33 +139,22 @@ impl AnthropicAgent {
     /// The system prompt and the schema's part of a body for `schema`, remembered for the next
     /// dispatch with the same schema (the conversion and the writing out are done once).
     fn prepared(&self, schema: Option<&Value>) -> Arc<Prepared> {
-        if let Some(schema) = schema
-            && let Ok(memo) = self.prepared_memo.lock()
-            && let Some((seen, prepared)) = memo.as_ref()
-            && seen == schema
-        {
-            return prepared.clone();
-        }
-        let schema_part = schema.map(|s| match self.mode {
-            StructuredOutput::OutputConfig | StructuredOutput::OutputFormat => {
-                json!({"type": "json_schema", "schema": closed_objects(s)}).to_string()
-            }
-            StructuredOutput::Tool => {
-                let tools = json!([{"name": TOOL_NAME,
-                    "description": "Record your answer. Call this exactly once with the complete answer.",
-                    "input_schema": crate::schema::tool_input(s)}]);
-                let choice = json!({"type": "tool", "name": TOOL_NAME});
-                format!(",\"tools\":{tools},\"tool_choice\":{choice}")
-            }
-        });
-        let system = Value::String(crate::openai::system_prompt(schema, false)).to_string();
-        let prepared = Arc::new(Prepared { system, schema_part });
-        if let Some(schema) = schema
-            && let Ok(mut memo) = self.prepared_memo.lock()
-        {
-            *memo = Some((schema.clone(), prepared.clone()));
-        }
-        prepared
+        self.prepared_memo.get_or_make(schema, || {
+            let schema_part = schema.map(|s| match self.mode {
+                StructuredOutput::OutputConfig | StructuredOutput::OutputFormat => {
+                    json!({"type": "json_schema", "schema": closed_objects(s)}).to_string()
+                }
+                StructuredOutput::Tool => {
+                    let tools = json!([{"name": TOOL_NAME,
+                        "description": "Record your answer. Call this exactly once with the complete answer.",
+                        "input_schema": crate::schema::tool_input(s)}]);
+                    let choice = json!({"type": "tool", "name": TOOL_NAME});
+                    format!(",\"tools\":{tools},\"tool_choice\":{choice}")
+                }
+            });
+            let system = Value::String(crate::openai::system_prompt(schema, false)).to_string();
+            Prepared { system, schema_part }
+        })
     }
 
     /// The request body for one dispatch, as JSON text. Written straight out (no JSON tree is

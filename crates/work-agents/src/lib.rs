@@ -25,6 +25,7 @@ pub mod codex;
 pub mod command;
 mod http;
 pub mod openai;
+mod per_schema;
 pub mod schema;
 #[cfg(test)]
 mod testserver;

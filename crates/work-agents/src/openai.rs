@@ -24,9 +24,10 @@
 //!   JSON is malformed.
 
 use crate::http::{self, Post};
+use crate::per_schema::PerSchema;
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use work_config::AgentDef;
 use work_runtime::budget::Usage;
 use work_runtime::dispatch::{Agent, AgentError, AgentReply, DispatchRequest, InvokeOptions};
@@ -62,11 +63,8 @@ pub struct OpenAiAgent {
     client: http::Client,
     /// The last schema sent, with its `response_format` and system message already written
     /// out: a workflow sends the same schema with every dispatch of a wave.
-    format_memo: Arc<Mutex<Option<FormatMemo>>>,
+    format_memo: PerSchema<Format>,
 }
-
-/// A schema and what a body carries for it.
-type FormatMemo = (Value, Arc<Format>);
 
 /// What a request body carries for one schema, written out once ([`OpenAiAgent::format`]).
 #[derive(Debug)]
@@ -150,7 +148,7 @@ impl OpenAiAgent {
             prices: (def.input_usd_per_mtok, def.output_usd_per_mtok),
             fixed_key: None,
             client: http::Client::new(),
-            format_memo: Arc::default(),
+            format_memo: PerSchema::default(),
         })
     }
 
@@ -172,41 +170,30 @@ impl OpenAiAgent {
     /// The `response_format` and system message for `schema`, remembered for the next
     /// dispatch with the same schema (the strict conversion and the writing out are done once).
     fn format(&self, schema: Option<&Value>) -> Arc<Format> {
-        if let Some(schema) = schema
-            && let Ok(memo) = self.format_memo.lock()
-            && let Some((seen, format)) = memo.as_ref()
-            && seen == schema
-        {
-            return format.clone();
-        }
-        let include_schema = self.format == ResponseFormat::JsonObject;
-        let (response_format, strict) = match (schema, self.format) {
-            (Some(s), ResponseFormat::JsonSchema) => match crate::schema::openai_strict(s) {
-                Some(strict) => (
-                    json!({"type": "json_schema", "json_schema": {
-                        "name": "work_result", "schema": strict, "strict": true}}),
-                    true,
-                ),
-                None => (
-                    json!({"type": "json_schema", "json_schema": {
-                        "name": "work_result", "schema": s, "strict": false}}),
-                    false,
-                ),
-            },
-            (Some(s), ResponseFormat::JsonObject) => (json!({"type": "json_object", "schema": s}), false),
-            (None, _) => (json!({"type": "json_object"}), false),
-        };
-        let format = Arc::new(Format {
-            response_format: response_format.to_string(),
-            system: Value::String(system_prompt(schema, include_schema)).to_string(),
-            strict,
-        });
-        if let Some(schema) = schema
-            && let Ok(mut memo) = self.format_memo.lock()
-        {
-            *memo = Some((schema.clone(), format.clone()));
-        }
-        format
+        self.format_memo.get_or_make(schema, || {
+            let include_schema = self.format == ResponseFormat::JsonObject;
+            let (response_format, strict) = match (schema, self.format) {
+                (Some(s), ResponseFormat::JsonSchema) => match crate::schema::openai_strict(s) {
+                    Some(strict) => (
+                        json!({"type": "json_schema", "json_schema": {
+                            "name": "work_result", "schema": strict, "strict": true}}),
+                        true,
+                    ),
+                    None => (
+                        json!({"type": "json_schema", "json_schema": {
+                            "name": "work_result", "schema": s, "strict": false}}),
+                        false,
+                    ),
+                },
+                (Some(s), ResponseFormat::JsonObject) => (json!({"type": "json_object", "schema": s}), false),
+                (None, _) => (json!({"type": "json_object"}), false),
+            };
+            Format {
+                response_format: response_format.to_string(),
+                system: Value::String(system_prompt(schema, include_schema)).to_string(),
+                strict,
+            }
+        })
     }
 
     /// The request body for one dispatch, as JSON text, and whether its schema went strict.
