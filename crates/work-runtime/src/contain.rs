@@ -525,8 +525,14 @@ pub(crate) fn untrack(pid: i32) {
 pub(crate) async fn end_dispatch(pgid: i32, marker: String) {
     let scope = Scope::Dispatch { pgid, marker: marker.clone() };
     let _ = tokio::task::spawn_blocking(move || terminate(&scope)).await;
+    forget_start(&marker);
+}
+
+/// Forgets when a dispatch's main process started: its sweep is done, or will not run (the
+/// future that ran it was dropped; the next sweep ends what it left as an orphan).
+pub(crate) fn forget_start(marker: &str) {
     if let Ok(mut started) = STARTED.lock() {
-        started.remove(&marker);
+        started.remove(marker);
     }
 }
 

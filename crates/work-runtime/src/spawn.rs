@@ -381,6 +381,7 @@ impl Drop for Ended {
         // dispatch (or of the signal handler) ends whatever detached from it.
         crate::contain::signal_group(self.pgid, nix::sys::signal::Signal::SIGKILL);
         crate::contain::untrack(self.pgid);
+        crate::contain::forget_start(&self.marker);
     }
 }
 
