@@ -103,6 +103,10 @@ pub struct ClaudeAgent {
     extra_args: Vec<String>,
     max_turns: Option<u32>,
     max_budget_usd: Option<f64>,
+    /// Environment names beyond what Claude Code needs (`[agents.X].env`).
+    env: Vec<String>,
+    /// Read the repository's own settings and `.mcp.json` (`[agents.X].project_config`).
+    project_config: bool,
     /// `claude --version`, read once: `Some(None)` when it could not be read.
     version: Arc<OnceLock<Option<Version>>>,
     /// The stdout cap of one run.
@@ -119,6 +123,8 @@ impl ClaudeAgent {
             extra_args: def.extra_args.clone(),
             max_turns: def.max_turns,
             max_budget_usd: def.max_budget_usd,
+            env: def.env.clone(),
+            project_config: def.project_config.unwrap_or(false),
             version: Arc::new(OnceLock::new()),
             output_cap: crate::CLI_OUTPUT_CAP,
         }
@@ -176,6 +182,10 @@ impl ClaudeAgent {
                 "--allowedTools".into(),
                 WRITE_TOOLS.into(),
             ]),
+        }
+        if !self.project_config {
+            // The repository's own hooks, `env`, permissions and MCP servers are not the user's.
+            a.extend(["--setting-sources".into(), "user".into(), "--strict-mcp-config".into()]);
         }
         if let Some(n) = self.max_turns {
             a.extend(["--max-turns".into(), n.to_string()]);
@@ -323,9 +333,20 @@ impl Agent for ClaudeAgent {
             let v = crate::version_async(&self.program, &self.root).await;
             let _ = self.version.set(v);
         }
+        let home = crate::confine::claude_home().map_err(|e| AgentError::Failed {
+            reason: format!("create Claude Code's private state directory: {e}"),
+            raw: String::new(),
+            usage: Usage::default(),
+        })?;
+        let mut confine = crate::confine::cli(request, &self.root, crate::confine::CLAUDE_ENV, &self.env);
         let mut spec = ProcessSpec::new(self.program.clone(), self.args(request), &self.root)
             .with_stdin(crate::brief(request).into_bytes())
             .with_timeout(Some(options.timeout));
+        if let Some(h) = &home {
+            confine.private.push(h.path().to_path_buf());
+            spec = spec.with_env("CLAUDE_CONFIG_DIR", h.path().display().to_string());
+        }
+        spec = spec.confined(confine);
         spec.output_cap = self.output_cap;
         let out = Spawner.run(&spec).await.map_err(|e| AgentError::Failed {
             reason: e.to_string(),

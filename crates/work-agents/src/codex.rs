@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! codex exec --json --skip-git-repo-check -C ROOT --sandbox read-only|workspace-write
-//!            [-m MODEL] -c model_reasoning_effort="EFFORT" [--output-schema FILE] [extra_args…] -
+//!            [-m MODEL] -c model_reasoning_effort="EFFORT" [--output-schema FILE]
+//!            [--ignore-rules] [extra_args…] -
 //! ```
 //!
 //! - Model: the role's pin when concrete, else the spec's model, else no `-m` (the CLI's own
@@ -51,6 +52,10 @@ pub struct CodexAgent {
     version: Arc<OnceLock<Option<crate::claude::Version>>>,
     /// The stdout cap of one run.
     output_cap: usize,
+    /// Environment names beyond what Codex needs (`[agents.X].env`).
+    env: Vec<String>,
+    /// Read the repository's own Codex configuration (`[agents.X].project_config`).
+    project_config: bool,
 }
 
 /// The first Codex CLI taking `model_reasoning_effort = "xhigh"` (it arrived with
@@ -88,6 +93,8 @@ impl CodexAgent {
             prices: (def.input_usd_per_mtok, def.output_usd_per_mtok),
             version: Arc::new(OnceLock::new()),
             output_cap: crate::CLI_OUTPUT_CAP,
+            env: def.env.clone(),
+            project_config: def.project_config.unwrap_or(false),
         }
     }
 
@@ -140,6 +147,11 @@ impl CodexAgent {
         }
         if let Some(f) = schema_file {
             a.extend(["--output-schema".into(), f.display().to_string()]);
+        }
+        if !self.project_config {
+            // The repository's execpolicy rules are not the user's (its project config is read
+            // only for a project the private home trusts, and it trusts none).
+            a.push("--ignore-rules".into());
         }
         a.extend(self.extra_args.iter().cloned());
         a.push("-".into());
@@ -241,10 +253,16 @@ impl Agent for CodexAgent {
         // Codex sends the schema in strict mode: write the strict form (an object root is
         // required; any other root goes as it is and the engine judges the answer).
         let strict = request.schema.as_ref().and_then(crate::schema::openai_strict);
+        let home = crate::confine::codex_home(!self.project_config)
+            .map_err(|e| failed(format!("create Codex's private home: {e}")))?;
+        let home_dir = home.as_ref().map(|h| h.path().to_path_buf());
         let schema_file = match strict.as_ref().or(request.schema.as_ref()) {
-            Some(schema) => Some(session::SchemaFile::write(request, schema).map_err(failed)?),
+            Some(schema) => Some(session::SchemaFile::write(request, schema, home_dir.as_deref()).map_err(failed)?),
             None => None,
         };
+        let mut extra_env = self.env.clone();
+        extra_env.extend(crate::confine::codex_provider_keys());
+        let mut confine = crate::confine::cli(request, &self.root, crate::confine::CODEX_ENV, &extra_env);
         let mut spec = ProcessSpec::new(
             self.program.clone(),
             self.args(request, schema_file.as_ref().map(session::SchemaFile::path)),
@@ -252,12 +270,18 @@ impl Agent for CodexAgent {
         )
         .with_stdin(crate::brief(request).into_bytes())
         .with_timeout(Some(options.timeout));
+        if let Some(h) = &home_dir {
+            confine.private.push(h.clone());
+            spec = spec.with_env("CODEX_HOME", h.display().to_string());
+        }
+        spec = spec.confined(confine);
         spec.output_cap = self.output_cap;
         let out = Spawner.run(&spec).await;
         drop(schema_file);
         let out = out.map_err(|e| failed(e.to_string()))?;
         let stdout = out.stdout_text();
-        let billed = session::thread_id(&stdout).and_then(|t| session::rollout_usage(&t));
+        let billed = session::thread_id(&stdout).and_then(|t| session::rollout_usage(&t, home_dir.as_deref()));
+        drop(home);
         let secrets = session::secrets();
         let mut result = if out.stdout_truncated {
             Err(crate::truncated_output(stdout, None, self.output_cap))

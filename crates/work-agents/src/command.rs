@@ -10,7 +10,8 @@ use async_trait::async_trait;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use work_runtime::budget::Usage;
-use work_runtime::dispatch::{Agent, AgentError, AgentReply, DispatchRequest, InvokeOptions};
+use work_runtime::dispatch::{Access, Agent, AgentError, AgentReply, DispatchRequest, InvokeOptions};
+use work_runtime::sandbox::{Confine, Network};
 use work_runtime::spawn::{DEFAULT_OUTPUT_CAP, ProcessSpec, SpawnError, Spawner};
 
 /// How much of stderr is quoted in a failure reason.
@@ -22,12 +23,33 @@ pub struct CommandAgent {
     argv: Vec<String>,
     root: PathBuf,
     output_cap: usize,
+    /// Environment names the program gets beyond the base allowlist (`[agents.X].env`).
+    env: Vec<String>,
+    /// The program reaches the network (`[agents.X].network`).
+    network: bool,
 }
 
 impl CommandAgent {
-    /// An agent running `argv` in `root`.
+    /// An agent running `argv` in `root`, confined with no network and the base environment.
     pub fn new(argv: Vec<String>, root: &Path) -> Self {
-        Self { argv, root: root.to_path_buf(), output_cap: DEFAULT_OUTPUT_CAP }
+        Self { argv, root: root.to_path_buf(), output_cap: DEFAULT_OUTPUT_CAP, env: Vec::new(), network: false }
+    }
+
+    /// Takes the environment names and network setting of an `[agents.NAME]` table.
+    pub fn with_def(mut self, def: &work_config::AgentDef) -> Self {
+        self.env = def.env.clone();
+        self.network = def.network.unwrap_or(false);
+        self
+    }
+
+    /// How one attempt's process is confined: its role's access, no network unless allowed.
+    fn confine(&self, request: &DispatchRequest) -> Confine {
+        let network = if self.network { Network::Host } else { Network::None };
+        let c = match request.access {
+            Access::ReadOnly => Confine::read_only(&self.root, network),
+            Access::WorkspaceWrite => Confine::write(&self.root, network),
+        };
+        c.allow_env(self.env.iter().cloned())
     }
 
     /// Sets the stdout/stderr cap.
@@ -87,7 +109,8 @@ impl Agent for CommandAgent {
             .with_stdin(stdin)
             .with_timeout(Some(options.timeout))
             .with_env("WORK_DISPATCH_ID", request.dispatch_id.clone())
-            .with_env("WORK_ROLE", request.role.clone());
+            .with_env("WORK_ROLE", request.role.clone())
+            .confined(self.confine(request));
         spec.output_cap = self.output_cap;
         let out = Spawner.run(&spec).await.map_err(|e: SpawnError| failed(e.to_string(), String::new()))?;
         let stdout = out.stdout_text();

@@ -23,6 +23,7 @@ pub mod check;
 pub mod claude;
 pub mod codex;
 pub mod command;
+mod confine;
 mod http;
 pub mod openai;
 mod per_schema;
@@ -57,7 +58,7 @@ pub enum BuildError {
 pub fn build(role: &ResolvedRole, root: &Path) -> Result<Arc<dyn Agent>, BuildError> {
     let unusable = |reason: String| BuildError::Unusable { spec: describe_spec(&role.spec), reason };
     match &role.spec {
-        AgentSpec::Command(argv) => Ok(Arc::new(command::CommandAgent::new(argv.clone(), root))),
+        AgentSpec::Command(argv) => Ok(Arc::new(command::CommandAgent::new(argv.clone(), root).with_def(&role.def))),
         AgentSpec::Claude(model) => Ok(Arc::new(claude::ClaudeAgent::new(model.clone(), &role.def, root))),
         AgentSpec::Codex(model) => Ok(Arc::new(codex::CodexAgent::new(model.clone(), &role.def, root))),
         AgentSpec::OpenAi(model) => Ok(Arc::new(openai::OpenAiAgent::new(model, &role.def).map_err(unusable)?)),

@@ -1,9 +1,11 @@
 //! Engine benchmarks through the real binary (`cargo bench -p work-cli --bench engine`).
 //!
 //! 1. Overhead per dispatch: N finder dispatches at cap 1 with a trivial command agent, minus
-//!    N × the agent's own run time (measured by spawning it directly), median of 5 runs.
+//!    N × the agent's own run time (measured by spawning it directly), median of 5 runs; with
+//!    the kernel sandbox (`--isolation required`) and without it (`--isolation none`).
 //! 2. Fan-out: 1,000 angles in one round at cap 16, agents sleeping 50 ms, against the ideal
-//!    ceil(1000/16) × 50 ms.
+//!    ceil(1000/16) × 50 ms and against `xargs -P16` running the same agent; with and without
+//!    the sandbox.
 //! 3. Resume: loading a finished journal of 10,000 seen items (whole process, and the
 //!    in-process parse + dedup-set build).
 
@@ -56,7 +58,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn overhead_per_dispatch() {
+fn overhead_per_dispatch(isolation: &str) {
     const N: usize = 200;
     let mut per = Vec::new();
     for _ in 0..5 {
@@ -76,6 +78,8 @@ fn overhead_per_dispatch() {
         let total = run_work(
             r.path(),
             &[
+                "--isolation",
+                isolation,
                 "exhaust",
                 "bench",
                 "-k",
@@ -92,20 +96,33 @@ fn overhead_per_dispatch() {
         );
         per.push((total.as_secs_f64() - own.as_secs_f64()) / N as f64 * 1000.0);
     }
-    println!("overhead per dispatch (cap 1, N=200, median of 5): {:.2} ms", median(per));
+    println!("overhead per dispatch, --isolation {isolation} (cap 1, N=200, median of 5): {:.2} ms", median(per));
 }
 
-fn fan_out() {
+/// `xargs -P16` running `agent` 1,000 times (stdin from /dev/null): the floor for a fan-out.
+fn xargs_fan_out(agent: &str) -> f64 {
+    let t = Instant::now();
+    let st = Command::new("sh")
+        .args(["-c", &format!("seq 1000 | xargs -P16 -I{{}} sh -c '{agent} </dev/null >/dev/null'")])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    t.elapsed().as_secs_f64()
+}
+
+fn fan_out(isolation: &str) {
     let r = repo();
     let agent = write_agent(r.path(), "sleepy.sh", "sleep 0.05");
     let a = angles(1000);
     let spec = format!("command:{agent}");
-    let mut times = Vec::new();
+    let (mut times, mut floor) = (Vec::new(), Vec::new());
     for _ in 0..3 {
         let _ = std::fs::remove_dir_all(r.path().join(".work"));
         let t = run_work(
             r.path(),
             &[
+                "--isolation",
+                isolation,
                 "exhaust",
                 "bench",
                 "-k",
@@ -121,12 +138,14 @@ fn fan_out() {
             ],
         );
         times.push(t.as_secs_f64());
+        floor.push(xargs_fan_out(&agent));
     }
     let ideal = 1000usize.div_ceil(16) as f64 * 0.05;
-    let m = median(times);
+    let (m, x) = (median(times), median(floor));
     println!(
-        "fan-out 1000 angles at cap 16, 50 ms agents: {m:.3} s (ideal {ideal:.3} s, {:+.1}%)",
-        (m / ideal - 1.0) * 100.0
+        "fan-out 1000 angles at cap 16, 50 ms agents, --isolation {isolation}: {m:.3} s (ideal {ideal:.3} s, {:+.1}%; xargs -P16 {x:.3} s, {:.3}×)",
+        (m / ideal - 1.0) * 100.0,
+        m / x
     );
 }
 
@@ -170,7 +189,11 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    overhead_per_dispatch();
-    fan_out();
+    for isolation in ["none", "required"] {
+        overhead_per_dispatch(isolation);
+    }
+    for isolation in ["none", "required"] {
+        fan_out(isolation);
+    }
     resume_10k();
 }

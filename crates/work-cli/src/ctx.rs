@@ -17,6 +17,8 @@ pub struct Global {
     pub state_dir: Option<PathBuf>,
     /// `-c key=value`.
     pub overrides: Vec<String>,
+    /// `--isolation`.
+    pub isolation: work_runtime::sandbox::Isolation,
 }
 
 /// A command's failure. The message reads after "failed to …".
@@ -90,6 +92,10 @@ impl Ctx {
         // Every state file written from here on has its digest recorded; one changed outside a
         // run is refused when it is read.
         work_runtime::fsx::digests::install(&state_dir);
+        // Agents never see the state directory; `--isolation required` without a sandbox is
+        // refused here, before anything runs.
+        work_runtime::sandbox::configure(global.isolation, vec![state_dir.clone()])
+            .map_err(|e| CliError::bad(e.to_string()))?;
         let config = Config::load(&root, &global.overrides)?;
         let mut redactor = Redactor::from_env();
         for def in config.agents.values() {
@@ -187,6 +193,10 @@ impl Ctx {
         )
         .map_err(|e| CliError::Runtime(format!("create the run directory under {}: {e}", self.state_dir.display())))?;
         work_run::progress::attach(&run);
+        let mode = work_runtime::sandbox::mode();
+        if !mode.is_kernel() {
+            work_run::output::note(&format!("note: {}", mode.describe()));
+        }
         Ok(run)
     }
 

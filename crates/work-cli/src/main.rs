@@ -35,6 +35,10 @@ struct Cli {
     /// Also say each dispatch's start and end on stderr: role, model, duration, tokens, cost.
     #[arg(short = 'v', long, global = true)]
     verbose: bool,
+    /// The agents' kernel sandbox: `auto` (where the platform has it), `required` (refuse to
+    /// start without it), `none` (checks after each dispatch only). See docs/ground-truth.md.
+    #[arg(long, value_name = "MODE", global = true, env = "WORK_ISOLATION", value_parser = ["auto", "required", "none"], default_value = "auto")]
+    isolation: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -168,7 +172,8 @@ fn run(cli: Cli) -> CmdResult {
         (false, true) => Verbosity::Verbose,
         (false, false) => Verbosity::Normal,
     });
-    let global = ctx::Global { directory: cli.directory, state_dir: cli.state_dir, overrides: cli.config };
+    let isolation = cli.isolation.parse().map_err(ctx::CliError::bad)?;
+    let global = ctx::Global { directory: cli.directory, state_dir: cli.state_dir, overrides: cli.config, isolation };
     match cli.command {
         Command::Exhaust(a) => cmd::exhaust::run(&global, a),
         Command::Until(a) => cmd::until::run(&global, a),

@@ -165,6 +165,15 @@ pub struct AgentDef {
     pub input_usd_per_mtok: Option<f64>,
     /// HTTP backends: the price of a million output tokens in USD, to account cost.
     pub output_usd_per_mtok: Option<f64>,
+    /// Command and CLI backends: environment variables (exact names, or prefixes ending in
+    /// `*`) the agent's process gets beyond the base allowlist.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Command backends: the agent reaches the network (default: loopback of its own only).
+    pub network: Option<bool>,
+    /// Claude Code and Codex: read the repository's own agent configuration (Claude Code's
+    /// project settings and `.mcp.json`, Codex's project config). Default: ignored.
+    pub project_config: Option<bool>,
 }
 
 /// `[roles.ROLE]`: overrides for one role.
@@ -575,6 +584,9 @@ fn merge_def(outer: &AgentDef, inner: &AgentDef) -> AgentDef {
         max_budget_usd: outer.max_budget_usd.or(inner.max_budget_usd),
         input_usd_per_mtok: outer.input_usd_per_mtok.or(inner.input_usd_per_mtok),
         output_usd_per_mtok: outer.output_usd_per_mtok.or(inner.output_usd_per_mtok),
+        env: if outer.env.is_empty() { inner.env.clone() } else { outer.env.clone() },
+        network: outer.network.or(inner.network),
+        project_config: outer.project_config.or(inner.project_config),
     }
 }
 

@@ -566,7 +566,20 @@ impl CheckSurface {
             }
         }
         s.freeze_more(root, commands, which);
+        s.protect(root);
         s
+    }
+
+    /// Makes the files that may never change (pinned checks and configuration, test-support
+    /// modules) read-only for every later write role of this run (`work_runtime::sandbox`):
+    /// an honest agent gets `EROFS` at once; test files stay writable (a test may be added).
+    fn protect(&self, root: &Path) {
+        work_runtime::sandbox::protect(
+            self.files
+                .iter()
+                .filter(|(_, f)| matches!(f.role, Role::Pinned | Role::Support))
+                .map(|(p, _)| root.join(p)),
+        );
     }
 
     /// Freezes too every script `commands` run (a program word, or the script an interpreter
@@ -612,6 +625,7 @@ impl CheckSurface {
             }
         }
         self.pin_included(root, &named);
+        self.protect(root);
     }
 
     fn add(&mut self, root: &Path, rel: &str, role: Role) {

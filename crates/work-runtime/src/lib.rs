@@ -25,6 +25,7 @@ pub mod faults;
 pub mod fsx;
 pub mod redact;
 pub mod run;
+pub mod sandbox;
 pub mod scratch;
 pub mod spawn;
 pub mod spawn_stream;

@@ -42,6 +42,9 @@ pub struct ProcessSpec {
     pub output_cap: usize,
     /// Where Python keeps its bytecode cache for this process.
     pub python_bytecode: PythonBytecode,
+    /// The sandbox and environment allowlist an agent's process runs under (see
+    /// [`crate::sandbox`]); `None` for the engine's own processes (git, checks).
+    pub confine: Option<crate::sandbox::Confine>,
 }
 
 /// Where a process's Python reads and writes bytecode.
@@ -68,7 +71,14 @@ impl ProcessSpec {
             timeout: None,
             output_cap: DEFAULT_OUTPUT_CAP,
             python_bytecode: PythonBytecode::Inherited,
+            confine: None,
         }
+    }
+
+    /// Confines the process (an agent's): see [`crate::sandbox`].
+    pub fn confined(mut self, confine: crate::sandbox::Confine) -> Self {
+        self.confine = Some(confine);
+        self
     }
 
     /// A spec for `sh -c <script>` in `cwd`: a check (a verify command, a gate, a test command,
@@ -202,8 +212,23 @@ impl Spawner {
         if !spec.cwd.is_dir() {
             return Err(SpawnError::NoCwd { program: spec.program.clone(), cwd: spec.cwd.display().to_string() });
         }
+        let sandbox = Sandboxed::new(spec).map_err(|e| SpawnError::Io { program: spec.program.clone(), source: e })?;
         #[expect(clippy::disallowed_methods, reason = "the runtime's spawner is the one chokepoint for processes")]
-        let mut cmd = tokio::process::Command::new(&spec.program);
+        let mut cmd = match &sandbox {
+            Some(s) => {
+                let mut c = tokio::process::Command::new(&s.bwrap);
+                c.args(&s.args).arg("--").arg(&spec.program);
+                c
+            }
+            None => tokio::process::Command::new(&spec.program),
+        };
+        if let Some(c) = &spec.confine {
+            // An allowlist, in every mode: a key the agent never sees it cannot leak.
+            cmd.env_clear().envs(crate::sandbox::allowed_env(&c.env_allow));
+            if sandbox.is_some() {
+                cmd.env("TMPDIR", "/tmp");
+            }
+        }
         cmd.args(&spec.args)
             .current_dir(&spec.cwd)
             .stdin(if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
@@ -243,7 +268,14 @@ impl Spawner {
             }
         })?;
         // Untracks and ends what the process left, whichever way its owner ends.
-        let guard = child.id().map(|p| Ended { pgid: p as i32, marker, done: false, _cache: cache });
+        let guard = child.id().map(|p| Ended {
+            pgid: p as i32,
+            marker,
+            done: false,
+            in_pid_namespace: sandbox.is_some(),
+            _cache: cache,
+            _tmp: sandbox.map(|s| s.tmp),
+        });
         Ok((child, guard))
     }
 
@@ -360,15 +392,45 @@ pub(crate) struct Ended {
     pgid: i32,
     marker: String,
     done: bool,
+    /// The process ran in a PID namespace of its own: when its main process ended, the kernel
+    /// ended everything it started, so there is nothing to sweep.
+    in_pid_namespace: bool,
     /// The process's fresh bytecode cache, removed once what it left has ended.
     _cache: Option<crate::bytecode::FreshCache>,
+    /// A sandboxed process's private `/tmp`, removed once it has ended.
+    _tmp: Option<tempfile::TempDir>,
 }
 
 impl Ended {
     pub(crate) async fn end(mut self) {
         self.done = true;
         crate::contain::untrack(self.pgid);
-        crate::contain::end_dispatch(self.pgid, std::mem::take(&mut self.marker)).await;
+        let marker = std::mem::take(&mut self.marker);
+        if self.in_pid_namespace {
+            crate::contain::forget_start(&marker);
+        } else {
+            crate::contain::end_dispatch(self.pgid, marker).await;
+        }
+    }
+}
+
+/// How a confined process is started in the kernel sandbox: `bwrap`, its arguments, and the
+/// private `/tmp` it gets.
+struct Sandboxed {
+    bwrap: PathBuf,
+    args: Vec<std::ffi::OsString>,
+    tmp: tempfile::TempDir,
+}
+
+impl Sandboxed {
+    /// `None` when `spec` is not confined or there is no kernel sandbox here.
+    fn new(spec: &ProcessSpec) -> std::io::Result<Option<Self>> {
+        // The engine's own processes (git, checks) never probe for the sandbox.
+        let Some(c) = &spec.confine else { return Ok(None) };
+        let crate::sandbox::Mode::Kernel { bwrap } = crate::sandbox::mode() else { return Ok(None) };
+        let tmp = tempfile::Builder::new().prefix("work-sandbox-").tempdir()?;
+        let args = crate::sandbox::bwrap_args(c, tmp.path(), &spec.cwd);
+        Ok(Some(Self { bwrap: bwrap.clone(), args, tmp }))
     }
 }
 

@@ -47,8 +47,8 @@ fn find_rollout(dir: &Path, suffix: &str, depth: u32) -> Option<PathBuf> {
 
 /// The session's billed total from its rollout file (`sessions/…/rollout-…-THREAD.jsonl`):
 /// the last `token_count` event's `total_token_usage`.
-pub(crate) fn rollout_usage(thread: &str) -> Option<Usage> {
-    let sessions = codex_home()?.join("sessions");
+pub(crate) fn rollout_usage(thread: &str, home: Option<&Path>) -> Option<Usage> {
+    let sessions = home.map(Path::to_path_buf).or_else(codex_home)?.join("sessions");
     let file = find_rollout(&sessions, &format!("-{thread}.jsonl"), 0)?;
     usage_from_rollout(&std::fs::read_to_string(file).ok()?)
 }
@@ -165,12 +165,13 @@ pub(crate) fn credential_source() -> Result<Option<String>, String> {
 pub(crate) struct SchemaFile(PathBuf);
 
 impl SchemaFile {
-    /// Writes `schema` for `request`.
-    pub(crate) fn write(request: &DispatchRequest, schema: &Value) -> Result<Self, String> {
+    /// Writes `schema` for `request`, in `dir` (a sandboxed Codex's private home, which it
+    /// sees) or else the temporary directory.
+    pub(crate) fn write(request: &DispatchRequest, schema: &Value, dir: Option<&Path>) -> Result<Self, String> {
         let n = SCHEMA_FILES.fetch_add(1, Ordering::SeqCst);
         let safe: String =
             request.dispatch_id.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).take(60).collect();
-        let path = std::env::temp_dir().join(format!(
+        let path = dir.map(Path::to_path_buf).unwrap_or_else(std::env::temp_dir).join(format!(
             "{SCHEMA_PREFIX}{}-{safe}-a{}-{n}.json",
             std::process::id(),
             request.attempt

@@ -9,11 +9,11 @@ use std::path::PathBuf;
 const CANARY: &str = "sk-canary-1234567890";
 
 /// A fake `claude`: checks the flags of a headless structured-output run, then answers per
-/// `FAKE_MODE` (ok, null, null-then-ok, max-turns, exit, hang).
+/// `WORK_TEST_FAKE_MODE` (ok, null, null-then-ok, max-turns, exit, hang).
 const FAKE_CLAUDE: &str = r#"#!/usr/bin/env python3
 import json, os, sys, time
 args = sys.argv[1:]
-VERSION = os.environ.get("FAKE_CLAUDE_VERSION", "2.1.240")
+VERSION = os.environ.get("WORK_TEST_FAKE_CLAUDE_VERSION", "2.1.240")
 if args == ["--version"]:
     print(VERSION + " (Claude Code)")
     sys.exit(0)
@@ -32,19 +32,19 @@ if flag("--effort") is not None and flag("--effort") not in levels:
     sys.exit(1)
 if args[0] != "-p": die("not headless")
 if flag("--output-format") != "json": die("no json output")
-if flag("--model") != os.environ.get("WANT_MODEL", "sonnet"): die("model " + str(flag("--model")))
-if flag("--effort") != os.environ.get("WANT_EFFORT", "high"): die("effort " + str(flag("--effort")))
+if flag("--model") != os.environ.get("WORK_TEST_WANT_MODEL", "sonnet"): die("model " + str(flag("--model")))
+if flag("--effort") != os.environ.get("WORK_TEST_WANT_EFFORT", "high"): die("effort " + str(flag("--effort")))
 schema = json.loads(flag("--json-schema") or "null")
 if schema is None or "items" not in schema.get("required", []): die("no schema")
-want_mode = "acceptEdits" if os.environ.get("WANT_WRITE") else "default"
+want_mode = "acceptEdits" if os.environ.get("WORK_TEST_WANT_WRITE") else "default"
 if flag("--permission-mode") != want_mode: die("permission mode " + str(flag("--permission-mode")))
 if want_mode == "default" and "Edit" not in (flag("--disallowedTools") or ""): die("edits not disallowed")
-if os.getcwd() != os.environ["WANT_CWD"]: die("cwd " + os.getcwd())
+if os.getcwd() != os.environ["WORK_TEST_WANT_CWD"]: die("cwd " + os.getcwd())
 if "brief:" not in prompt: die("no prompt on stdin")
-state = os.environ["FAKE_STATE"]
+state = os.environ["WORK_TEST_FAKE_STATE"]
 n = int(open(state).read()) + 1 if os.path.exists(state) else 1
 open(state, "w").write(str(n))
-mode = os.environ.get("FAKE_MODE", "ok")
+mode = os.environ.get("WORK_TEST_FAKE_MODE", "ok")
 usage = {"input_tokens": 10, "cache_read_input_tokens": 90, "output_tokens": 5}
 def result(**kw):
     r = {"type": "result", "subtype": "success", "is_error": False, "result": "", "total_cost_usd": 0.5,
@@ -71,11 +71,11 @@ const STRICT_PY: &str = include_str!("../../../work-agents/testdata/strict_schem
 
 /// A fake `codex`: checks the flags of `codex exec --json` (refusing, like OpenAI, an output
 /// schema outside the strict subset, and, like releases before 0.60, `xhigh`), then streams
-/// JSONL per `FAKE_MODE` (ok, cumulative, failed, prose, hang, finder).
+/// JSONL per `WORK_TEST_FAKE_MODE` (ok, cumulative, failed, prose, hang, finder).
 const FAKE_CODEX: &str = r#"#!/usr/bin/env python3
 import json, os, re, sys, time
 args = sys.argv[1:]
-VERSION = os.environ.get("FAKE_CODEX_VERSION", "0.98.0")
+VERSION = os.environ.get("WORK_TEST_FAKE_CODEX_VERSION", "0.98.0")
 if args == ["--version"]:
     print("codex-cli " + VERSION)
     sys.exit(0)
@@ -86,16 +86,16 @@ def die(msg):
     sys.stderr.write("fake codex: " + msg + "\n")
     sys.exit(3)
 STRICT
-mode = os.environ.get("FAKE_MODE", "ok")
+mode = os.environ.get("WORK_TEST_FAKE_MODE", "ok")
 if args[:2] != ["exec", "--json"]: die("not exec --json")
 if "--skip-git-repo-check" not in args: die("no --skip-git-repo-check")
-if flag("-C") != os.environ["WANT_CWD"]: die("-C " + str(flag("-C")))
+if flag("-C") != os.environ["WORK_TEST_WANT_CWD"]: die("-C " + str(flag("-C")))
 if flag("--sandbox") != "read-only": die("sandbox " + str(flag("--sandbox")))
 if "-m" in args: die("a tier pin must not become -m")
 if "xhigh" in (flag("-c") or "") and tuple(int(x) for x in VERSION.split(".")) < (0, 60, 0):
     sys.stderr.write("Error loading configuration: unknown variant `xhigh`, expected one of `minimal`, `low`, `medium`, `high`\n")
     sys.exit(1)
-if flag("-c") != 'model_reasoning_effort="%s"' % os.environ.get("WANT_EFFORT", "high"): die("effort " + str(flag("-c")))
+if flag("-c") != 'model_reasoning_effort="%s"' % os.environ.get("WORK_TEST_WANT_EFFORT", "high"): die("effort " + str(flag("-c")))
 schema = json.load(open(flag("--output-schema")))
 err = check_strict(schema)
 if err:
@@ -193,9 +193,9 @@ fn try_env(
     let out = s
         .work()
         .env("PATH", f.path())
-        .env("FAKE_MODE", mode)
-        .env("FAKE_STATE", s.path(&format!(".agent-state-{mode}")))
-        .env("WANT_CWD", root(s))
+        .env("WORK_TEST_FAKE_MODE", mode)
+        .env("WORK_TEST_FAKE_STATE", s.path(&format!(".agent-state-{mode}")))
+        .env("WORK_TEST_WANT_CWD", root(s))
         .env("TMPDIR", s.path(".agents/tmp"))
         .envs(envs.iter().copied())
         .args(&args)
@@ -243,11 +243,11 @@ fn claude_pins_and_write_access_map_to_its_flags() {
     let out = s
         .work()
         .env("PATH", f.path())
-        .env("FAKE_STATE", s.path(".agent-state-w"))
-        .env("WANT_CWD", root(&s))
-        .env("WANT_MODEL", "opus")
-        .env("WANT_EFFORT", "xhigh")
-        .env("WANT_WRITE", "1")
+        .env("WORK_TEST_FAKE_STATE", s.path(".agent-state-w"))
+        .env("WORK_TEST_WANT_CWD", root(&s))
+        .env("WORK_TEST_WANT_MODEL", "opus")
+        .env("WORK_TEST_WANT_EFFORT", "xhigh")
+        .env("WORK_TEST_WANT_WRITE", "1")
         .args(["agents", "try", "--agent", "claude", "--role", "implementer", "--write", "--json"])
         .args(["--schema", ".agents/schema.json", "brief: edit"])
         .output()
@@ -482,8 +482,8 @@ fn exhaust_with(s: &Scenario, f: &Fakes, mode: &str, args: &[&str], envs: &[(&st
     let out = s
         .work()
         .env("PATH", f.path())
-        .env("FAKE_MODE", mode)
-        .env("WANT_CWD", root(s))
+        .env("WORK_TEST_FAKE_MODE", mode)
+        .env("WORK_TEST_WANT_CWD", root(s))
         .env("TMPDIR", s.path(".agents/tmp"))
         .envs(envs.iter().copied())
         .arg("exhaust")
@@ -526,27 +526,37 @@ fn older_clis_get_the_efforts_they_accept() {
     let s = Scenario::new();
     let f = fakes(&s);
     // Claude Code 2.1.104 refuses `--effort xhigh` (the adversarial reviewer's default pin).
-    let claude_env = [("FAKE_CLAUDE_VERSION", "2.1.104"), ("WANT_MODEL", "opus"), ("WANT_EFFORT", "high")];
+    let claude_env = [
+        ("WORK_TEST_FAKE_CLAUDE_VERSION", "2.1.104"),
+        ("WORK_TEST_WANT_MODEL", "opus"),
+        ("WORK_TEST_WANT_EFFORT", "high"),
+    ];
     let (code, v, err) = try_env(&s, &f, "claude", "ok", &["--role", "adversarial-reviewer"], &claude_env);
     assert_eq!((code, v["outcome"].as_str()), (0, Some("ok")), "{v}\n{err}");
     assert_eq!(v["effort"], "xhigh", "the pin is recorded as pinned");
     // The current release takes xhigh as it is.
-    let new_env = [("WANT_MODEL", "opus"), ("WANT_EFFORT", "xhigh")];
+    let new_env = [("WORK_TEST_WANT_MODEL", "opus"), ("WORK_TEST_WANT_EFFORT", "xhigh")];
     let (code, v, err) = try_env(&s, &f, "claude", "ok", &["--role", "adversarial-reviewer"], &new_env);
     assert_eq!(code, 0, "{v}\n{err}");
     // Codex before 0.60 refuses model_reasoning_effort="xhigh" at config load.
-    let (code, v, err) =
-        try_env(&s, &f, "codex", "ok", &["--role", "adversarial-reviewer"], &[("FAKE_CODEX_VERSION", "0.39.0")]);
+    let (code, v, err) = try_env(
+        &s,
+        &f,
+        "codex",
+        "ok",
+        &["--role", "adversarial-reviewer"],
+        &[("WORK_TEST_FAKE_CODEX_VERSION", "0.39.0")],
+    );
     assert_eq!((code, v["outcome"].as_str()), (0, Some("ok")), "{v}\n{err}");
     let (code, v, err) =
-        try_env(&s, &f, "codex", "ok", &["--role", "adversarial-reviewer"], &[("WANT_EFFORT", "xhigh")]);
+        try_env(&s, &f, "codex", "ok", &["--role", "adversarial-reviewer"], &[("WORK_TEST_WANT_EFFORT", "xhigh")]);
     assert_eq!(code, 0, "{v}\n{err}");
     // `agents check` says how efforts will be sent.
     let out = s
         .work()
         .env("PATH", f.path())
-        .env("FAKE_CLAUDE_VERSION", "2.1.104")
-        .env("FAKE_CODEX_VERSION", "0.39.0")
+        .env("WORK_TEST_FAKE_CLAUDE_VERSION", "2.1.104")
+        .env("WORK_TEST_FAKE_CODEX_VERSION", "0.39.0")
         .args(["agents", "check", "--json"])
         .output()
         .expect("runs");
@@ -588,10 +598,10 @@ fn a_model_in_the_cli_spec_beats_the_role_pin_in_work_toml() {
     let s = Scenario::new();
     let f = fakes(&s);
     s.write("work.toml", "[roles.finder]\nmodel = \"opus\"\n");
-    let (code, v, err) = try_env(&s, &f, "claude:haiku", "ok", &[], &[("WANT_MODEL", "haiku")]);
+    let (code, v, err) = try_env(&s, &f, "claude:haiku", "ok", &[], &[("WORK_TEST_WANT_MODEL", "haiku")]);
     assert_eq!((code, v["model"].as_str()), (0, Some("haiku")), "{v}\n{err}");
     // Without a model in the spec, the role's pin applies.
-    let (code, v, err) = try_env(&s, &f, "claude", "ok", &[], &[("WANT_MODEL", "opus")]);
+    let (code, v, err) = try_env(&s, &f, "claude", "ok", &[], &[("WORK_TEST_WANT_MODEL", "opus")]);
     assert_eq!((code, v["model"].as_str()), (0, Some("opus")), "{v}\n{err}");
 }
 

@@ -137,6 +137,7 @@ pub(crate) fn signalled_with(
     let agent = agent(&s);
     #[expect(clippy::disallowed_methods, reason = "the test needs a `work` it can signal mid-dispatch")]
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
+        .env("WORK_ISOLATION", "none")
         .args(exhaust_args(&agent, "timeouts.dispatch_secs=60"))
         .current_dir(s.root())
         .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")

@@ -447,6 +447,7 @@ print(json.dumps({{"angle": angle, "items": TABLE.get(angle, [])}}))
     let a: Vec<String> = args(&agent);
     #[expect(clippy::disallowed_methods, reason = "the test needs a child it can SIGKILL mid-run")]
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
+        .env("WORK_ISOLATION", "none")
         .args(&a)
         .current_dir(s.root())
         .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")
@@ -525,7 +526,9 @@ print(json.dumps({"angle": ctx['angle'], "items": [{"id": "leak", "title": "key 
     let out = s
         .work()
         .env("OPENAI_API_KEY", "sk-canary-1234567890")
-        .args(["exhaust", "things", "-k", "2", "--angles", "a,b,c", "--agent", &agent, "--json"])
+        // The agent is given the key (no agent sees one it is not given), and leaks it.
+        .args(["-c", &format!("agents.leaky.spec={agent:?}"), "-c", "agents.leaky.env=[\"OPENAI_API_KEY\"]"])
+        .args(["exhaust", "things", "-k", "2", "--angles", "a,b,c", "--agent", "leaky", "--json"])
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(0));
@@ -742,6 +745,7 @@ fn sigterm_stops_the_agents_too() {
     );
     #[expect(clippy::disallowed_methods, reason = "the test signals a running work process")]
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
+        .env("WORK_ISOLATION", "none")
         .args(["exhaust", "x", "--angles", "a", "--agent", &agent])
         .current_dir(s.root())
         .stderr(std::process::Stdio::null())

@@ -129,7 +129,9 @@ impl RealCli {
     /// pointed at the server with the key.
     fn env(&self) -> (Vec<(&'static str, String)>, Vec<&'static str>) {
         let path = format!("{}:{}", self.bin_dir().display(), std::env::var("PATH").unwrap_or_default());
-        let mut set = vec![("PATH", path), ("HOME", self.home().display().to_string())];
+        // The real CLIs run in the kernel sandbox (scripts/test-tools/sandbox.sh installs it).
+        let mut set =
+            vec![("PATH", path), ("HOME", self.home().display().to_string()), ("WORK_ISOLATION", "required".into())];
         let mut remove = vec!["XDG_CONFIG_HOME"];
         match self.cli {
             Cli::Claude => {

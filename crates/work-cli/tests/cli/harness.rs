@@ -47,6 +47,7 @@ fn assert_clean_tree(dir: &Path) {
 fn std_work(s: &Scenario) -> std::process::Command {
     #[expect(clippy::disallowed_methods, reason = "the test wires stdout to a closed pipe or /dev/full")]
     let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"));
+    c.env("WORK_ISOLATION", "none");
     c.current_dir(s.root())
         .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")
         .env("NO_COLOR", "1")
@@ -55,8 +56,22 @@ fn std_work(s: &Scenario) -> std::process::Command {
     c
 }
 
+/// Runs `work args…` with the secrets in its environment, the `--agent` named `leaky` and
+/// granted both variables (an agent sees no key it is not given).
 fn with_secrets(s: &Scenario, args: &[&str]) -> (i32, String, String) {
-    let out = s.work().env("OPENAI_API_KEY", KEY).env("FOO_TOKEN", TOKEN).args(args).output().expect("run work");
+    let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let mut grant = Vec::new();
+    if let Some(i) = args.iter().position(|a| a == "--agent") {
+        let spec = std::mem::replace(&mut args[i + 1], "leaky".into());
+        grant = vec![
+            "-c".to_string(),
+            format!("agents.leaky.spec={spec:?}"),
+            "-c".into(),
+            "agents.leaky.env=[\"OPENAI_API_KEY\", \"FOO_TOKEN\"]".into(),
+        ];
+    }
+    let out =
+        s.work().env("OPENAI_API_KEY", KEY).env("FOO_TOKEN", TOKEN).args(grant).args(args).output().expect("run work");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),

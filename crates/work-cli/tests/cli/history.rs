@@ -54,7 +54,8 @@ pub fn exhaust_run(s: &Scenario, clock: &str) -> Value {
             "--angles",
             "error-paths,concurrency-races,event-emitters,migrations",
         ])
-        .args(["--agent", &agent, "--json"])
+        .args(["-c", &format!("agents.liar.spec={agent:?}"), "-c", "agents.liar.env=[\"HISTORY_API_KEY\"]"])
+        .args(["--agent", "liar", "--json"])
         .output()
         .expect("run work");
     let stdout = String::from_utf8_lossy(&out.stdout);

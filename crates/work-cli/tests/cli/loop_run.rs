@@ -591,6 +591,7 @@ fn sigkill_during_an_implementer_dispatch_then_resume_judges_against_the_real_be
     run(&s, &agent, &["--resume"], 3);
     #[expect(clippy::disallowed_methods, reason = "the test needs a child it can SIGKILL mid-dispatch")]
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
+        .env("WORK_ISOLATION", "none")
         .args(["loop", "run", DIR, "--agent", &agent, "--json", "--resume"])
         .current_dir(s.root())
         .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")

@@ -16,6 +16,7 @@ mod ext_mcp_hosts;
 mod ext_nats;
 mod ext_nats_review;
 mod ext_real_model;
+mod ext_sandbox;
 mod ext_workflows;
 mod fs_safety;
 mod harness;

@@ -33,6 +33,7 @@ impl Mcp {
     fn start_with(s: &Scenario, env: &[(&str, &str)]) -> Mcp {
         #[expect(clippy::disallowed_methods, reason = "the test drives the real binary as an MCP client would")]
         let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
+            .env("WORK_ISOLATION", "none")
             .arg("mcp")
             .current_dir(s.root())
             .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")
@@ -156,7 +157,10 @@ print(json.dumps({{"angle": angle, "items": items, "roundNotes": "notes " + os.e
 "#
         ),
     );
-    (s, agent)
+    // The finder is given the planted key (an agent sees no key it is not given), and leaks it.
+    s.write("work.toml", &format!("[agents.leaky]\nspec = {agent:?}\nenv = [\"PLANTED_API_KEY\"]\n"));
+    s.commit("the leaky agent");
+    (s, "leaky".to_string())
 }
 
 /// The scenario whose finder of angle `b` (round 2) hangs on its first call.

@@ -67,6 +67,7 @@ fn runtime() -> tokio::runtime::Runtime {
 async fn connect(s: &Scenario, person: Person) -> RunningService<RoleClient, Person> {
     #[expect(clippy::disallowed_methods, reason = "the test drives the real binary as an MCP client would")]
     let mut child = tokio::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
+        .env("WORK_ISOLATION", "none")
         .arg("mcp")
         .current_dir(s.root())
         .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")

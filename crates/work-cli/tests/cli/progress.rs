@@ -23,8 +23,8 @@ while True:
     seen += chunk
 out = p.stdout.read()
 code = p.wait()
-open(os.environ['PTY_OUT'], 'wb').write(out)
-open(os.environ['PTY_TTY'], 'wb').write(seen)
+open(os.environ['WORK_TEST_PTY_OUT'], 'wb').write(out)
+open(os.environ['WORK_TEST_PTY_TTY'], 'wb').write(seen)
 sys.exit(code)
 "#;
 
@@ -70,8 +70,8 @@ pub(crate) fn on_a_terminal(s: &Scenario, args: &[String], no_color: bool) -> (i
         .arg(&bin)
         .args(args)
         .current_dir(s.root())
-        .env("PTY_OUT", &out)
-        .env("PTY_TTY", &tty)
+        .env("WORK_TEST_PTY_OUT", &out)
+        .env("WORK_TEST_PTY_TTY", &tty)
         .env("TERM", "xterm-256color")
         .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")
         .env_remove("OPENAI_API_KEY")

@@ -105,7 +105,14 @@ impl Scenario {
     /// agent keys.
     pub fn work(&self) -> Command {
         let mut c = Command::cargo_bin("work").expect("the work binary is built");
+        // The scripted agents keep their counters here, in every role: the user's own grant.
+        let state = self.path(".agent-state");
+        std::fs::create_dir_all(&state).expect("mkdir .agent-state");
         c.current_dir(self.root())
+            // The suite's scripted liars test the detection that holds without the sandbox;
+            // ext_sandbox (and the real CLIs, ext_harness) run confined.
+            .env("WORK_ISOLATION", "none")
+            .env("WORK_SANDBOX_WRITABLE", &state)
             .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")
             .env("NO_COLOR", "1")
             .env_remove("OPENAI_API_KEY")

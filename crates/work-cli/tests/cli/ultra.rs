@@ -524,6 +524,7 @@ print(json.dumps({"status": "done", "summary": "wrote greet.sh", "claims": [], "
     }
     #[expect(clippy::disallowed_methods, reason = "the test needs a first run still going while a second starts")]
     let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
+        .env("WORK_ISOLATION", "none")
         .args(["ultra", "GOAL.toml", "--agent", &agent, "--json"])
         .current_dir(s.root())
         .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")

@@ -428,6 +428,7 @@ print(json.dumps({"status": "done" if n == 3 else "continue", "summary": "step %
     );
     #[expect(clippy::disallowed_methods, reason = "the test must hold the child to kill it mid-iteration")]
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
+        .env("WORK_ISOLATION", "none")
         .args(["until", "file f3 exists", "--goal", "three files", "--slug", "k", "--agent", &agent, "--json"])
         .current_dir(s.root())
         .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")

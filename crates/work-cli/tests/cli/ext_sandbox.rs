@@ -1,0 +1,376 @@
+//! The kernel sandbox against lying agents, through the binary (`--isolation required`, which
+//! the flag sets over the suite's `WORK_ISOLATION=none`: these
+//! tests fail where no sandbox can be had, never skip). Each liar tries a route that detection
+//! alone let through or had to chase afterwards — writing where its role may not, rewriting the
+//! state the engine keeps beside it, reaching a service that outlives the dispatch, detaching
+//! a process, reading a key — and finds the kernel in the way; each has an honest twin whose
+//! ordinary work goes through.
+
+use crate::support::Scenario;
+use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+/// Python run inside an agent: `attempt(name, fn)` records in `.agent-state/attempts.json`
+/// whether `fn()` succeeded, or the errno it failed with.
+const ATTEMPT: &str = r#"
+import errno
+def attempt(name, fn):
+    p = state_path('attempts.json')
+    got = json.load(open(p)) if os.path.exists(p) else {}
+    try:
+        fn()
+        got[name] = 'ok'
+    except OSError as e:
+        got[name] = errno.errorcode.get(e.errno, str(e.errno))
+    except Exception as e:
+        got[name] = type(e).__name__
+    json.dump(got, open(p, 'w'))
+def write(path, text='planted\n'):
+    return lambda: open(path, 'a').write(text)
+"#;
+
+/// The sandbox is installed here, or a loud failure naming its installer.
+fn sandbox_installed() {
+    assert!(
+        std::env::var_os("WORK_TEST_SANDBOX").is_some_and(|v| !v.is_empty()),
+        "WORK_TEST_SANDBOX is not set: this test needs the kernel sandbox (bubblewrap) and tmux. Run \
+         `scripts/test.sh`, or `eval \"$(scripts/test-tools/sandbox.sh start)\"`."
+    );
+}
+
+fn attempts(s: &Scenario) -> Value {
+    serde_json::from_str(&s.read(".agent-state/attempts.json")).expect("the agent recorded its attempts")
+}
+
+fn repo() -> Scenario {
+    sandbox_installed();
+    let s = Scenario::new();
+    s.write("check.sh", "grep -q 'fn ready' src/lib.rs\n");
+    s.write("src/lib.rs", "pub fn f() {}\n");
+    s.commit("code and check");
+    s
+}
+
+/// A directory outside the repository (and outside `/tmp`, which the sandbox replaces): what
+/// an agent writes there would survive the run.
+fn outside() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("outside-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("an outside directory")
+}
+
+fn exhaust(s: &Scenario, agent: &str) -> Value {
+    s.run_json(
+        &["--isolation", "required", "exhaust", "things", "-k", "2", "--angles", "a", "--agent", agent, "--json"],
+        0,
+    )
+}
+
+fn until(s: &Scenario, agent: &str, code: i32) -> Value {
+    s.run_json(
+        &[
+            "--isolation",
+            "required",
+            "until",
+            "`sh check.sh` exits 0",
+            "--goal",
+            "make lib ready",
+            "--verify",
+            "sh check.sh",
+            "--agent",
+            agent,
+            "--json",
+        ],
+        code,
+    )
+}
+
+#[test]
+fn a_read_only_finder_cannot_write_the_tree_the_state_directory_or_outside_and_its_twin_answers() {
+    let s = repo();
+    let out = outside();
+    std::fs::create_dir_all(s.path(".work")).expect("mkdir .work");
+    let liar = s.agent(
+        "liar.py",
+        &format!(
+            "{ATTEMPT}\nattempt('tree', write('src/planted.rs'))\nattempt('state', write('.work/planted'))\n\
+             attempt('outside', write({o:?}))\n\
+             json.dump(os.listdir('.work'), open(state_path('state-listing.json'), 'w'))\n\
+             print(json.dumps({{'angle': ctx['angle'], 'items': []}}))",
+            o = out.path().join("planted").display().to_string()
+        ),
+    );
+    exhaust(&s, &liar);
+    let got = attempts(&s);
+    assert_eq!(got["tree"], "EROFS", "{got}");
+    assert_eq!(got["state"], "EROFS", "{got}");
+    assert_eq!(got["outside"], "EROFS", "{got}");
+    assert_eq!(s.read(".agent-state/state-listing.json"), "[]", "the state directory is empty to the agent");
+    assert!(!s.path("src/planted.rs").exists() && !s.path(".work/planted").exists());
+    assert!(!out.path().join("planted").exists());
+
+    let s = repo();
+    let honest = s.agent(
+        "honest.py",
+        "print(json.dumps({'angle': ctx['angle'], 'items': [{'id': 'f', 'title': 'f', 'location': 'src/lib.rs:1'}]}))",
+    );
+    let v = exhaust(&s, &honest);
+    assert_eq!(v["seen"], serde_json::json!(["f"]), "{v}");
+}
+
+#[test]
+fn a_write_role_writes_the_tree_but_not_git_the_frozen_check_the_state_or_outside() {
+    let s = repo();
+    let out = outside();
+    let digests = s.path(".work/state-digests.jsonl");
+    let worker = s.agent(
+        "worker.py",
+        &format!(
+            "{ATTEMPT}\nattempt('fix', write('src/lib.rs', 'pub fn ready() {{}}\\n'))\n\
+             attempt('check', write('check.sh', 'exit 0\\n'))\nattempt('hook', write('.git/hooks/pre-commit'))\n\
+             attempt('git-config', write('.git/config', '[alias]\\n  st = !rm -rf tests\\n'))\n\
+             attempt('state', write({d:?}, '{{}}\\n'))\nattempt('outside', write({o:?}))\n\
+             attempt('scratch', write('/tmp/scratch'))\n\
+             print(json.dumps({{'status': 'done', 'summary': 'made lib ready'}}))",
+            d = digests.display().to_string(),
+            o = out.path().join("planted").display().to_string()
+        ),
+    );
+    let v = until(&s, &worker, 0);
+    assert_eq!(v["status"], "done", "{v}");
+    let got = attempts(&s);
+    assert_eq!(got["fix"], "ok", "the working tree is writable: {got}");
+    assert_eq!(got["scratch"], "ok", "a private /tmp is writable: {got}");
+    for route in ["check", "hook", "git-config", "outside"] {
+        assert_eq!(got[route], "EROFS", "{route}: {got}");
+    }
+    assert_ne!(got["state"], "ok", "the state directory is not there for the agent: {got}");
+    assert_eq!(s.read("check.sh"), "grep -q 'fn ready' src/lib.rs\n");
+    assert!(!s.path(".git/hooks/pre-commit").exists() && !s.read(".git/config").contains("alias"));
+    assert!(!out.path().join("planted").exists());
+    let log = std::fs::read_to_string(&digests).unwrap_or_default();
+    assert!(!log.lines().any(|l| l == "{}"), "the digest chain was not appended to by the agent");
+}
+
+#[test]
+fn a_liar_that_only_rewrites_the_check_gets_erofs_and_never_done() {
+    let s = repo();
+    let liar = s.agent(
+        "liar.py",
+        &format!(
+            "{ATTEMPT}\nattempt('check', write('check.sh', 'exit 0\\n'))\nprint(json.dumps({{'status': 'done', 'summary': 'done'}}))"
+        ),
+    );
+    let v = s.run_json(
+        &[
+            "--isolation",
+            "required",
+            "until",
+            "`sh check.sh` exits 0",
+            "--goal",
+            "make lib ready",
+            "--verify",
+            "sh check.sh",
+            "--max",
+            "2",
+            "--agent",
+            &liar,
+            "--json",
+        ],
+        1,
+    );
+    assert_ne!(v["status"], "done", "{v}");
+    assert_eq!(attempts(&s)["check"], "EROFS");
+    assert_eq!(s.read("check.sh"), "grep -q 'fn ready' src/lib.rs\n");
+}
+
+/// A service started before `work` that does what a client asks: writes `marker` when a client
+/// sends `revert` over a unix socket at `sock`, an abstract socket, or a loopback TCP port.
+struct Service {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Service {
+    fn start(dir: &Path, sock: &Path, abstract_name: &str) -> Service {
+        let script = format!(
+            r#"
+import os, socket, threading, sys
+marker = {marker:?}
+def serve(s):
+    while True:
+        c, _ = s.accept()
+        if c.recv(16).startswith(b'revert'):
+            open(marker, 'a').write('reverted\n')
+        c.close()
+u = socket.socket(socket.AF_UNIX); u.bind({sock:?}); u.listen()
+a = socket.socket(socket.AF_UNIX); a.bind('\0' + {abs:?}); a.listen()
+t = socket.socket(); t.bind(('127.0.0.1', 0)); t.listen()
+print(t.getsockname()[1], flush=True)
+for s in (u, a):
+    threading.Thread(target=serve, args=(s,), daemon=True).start()
+serve(t)
+"#,
+            marker = dir.join("marker").display().to_string(),
+            sock = sock.display().to_string(),
+            abs = abstract_name,
+        );
+        #[expect(clippy::disallowed_methods, reason = "the test starts a service outside work")]
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", &script])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the service");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().expect("the service's stdout")),
+            &mut line,
+        )
+        .expect("read the port");
+        Service { child, port: line.trim().parse().expect("a port") }
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Where the user's services keep their sockets: under `/tmp` (tmux's `/tmp/tmux-UID/`,
+/// `ssh-agent`'s `/tmp/ssh-*/`) and `/run` (the user bus, a container socket).
+#[test]
+fn services_and_a_tmux_server_outside_the_dispatch_are_out_of_reach_of_a_command_agent() {
+    let s = repo();
+    let out = outside();
+    let run = tempfile::Builder::new().prefix("work-test-svc-").tempdir().expect("a socket directory under /tmp");
+    let abstract_name = format!("work-test-{}", std::process::id());
+    let svc_sock = run.path().join("svc.sock");
+    let svc = Service::start(out.path(), &svc_sock, &abstract_name);
+    // The user's tmux server, at its default place (`/tmp/tmux-UID/NAME`).
+    let tmux_name = format!("work-test-{}", std::process::id());
+    #[expect(clippy::disallowed_methods, reason = "the test starts the user's tmux server")]
+    let tmux = std::process::Command::new("tmux")
+        .args(["-L", &tmux_name, "new-session", "-d", "sleep 60"])
+        .status()
+        .expect("tmux is installed (scripts/test-tools/sandbox.sh)");
+    assert!(tmux.success(), "start a tmux server");
+    #[expect(clippy::disallowed_methods, reason = "the honest twin: the server answers outside the sandbox")]
+    let reachable =
+        std::process::Command::new("tmux").args(["-L", &tmux_name, "list-sessions"]).output().expect("tmux");
+    assert!(reachable.status.success(), "the tmux server runs and answers a client outside the sandbox");
+    let tmux_marker = out.path().join("tmux-marker");
+    let worker = s.agent(
+        "worker.py",
+        &format!(
+            "{ATTEMPT}\nimport socket, subprocess\n\
+             def send(family, addr):\n    def go():\n        c = socket.socket(family); c.settimeout(2); c.connect(addr); c.sendall(b'revert'); c.close()\n    return go\n\
+             attempt('unix', send(socket.AF_UNIX, {sock:?}))\nattempt('abstract', send(socket.AF_UNIX, '\\0' + {abs:?}))\n\
+             attempt('tcp', send(socket.AF_INET, ('127.0.0.1', {port})))\n\
+             attempt('tmux', lambda: subprocess.run(['tmux', '-L', {tname:?}, 'new-window', 'touch {tmarker}'], check=True, capture_output=True))\n\
+             open('src/lib.rs', 'w').write('pub fn ready() {{}}\\n')\n\
+             print(json.dumps({{'status': 'done', 'summary': 'made lib ready'}}))",
+            sock = svc_sock.display().to_string(),
+            abs = abstract_name,
+            port = svc.port,
+            tname = tmux_name,
+            tmarker = tmux_marker.display(),
+        ),
+    );
+    let v = until(&s, &worker, 0);
+    assert_eq!(v["status"], "done", "the honest part of the work went through: {v}");
+    std::thread::sleep(Duration::from_millis(500));
+    #[expect(clippy::disallowed_methods, reason = "the test stops its tmux server")]
+    let _ = std::process::Command::new("tmux").args(["-L", &tmux_name, "kill-server"]).status();
+    let got = attempts(&s);
+    for route in ["unix", "abstract", "tcp", "tmux"] {
+        assert_ne!(got[route], "ok", "{route} reached the outside service: {got}");
+    }
+    assert!(!out.path().join("marker").exists(), "a service outside the dispatch acted for the agent");
+    assert!(!tmux_marker.exists(), "the user's tmux server ran the agent's command");
+    drop(svc);
+}
+
+#[test]
+fn a_detached_descendant_ends_with_its_dispatch() {
+    let s = repo();
+    let survived = s.path(".agent-state/survived");
+    let worker = s.agent(
+        "worker.py",
+        &format!(
+            "if os.fork() == 0:\n    os.setsid()\n    if os.fork() > 0:\n        os._exit(0)\n    for fd in (0, 1, 2):\n        os.dup2(os.open(os.devnull, os.O_RDWR), fd)\n    time.sleep(2)\n    open({p:?}, 'w').write('alive')\n    os._exit(0)\n\
+             open('src/lib.rs', 'w').write('pub fn ready() {{}}\\n')\nprint(json.dumps({{'status': 'done', 'summary': 'made lib ready'}}))",
+            p = survived.display().to_string()
+        ),
+    );
+    let v = until(&s, &worker, 0);
+    assert_eq!(v["status"], "done", "{v}");
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(!survived.exists(), "a detached descendant outlived its dispatch and wrote after the verdict");
+}
+
+#[test]
+fn an_agent_sees_only_the_allowed_environment_and_what_its_agent_table_grants() {
+    let s = repo();
+    let dump = s.agent(
+        "env.py",
+        "json.dump(dict(os.environ), open(state_path('env.json'), 'w'))\nprint(json.dumps({'angle': ctx['angle'], 'items': []}))",
+    );
+    let spec = format!("agents.dump.spec={dump:?}");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--isolation", "required", "-c", &spec];
+        args.extend_from_slice(extra);
+        // A task of its own per run (a finished one would resume without dispatching).
+        let what = if extra.is_empty() { "things" } else { "granted things" };
+        args.extend(["exhaust", what, "-k", "2", "--angles", "a", "--agent", "dump", "--json"]);
+        let out = s
+            .work()
+            .env("OPENAI_API_KEY", "sk-canary-1234567890")
+            .env("DEPLOY_TOKEN", "tok-canary-0987654321")
+            .env("SSH_AUTH_SOCK", "/tmp/ssh-agent.sock")
+            .args(&args)
+            .output()
+            .expect("run work");
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_str::<Value>(&s.read(".agent-state/env.json")).expect("the agent's environment")
+    };
+    let env = run(&[]);
+    for hidden in ["OPENAI_API_KEY", "DEPLOY_TOKEN", "SSH_AUTH_SOCK"] {
+        assert!(env.get(hidden).is_none(), "{hidden} reached the agent: {env}");
+    }
+    assert!(env.get("PATH").is_some() && env.get("WORK_ROLE").is_some(), "{env}");
+    let granted = run(&["-c", "agents.dump.env=[\"DEPLOY_TOKEN\"]"]);
+    assert_eq!(granted["DEPLOY_TOKEN"], "tok-canary-0987654321");
+    assert!(granted.get("OPENAI_API_KEY").is_none(), "{granted}");
+}
+
+#[test]
+fn isolation_required_without_a_sandbox_is_refused_before_anything_runs_and_auto_says_so() {
+    let s = repo();
+    let agent = s.agent("f.py", "print(json.dumps({'angle': ctx['angle'], 'items': []}))");
+    // A `bwrap` first on PATH that cannot set up namespaces (as where user namespaces are off).
+    let bin = s.path(".agent-state/bin");
+    std::fs::create_dir_all(&bin).expect("mkdir bin");
+    let fake = bin.join("bwrap");
+    std::fs::write(&fake, "#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+        .expect("write");
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let run = |isolation: &str| {
+        s.work()
+            .env("PATH", &path)
+            .args(["--isolation", isolation, "exhaust", "things", "-k", "2", "--angles", "a", "--agent", &agent])
+            .output()
+            .expect("run work")
+    };
+    let refused = run("required");
+    assert_eq!(refused.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    crate::support::assert_one_line_error(&err);
+    assert!(err.contains("--isolation required") && err.contains("Permission denied"), "{err}");
+    assert!(!s.path(".work/runs").exists(), "nothing ran");
+    let auto = run("auto");
+    assert_eq!(auto.status.code(), Some(0), "{}", String::from_utf8_lossy(&auto.stderr));
+    let err = String::from_utf8_lossy(&auto.stderr);
+    assert_eq!(err.matches("without a sandbox").count(), 1, "one line says so: {err}");
+}
