@@ -56,6 +56,9 @@ pub struct CodexAgent {
     env: Vec<String>,
     /// Read the repository's own Codex configuration (`[agents.X].project_config`).
     project_config: bool,
+    /// Runs inside `work`'s kernel sandbox, which confines it as its role's access says: Codex's
+    /// own sandbox (which cannot set itself up inside another) is then not used.
+    outer_sandbox: bool,
 }
 
 /// The first Codex CLI taking `model_reasoning_effort = "xhigh"` (it arrived with
@@ -95,7 +98,15 @@ impl CodexAgent {
             output_cap: crate::CLI_OUTPUT_CAP,
             env: def.env.clone(),
             project_config: def.project_config.unwrap_or(false),
+            outer_sandbox: false,
         }
+    }
+
+    /// Runs inside `work`'s kernel sandbox (see `work_runtime::sandbox`): Codex gets
+    /// `--sandbox danger-full-access`, and the kernel holds it to its role's access.
+    pub fn with_outer_sandbox(mut self, outer: bool) -> Self {
+        self.outer_sandbox = outer;
+        self
     }
 
     /// Caps one run's stdout at `cap` bytes instead of [`crate::CLI_OUTPUT_CAP`] (tests).
@@ -131,6 +142,7 @@ impl CodexAgent {
             self.root.display().to_string(),
             "--sandbox".into(),
             match request.access {
+                _ if self.outer_sandbox => "danger-full-access".into(),
                 Access::ReadOnly => "read-only".into(),
                 Access::WorkspaceWrite => "workspace-write".into(),
             },

@@ -60,7 +60,10 @@ pub fn build(role: &ResolvedRole, root: &Path) -> Result<Arc<dyn Agent>, BuildEr
     match &role.spec {
         AgentSpec::Command(argv) => Ok(Arc::new(command::CommandAgent::new(argv.clone(), root).with_def(&role.def))),
         AgentSpec::Claude(model) => Ok(Arc::new(claude::ClaudeAgent::new(model.clone(), &role.def, root))),
-        AgentSpec::Codex(model) => Ok(Arc::new(codex::CodexAgent::new(model.clone(), &role.def, root))),
+        AgentSpec::Codex(model) => Ok(Arc::new(
+            codex::CodexAgent::new(model.clone(), &role.def, root)
+                .with_outer_sandbox(work_runtime::sandbox::mode().is_kernel()),
+        )),
         AgentSpec::OpenAi(model) => Ok(Arc::new(openai::OpenAiAgent::new(model, &role.def).map_err(unusable)?)),
         AgentSpec::Anthropic(model) => {
             Ok(Arc::new(anthropic::AnthropicAgent::new(model, &role.def).map_err(unusable)?))

@@ -7,6 +7,10 @@
 //! became `-`). Matching runs on a normalised form of both the text and the secrets (ASCII
 //! letters lower-cased, every other ASCII character `-`, other bytes as they are), so any
 //! run of [`FRAGMENT`] or more normalised bytes of a secret is replaced, not only the whole.
+//!
+//! A secret is also caught encoded ([`encoded_forms`]): reversed, rot13, hex, URL-encoded, and
+//! base64 (standard and URL-safe alphabets) at each of the three alignments a secret can take
+//! inside longer encoded data — each form matched the same way, by any [`FRAGMENT`]-byte run.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -54,6 +58,46 @@ fn norm(b: u8) -> u8 {
     }
 }
 
+/// The encoded forms of `secret` an agent could smuggle it out in: reversed, rot13, hex,
+/// URL-encoded, and base64 (standard and URL-safe) at each alignment — for an alignment, the
+/// part of the encoding that depends on the secret's bytes alone (the characters shared with
+/// the bytes before or after it left out).
+pub fn encoded_forms(secret: &str) -> Vec<String> {
+    use base64::Engine;
+    let bytes = secret.as_bytes();
+    let mut forms = vec![
+        secret.chars().rev().collect::<String>(),
+        secret
+            .chars()
+            .map(|c| match c {
+                'a'..='m' | 'A'..='M' => (c as u8 + 13) as char,
+                'n'..='z' | 'N'..='Z' => (c as u8 - 13) as char,
+                _ => c,
+            })
+            .collect(),
+        hex::encode(bytes),
+        bytes
+            .iter()
+            .map(|&b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
+            .collect(),
+    ];
+    for engine in [&base64::engine::general_purpose::STANDARD, &base64::engine::general_purpose::URL_SAFE] {
+        for lead in 0..3usize {
+            let mut data = vec![0u8; lead];
+            data.extend_from_slice(bytes);
+            let enc = engine.encode(&data);
+            // Characters wholly inside the secret: after the lead's bits, before the padding
+            // and the last partial group (which the bytes after it would change).
+            let start = (lead * 8).div_ceil(6);
+            let end = (data.len() * 8) / 6;
+            if let Some(inner) = enc.get(start..end) {
+                forms.push(inner.to_string());
+            }
+        }
+    }
+    forms
+}
+
 fn meaningful(w: &[u8]) -> bool {
     w.iter().filter(|b| b.is_ascii_alphanumeric() || !b.is_ascii()).count() >= 6
 }
@@ -82,15 +126,23 @@ impl Redactor {
         if n.len() < FRAGMENT {
             self.short.push(n);
         } else {
-            for w in n.windows(FRAGMENT) {
-                if meaningful(w)
-                    && let Ok(a) = <[u8; FRAGMENT]>::try_from(w)
-                {
-                    self.windows.insert(a);
-                }
-            }
+            self.add_windows(&n);
+        }
+        for form in encoded_forms(&s) {
+            let n: Vec<u8> = form.bytes().map(norm).collect();
+            self.add_windows(&n);
         }
         self.secrets.push(s);
+    }
+
+    fn add_windows(&mut self, n: &[u8]) {
+        for w in n.windows(FRAGMENT) {
+            if meaningful(w)
+                && let Ok(a) = <[u8; FRAGMENT]>::try_from(w)
+            {
+                self.windows.insert(a);
+            }
+        }
     }
 
     /// True when no secret is known.
@@ -317,5 +369,36 @@ mod tests {
         assert_eq!(r.redact("----------------"), "----------------");
         // Multi-byte text around a secret keeps its characters whole.
         assert_eq!(r.redact("é sk-canary-9f8e7d6c5b4a é"), "é [REDACTED] é");
+    }
+
+    #[test]
+    fn redacts_encoded_copies_at_every_alignment() {
+        use base64::Engine;
+        let secret = "sk-live-4f9a8b7c6d5e4f3a2b1c";
+        let mut r = Redactor::default();
+        r.add(secret);
+        let b64 = |data: &[u8]| base64::engine::general_purpose::STANDARD.encode(data);
+        let url = |data: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(data);
+        let mut smuggled = vec![
+            secret.chars().rev().collect::<String>(),
+            hex::encode(secret),
+            hex::encode(secret).to_uppercase(),
+            secret.replace('-', "%2D"),
+            "fx-yvir-4s9n8o7p6q5r4s3n2o1p".to_string(), // rot13
+        ];
+        for lead in ["", "a", "ab", "key=", "{\"k\": \""] {
+            let data = format!("{lead}{secret}\" tail");
+            smuggled.push(b64(data.as_bytes()));
+            smuggled.push(url(data.as_bytes()));
+        }
+        for t in smuggled {
+            let out = r.redact(&t);
+            assert!(out.contains(REDACTED), "{t} → {out}");
+        }
+        // Ordinary base64 and hex (of other data) stay.
+        let other = b64(b"an ordinary sentence about nothing secret at all");
+        assert_eq!(r.redact(&other), other);
+        let digest = hex::encode([7u8; 32]);
+        assert_eq!(r.redact(&digest), digest);
     }
 }

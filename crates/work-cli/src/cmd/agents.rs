@@ -72,8 +72,15 @@ fn check(global: &Global, json_out: bool) -> CmdResult {
     let ctx = Ctx::new(global)?;
     let rt = ctx::runtime()?;
     let report = rt.block_on(work_agents::check::check_all(&ctx.config, &ctx.root))?;
+    let sandbox = work_runtime::sandbox::mode();
     if json_out {
-        let v = serde_json::to_value(&report).map_err(|e| CliError::Runtime(format!("encode the report: {e}")))?;
+        let mut v = serde_json::to_value(&report).map_err(|e| CliError::Runtime(format!("encode the report: {e}")))?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert(
+                "isolation".into(),
+                json!({"sandbox": sandbox.is_kernel(), "detail": sandbox.describe()}),
+            );
+        }
         ctx::print_json(&ctx.redactor.redact_json(&v));
     } else {
         let width = report.agents.iter().map(|a| a.name.len()).max().unwrap_or(8).max(8);
@@ -94,6 +101,7 @@ fn check(global: &Global, json_out: bool) -> CmdResult {
             let line = format!("{:width$}  {state:8}  {detail}{spec}", a.name);
             work_run::output::line(ctx.redactor.redact(line.trim_end()));
         }
+        work_run::output::line(format!("isolation: {}", sandbox.describe()));
     }
     Ok(if report.configured_usable() { ExitStatus::Done } else { ExitStatus::Unsuccessful })
 }

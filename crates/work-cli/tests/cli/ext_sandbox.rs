@@ -373,4 +373,10 @@ fn isolation_required_without_a_sandbox_is_refused_before_anything_runs_and_auto
     assert_eq!(auto.status.code(), Some(0), "{}", String::from_utf8_lossy(&auto.stderr));
     let err = String::from_utf8_lossy(&auto.stderr);
     assert_eq!(err.matches("without a sandbox").count(), 1, "one line says so: {err}");
+    let check = s.work().env("PATH", &path).args(["--isolation", "auto", "agents", "check"]).output().expect("run");
+    let said = String::from_utf8_lossy(&check.stdout);
+    assert!(said.contains("isolation: agents run without a sandbox") && said.contains("Permission denied"), "{said}");
+    let here = s.work().args(["--isolation", "auto", "agents", "check", "--json"]).output().expect("run");
+    let v: Value = serde_json::from_slice(&here.stdout).expect("the report");
+    assert_eq!(v["isolation"]["sandbox"], true, "{v}");
 }
