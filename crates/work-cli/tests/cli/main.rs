@@ -41,6 +41,7 @@ mod liars_suite;
 mod liars_support;
 mod loop_cmd;
 mod loop_conformance;
+mod loop_conformance_lock;
 mod loop_conformance_refs;
 mod loop_run;
 mod mcp;
