@@ -174,12 +174,47 @@ fn string_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::E
 pub fn schema_problem(st: &CohortState) -> Option<String> {
     match &st.schema_version {
         Some(v) if v.as_u64() == Some(1) => None,
-        Some(v) => Some(format!("unsupported schema_version={v} (expected 1); run the reset pair")),
+        Some(v) => Some(format!("unsupported schema_version={} (expected 1)", py_repr(v))),
         // An older file of this project (its `schema`, or at least a run id) loads; a file
         // from before run ids (the scripts' pre-Phase-1 form) does not.
         None if st.schema == SCHEMA || !st.run_id.is_empty() => None,
-        None => Some("unsupported schema_version=None (expected 1); run the reset pair".into()),
+        None => Some("unsupported schema_version=None (expected 1)".into()),
     }
+}
+
+/// A value as the scripts print one in a message (Python's `repr`): `'text'`, `None`, `99`.
+pub fn py_repr(v: &Value) -> String {
+    match v {
+        Value::Null => "None".into(),
+        Value::Bool(b) => if *b { "True" } else { "False" }.into(),
+        Value::String(t) => py_repr_str(t),
+        other => other.to_string(),
+    }
+}
+
+/// A string as Python's `repr` prints it (single quotes unless it holds one and no double).
+pub fn py_repr_str(t: &str) -> String {
+    let (q, other) = if t.contains('\'') && !t.contains('"') { ('"', '\'') } else { ('\'', '"') };
+    let mut out = String::from(q);
+    for c in t.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == q => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => {
+                let _ = other;
+                out.push(c);
+            }
+        }
+    }
+    out.push(q);
+    out
 }
 
 fn default_implementation_cap() -> u32 {
@@ -237,15 +272,17 @@ pub fn load(sd: &SpecDir) -> Result<Option<CohortState>, LoopError> {
     }
 }
 
+/// The scripts' words for a missing cohort: `state.json missing at <spec dir>/state.json`.
 fn missing(sd: &SpecDir) -> LoopError {
-    LoopError::bad(format!("read `{}/{STATE_FILE}`: no such file (run `work loop cohort init` first)", sd.rel()))
+    LoopError::bad(format!("{STATE_FILE} missing at {}/{STATE_FILE}", sd.dir().display()))
 }
 
-fn load_required(sd: &SpecDir) -> Result<CohortState, LoopError> {
+/// Reads state.json for `verb`, refusing a missing file or another schema version.
+fn load_required(sd: &SpecDir, verb: &str) -> Result<CohortState, LoopError> {
     let st = load(sd)?.ok_or_else(|| missing(sd))?;
     if let Some(why) = schema_problem(&st) {
         return Err(LoopError::refused(
-            format!("read `{}/{STATE_FILE}`: {why}", sd.rel()),
+            format!("{verb}: {why}; run reset pair"),
             json!({ "reason": "schema_version", "schema_version": st.schema_version }),
         ));
     }
@@ -263,11 +300,16 @@ fn save(sd: &SpecDir, st: &CohortState) -> Result<(), LoopError> {
     fsx::write_json_atomic(&p, st).map_err(|e| LoopError::bad(format!("write `{}/{STATE_FILE}`: {e}", sd.rel())))
 }
 
-fn check_run_id(st: &CohortState, expect: Option<&str>) -> Result<(), LoopError> {
+/// The fence: `--expect-run-id` must name the cohort's run (the scripts' words when not).
+fn check_run_id(st: &CohortState, verb: &str, expect: Option<&str>) -> Result<(), LoopError> {
     match expect {
         Some(e) if e != st.run_id => Err(LoopError::refused(
-            format!("match run id: run_id mismatch: the cohort belongs to run `{}`, not `{e}`", st.run_id),
-            json!({ "run_id": st.run_id, "expected_run_id": e }),
+            format!(
+                "{verb}: --expect-run-id mismatch (stored={}, supplied={})",
+                py_repr_str(&st.run_id),
+                py_repr_str(e)
+            ),
+            json!({ "run_id": st.run_id, "expected_run_id": e, "reason": "run_id_mismatch" }),
         )),
         _ => Ok(()),
     }
@@ -277,6 +319,7 @@ fn check_run_id(st: &CohortState, expect: Option<&str>) -> Result<(), LoopError>
 /// says something changed.
 pub(crate) fn mutate(
     sd: &SpecDir,
+    verb: &str,
     expect: Option<&str>,
     f: impl FnOnce(&mut CohortState) -> Result<(bool, Value, String), LoopError>,
 ) -> LoopResult {
@@ -285,8 +328,8 @@ pub(crate) fn mutate(
         return Err(missing(sd));
     }
     let _lock = Lock::acquire(&sd.file(&format!("{STATE_FILE}.lock"))?)?;
-    let mut st = load_required(sd)?;
-    check_run_id(&st, expect)?;
+    let mut st = load_required(sd, verb)?;
+    check_run_id(&st, verb, expect)?;
     let (changed, mut doc, text) = f(&mut st)?;
     if changed {
         save(sd, &st)?;

@@ -379,10 +379,80 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 pub use crate::lock::Lock;
 
+/// A document on one line as the scripts print theirs (Python's `json.dumps`: `", "` and
+/// `": "` between items, non-ASCII escaped), so a caller comparing bytes sees the same line.
+pub fn script_json(v: &Value) -> String {
+    let mut out = String::new();
+    write_script_json(v, &mut out);
+    out
+}
+
+fn write_script_json(v: &Value, out: &mut String) {
+    match v {
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_script_json(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (k, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_script_str(k, out);
+                out.push_str(": ");
+                write_script_json(item, out);
+            }
+            out.push('}');
+        }
+        Value::String(t) => write_script_str(t, out),
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+fn write_script_str(t: &str, out: &mut String) {
+    out.push('"');
+    for c in t.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if c.is_ascii() && !c.is_ascii_control() => out.push(c),
+            c => {
+                let mut units = [0u16; 2];
+                for u in c.encode_utf16(&mut units) {
+                    out.push_str(&format!("\\u{u:04x}"));
+                }
+            }
+        }
+    }
+    out.push('"');
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::fs;
+
+    #[test]
+    fn script_json_is_pythons_json_dumps() {
+        let v =
+            serde_json::json!({ "run_id": "r\"1", "schema_version": 1, "w": [["T1", "T2"], []], "n": null, "é": true });
+        assert_eq!(
+            script_json(&v),
+            r#"{"run_id": "r\"1", "schema_version": 1, "w": [["T1", "T2"], []], "n": null, "\u00e9": true}"#
+        );
+    }
 
     #[test]
     fn status_lines_in_every_spelling() {

@@ -483,7 +483,8 @@ fn check_guard(
             };
             let (spec_sha, plan_sha, _, _) = cohort::artifacts(sd)?;
             // The canonical hashes ignore a status bump, so the statuses are checked apart.
-            cohort::status_legal_after_approval(sd).map_err(|e| preflight(e, "plan check-current failed"))?;
+            cohort::status_legal_after_approval(sd, "plan check-current")
+                .map_err(|e| preflight(e, "plan check-current failed"))?;
             if Mode::parse(&st.mode) == Some(Mode::Code)
                 && !c.schedule_waves.is_empty()
                 && c.schedule_plan_sha256.as_deref() != Some(b_plan.as_str())

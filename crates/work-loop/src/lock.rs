@@ -1,38 +1,47 @@
 //! The state lock: `<state file>.lock`, held the way the work-loop scripts hold theirs, with a
-//! kernel `flock` underneath for exclusivity between `work` processes.
+//! kernel `flock` underneath that says whether its holder is alive.
 //!
 //! - While held, the file holds one line in the scripts' format,
-//!   `statelock1 <32 hex token> <pid>`, so a script sees it as held too.
+//!   `statelock1 <32 hex token> <pid>`, so a script sees it as held too. `work` takes the
+//!   flock before it writes that line and keeps it until the file is removed.
+//! - A caller that finds the lock held waits for it, as the scripts do: up to [`WAIT`], then
+//!   it refuses naming the holder's pid. Twelve callers at once all complete, one at a time.
+//! - Liveness is the flock alone: a file whose flock we get has no live `work` holder, whatever
+//!   it holds — an empty file or a torn record (a holder killed between create and write), a
+//!   record a killed `work` left, a bare pid, anything else — and is taken at once. A killed
+//!   `work` never wedges the spec. The one exception is a complete record in the scripts'
+//!   format that `work` did not write (its token lacks [`WORK_MARK`]): a running script holds
+//!   no flock, so that record is waited for as the scripts wait for it, and taken over only
+//!   once it is older than [`STALE_AFTER`], the scripts' own rule for their records.
+//! - A lock path that is a directory (or anything but a regular file) is refused at once:
+//!   waiting cannot make it acquirable.
 //! - On release the file is removed, but only while the path still names the inode we locked;
 //!   after taking the flock we check the same and start over if it does not, so two processes
 //!   can never both hold it (one locking an unlinked inode, the other a new file).
-//! - A lock path that is a directory (or anything but a regular file) is held and never
-//!   waited out. A regular file whose flock we get is judged as the scripts judge it: a record
-//!   in their format, or an empty file (a creator between create and write), is held until it is
-//!   older than [`STALE_AFTER`], then taken over; content in no known format is held for good
-//!   (the scripts never reclaim a file they did not write). A bare pid (the format earlier
-//!   `work` releases left behind, guarded by their flock alone) is free.
-//! - A record `work` wrote (its token starts with [`WORK_MARK`]) whose flock we get is free at
-//!   once: a live `work` holder keeps its flock, so its holder is gone (killed, crashed). A
-//!   crashed `work` run never wedges the spec; a script's record is still waited out.
 
 use crate::common::{LoopError, sha256_hex};
 use nix::fcntl::{Flock, FlockArg};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
-/// How old a record (or an empty file) must be before it counts as a crashed holder's.
+/// How long a caller waits for a held lock before it refuses (the scripts' timeout).
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// How old a script's record must be before it counts as a crashed script's (the scripts'
+/// `stale_after`). Never applied to anything `work` wrote: a `work` holder is judged by its flock.
 pub const STALE_AFTER: Duration = Duration::from_secs(300);
 
-/// The first hex digits of the token in every record `work` writes ("work" in hex): a record
-/// with it and no flock on its file was left by a `work` process that is gone.
+/// The first hex digits of the token in every record `work` writes ("work" in hex).
 pub const WORK_MARK: &str = "776f726b";
 
-/// How many times a lost identity race is retried before the lock counts as held.
-const ATTEMPTS: usize = 64;
+/// The longest pause between two looks at a held lock (the scripts poll every 50 ms).
+const POLL_MAX: Duration = Duration::from_millis(50);
+
+/// How many times a lost identity race is looked at again, even past the wait.
+const MOVED_RETRIES: usize = 64;
 
 /// An exclusive lock on `<path>`, released (and its file removed) on drop.
 #[derive(Debug)]
@@ -42,43 +51,68 @@ pub struct Lock {
     file: Option<Flock<File>>,
 }
 
-/// Why a lock could not be taken.
+/// Why a lock could not be taken this time.
 enum Busy {
-    /// Held: by this pid when the record names one.
+    /// Held by a live holder: this pid when its record names one.
     Held(Option<u32>),
-    /// The path changed under us; try again.
+    /// The path changed under us; look again.
     Moved,
+    /// Not a regular file (its mode): never acquirable.
+    Unusable(u32),
 }
 
 impl Lock {
-    /// Takes the lock at `path` (`…/engine-state.json.lock`) without waiting.
+    /// Takes the lock at `path` (`…/engine-state.json.lock`), waiting up to [`WAIT`] while a
+    /// live holder has it.
     pub fn acquire(path: &Path) -> Result<Lock, LoopError> {
-        let io = |e: io::Error| LoopError::bad(format!("failed to take the lock `{}`: {e}", path.display()));
+        Self::acquire_within(path, WAIT)
+    }
+
+    /// Takes the lock at `path`, waiting up to `wait` while a live holder has it.
+    pub fn acquire_within(path: &Path, wait: Duration) -> Result<Lock, LoopError> {
+        let p = path.display().to_string();
+        let io = |e: io::Error| LoopError::bad(format!("could not create lock {p}: {e}"));
         if let Some(dir) = path.parent() {
             fs::create_dir_all(dir).map_err(io)?;
         }
-        let mut holder = None;
-        for _ in 0..ATTEMPTS {
-            match Self::attempt(path).map_err(io)? {
+        let deadline = Instant::now() + wait;
+        let mut pause = Duration::from_millis(1);
+        let mut moved = 0;
+        loop {
+            let holder = match Self::attempt(path).map_err(io)? {
                 Ok(lock) => return Ok(lock),
-                Err(Busy::Held(pid)) => {
-                    holder = pid;
-                    break;
+                Err(Busy::Unusable(mode)) => {
+                    return Err(LoopError::refused(
+                        format!(
+                            "refusing {p}: a lock path must be a regular file (found mode {}). Waiting cannot make this acquirable — remove it.",
+                            filemode(mode)
+                        ),
+                        serde_json::json!({ "lock": p, "holder_pid": null, "reason": "lock_unusable" }),
+                    ));
                 }
-                Err(Busy::Moved) => std::thread::yield_now(),
+                Err(Busy::Moved) => None,
+                Err(Busy::Held(pid)) => Some(pid),
+            };
+            let Some(holder) = holder else {
+                // A release or a takeover between two of our steps: look again at once.
+                moved += 1;
+                std::thread::yield_now();
+                if moved < MOVED_RETRIES || Instant::now() < deadline {
+                    continue;
+                }
+                return Err(held(&p, wait, None));
+            };
+            if Instant::now() >= deadline {
+                return Err(held(&p, wait, holder));
             }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(POLL_MAX);
         }
-        let p = path.display().to_string();
-        let who = holder.map(|p| format!(" by pid {p}")).unwrap_or_default();
-        Err(LoopError::refused(
-            format!("take the lock `{p}`: another transition holds it{who}; nothing was changed"),
-            serde_json::json!({ "lock": p, "holder_pid": holder, "reason": "lock_held" }),
-        ))
     }
 
     fn attempt(path: &Path) -> io::Result<Result<Lock, Busy>> {
         match fs::symlink_metadata(path) {
-            Ok(md) if !md.file_type().is_file() => return Ok(Err(Busy::Held(None))),
+            Ok(md) if !md.file_type().is_file() => return Ok(Err(Busy::Unusable(md.permissions().mode()))),
             Ok(_) => return Self::take_existing(path),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
@@ -95,16 +129,22 @@ impl Lock {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(Err(Busy::Moved)),
             Err(e) => return Err(e),
         };
-        // We created it: anyone else with its flock finds it fresh and empty, so held, and lets go.
-        let lock = Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| io::Error::from(e))?;
-        Self::claim(path, lock)
+        // Between our create and this flock another caller may have found the file empty and
+        // unlocked, and taken it: then it holds the flock and we wait like anyone else.
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => Self::claim(path, lock),
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(Err(Busy::Held(None))),
+            Err((_, e)) => Err(io::Error::from(e)),
+        }
     }
 
     fn take_existing(path: &Path) -> io::Result<Result<Lock, Busy>> {
         let file = match OpenOptions::new().read(true).write(true).custom_flags(nix::libc::O_NOFOLLOW).open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Err(Busy::Moved)),
-            // A symlink (ELOOP) or an unreadable file: never ours to take.
+            // Replaced by a symlink since we looked: look again (it is refused then).
+            Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => return Ok(Err(Busy::Moved)),
+            // Unreadable or unwritable by us: we cannot tell, so it is held.
             Err(_) => return Ok(Err(Busy::Held(read_record(path).and_then(|r| record_pid(&r))))),
         };
         let lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
@@ -119,22 +159,17 @@ impl Lock {
             return Ok(Err(Busy::Moved));
         }
         let mut text = String::new();
-        let read = (&*lock).take(257).read_to_string(&mut text);
-        let age = md.modified().ok().and_then(|m| SystemTime::now().duration_since(m).ok()).unwrap_or_default();
-        let stale = age > STALE_AFTER;
-        let verdict = match read {
-            Err(_) => Verdict::Foreign,
-            Ok(_) => classify(&text),
-        };
-        match verdict {
-            Verdict::Record { pid, ours: false } if !stale => Ok(Err(Busy::Held(Some(pid)))),
-            Verdict::Empty if !stale => Ok(Err(Busy::Held(None))),
-            Verdict::Foreign => Ok(Err(Busy::Held(None))),
-            Verdict::Record { .. } | Verdict::Empty | Verdict::BarePid => {
-                lock.set_len(0)?;
-                Self::claim(path, lock)
+        // Unreadable bytes (not UTF-8) are no script's record: the flock decides.
+        let _ = (&*lock).take(257).read_to_string(&mut text);
+        if let Some(pid) = record_pid(&text) {
+            let ours = text.split(' ').nth(1).is_some_and(|t| t.starts_with(WORK_MARK));
+            let age = md.modified().ok().and_then(|m| SystemTime::now().duration_since(m).ok()).unwrap_or_default();
+            if !ours && age <= STALE_AFTER {
+                return Ok(Err(Busy::Held(Some(pid))));
             }
         }
+        lock.set_len(0)?;
+        Self::claim(path, lock)
     }
 
     /// With the flock held on `lock`: checks the path still names it, then writes our record.
@@ -166,30 +201,35 @@ impl Drop for Lock {
     }
 }
 
-enum Verdict {
-    /// A record in the scripts' format; `ours` when `work` wrote it ([`WORK_MARK`]).
-    Record {
-        pid: u32,
-        ours: bool,
-    },
-    Empty,
-    BarePid,
-    Foreign,
+/// The refusal past the wait, in the scripts' words, naming the holder.
+fn held(p: &str, wait: Duration, holder: Option<u32>) -> LoopError {
+    let secs = format!("{:.1}s", wait.as_secs_f64());
+    let message = match holder {
+        Some(pid) => format!("could not acquire {p} within {secs} (recorded holder pid {pid}); nothing was changed"),
+        None => format!("could not acquire {p} within {secs}: its holder is still working; nothing was changed"),
+    };
+    LoopError::refused(message, serde_json::json!({ "lock": p, "holder_pid": holder, "reason": "lock_held" }))
 }
 
-fn classify(text: &str) -> Verdict {
-    if text.is_empty() {
-        return Verdict::Empty;
+/// `ls -l`'s mode string (`drwxr-xr-x`), as the scripts name a lock path that is no file.
+fn filemode(mode: u32) -> String {
+    let kind = match mode & 0o170000 {
+        0o040000 => 'd',
+        0o120000 => 'l',
+        0o010000 => 'p',
+        0o140000 => 's',
+        0o020000 => 'c',
+        0o060000 => 'b',
+        _ => '-',
+    };
+    let mut s = String::from(kind);
+    for shift in [6, 3, 0] {
+        let bits = (mode >> shift) & 7;
+        s.push(if bits & 4 != 0 { 'r' } else { '-' });
+        s.push(if bits & 2 != 0 { 'w' } else { '-' });
+        s.push(if bits & 1 != 0 { 'x' } else { '-' });
     }
-    if let Some(pid) = record_pid(text) {
-        let ours = text.split(' ').nth(1).is_some_and(|t| t.starts_with(WORK_MARK));
-        return Verdict::Record { pid, ours };
-    }
-    let bare = text.strip_suffix('\n').unwrap_or(text);
-    if !bare.is_empty() && bare.len() <= 10 && bare.bytes().all(|b| b.is_ascii_digit()) {
-        return Verdict::BarePid;
-    }
-    Verdict::Foreign
+    s
 }
 
 /// The pid in a record in the scripts' format (`statelock1 <32 lowercase hex> <pid>\n`).

@@ -13,7 +13,7 @@ use serde_json::json;
 /// warning (the schedule runs it first).
 pub fn schedule(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
     let mut warnings = Vec::new();
-    let result = mutate(sd, expect, |st| {
+    let result = mutate(sd, "schedule", expect, |st| {
         let text = sd
             .read_optional("plan.md")?
             .ok_or_else(|| LoopError::bad(format!("read `{}/plan.md`: no such file", sd.rel())))?;

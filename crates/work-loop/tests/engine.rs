@@ -637,16 +637,19 @@ fn random_event_sequences_stay_inside_the_table() {
 // ---- concurrency ---------------------------------------------------------------------
 
 #[test]
-fn a_held_lock_refuses_the_transition_and_changes_nothing() {
+fn a_transition_waits_for_a_held_lock_and_then_applies() {
     let fx = Fx::new();
     fx.init(Mode::Code);
     let before = fx.bytes();
     let lock = Lock::acquire(&fx.root.join(DIR).join("engine-state.json.lock")).expect("lock");
-    let err = fx.fire(Event::SpecReady).expect_err("locked");
-    assert!(err.to_string().contains("another transition holds it"), "{err}");
-    assert_eq!(fx.bytes(), before);
-    drop(lock);
-    fx.fire_ok(Event::SpecReady);
+    std::thread::scope(|s| {
+        let waiting = s.spawn(|| fx.fire(Event::SpecReady));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert_eq!(fx.bytes(), before, "nothing is written while another holds the lock");
+        drop(lock);
+        waiting.join().expect("join").expect("the transition applies once the holder lets go");
+    });
+    assert_ne!(fx.bytes(), before);
 }
 
 #[test]

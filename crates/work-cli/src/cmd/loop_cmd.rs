@@ -172,9 +172,10 @@ pub enum CohortCommand {
         /// explicit decision after re-review; the old baseline is kept in baseline_history).
         #[arg(long)]
         rebaseline: bool,
-        /// Refuse unless the cohort belongs to this run.
+        /// The run the cohort must belong to (required: the fence against changing an orphaned
+        /// run's cohort).
         #[arg(long)]
-        expect_run_id: Option<String>,
+        expect_run_id: String,
     },
     /// Compute the waves from plan.md's task dependencies (resets the wave pointer).
     ///
@@ -189,7 +190,7 @@ pub enum CohortCommand {
         /// plan.md (must be the spec directory's own).
         #[arg(long, value_name = "P")]
         plan: Option<String>,
-        /// Refuse unless the cohort belongs to this run.
+        /// The run the cohort must belong to (required to schedule; `check-current` reads only).
         #[arg(long)]
         expect_run_id: Option<String>,
     },
@@ -206,9 +207,10 @@ pub enum CohortCommand {
         /// `<run_id>:<transition_sequence>`.
         #[arg(long)]
         cycle_id: String,
-        /// Refuse unless the cohort belongs to this run.
+        /// The run the cohort must belong to (required: the fence against changing an orphaned
+        /// run's cohort).
         #[arg(long)]
-        expect_run_id: Option<String>,
+        expect_run_id: String,
     },
     /// Review rounds.
     #[command(subcommand)]
@@ -294,9 +296,10 @@ pub enum WaveCommand {
         /// The wave just completed.
         #[arg(long, value_name = "N")]
         from_index: usize,
-        /// Refuse unless the cohort belongs to this run.
+        /// The run the cohort must belong to (required: the fence against changing an orphaned
+        /// run's cohort).
         #[arg(long)]
-        expect_run_id: Option<String>,
+        expect_run_id: String,
     },
     /// Exit 0 when the expectation holds, 1 otherwise.
     Check {
@@ -334,9 +337,10 @@ pub enum ReviewCommand {
         /// Every warranted reviewer was a non-mandatory named skip.
         #[arg(long)]
         all_skipped: bool,
-        /// Refuse unless the cohort belongs to this run.
+        /// The run the cohort must belong to (required: the fence against changing an orphaned
+        /// run's cohort).
         #[arg(long)]
-        expect_run_id: Option<String>,
+        expect_run_id: String,
     },
     /// Classify a reviewer report (`--report`) or an adjudication (`--adjudication`) and
     /// compare it with the last round (`matches_previous_round`).
@@ -379,9 +383,10 @@ pub enum PlanCommand {
     MarkReviewed {
         #[command(flatten)]
         dir: SpecDirArg,
-        /// Refuse unless the cohort belongs to this run.
+        /// The run the cohort must belong to (required: the fence against changing an orphaned
+        /// run's cohort).
         #[arg(long)]
-        expect_run_id: Option<String>,
+        expect_run_id: String,
     },
 }
 
@@ -423,8 +428,14 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
     let clock = ctx.clock.as_ref();
     // base-freshness always answers with its JSON document, as the scripts' check does.
     let always_json = matches!(args.command, LoopCommand::BaseFreshness(_));
-    // The engine and cohort verbs stop with exit 1 on bad input, as the scripts do.
-    let script_exits = matches!(args.command, LoopCommand::Engine(_) | LoopCommand::Cohort(_));
+    // The engine and cohort verbs stop with exit 1 on bad input, as the scripts do, and speak
+    // in the scripts' voice (`loop-cohort: stop — …`).
+    let voice = match args.command {
+        LoopCommand::Engine(_) => Some("loop-engine"),
+        LoopCommand::Cohort(_) => Some("loop-cohort"),
+        _ => None,
+    };
+    let script_exits = voice.is_some();
     let result: LoopResult = match args.command {
         LoopCommand::Engine(cmd) => match cmd {
             EngineCommand::Init { dir, mode } => {
@@ -453,7 +464,50 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
         LoopCommand::Run(_) => unreachable!("handled above"),
     };
     let result = if script_exits { result.map_err(LoopError::as_script_refusal) } else { result };
-    emit(args.json || always_json, result)
+    match voice {
+        Some(tool) => emit_script(tool, args.json, result),
+        None => emit(args.json || always_json, result),
+    }
+}
+
+/// The engine's and the cohort's output as the scripts print it: a refusal is one line
+/// `<tool>: stop — <reason>` on stderr (exit 1), a `--json` document is one line in the
+/// scripts' JSON form, and the cohort's answers are prefixed with its name (a negative one is
+/// a stop line on stderr).
+fn emit_script(tool: &str, json: bool, result: LoopResult) -> CmdResult {
+    let one_line = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    match result {
+        Ok(o) => {
+            for w in &o.warnings {
+                eprintln!("warning: {w}");
+            }
+            let cohort = tool == "loop-cohort";
+            if json {
+                work_run::output::line(work_loop::common::script_json(&o.json));
+            } else if !o.text.is_empty() && o.text_on_stderr {
+                if cohort {
+                    eprintln!("{tool}: stop — {}", one_line(&o.text));
+                } else {
+                    eprintln!("{}", o.text);
+                }
+            } else if !o.text.is_empty() {
+                if cohort && !o.text.starts_with(tool) {
+                    work_run::output::line(format!("{tool}: {}", o.text));
+                } else {
+                    work_run::output::line(o.text);
+                }
+            }
+            Ok(o.exit)
+        }
+        Err(LoopError::BadInput(m)) => Err(CliError::BadInput(m)),
+        Err(LoopError::Refused { message, json: doc }) => {
+            if json {
+                work_run::output::line(work_loop::common::script_json(&doc));
+            }
+            eprintln!("{tool}: stop — {}", one_line(&message));
+            Ok(work_runtime::ExitStatus::Unsuccessful)
+        }
+    }
 }
 
 fn cohort_cmd(root: &std::path::Path, clock: &dyn work_runtime::clock::Clock, cmd: CohortCommand) -> LoopResult {
@@ -466,7 +520,7 @@ fn cohort_cmd(root: &std::path::Path, clock: &dyn work_runtime::clock::Clock, cm
             dir.open_cohort(root).and_then(|d| cohort::identity(&d, expect_run_id.as_deref()))
         }
         CohortCommand::ApprovePlan { dir, rebaseline, expect_run_id } => {
-            dir.open_cohort(root).and_then(|d| cohort::approve_plan(&d, expect_run_id.as_deref(), rebaseline, clock))
+            dir.open_cohort(root).and_then(|d| cohort::approve_plan(&d, Some(&expect_run_id), rebaseline, clock))
         }
         CohortCommand::Schedule { dir, second, plan, expect_run_id } => {
             if dir.spec_dir.as_deref() == Some("check-current") {
@@ -479,12 +533,19 @@ fn cohort_cmd(root: &std::path::Path, clock: &dyn work_runtime::clock::Clock, cm
                 return Err(LoopError::bad(format!("schedule: unexpected argument `{extra}`")));
             }
             dir.open_cohort(root).and_then(|d| {
+                // As the scripts: the fence is required to schedule, and its absence is a refusal.
+                let Some(expect_run_id) = expect_run_id else {
+                    return Err(LoopError::refused(
+                        "schedule: --expect-run-id is required",
+                        serde_json::json!({ "reason": "expect_run_id_required" }),
+                    ));
+                };
                 cohort::check_plan_flag(d.root(), &d, plan.as_deref())?;
-                cohort::schedule(&d, expect_run_id.as_deref())
+                cohort::schedule(&d, Some(&expect_run_id))
             })
         }
         CohortCommand::Wave(WaveCommand::Advance { dir, from_index, expect_run_id }) => {
-            dir.open_cohort(root).and_then(|d| cohort::wave_advance(&d, from_index, expect_run_id.as_deref()))
+            dir.open_cohort(root).and_then(|d| cohort::wave_advance(&d, from_index, Some(&expect_run_id)))
         }
         CohortCommand::Wave(WaveCommand::Check { dir, expect, wave_index, expect_run_id }) => {
             let e = match expect {
@@ -496,7 +557,7 @@ fn cohort_cmd(root: &std::path::Path, clock: &dyn work_runtime::clock::Clock, cm
         CohortCommand::RecordAttempt { dir, phase: PhaseArg::Implement, cycle_id, expect_run_id } => {
             // The id is checked before the directory is even looked for.
             cohort::validate_cycle_id(&cycle_id)?;
-            dir.open_cohort(root).and_then(|d| cohort::record_attempt(&d, &cycle_id, expect_run_id.as_deref()))
+            dir.open_cohort(root).and_then(|d| cohort::record_attempt(&d, &cycle_id, Some(&expect_run_id)))
         }
         CohortCommand::Review(ReviewCommand::Record {
             dir,
@@ -531,7 +592,7 @@ fn cohort_cmd(root: &std::path::Path, clock: &dyn work_runtime::clock::Clock, cm
             };
             dir.open_cohort(root).and_then(|d| {
                 let root = d.root().to_path_buf();
-                cohort::review_record(&root, &d, &what, expect_run_id.as_deref(), clock)
+                cohort::review_record(&root, &d, &what, Some(&expect_run_id), clock)
             })
         }
         CohortCommand::Review(ReviewCommand::Inspect { dir, report, adjudication, expect_run_id }) => {
@@ -546,7 +607,7 @@ fn cohort_cmd(root: &std::path::Path, clock: &dyn work_runtime::clock::Clock, cm
             .open_cohort(root)
             .and_then(|d| cohort::plan_check_current(&d, require_schedule, expect_run_id.as_deref())),
         CohortCommand::Plan(PlanCommand::MarkReviewed { dir, expect_run_id }) => {
-            dir.open_cohort(root).and_then(|d| cohort::plan_mark_reviewed(&d, expect_run_id.as_deref()))
+            dir.open_cohort(root).and_then(|d| cohort::plan_mark_reviewed(&d, Some(&expect_run_id)))
         }
         CohortCommand::Check { dir, phase, expect_run_id } => {
             let p = phase.map(|p| match p {

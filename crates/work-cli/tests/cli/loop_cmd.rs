@@ -2,7 +2,7 @@
 //! change nothing, confinement, a multi-process race, the lint, the workspace preflight and
 //! the base-freshness check.
 
-use crate::support::{Scenario, assert_one_line_error};
+use crate::support::Scenario;
 use serde_json::Value;
 
 const DIR: &str = "docs/specs/feat";
@@ -19,6 +19,17 @@ fn plan(s: &Scenario, status: &str) {
         &format!("{DIR}/plan.md"),
         &format!("# Plan\n\n**Status:** {status}\n\n## Task 1: base\n\n## Task 2: top\nDepends on: 1\n"),
     );
+}
+
+/// A failed `work loop` call printed one line: a refusal in the scripts' voice
+/// (`loop-engine: stop — …`, `loop-cohort: stop — …`), or the project's `error: …` for a
+/// malformed command line and the verbs outside the engine and cohort.
+fn assert_one_line_error(stderr: &str) {
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty() && !l.starts_with("  ")).collect();
+    assert_eq!(lines.len(), 1, "expected a one-line error, got:\n{stderr}");
+    let voiced = ["error: ", "loop-engine: stop — ", "loop-cohort: stop — "];
+    assert!(voiced.iter().any(|p| lines[0].starts_with(p)), "expected a refusal line, got {:?}", lines[0]);
+    assert!(!stderr.contains("panicked"), "panic: {stderr}");
 }
 
 fn ok(s: &Scenario, args: &[&str]) -> Value {
@@ -121,7 +132,20 @@ fn a_code_mode_run_end_to_end() {
     spec(&s, "Shipped");
     ok(&s, &["engine", "transition", DIR, "reviewers-clean"]);
     s.write("review/adj-2.json", r#"{"findings": [{"disposition": "refuted", "title": "noise"}]}"#);
-    let rec = ok(&s, &["cohort", "review", "record", DIR, "--report", "review/adj-2.json", "--adjudication"]);
+    let rec = ok(
+        &s,
+        &[
+            "cohort",
+            "review",
+            "record",
+            DIR,
+            "--report",
+            "review/adj-2.json",
+            "--adjudication",
+            "--expect-run-id",
+            &run,
+        ],
+    );
     assert_eq!(rec["review_round_count"], 2);
     ok(&s, &["engine", "transition", DIR, "done"]);
     let st = ok(&s, &["engine", "status", DIR]);
@@ -233,7 +257,10 @@ fn racing_processes_cannot_both_transition() {
             wins += 1;
         } else {
             assert_eq!(out.status.code(), Some(1));
-            assert_one_line_error(&String::from_utf8_lossy(&out.stderr));
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_one_line_error(&err);
+            // A loser waited its turn and then found the event illegal: never a lock refusal.
+            assert!(err.contains("illegal transition"), "{err}");
         }
     }
     assert_eq!(wins, 1);
@@ -361,7 +388,7 @@ fn check_does_not_fail_on_plan_edits_after_the_seal() {
     let (code, out, err) = s.run(&["loop", "cohort", "check", DIR]);
     assert_eq!(
         (code, out.trim(), err.trim()),
-        (1, "", "plan_review_status: pending"),
+        (1, "", "loop-cohort: stop — plan_review_status: pending"),
         "a refusal's reason is on stderr"
     );
     s.run(&["loop", "engine", "reset", DIR]);
@@ -469,9 +496,14 @@ fn record_attempt_refuses_an_odd_cycle_id() {
     let run = sealed(&s);
     let long = "x".repeat(201);
     for bad in ["", "a b", "r;1", "r/1", long.as_str()] {
-        refused(&s, &["cohort", "record-attempt", DIR, "--phase", "implement", "--cycle-id", bad], 1);
+        refused(
+            &s,
+            &["cohort", "record-attempt", DIR, "--phase", "implement", "--cycle-id", bad, "--expect-run-id", &run],
+            1,
+        );
     }
     let id = format!("{run}:9");
-    let doc = ok(&s, &["cohort", "record-attempt", DIR, "--phase", "implement", "--cycle-id", &id]);
+    let doc =
+        ok(&s, &["cohort", "record-attempt", DIR, "--phase", "implement", "--cycle-id", &id, "--expect-run-id", &run]);
     assert_eq!(doc["implementation_retry_count"], 1);
 }

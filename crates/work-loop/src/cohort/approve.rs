@@ -76,8 +76,22 @@ pub fn init(sd: &SpecDir, run_id: &str, caps: Caps, clock: &dyn Clock) -> LoopRe
 /// `cohort identity <spec-dir> --expect-run-id R`: the cohort (and the engine, when its state
 /// exists) belong to run R.
 pub fn identity(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
-    let st = load_required(sd)?;
-    check_run_id(&st, expect)?;
+    // The scripts' words: no "reset pair" hint here, and "expected" rather than "supplied".
+    let st = load(sd)?.ok_or_else(|| missing(sd))?;
+    if let Some(why) = schema_problem(&st) {
+        return Err(LoopError::refused(
+            format!("identity: {why}"),
+            json!({ "reason": "schema_version", "schema_version": st.schema_version }),
+        ));
+    }
+    if let Some(e) = expect
+        && e != st.run_id
+    {
+        return Err(LoopError::refused(
+            format!("identity: run_id mismatch (stored={}, expected={})", py_repr_str(&st.run_id), py_repr_str(e)),
+            json!({ "run_id": st.run_id, "expected_run_id": e, "reason": "run_id_mismatch" }),
+        ));
+    }
     let engine = crate::engine::load(sd)?;
     // Without --expect-run-id the pair is checked against itself: the engine and the cohort
     // must belong to the same run.
@@ -86,13 +100,19 @@ pub fn identity(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
         && e.run_id != expect
     {
         return Err(LoopError::refused(
-            format!("match run id: the engine belongs to run `{}`, not `{expect}`", e.run_id),
-            json!({ "run_id": st.run_id, "engine_run_id": e.run_id, "expected_run_id": expect }),
+            format!("identity: run_id mismatch (engine={}, expected={})", py_repr_str(&e.run_id), py_repr_str(expect)),
+            json!({ "run_id": st.run_id, "engine_run_id": e.run_id, "expected_run_id": expect, "reason": "run_id_mismatch" }),
         ));
     }
+    let version = st.schema_version.clone().unwrap_or(Value::Null);
+    let shown = match &version {
+        Value::Null => "None".to_string(),
+        v => v.to_string(),
+    };
+    // The scripts' document, field for field.
     Ok(Outcome::ok(
-        json!({ "ok": true, "run_id": st.run_id, "engine_run_id": engine.map(|e| e.run_id) }),
-        format!("cohort and engine belong to run {expect}"),
+        json!({ "run_id": st.run_id, "schema_version": version }),
+        format!("run_id={} schema_version={shown}", st.run_id),
     ))
 }
 
@@ -114,7 +134,7 @@ pub(crate) fn artifacts(sd: &SpecDir) -> Result<(String, String, Option<String>,
 /// (`--rebaseline`, an explicit decision) is set, which records a new baseline and keeps the old
 /// one in `baseline_history`. The design: "refuses if changed, no-op if not".
 pub fn approve_plan(sd: &SpecDir, expect: Option<&str>, rebaseline: bool, clock: &dyn Clock) -> LoopResult {
-    mutate(sd, expect, |st| {
+    mutate(sd, "approve-plan", expect, |st| {
         let (spec_sha, plan_sha, spec_status, plan_status) = artifacts(sd)?;
         if let Some((old_spec, old_plan)) = st.approved_hashes() {
             let mut changed = Vec::new();
@@ -125,7 +145,7 @@ pub fn approve_plan(sd: &SpecDir, expect: Option<&str>, rebaseline: bool, clock:
                 changed.push("plan.md");
             }
             if changed.is_empty() {
-                status_legal_after_approval(sd)?;
+                status_legal_after_approval(sd, "approve-plan")?;
                 let doc = json!({ "baseline": st.baseline, "rebaselined": false });
                 return Ok((false, doc, "approve-plan already recorded (no-op)".into()));
             }
@@ -186,12 +206,27 @@ fn py_bool(b: bool) -> &'static str {
     if b { "True" } else { "False" }
 }
 
-/// A mismatch has two possible causes the verbs cannot tell apart, so they name both.
-pub const BOTH_CAUSES: &str = "either the approved scope changed, or this baseline was pinned before canonical hashing landed (to re-pin: restore `Status: Approved` in both spec.md and plan.md, `work loop cohort reset`, `cohort init --run-id <run_id>`, `cohort approve-plan`, `cohort schedule`, then restore the Status you were on; never reset the engine)";
+/// A mismatch has two possible causes the verbs cannot tell apart, so they name both, in the
+/// scripts' words (their command names: `loop-cohort X` is `work loop cohort X`).
+pub const BOTH_CAUSES: &str = concat!(
+    "either the approved scope changed, or this baseline was pinned before ",
+    "canonical hashing landed. For the second case, recover the cohort only: ",
+    "(1) restore `Status: Approved` in BOTH spec.md and plan.md — approve-plan ",
+    "refuses unless both read Approved; (2) `loop-cohort reset <spec-dir>`; ",
+    "(3) `loop-cohort init <spec-dir> --run-id <run_id>`, taking run_id from ",
+    "`loop-engine status <spec-dir> --json`; (4) `loop-cohort approve-plan ",
+    "<spec-dir> --expect-run-id <run_id>` then `loop-cohort schedule <spec-dir> ",
+    "--expect-run-id <run_id>`; ",
+    "(5) restore the Status you were on. Do NOT run `loop-engine reset` — ",
+    "`plan-locked` is legal only from SPEC-PLAN-APPROVED and the engine has no ",
+    "state-setting verb, so resetting it strands the run. Note the reset clears ",
+    "the retry counters and the stasis baseline, and re-running approve-plan ",
+    "re-pins whatever is on disk, so it is a re-approval in substance"
+);
 
 /// After approval spec.md may only read Approved, Implementing or Shipped, and plan.md
 /// Approved, Executing or Done (a file without a status is skipped).
-pub(crate) fn status_legal_after_approval(sd: &SpecDir) -> Result<(), LoopError> {
+pub(crate) fn status_legal_after_approval(sd: &SpecDir, verb: &str) -> Result<(), LoopError> {
     for (file, allowed) in
         [("spec.md", ["Approved", "Implementing", "Shipped"]), ("plan.md", ["Approved", "Executing", "Done"])]
     {
@@ -201,7 +236,9 @@ pub(crate) fn status_legal_after_approval(sd: &SpecDir) -> Result<(), LoopError>
         {
             return Err(LoopError::refused(
                 format!(
-                    "check the approved artifacts: {file} Status is '{s}'; expected one of {allowed:?} after approval"
+                    "{verb}: {file} Status is {}; expected one of ['{}'] after approval",
+                    py_repr_str(&s),
+                    allowed.join("', '")
                 ),
                 json!({ "reason": "status_regressed", "file": file, "status": s }),
             ));

@@ -9,8 +9,8 @@ use super::*;
 /// marked reviewed as it is now). `--require-schedule`: also a schedule computed from the
 /// approved plan, with the wave pointer in range.
 pub fn plan_check_current(sd: &SpecDir, require_schedule: bool, expect: Option<&str>) -> LoopResult {
-    let st = load_required(sd)?;
-    check_run_id(&st, expect)?;
+    let st = load_required(sd, "plan check-current")?;
+    check_run_id(&st, "plan check-current", expect)?;
     let status = plan_review(sd, &st)?;
     let doc = |status: &str| json!({ "ok": status != "pending", "plan_review_status": status, "plan_reviewed_sha256": st.plan_reviewed_sha256 });
     match status {
@@ -28,19 +28,19 @@ pub fn plan_check_current(sd: &SpecDir, require_schedule: bool, expect: Option<&
         }
         PlanReview::Approved => {}
     }
-    status_legal_after_approval(sd)?;
+    status_legal_after_approval(sd, "plan check-current")?;
     if require_schedule {
         if st.schedule_plan_sha256 != st.approved_plan_hash {
             return Err(LoopError::refused(
                 format!(
-                    "plan check-current: plan_hash != approved_plan_hash (schedule not run, or run on another plan version); {BOTH_CAUSES}"
+                    "plan check-current: plan_hash != approved_plan_hash (schedule not run or run on a different plan version); {BOTH_CAUSES}"
                 ),
                 json!({ "reason": "stale_schedule" }),
             ));
         }
         if st.schedule_waves.is_empty() {
             return Err(LoopError::refused(
-                "plan check-current: schedule_waves is empty (run `work loop cohort schedule` first)",
+                "plan check-current: schedule_waves is empty (run schedule first)",
                 json!({ "reason": "no_schedule" }),
             ));
         }
@@ -64,7 +64,7 @@ pub fn plan_check_current(sd: &SpecDir, require_schedule: bool, expect: Option<&
 pub fn schedule_current_of(sd: &SpecDir, st: &CohortState) -> Result<(), LoopError> {
     let Some(text) = sd.read_optional("plan.md")? else {
         return Err(LoopError::refused(
-            format!("schedule check-current: plan.md not found in `{}`", sd.rel()),
+            format!("schedule check-current: plan.md not found at {}/plan.md", sd.dir().display()),
             json!({ "reason": "missing_plan" }),
         ));
     };
@@ -73,7 +73,8 @@ pub fn schedule_current_of(sd: &SpecDir, st: &CohortState) -> Result<(), LoopErr
     {
         return Err(LoopError::refused(
             format!(
-                "schedule check-current: plan.md Status is '{s}'; expected one of Approved, Executing, Done after approval"
+                "schedule check-current: plan.md Status is {}; expected one of ['Approved', 'Executing', 'Done'] after approval",
+                py_repr_str(&s)
             ),
             json!({ "reason": "status_regressed", "status": s }),
         ));
@@ -81,7 +82,11 @@ pub fn schedule_current_of(sd: &SpecDir, st: &CohortState) -> Result<(), LoopErr
     let sha = canonical::sha256(&text, true);
     if st.schedule_plan_sha256.as_deref() != Some(sha.as_str()) {
         return Err(LoopError::refused(
-            format!("schedule check-current: plan.md no longer matches the scheduled baseline — {BOTH_CAUSES}"),
+            format!(
+                "schedule check-current: plan.md no longer matches the scheduled baseline — {BOTH_CAUSES} (stored={} current={})",
+                py_repr_str(st.schedule_plan_sha256.as_deref().unwrap_or_default()),
+                py_repr_str(&sha)
+            ),
             json!({ "reason": "stale_schedule", "plan_hash": st.schedule_plan_sha256, "current": sha }),
         ));
     }
@@ -91,8 +96,8 @@ pub fn schedule_current_of(sd: &SpecDir, st: &CohortState) -> Result<(), LoopErr
 /// `cohort schedule check-current <spec-dir>`: read-only, exit 0 when the waves were computed
 /// from plan.md as it is now, exit 1 otherwise.
 pub fn schedule_check_current(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
-    let st = load_required(sd)?;
-    check_run_id(&st, expect)?;
+    let st = load_required(sd, "schedule check-current")?;
+    check_run_id(&st, "schedule check-current", expect)?;
     schedule_current_of(sd, &st)?;
     Ok(Outcome::ok(
         json!({ "ok": true, "schedule_waves": st.schedule_waves, "plan_hash": st.schedule_plan_sha256 }),
@@ -121,10 +126,15 @@ fn plan_review(sd: &SpecDir, st: &CohortState) -> Result<PlanReview, LoopError> 
     };
     for (file, approved, is_plan) in [("spec.md", spec_hash, false), ("plan.md", plan_hash, true)] {
         let Some(text) = sd.read_optional(file)? else {
-            return Ok(PlanReview::Drift(format!("{file} not found in `{}`", sd.rel())));
+            return Ok(PlanReview::Drift(format!("{file} not found at {}/{file}", sd.dir().display())));
         };
-        if canonical::sha256(&text, is_plan) != approved {
-            return Ok(PlanReview::Drift(format!("{file} no longer matches the approved baseline — {BOTH_CAUSES}")));
+        let current = canonical::sha256(&text, is_plan);
+        if current != approved {
+            return Ok(PlanReview::Drift(format!(
+                "{file} no longer matches the approved baseline — {BOTH_CAUSES} (approved={} current={})",
+                py_repr_str(&approved),
+                py_repr_str(&current)
+            )));
         }
     }
     Ok(PlanReview::Approved)
@@ -133,7 +143,7 @@ fn plan_review(sd: &SpecDir, st: &CohortState) -> Result<PlanReview, LoopError> 
 /// `cohort plan mark-reviewed`: records plan.md's hash as reviewed (after pre-EXECUTE review
 /// is adjudicated clean). An extension: the design records it implicitly.
 pub fn plan_mark_reviewed(sd: &SpecDir, expect: Option<&str>) -> LoopResult {
-    mutate(sd, expect, |st| {
+    mutate(sd, "plan mark-reviewed", expect, |st| {
         let text = sd
             .read_optional("plan.md")?
             .ok_or_else(|| LoopError::bad(format!("read `{}/plan.md`: no such file", sd.rel())))?;
@@ -165,12 +175,12 @@ pub enum CheckPhase {
 pub fn check(sd: &SpecDir, phase: Option<CheckPhase>, expect: Option<&str>) -> LoopResult {
     if phase == Some(CheckPhase::Implement) {
         let st = load_readable(sd)?;
-        check_run_id(&st, expect)?;
+        check_run_id(&st, "check", expect)?;
         // The scripts' implement phase has no cap of its own: it only needs readable state.
         return Ok(Outcome::ok(json!({ "ok": true, "phase": "implement", "conditions": [] }), ""));
     }
-    let st = load_required(sd)?;
-    check_run_id(&st, expect)?;
+    let st = load_required(sd, "check")?;
+    check_run_id(&st, "check", expect)?;
     let engine_state = crate::engine::load(sd)?.map(|e| e.state);
     let planning = engine_state.as_deref().and_then(crate::table::State::parse).is_none_or(|s| {
         !matches!(
@@ -186,13 +196,13 @@ pub fn check(sd: &SpecDir, phase: Option<CheckPhase>, expect: Option<&str>) -> L
     if phase != Some(CheckPhase::Review) && st.implementation_retry_count >= st.implementation_retry_cap {
         conditions.push(json!({
             "code": "implementation_retry_cap",
-            "message": format!("implementation retry cap reached ({}/{})", st.implementation_retry_count, st.implementation_retry_cap),
+            "message": format!("implementation retry cap reached ({}/{}); reset and start a new run", st.implementation_retry_count, st.implementation_retry_cap),
         }));
     }
     if phase != Some(CheckPhase::GatesFailed) && st.review_retry_count >= st.review_retry_cap {
         conditions.push(json!({
             "code": "review_retry_cap",
-            "message": format!("review retry cap reached ({}/{})", st.review_retry_count, st.review_retry_cap),
+            "message": format!("review retry cap reached ({}/{}); reset and start a new run", st.review_retry_count, st.review_retry_cap),
         }));
     }
     let mut plan_status = None;
@@ -231,7 +241,7 @@ pub fn check(sd: &SpecDir, phase: Option<CheckPhase>, expect: Option<&str>) -> L
 
 /// `cohort status --json`.
 pub fn status(sd: &SpecDir) -> LoopResult {
-    let st = load_required(sd)?;
+    let st = load_required(sd, "status")?;
     let text = format!(
         "run {}: wave {}/{}, implementation retries {}/{}, review retries {}/{}, review rounds {}",
         st.run_id,

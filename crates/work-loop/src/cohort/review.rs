@@ -52,7 +52,7 @@ pub fn review_record(
         }
         _ => None,
     };
-    mutate(sd, expect, |st| {
+    mutate(sd, "review record", expect, |st| {
         let (kind, mut fps) = match what {
             ReviewRecord::CleanReport(_) | ReviewRecord::CleanReviewerReport(_) => ("clean-report", Vec::new()),
             ReviewRecord::Fingerprints(f) => ("fingerprints", f.clone()),
@@ -128,8 +128,8 @@ fn read_report(sd: &SpecDir, rel: &str) -> Option<String> {
 /// stasis against the last round. Every content outcome exits 0 (an unreadable report is
 /// `invalid`, with a warning on stderr).
 pub fn review_inspect_report(sd: &SpecDir, rel: &str, expect: Option<&str>) -> LoopResult {
-    let st = load_required(sd)?;
-    check_run_id(&st, expect)?;
+    let st = load_required(sd, "review inspect")?;
+    check_run_id(&st, "review inspect", expect)?;
     let text = read_report(sd, rel);
     if text.is_none() {
         eprintln!("work loop: warning: report `{rel}` could not be read; classified invalid");
@@ -151,8 +151,8 @@ pub fn review_inspect_report(sd: &SpecDir, rel: &str, expect: Option<&str>) -> L
 /// `cohort review inspect --adjudication P`: classification plus `matches_previous_round`
 /// (stasis: the same non-empty sustained fingerprints as the last recorded round).
 pub fn review_inspect(root: &Path, sd: &SpecDir, rel: &str, expect: Option<&str>) -> LoopResult {
-    let st = load_required(sd)?;
-    check_run_id(&st, expect)?;
+    let st = load_required(sd, "review inspect")?;
+    check_run_id(&st, "review inspect", expect)?;
     let c = read_classification(root, rel)?;
     let matches = !c.fingerprints.is_empty() && c.fingerprints == st.fingerprints;
     let exit = if c.classification == Class::Indeterminate { ExitStatus::Unsuccessful } else { ExitStatus::Done };

@@ -4,7 +4,7 @@ use super::*;
 
 /// `cohort wave advance --from-index N`: N → N+1; a no-op when the pointer is already N+1.
 pub fn wave_advance(sd: &SpecDir, from: usize, expect: Option<&str>) -> LoopResult {
-    mutate(sd, expect, |st| {
+    mutate(sd, "wave advance", expect, |st| {
         let n = st.schedule_waves.len();
         if st.current_wave_index == from + 1 && from + 1 < n {
             let doc = json!({ "current_wave_index": st.current_wave_index, "wave_count": n });
@@ -43,13 +43,13 @@ pub fn wave_check(
     wave_index: Option<usize>,
     expect: Option<&str>,
 ) -> LoopResult {
-    let st = load_required(sd)?;
-    check_run_id(&st, expect)?;
+    let st = load_required(sd, "wave check")?;
+    check_run_id(&st, "wave check", expect)?;
     if let Some(n) = wave_index
         && n != st.current_wave_index
     {
         return Err(LoopError::refused(
-            format!("check the wave: --wave-index {n} is not the current wave {}", st.current_wave_index),
+            format!("wave check: current_wave_index={} does not match --wave-index {n}", st.current_wave_index),
             json!({ "reason": "wave_index", "current_wave_index": st.current_wave_index, "wave_index": n }),
         ));
     }
@@ -65,12 +65,14 @@ pub fn wave_check(
         "wave_count": st.schedule_waves.len(),
         "more_waves": more,
     });
-    let text = format!(
-        "wave {} of {}: {}",
-        st.current_wave_index,
-        st.schedule_waves.len(),
-        if more { "more waves remain" } else { "last wave" }
-    );
+    let (i, total) = (st.current_wave_index, st.schedule_waves.len());
+    // The scripts' lines: a holding answer on stdout, a failing one is a stop on stderr.
+    let text = match (expect_kind, holds) {
+        (WaveExpect::More, true) => format!("wave check more — wave_index={i} has more waves (total={total})"),
+        (WaveExpect::Last, true) => format!("wave check last — wave_index={i} is the last wave (total={total})"),
+        (WaveExpect::More, false) => format!("wave check more: no more waves (current={i}, total={total})"),
+        (WaveExpect::Last, false) => format!("wave check last: not the last wave (current={i}, total={total})"),
+    };
     let out = Outcome::with(if holds { ExitStatus::Done } else { ExitStatus::Unsuccessful }, doc, text);
     Ok(if holds { out } else { out.text_to_stderr() })
 }
@@ -78,7 +80,7 @@ pub fn wave_check(
 /// `cohort record-attempt --phase implement --cycle-id C`: counts a gate failure once per C.
 pub fn record_attempt(sd: &SpecDir, cycle_id: &str, expect: Option<&str>) -> LoopResult {
     validate_cycle_id(cycle_id)?;
-    mutate(sd, expect, |st| {
+    mutate(sd, "record-attempt", expect, |st| {
         // `<run_id>:<decimal sequence>`, and the run id is this cohort's.
         let shape = cycle_id.split_once(':').filter(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
         let Some((prefix, _)) = shape else {
