@@ -17,12 +17,19 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
 pub const OUTPUT_CAP: usize = 1024 * 1024;
 
 /// The process every `run_command` call starts: `sh -c COMMAND` in the repository root, with an
-/// empty stdin, [`DEFAULT_TIMEOUT`] and [`OUTPUT_CAP`]. The one place a tool's command is
-/// built, so that every restriction on what it may do is applied here.
+/// empty stdin, [`DEFAULT_TIMEOUT`], [`OUTPUT_CAP`], and `work`'s environment less every
+/// variable named like a secret ([`work_runtime::redact::is_secret_var`]: the model's commands
+/// never see the keys `work` holds). The one place a tool's command is built, so that every
+/// restriction on what it may do is applied here.
 pub fn tool_command_spec(request: &DispatchRequest, command: &str) -> ProcessSpec {
     let mut spec = ProcessSpec::new("sh", vec!["-c".into(), command.into()], Path::new(&request.cwd))
         .with_timeout(Some(DEFAULT_TIMEOUT));
     spec.output_cap = OUTPUT_CAP;
+    for (name, _) in std::env::vars_os() {
+        if let Some(name) = name.to_str().filter(|n| work_runtime::redact::is_secret_var(n)) {
+            spec = spec.without_env(name);
+        }
+    }
     spec
 }
 

@@ -136,6 +136,14 @@ async fn commands_run_in_the_root_with_a_timeout_and_a_cap() {
     assert!(!o.is_error && o.text.len() <= RESULT_CAP + 100 && o.text.contains("not shown"), "{}", o.text.len());
     let spec = run::tool_command_spec(&req, "true");
     assert_eq!((spec.program.as_str(), spec.cwd.as_path()), ("sh", d.path()));
+    // The keys `work` holds are not the commands' (PATH, HOME … are).
+    let o = run(&req, "run_command", json!({"command": "env"})).await;
+    assert!(o.text.contains("PATH=") && !o.text.contains("_API_KEY=") && !o.text.contains("TOKEN="), "{}", o.text);
+    for (name, _) in std::env::vars() {
+        if work_runtime::redact::is_secret_var(&name) {
+            assert!(spec.env_removed.contains(&name), "{name} is passed on");
+        }
+    }
 }
 
 #[test]

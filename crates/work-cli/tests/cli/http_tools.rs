@@ -145,7 +145,7 @@ fn http_until_worker_edits_and_runs_the_tests_to_done() {
             vec![
                 Step::Write { path: "READY".into(), content: "ok\n".into() },
                 Step::Edit { path: "src/jobs.rs".into(), old: "transition(1)".into(), new: "transition(2)".into() },
-                Step::Bash("test -e READY && grep -q 'transition(2)' src/jobs.rs && echo tests-pass".into()),
+                Step::Bash("test -e READY && grep -q 'transition(2)' src/jobs.rs && echo tests-pass && env".into()),
                 Step::Answer(
                     json!({"status": "done", "summary": "wrote READY", "changes_claimed": ["READY", "src/jobs.rs"],
                     "blocker": null, "next_steps": [], "decisions": [], "evidence": ["tests-pass"]}),
@@ -162,7 +162,9 @@ fn http_until_worker_edits_and_runs_the_tests_to_done() {
         let status = s.git(&["status", "--porcelain", "--", ".", ":!.work"]);
         assert_eq!(status, " M src/jobs.rs\n?? READY\n", "{backend:?}");
         let turns = server.requests_for(0);
-        assert!(turns[3].body["messages"].to_string().contains("tests-pass"), "{backend:?}: the command's output");
+        let sent = turns[3].body["messages"].to_string();
+        assert!(sent.contains("tests-pass") && sent.contains("PATH="), "{backend:?}: the command's output: {sent}");
+        assert!(!sent.contains(KEY), "{backend:?}: the key `work` holds reached a command's environment");
     }
 }
 
