@@ -20,16 +20,23 @@
 //! - Classification as for `openai:`; a `refusal` or `max_tokens` stop reason is malformed.
 //! - Cost: priced from `input_usd_per_mtok` / `output_usd_per_mtok`; without both, unknown
 //!   ([`Agent::reports_cost`] is false).
+//! - Tools: every request offers the role's tools (`tools`); an answer with `tool_use` blocks
+//!   is run by the engine's loop ([`crate::tools::turns`]) and answered with one user message of
+//!   `tool_result` blocks, until the model answers without a tool call (at most `max_turns`
+//!   turns). In `tool` mode `work_result` is offered beside them and `tool_choice` is `any`:
+//!   a call of `work_result` is the answer.
 
 use crate::http::{self, Post};
 use crate::openai::put_str;
 use crate::per_schema::PerSchema;
+use crate::tools::Outcome;
+use crate::tools::turns::{Call, Turn, Wire};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use work_config::AgentDef;
 use work_runtime::budget::Usage;
-use work_runtime::dispatch::{Agent, AgentError, AgentReply, DispatchRequest, InvokeOptions};
+use work_runtime::dispatch::{Access, Agent, AgentError, AgentReply, DispatchRequest, InvokeOptions};
 
 /// The API's own endpoint.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -65,6 +72,8 @@ pub struct AnthropicAgent {
     send_effort: bool,
     max_tokens: u64,
     prices: (Option<f64>, Option<f64>),
+    /// The most model calls (turns) of one attempt.
+    max_turns: u32,
     fixed_key: Option<Option<String>>,
     /// The one HTTP client every request of this backend goes through (connections reused).
     client: http::Client,
@@ -77,9 +86,12 @@ pub struct AnthropicAgent {
 struct Prepared {
     /// The system prompt, as a JSON string (quoted and escaped).
     system: String,
-    /// The structured-output object (`{"type":"json_schema",…}`) in the two native modes, or
-    /// `,"tools":[…],"tool_choice":{…}` in tool mode, as JSON text; `None` without a schema.
-    schema_part: Option<String>,
+    /// The structured-output object (`{"type":"json_schema",…}`) in the two native modes, as
+    /// JSON text; `None` without a schema or in tool mode.
+    format: Option<String>,
+    /// `,"tools":[…]` (and `,"tool_choice":{"type":"any"}` in tool mode) for a read-only and
+    /// for a write role.
+    tools: [String; 2],
 }
 
 /// The schema sent for native structured output ([`crate::schema::anthropic`]).
@@ -115,6 +127,7 @@ impl AnthropicAgent {
                 None => DEFAULT_MAX_TOKENS,
             },
             prices: (def.input_usd_per_mtok, def.output_usd_per_mtok),
+            max_turns: def.max_turns.unwrap_or(crate::tools::DEFAULT_MAX_TURNS),
             fixed_key: None,
             client: http::Client::new(),
             prepared_memo: PerSchema::default(),
@@ -140,32 +153,43 @@ impl AnthropicAgent {
     /// dispatch with the same schema (the conversion and the writing out are done once).
     fn prepared(&self, schema: Option<&Value>) -> Arc<Prepared> {
         self.prepared_memo.get_or_make(schema, || {
-            let schema_part = schema.map(|s| match self.mode {
-                StructuredOutput::OutputConfig | StructuredOutput::OutputFormat => {
-                    json!({"type": "json_schema", "schema": closed_objects(s)}).to_string()
-                }
-                StructuredOutput::Tool => {
-                    let tools = json!([{"name": TOOL_NAME,
-                        "description": "Record your answer. Call this exactly once with the complete answer.",
-                        "input_schema": crate::schema::tool_input(s)}]);
-                    let choice = json!({"type": "tool", "name": TOOL_NAME});
-                    format!(",\"tools\":{tools},\"tool_choice\":{choice}")
+            let format = schema
+                .filter(|_| self.mode != StructuredOutput::Tool)
+                .map(|s| json!({"type": "json_schema", "schema": closed_objects(s)}).to_string());
+            let tools = [Access::ReadOnly, Access::WorkspaceWrite].map(|access| {
+                let mut defs = crate::tools::anthropic_definitions(access);
+                match schema.filter(|_| self.mode == StructuredOutput::Tool) {
+                    Some(s) => {
+                        defs.push(json!({"name": TOOL_NAME,
+                            "description": "Record your answer. Call this exactly once, alone, with the complete answer, when you are done.",
+                            "input_schema": crate::schema::tool_input(s)}));
+                        format!(",\"tools\":{},\"tool_choice\":{{\"type\":\"any\"}}", Value::Array(defs))
+                    }
+                    None => format!(",\"tools\":{}", Value::Array(defs)),
                 }
             });
             let system = Value::String(crate::openai::system_prompt(schema, false)).to_string();
-            Prepared { system, schema_part }
+            Prepared { system, format, tools }
         })
     }
 
     /// The request body for one dispatch, as JSON text. Written straight out (no JSON tree is
     /// built): the same document [`Self::body`] reads back.
     pub fn body_bytes(&self, request: &DispatchRequest) -> Vec<u8> {
+        self.body_bytes_with(request, &[])
+    }
+
+    /// The request body of a later turn: the brief followed by `history` (the assistant's tool
+    /// calls and the tool results so far).
+    pub fn body_bytes_with(&self, request: &DispatchRequest, history: &[Value]) -> Vec<u8> {
         let model = crate::concrete_model(&request.model, Some(&self.model));
         let model = model.as_deref().unwrap_or(&self.model);
         let prepared = self.prepared(request.schema.as_ref());
         let brief = crate::brief(request);
-        let schema_part = prepared.schema_part.as_deref();
-        let mut out = Vec::with_capacity(brief.len() + prepared.system.len() + schema_part.map_or(0, str::len) + 200);
+        let tools = &prepared.tools[usize::from(request.access == Access::WorkspaceWrite)];
+        let format = prepared.format.as_deref();
+        let mut out =
+            Vec::with_capacity(brief.len() + prepared.system.len() + format.map_or(0, str::len) + tools.len() + 200);
         out.extend_from_slice(b"{\"model\":");
         put_str(&mut out, model);
         out.extend_from_slice(b",\"max_tokens\":");
@@ -174,16 +198,22 @@ impl AnthropicAgent {
         out.extend_from_slice(prepared.system.as_bytes());
         out.extend_from_slice(b",\"messages\":[{\"role\":\"user\",\"content\":");
         put_str(&mut out, &brief);
-        out.extend_from_slice(b"}]");
+        out.push(b'}');
+        for message in history {
+            out.push(b',');
+            let _ = serde_json::to_writer(&mut out, message);
+        }
+        out.push(b']');
+        out.extend_from_slice(tools.as_bytes());
         let mut config_format = None;
-        if let Some(part) = schema_part {
+        if let Some(part) = format {
             match self.mode {
                 StructuredOutput::OutputConfig => config_format = Some(part),
                 StructuredOutput::OutputFormat => {
                     out.extend_from_slice(b",\"output_format\":");
                     out.extend_from_slice(part.as_bytes());
                 }
-                StructuredOutput::Tool => out.extend_from_slice(part.as_bytes()),
+                StructuredOutput::Tool => {}
             }
         }
         let effort = Some(request.effort.trim()).filter(|e| self.send_effort && !e.is_empty());
@@ -282,6 +312,17 @@ impl Agent for AnthropicAgent {
     }
 
     async fn invoke(&self, request: &DispatchRequest, options: InvokeOptions) -> Result<AgentReply, AgentError> {
+        // The key is read again for each turn's request ([`Wire::post`]).
+        crate::tools::turns::run(self, request, options.timeout, self.max_turns).await
+    }
+}
+
+impl Wire for AnthropicAgent {
+    fn body(&self, request: &DispatchRequest, history: &[Value]) -> Vec<u8> {
+        self.body_bytes_with(request, history)
+    }
+
+    fn post(&self, request: &DispatchRequest, body: Vec<u8>) -> Result<Post, AgentError> {
         let Some(key) = self.key() else {
             return Err(AgentError::Failed {
                 reason: format!("{} is not set", self.key_var),
@@ -297,17 +338,72 @@ impl Agent for AnthropicAgent {
         if self.mode == StructuredOutput::OutputFormat && request.schema.is_some() {
             headers.push(("anthropic-beta".into(), STRUCTURED_OUTPUTS_BETA.into()));
         }
-        let post = Post {
+        Ok(Post {
             url: http::join(&self.base_url, "v1/messages"),
             headers,
-            body: self.body_bytes(request),
+            body,
             secret: Some(key),
             key_var: Some(self.key_var.clone()),
-        };
-        match http::post(&self.client, post, options.timeout).await {
-            Ok(raw) => self.parse(raw, request.schema.is_some()),
-            Err(f) => Err(AgentError::Failed { reason: f.reason, raw: f.raw, usage: Usage::default() }),
+        })
+    }
+
+    fn client(&self) -> &http::Client {
+        &self.client
+    }
+
+    fn read(&self, request: &DispatchRequest, raw: String) -> Turn {
+        if let Some((assistant, calls, usage)) = self.tool_calls(&raw, request.schema.is_some()) {
+            return Turn::Calls { assistant, calls, usage };
         }
+        Turn::Done(self.parse(raw, request.schema.is_some()))
+    }
+
+    fn answers(&self, calls: &[Call], outcomes: &[Outcome]) -> Vec<Value> {
+        let results: Vec<Value> = calls
+            .iter()
+            .zip(outcomes)
+            .map(
+                |(c, o)| json!({"type": "tool_result", "tool_use_id": c.id, "content": o.text, "is_error": o.is_error}),
+            )
+            .collect();
+        vec![json!({"role": "user", "content": results})]
+    }
+}
+
+impl AnthropicAgent {
+    /// The tool calls of a response (the assistant message to send back, the calls, the turn's
+    /// usage), or `None` when it asks for none, was cut, or (in tool mode) calls `work_result`.
+    fn tool_calls(&self, raw: &str, with_schema: bool) -> Option<(Value, Vec<Call>, Usage)> {
+        let v: Value = serde_json::from_str(raw).ok()?;
+        if matches!(v.get("stop_reason").and_then(Value::as_str), Some("max_tokens" | "refusal")) {
+            return None;
+        }
+        let blocks = v.get("content")?.as_array()?;
+        let uses: Vec<&Value> = blocks.iter().filter(|b| b["type"] == "tool_use").collect();
+        let answering =
+            with_schema && self.mode == StructuredOutput::Tool && uses.iter().any(|b| b["name"] == TOOL_NAME);
+        if uses.is_empty() || answering {
+            return None;
+        }
+        let calls = uses
+            .iter()
+            .enumerate()
+            .map(|(i, b)| Call {
+                id: b["id"].as_str().map_or_else(|| format!("toolu_{i}"), str::to_string),
+                name: b["name"].as_str().unwrap_or("").to_string(),
+                input: b.get("input").cloned().unwrap_or(json!({})),
+            })
+            .collect();
+        let n = |p: &str| v.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+        let mut usage = Usage {
+            input_tokens: n("/usage/input_tokens")
+                + n("/usage/cache_creation_input_tokens")
+                + n("/usage/cache_read_input_tokens"),
+            output_tokens: n("/usage/output_tokens"),
+            cost_usd: 0.0,
+        };
+        usage.cost_usd = crate::priced(&usage, self.prices.0, self.prices.1);
+        Some((json!({"role": "assistant", "content": blocks}), calls, usage))
     }
 }
 
@@ -365,6 +461,7 @@ mod tests {
             "max_tokens": a.max_tokens,
             "system": crate::openai::system_prompt(request.schema.as_ref(), false),
             "messages": [{"role": "user", "content": crate::brief(request)}],
+            "tools": crate::tools::anthropic_definitions(request.access),
         });
         let mut output_config = serde_json::Map::new();
         if let Some(s) = &request.schema {
@@ -375,10 +472,12 @@ mod tests {
                 }
                 StructuredOutput::OutputFormat => body["output_format"] = format,
                 StructuredOutput::Tool => {
-                    body["tools"] = json!([{"name": TOOL_NAME,
-                        "description": "Record your answer. Call this exactly once with the complete answer.",
-                        "input_schema": crate::schema::tool_input(s)}]);
-                    body["tool_choice"] = json!({"type": "tool", "name": TOOL_NAME});
+                    if let Some(tools) = body["tools"].as_array_mut() {
+                        tools.push(json!({"name": TOOL_NAME,
+                            "description": "Record your answer. Call this exactly once, alone, with the complete answer, when you are done.",
+                            "input_schema": crate::schema::tool_input(s)}));
+                    }
+                    body["tool_choice"] = json!({"type": "any"});
                 }
             }
         }
@@ -513,7 +612,10 @@ mod tests {
         let reply = invoke(&a, &request("claude-opus-4-7", "xhigh")).await.expect("ok");
         assert_eq!(reply.document, json!({"items": [{"t": "x"}]}));
         let body = server.requests()[0].json();
-        assert_eq!(body["tool_choice"], json!({"type": "tool", "name": TOOL_NAME}));
+        assert_eq!(body["tool_choice"], json!({"type": "any"}), "a tool call is forced, the engine's tools beside");
+        let names: Vec<&str> =
+            body["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
+        assert_eq!(names, ["read_file", "list_dir", "search", TOOL_NAME], "a read-only role's tools and the answer");
         assert_eq!(body["model"], "claude-opus-4-7");
         assert_eq!(body["output_config"], json!({"effort": "xhigh"}));
 

@@ -7,7 +7,8 @@
 //! (`claude auth status`; for Codex the selected provider's `env_key` variable, else
 //! `OPENAI_API_KEY`/`CODEX_API_KEY` or `codex login status`). Nothing is dispatched; a CLI is
 //! also asked `--version`, from which the report says how role efforts will be sent to it
-//! (`xhigh` and `max` are lowered for older Claude Code and Codex releases).
+//! (`xhigh` and `max` are lowered for older Claude Code and Codex releases). Each line also says
+//! which roles the backend can serve, and why ([`roles`]).
 
 use crate::{BuildError, build, describe_spec};
 use serde::Serialize;
@@ -42,6 +43,30 @@ pub struct AgentCheck {
     /// How role efforts are sent, for CLI backends found on PATH (`xhigh sent as high (before
     /// 2.1.111)`).
     pub efforts: Option<String>,
+    /// Which roles the backend can serve, and why ([`roles`]).
+    pub roles: String,
+}
+
+/// Which roles a backend can serve, and why: the CLIs and `command:` programs bring their own
+/// tools; the HTTP backends get the engine's tool loop (read-only roles: read, list, search;
+/// write roles: also run commands, edit, write and patch files), up to `max_turns` turns.
+pub fn roles(spec: &AgentSpec, def: &AgentDef) -> String {
+    let turns = def.max_turns.unwrap_or(crate::tools::DEFAULT_MAX_TURNS);
+    let names =
+        |access| crate::tools::offered(access).into_iter().map(crate::tools::Tool::name).collect::<Vec<_>>().join(", ");
+    match spec {
+        AgentSpec::Claude(_) => "all roles: Claude Code's own tools, held to each role's access".into(),
+        AgentSpec::Codex(_) => "all roles: Codex's own tools, in its read-only or workspace-write sandbox".into(),
+        AgentSpec::Command(_) => {
+            "all roles: the program reads and writes what it will (access is in the request)".into()
+        }
+        AgentSpec::OpenAi(_) | AgentSpec::Anthropic(_) => format!(
+            "all roles through the engine's tools, up to {turns} turns: read-only roles {}; write roles {}",
+            names(work_runtime::dispatch::Access::ReadOnly),
+            names(work_runtime::dispatch::Access::WorkspaceWrite)
+        ),
+        AgentSpec::Named(_) => "unresolved".into(),
+    }
 }
 
 /// The whole report.
@@ -116,6 +141,7 @@ pub async fn check_one(name: &str, spec: &AgentSpec, def: &AgentDef, root: &Path
         version: None,
         endpoint: endpoint(spec, def),
         efforts: None,
+        roles: roles(spec, def),
     };
     match build(&role, root) {
         Ok(agent) => match agent.preflight() {
@@ -245,5 +271,8 @@ base_url = "http://127.0.0.1:9/v1"
         assert!(get("script").reason.as_deref().unwrap_or("").contains("not on PATH"));
         assert!(!get("shady").usable && get("shady").reason.as_deref().unwrap_or("").contains("banned"));
         assert!(!report.configured_usable());
+        assert!(get("local").roles.contains("read-only roles read_file, list_dir, search;"), "{}", get("local").roles);
+        assert!(get("local").roles.contains("write roles read_file, list_dir, search, run_command, edit_file"));
+        assert!(get("claude").roles.contains("Claude Code's own tools"), "{}", get("claude").roles);
     }
 }

@@ -13,6 +13,8 @@
 //! - [`codex`]: the Codex CLI (`codex exec --json --output-schema FILE …`);
 //! - [`openai`]: an OpenAI-compatible Chat Completions endpoint with a JSON-schema response format;
 //! - [`anthropic`]: the Anthropic Messages API with native structured output or forced tool use;
+//! - [`tools`]: the tools the two HTTP backends give a model, and the engine-side loop that
+//!   runs the model's tool calls turn after turn;
 //! - [`check`]: which backends are usable on this machine (`work agents check`).
 //!
 //! The versions each backend targets, and how a role's access maps to each tool's controls,
@@ -30,6 +32,7 @@ mod per_schema;
 pub mod schema;
 #[cfg(test)]
 mod testserver;
+pub mod tools;
 
 use serde_json::Value;
 use std::path::Path;

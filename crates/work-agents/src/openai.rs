@@ -22,15 +22,20 @@
 //! - Classification: HTTP errors, timeouts and transport errors fail the dispatch; a body that
 //!   is not a completion, a refusal, a truncated or filtered answer, or content that is not
 //!   JSON is malformed.
+//! - Tools: every request offers the role's tools as `tools` (functions); an answer with
+//!   `tool_calls` is run by the engine's loop ([`crate::tools::turns`]) and answered with one
+//!   `tool` message per call, until the model answers with content (at most `max_turns` turns).
 
 use crate::http::{self, Post};
 use crate::per_schema::PerSchema;
+use crate::tools::Outcome;
+use crate::tools::turns::{Call, Turn, Wire};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use work_config::AgentDef;
 use work_runtime::budget::Usage;
-use work_runtime::dispatch::{Agent, AgentError, AgentReply, DispatchRequest, InvokeOptions};
+use work_runtime::dispatch::{Access, Agent, AgentError, AgentReply, DispatchRequest, InvokeOptions};
 
 /// OpenAI's own endpoint.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -57,6 +62,8 @@ pub struct OpenAiAgent {
     send_effort: Option<bool>,
     max_tokens: Option<u64>,
     prices: (Option<f64>, Option<f64>),
+    /// The most model calls (turns) of one attempt.
+    max_turns: u32,
     /// A key given directly (tests), instead of the environment.
     fixed_key: Option<Option<String>>,
     /// The one HTTP client every request of this backend goes through (connections reused).
@@ -109,8 +116,11 @@ pub(crate) fn put_str(out: &mut Vec<u8>, s: &str) {
 /// The instructions sent as the system message.
 pub(crate) fn system_prompt(schema: Option<&Value>, include_schema: bool) -> String {
     let mut s = String::from(
-        "You are an agent dispatched by `work`. You cannot run tools or read files: answer from the brief alone. \
-         Answer with exactly one JSON document and nothing else",
+        "You are an agent dispatched by `work`, working in a repository (the current directory). \
+         Use the tools you are given to read the repository (and, when your role may, to change it and run \
+         commands) before you answer: paths are relative to the repository root, and a tool your role may \
+         not use is refused. When you are done, stop calling tools and answer with exactly one JSON document \
+         and nothing else",
     );
     match schema {
         Some(schema) if include_schema => {
@@ -121,6 +131,18 @@ pub(crate) fn system_prompt(schema: Option<&Value>, include_schema: bool) -> Str
         None => s.push('.'),
     }
     s
+}
+
+/// The tool definitions (`tools`) for each access, written out once.
+fn tool_definitions(access: Access) -> &'static str {
+    static DEFS: std::sync::OnceLock<[String; 2]> = std::sync::OnceLock::new();
+    let defs = DEFS.get_or_init(|| {
+        [crate::tools::openai_definitions(Access::ReadOnly), crate::tools::openai_definitions(Access::WorkspaceWrite)]
+    });
+    match access {
+        Access::ReadOnly => &defs[0],
+        Access::WorkspaceWrite => &defs[1],
+    }
 }
 
 impl OpenAiAgent {
@@ -146,6 +168,7 @@ impl OpenAiAgent {
             send_effort: def.send_effort,
             max_tokens: def.max_tokens,
             prices: (def.input_usd_per_mtok, def.output_usd_per_mtok),
+            max_turns: def.max_turns.unwrap_or(crate::tools::DEFAULT_MAX_TURNS),
             fixed_key: None,
             client: http::Client::new(),
             format_memo: PerSchema::default(),
@@ -199,6 +222,12 @@ impl OpenAiAgent {
     /// The request body for one dispatch, as JSON text, and whether its schema went strict.
     /// Written straight out (no JSON tree is built): the same document [`Self::body`] reads back.
     pub fn body_bytes(&self, request: &DispatchRequest) -> (Vec<u8>, bool) {
+        self.body_bytes_with(request, &[])
+    }
+
+    /// The request body of a later turn: the first one's messages followed by `history` (the
+    /// assistant's tool calls and the tool results so far).
+    pub fn body_bytes_with(&self, request: &DispatchRequest, history: &[Value]) -> (Vec<u8>, bool) {
         let model = crate::concrete_model(&request.model, Some(&self.model));
         let model = model.as_deref().unwrap_or(&self.model);
         let format = self.format(request.schema.as_ref());
@@ -210,7 +239,14 @@ impl OpenAiAgent {
         out.extend_from_slice(format.system.as_bytes());
         out.extend_from_slice(b"},{\"role\":\"user\",\"content\":");
         put_str(&mut out, &brief);
-        out.extend_from_slice(b"}],\"response_format\":");
+        out.push(b'}');
+        for message in history {
+            out.push(b',');
+            let _ = serde_json::to_writer(&mut out, message);
+        }
+        out.extend_from_slice(b"],\"tools\":");
+        out.extend_from_slice(tool_definitions(request.access).as_bytes());
+        out.extend_from_slice(b",\"response_format\":");
         out.extend_from_slice(format.response_format.as_bytes());
         let reasoning = is_reasoning_model(model);
         if let Some(n) = self.max_tokens {
@@ -307,36 +343,105 @@ impl Agent for OpenAiAgent {
     }
 
     async fn invoke(&self, request: &DispatchRequest, options: InvokeOptions) -> Result<AgentReply, AgentError> {
-        let key = self.key();
-        if self.key_required && key.is_none() {
+        if self.key_required && self.key().is_none() {
             return Err(AgentError::Failed {
                 reason: format!("{} is not set", self.key_var),
                 raw: String::new(),
                 usage: Usage::default(),
             });
         }
+        crate::tools::turns::run(self, request, options.timeout, self.max_turns).await
+    }
+}
+
+impl Wire for OpenAiAgent {
+    fn body(&self, request: &DispatchRequest, history: &[Value]) -> Vec<u8> {
+        self.body_bytes_with(request, history).0
+    }
+
+    fn post(&self, _request: &DispatchRequest, body: Vec<u8>) -> Result<Post, AgentError> {
+        let key = self.key();
         let mut headers = vec![("content-type".to_string(), "application/json".to_string())];
         if let Some(k) = &key {
             headers.push(("authorization".into(), format!("Bearer {k}")));
         }
-        let (body, strict_sent) = self.body_bytes(request);
-        let post = Post {
+        Ok(Post {
             url: http::join(&self.base_url, "chat/completions"),
             headers,
             body,
             secret: key,
             key_var: Some(self.key_var.clone()),
-        };
-        match http::post(&self.client, post, options.timeout).await {
-            Ok(raw) => {
-                let mut reply = self.parse(raw)?;
-                if let (true, Some(original)) = (strict_sent, &request.schema) {
-                    reply.document = crate::schema::drop_optional_nulls(original, reply.document);
-                }
-                Ok(reply)
-            }
-            Err(f) => Err(AgentError::Failed { reason: f.reason, raw: f.raw, usage: Usage::default() }),
+        })
+    }
+
+    fn client(&self) -> &http::Client {
+        &self.client
+    }
+
+    fn read(&self, request: &DispatchRequest, raw: String) -> Turn {
+        if let Some((assistant, calls, usage)) = self.tool_calls(&raw) {
+            return Turn::Calls { assistant, calls, usage };
         }
+        let strict_sent = self.format(request.schema.as_ref()).strict;
+        Turn::Done(self.parse(raw).map(|mut reply| {
+            if let (true, Some(original)) = (strict_sent, &request.schema) {
+                reply.document = crate::schema::drop_optional_nulls(original, reply.document);
+            }
+            reply
+        }))
+    }
+
+    fn answers(&self, calls: &[Call], outcomes: &[Outcome]) -> Vec<Value> {
+        calls
+            .iter()
+            .zip(outcomes)
+            .map(|(c, o)| json!({"role": "tool", "tool_call_id": c.id, "content": o.text}))
+            .collect()
+    }
+}
+
+impl OpenAiAgent {
+    /// The tool calls of a completion (the assistant message to send back, the calls, the
+    /// turn's usage), or `None` when it asks for none (or was cut: then it is malformed).
+    fn tool_calls(&self, raw: &str) -> Option<(Value, Vec<Call>, Usage)> {
+        let v: Completion = serde_json::from_str(raw).ok()?;
+        let choice = v.choices.get(0)?;
+        if choice.get("finish_reason").and_then(Value::as_str) == Some("length") {
+            return None;
+        }
+        let message = choice.get("message")?;
+        let list = message.get("tool_calls")?.as_array().filter(|l| !l.is_empty())?;
+        let calls: Vec<Call> = list
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Call {
+                id: c.get("id").and_then(Value::as_str).map_or_else(|| format!("call_{i}"), str::to_string),
+                name: c.pointer("/function/name").and_then(Value::as_str).unwrap_or("").to_string(),
+                input: match c.pointer("/function/arguments") {
+                    Some(Value::String(text)) => crate::tools::turns::arguments(text),
+                    Some(other) => other.clone(),
+                    None => json!({}),
+                },
+            })
+            .collect();
+        // The calls go back as they came, with the ids the tool messages answer.
+        let echoed: Vec<Value> = list
+            .iter()
+            .zip(&calls)
+            .map(|(c, call)| {
+                let mut c = c.clone();
+                c["id"] = Value::String(call.id.clone());
+                c["type"] = Value::String("function".into());
+                c
+            })
+            .collect();
+        let assistant = json!({"role": "assistant", "content": message.get("content").cloned().unwrap_or(Value::Null),
+            "tool_calls": echoed});
+        let tokens = |k: &str| v.usage.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let mut usage =
+            Usage { input_tokens: tokens("prompt_tokens"), output_tokens: tokens("completion_tokens"), cost_usd: 0.0 };
+        usage.cost_usd = crate::priced(&usage, self.prices.0, self.prices.1);
+        Some((assistant, calls, usage))
     }
 }
 
@@ -582,10 +687,12 @@ mod tests {
         req.prompt = "find \"quoted\" things\n\twith ünïcode and \u{1}".into();
         req.context = json!({"angle": "a\"b"});
         let a = OpenAiAgent::new("m", &def(&|d| d.max_tokens = Some(50))).expect("builds");
+        let tools: Value = serde_json::from_str(&crate::tools::openai_definitions(req.access)).expect("json");
         let strict = crate::schema::openai_strict(req.schema.as_ref().expect("a schema")).expect("convertible");
         let want = json!({"model": "gpt-5-mini", "messages": [
                 {"role": "system", "content": system_prompt(req.schema.as_ref(), false)},
                 {"role": "user", "content": crate::brief(&req)}],
+            "tools": tools,
             "response_format": {"type": "json_schema", "json_schema": {"name": "work_result", "schema": strict, "strict": true}},
             "max_completion_tokens": 50, "reasoning_effort": "high"});
         for _ in 0..2 {
@@ -599,12 +706,14 @@ mod tests {
         let want = json!({"model": "m", "messages": [
                 {"role": "system", "content": system_prompt(req.schema.as_ref(), true)},
                 {"role": "user", "content": crate::brief(&req)}],
+            "tools": tools,
             "response_format": {"type": "json_object", "schema": req.schema}});
         assert_eq!(a.body_bytes(&req), (want.to_string().into_bytes(), false));
         req.schema = None;
         let want = json!({"model": "m", "messages": [
                 {"role": "system", "content": system_prompt(None, true)},
                 {"role": "user", "content": crate::brief(&req)}],
+            "tools": tools,
             "response_format": {"type": "json_object"}});
         assert_eq!(a.body_bytes(&req), (want.to_string().into_bytes(), false), "no schema: not the remembered one");
     }

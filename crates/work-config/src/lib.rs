@@ -157,7 +157,8 @@ pub struct AgentDef {
     /// servers, `output_config.effort` for Anthropic). Default: only for OpenAI reasoning models
     /// (`o1`…, `o3`…, `o4`…, `gpt-5`…) on `openai:`, never on `anthropic:`.
     pub send_effort: Option<bool>,
-    /// Claude Code: `--max-turns` for every dispatch.
+    /// Claude Code: `--max-turns` for every dispatch. HTTP backends: the most model calls
+    /// (turns) of one attempt of the engine's tool loop (default 30).
     pub max_turns: Option<u32>,
     /// Claude Code: `--max-budget-usd` for every dispatch.
     pub max_budget_usd: Option<f64>,

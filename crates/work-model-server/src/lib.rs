@@ -22,7 +22,7 @@ mod http;
 mod openai;
 pub mod script;
 
-pub use script::{Rule, Script, Step};
+pub use script::{Rule, Script, Step, ToolCall};
 
 use serde_json::Value;
 use std::net::{TcpListener, TcpStream};
@@ -175,14 +175,15 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
     let Some(req) = http::read_request(&stream) else { return };
     let api = api_of(&req.path);
     let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
-    let (brief, tool_results) = match api {
-        Api::Messages => (anthropic::brief(&body), anthropic::tool_results(&body)),
-        Api::Responses => (openai::responses_brief(&body), openai::responses_tool_results(&body)),
-        Api::Chat => (openai::chat_brief(&body), openai::chat_tool_results(&body)),
-        Api::Other => (String::new(), 0),
+    let (brief, tool_results, extra) = match api {
+        Api::Messages => (anthropic::brief(&body), anthropic::tool_results(&body), anthropic::extra_calls(&body)),
+        Api::Responses => (openai::responses_brief(&body), openai::responses_tool_results(&body), 0),
+        Api::Chat => (openai::chat_brief(&body), openai::chat_tool_results(&body), openai::chat_extra_calls(&body)),
+        Api::Other => (String::new(), 0, 0),
     };
+    // The step: the tool results so far, one per turn (a turn's parallel calls count once).
     let (script_usage, (rule, step)) = match shared.script.lock() {
-        Ok(s) => ((s.input_tokens, s.output_tokens), s.pick(&brief, tool_results)),
+        Ok(s) => ((s.input_tokens, s.output_tokens), s.pick(&brief, tool_results.saturating_sub(extra))),
         Err(_) => ((0, 0), (None, None)),
     };
     let played = step.clone().unwrap_or(Step::Text("done".into()));

@@ -3,7 +3,9 @@
 //!
 //! Tool steps become calls of the tools the request offers: `exec_command` (`{"cmd"}`),
 //! `shell_command` (`{"command": "…"}`) or `shell` (`{"command": [argv]}`) for a command;
-//! `apply_patch` (a custom tool or a function) for writes and edits.
+//! `apply_patch` (a custom tool or a function) for writes and edits. In Chat Completions,
+//! `work`'s own tools (`run_command`, `write_file`, `edit_file`) when the request offers them;
+//! [`Step::Tools`] becomes several calls in one answer in both APIs.
 
 use crate::http;
 use crate::script::{Step, apply_patch_text};
@@ -103,6 +105,10 @@ fn item(step: &Step, tools: &[(String, String)], n: usize) -> Value {
             let names: Vec<String> = tools.iter().map(|(n, _)| n.clone()).collect();
             function(&crate::hosted::offered_name(&names, server, tool), input.clone())
         }
+        Step::Tools(calls) => match calls.first() {
+            Some(c) => function(&c.name, c.input.clone()),
+            None => message(String::new()),
+        },
         Step::Error { .. } | Step::Hang | Step::Cut => message(String::new()),
     }
 }
@@ -111,9 +117,17 @@ fn item(step: &Step, tools: &[(String, String)], n: usize) -> Value {
 pub fn answer_responses(stream: &mut TcpStream, body: &Value, step: &Step, usage: (u64, u64), cut: bool) {
     let n = responses_tool_results(body);
     let id = format!("resp_{n:04}");
-    let it = match step {
-        Step::Mcp { server, tool, input } => crate::hosted::responses_call(body, server, tool, input, n),
-        _ => item(step, &offered(body), n),
+    let items: Vec<Value> = match step {
+        Step::Mcp { server, tool, input } => vec![crate::hosted::responses_call(body, server, tool, input, n)],
+        Step::Tools(calls) => calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                json!({"type": "function_call", "id": format!("fc_{n:04}_{i}"), "call_id": format!("call_{n:04}_{i}"),
+                    "name": c.name, "arguments": c.input.to_string(), "status": "completed"})
+            })
+            .collect(),
+        _ => vec![item(step, &offered(body), n)],
     };
     if !http::start_sse(stream) {
         return;
@@ -122,16 +136,18 @@ pub fn answer_responses(stream: &mut TcpStream, body: &Value, step: &Step, usage
     if cut {
         return;
     }
-    http::event(
-        stream,
-        Some("response.output_item.added"),
-        &json!({"type": "response.output_item.added", "output_index": 0, "item": it}),
-    );
-    http::event(
-        stream,
-        Some("response.output_item.done"),
-        &json!({"type": "response.output_item.done", "output_index": 0, "item": it}),
-    );
+    for (i, it) in items.iter().enumerate() {
+        http::event(
+            stream,
+            Some("response.output_item.added"),
+            &json!({"type": "response.output_item.added", "output_index": i, "item": it}),
+        );
+        http::event(
+            stream,
+            Some("response.output_item.done"),
+            &json!({"type": "response.output_item.done", "output_index": i, "item": it}),
+        );
+    }
     let usage = json!({"input_tokens": usage.0, "input_tokens_details": {"cached_tokens": 0},
         "output_tokens": usage.1, "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": usage.0 + usage.1});
@@ -157,21 +173,56 @@ pub fn chat_tool_results(body: &Value) -> usize {
     msgs.filter(|m| m.get("role").and_then(Value::as_str) == Some("tool")).count()
 }
 
-/// Answers a Chat Completions request with `step`.
-pub fn answer_chat(stream: &mut TcpStream, body: &Value, step: &Step, usage: (u64, u64), cut: bool) {
-    let n = chat_tool_results(body);
-    let tools = offered(body);
-    let (message, finish) = match step {
+/// How many more tool calls than turns the chat's assistant messages hold (a message with 3
+/// `tool_calls` counts 2).
+pub fn chat_extra_calls(body: &Value) -> usize {
+    let msgs = body.get("messages").and_then(Value::as_array).into_iter().flatten();
+    msgs.filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+        .filter_map(|m| m.get("tool_calls").and_then(Value::as_array))
+        .map(|calls| calls.len().saturating_sub(1))
+        .sum()
+}
+
+/// The assistant message and finish reason a step answers a Chat Completions request with.
+fn chat_message(step: &Step, tools: &[(String, String)], n: usize) -> (Value, &'static str) {
+    let calls = |list: Vec<(String, Value)>| {
+        let list: Vec<Value> = list
+            .into_iter()
+            .enumerate()
+            .map(|(i, (name, args))| {
+                json!({"id": format!("call_{n:04}_{i}"), "type": "function",
+                    "function": {"name": name, "arguments": args.to_string()}})
+            })
+            .collect();
+        (json!({"role": "assistant", "content": null, "tool_calls": list}), "tool_calls")
+    };
+    let engine = |name: &str| has(tools, name).is_some();
+    match step {
         Step::Bash(cmd) => {
-            let name = tools.first().map_or("shell".to_string(), |(n, _)| n.clone());
-            let call = json!({"id": format!("call_{n:04}"), "type": "function",
-                "function": {"name": name, "arguments": json!({"command": cmd}).to_string()}});
-            (json!({"role": "assistant", "content": null, "tool_calls": [call]}), "tool_calls")
+            let name = if engine("run_command") {
+                "run_command".to_string()
+            } else {
+                tools.first().map_or("shell".to_string(), |(n, _)| n.clone())
+            };
+            calls(vec![(name, json!({"command": cmd}))])
         }
+        Step::Write { path, content } if engine("write_file") => {
+            calls(vec![("write_file".into(), json!({"path": path, "content": content}))])
+        }
+        Step::Edit { path, old, new } if engine("edit_file") => {
+            calls(vec![("edit_file".into(), json!({"path": path, "old": old, "new": new}))])
+        }
+        Step::Tools(list) => calls(list.iter().map(|c| (c.name.clone(), c.input.clone())).collect()),
         Step::Answer(doc) => (json!({"role": "assistant", "content": doc.to_string()}), "stop"),
         Step::Text(t) => (json!({"role": "assistant", "content": t}), "stop"),
         _ => (json!({"role": "assistant", "content": ""}), "stop"),
-    };
+    }
+}
+
+/// Answers a Chat Completions request with `step`.
+pub fn answer_chat(stream: &mut TcpStream, body: &Value, step: &Step, usage: (u64, u64), cut: bool) {
+    let n = chat_tool_results(body);
+    let (message, finish) = chat_message(step, &offered(body), n);
     let model = body.get("model").and_then(Value::as_str).unwrap_or("scripted");
     let usage = json!({"prompt_tokens": usage.0, "completion_tokens": usage.1, "total_tokens": usage.0 + usage.1});
     if body.get("stream").and_then(Value::as_bool) != Some(true) {
@@ -271,6 +322,26 @@ mod tests {
         assert!(w["input"].as_str().unwrap_or("").contains("*** Add File: /nonexistent/x\n+a\n"));
         let shell = item(&Step::Bash("ls".into()), &[("shell".into(), "function".into())], 2);
         assert_eq!(shell["arguments"], json!({"command": ["bash", "-lc", "ls"]}).to_string());
+    }
+
+    #[test]
+    fn chat_calls_work_tools_in_parallel() {
+        let tools: Vec<(String, String)> = ["read_file", "run_command", "write_file"]
+            .iter()
+            .map(|n| (n.to_string(), "function".to_string()))
+            .collect();
+        let (m, finish) = chat_message(&Step::Bash("ls".into()), &tools, 0);
+        assert_eq!((m["tool_calls"][0]["function"]["name"].as_str(), finish), (Some("run_command"), "tool_calls"));
+        let list = vec![
+            crate::ToolCall::new("read_file", json!({"path": "a"})),
+            crate::ToolCall::new("search", json!({"pattern": "b"})),
+        ];
+        let (m, _) = chat_message(&Step::Tools(list), &tools, 2);
+        assert_eq!(m["tool_calls"].as_array().map(Vec::len), Some(2));
+        let body = json!({"messages": [{"role": "user", "content": "x"}, m,
+            {"role": "tool", "tool_call_id": "call_0002_0", "content": "a"},
+            {"role": "tool", "tool_call_id": "call_0002_1", "content": "b"}]});
+        assert_eq!((chat_tool_results(&body), chat_extra_calls(&body)), (2, 1));
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! A [`Rule`] matches a request when its `when` text occurs in what the user sent (the brief:
 //! the user turns of the conversation, not the client's own system prompt). The step a rule
 //! plays is derived from the request alone: the number of tool results already in the
-//! conversation. Once a script is played out, the server answers with a short closing text.
+//! conversation, where the results of one turn's several calls ([`Step::Tools`]) count as one.
+//! Once a script is played out, the server answers with a short closing text.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -50,6 +51,10 @@ pub enum Step {
     Hang,
     /// Start the stream, then close the connection before the end.
     Cut,
+    /// Call tools the client offers, by their own names, all in one turn (parallel calls):
+    /// e.g. `read_file` and `search` of `work`'s own tool loop (`openai:`/`anthropic:`
+    /// backends). Counts as one step.
+    Tools(Vec<ToolCall>),
     /// Call a tool of an MCP server the client has configured (the host CLI runs it through
     /// its MCP client): see [`crate::hosted`] for how the offered name is found.
     Mcp {
@@ -60,6 +65,22 @@ pub enum Step {
         /// The arguments.
         input: Value,
     },
+}
+
+/// One call of a [`Step::Tools`] turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The tool's name, as the client offers it.
+    pub name: String,
+    /// Its arguments.
+    pub input: Value,
+}
+
+impl ToolCall {
+    /// A call of `name` with `input`.
+    pub fn new(name: impl Into<String>, input: Value) -> Self {
+        Self { name: name.into(), input }
+    }
 }
 
 /// A role's script.

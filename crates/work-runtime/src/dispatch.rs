@@ -16,6 +16,9 @@
 //! so that the workflow stops with `agent-failing`.
 
 pub mod fail_fast;
+mod notes;
+
+pub use notes::{collect_notes, note};
 
 use crate::budget::{BudgetTracker, Usage};
 use crate::events::EventLog;
@@ -470,8 +473,15 @@ impl Dispatcher {
         crate::faults::state_change();
         // The start is in the log (a killed run's dispatches count); it reaches the disk
         // while the agent works, and before its answer is used.
-        let (result, ()) =
-            tokio::join!(self.agent.invoke(request, InvokeOptions { timeout: self.timeout }), self.events.sync());
+        let ((result, notes), ()) = tokio::join!(
+            notes::collect_notes(self.agent.invoke(request, InvokeOptions { timeout: self.timeout })),
+            self.events.sync()
+        );
+        for note in notes {
+            self.events
+                .emit("dispatch.note", json!({"dispatch_id": request.dispatch_id, "attempt": attempt, "note": note}));
+            self.events.emit("progress", json!({"line": format!("{}: {note}", request.dispatch_id)}));
+        }
         let (verdict, raw, attempt_usage) = match result {
             Ok(reply) => {
                 let v = match &request.schema {
@@ -650,6 +660,49 @@ mod tests {
         assert_eq!(serde.to_string(), r.clone().into_value().to_string(), "the same keys in the same order");
         let bare = DispatchRequest { schema: None, ..r };
         assert_eq!(serde_json::to_value(&bare).expect("serialises"), bare.into_value());
+    }
+
+    /// An agent that notes something about its attempt (a refused tool call) and answers.
+    struct Noting;
+
+    #[async_trait]
+    impl Agent for Noting {
+        fn describe(&self) -> String {
+            "noting".into()
+        }
+        async fn invoke(&self, _r: &DispatchRequest, _o: InvokeOptions) -> Result<AgentReply, AgentError> {
+            note("tool call `write_file` refused: read-only");
+            Ok(AgentReply { document: json!({"a": 1}), usage: Usage::default(), raw: String::new() })
+        }
+    }
+
+    struct Lines(Mutex<Vec<String>>);
+
+    impl crate::events::Observer for Lines {
+        fn observe(&self, event: &crate::events::Observed) {
+            if let crate::events::Observed::Line(l) = event {
+                self.0.lock().expect("lock").push(l.clone());
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn an_attempts_notes_are_shown_as_progress_lines() {
+        let events = Arc::new(EventLog::discard("run", Arc::new(SystemClock)));
+        let lines = Arc::new(Lines(Mutex::new(Vec::new())));
+        events.observe(lines.clone());
+        let d = Dispatcher::new(
+            Arc::new(Noting),
+            events,
+            Arc::new(BudgetTracker::new(Budget::default(), Default::default())),
+            "test",
+            PathBuf::from("/"),
+            Duration::from_secs(5),
+        );
+        assert!(matches!(d.dispatch(spec()).await, DispatchOutcome::Ok { .. }));
+        let lines = lines.0.lock().expect("lock").clone();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].ends_with("-x: tool call `write_file` refused: read-only"), "{lines:?}");
     }
 
     #[tokio::test]

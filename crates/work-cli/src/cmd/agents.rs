@@ -98,7 +98,8 @@ fn check(global: &Global, json_out: bool) -> CmdResult {
                 _ => detail,
             };
             let spec = if a.spec == a.name { String::new() } else { format!(" ({})", a.spec) };
-            let line = format!("{:width$}  {state:8}  {detail}{spec}", a.name);
+            let roles = if a.usable { format!(" · roles: {}", a.roles) } else { String::new() };
+            let line = format!("{:width$}  {state:8}  {detail}{spec}{roles}", a.name);
             work_run::output::line(ctx.redactor.redact(line.trim_end()));
         }
         work_run::output::line(format!("isolation: {}", sandbox.describe()));

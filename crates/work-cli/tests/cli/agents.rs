@@ -323,6 +323,12 @@ fn check_reports_usable_and_unusable_backends() {
     assert_eq!(get("anthropic")["reason"], "ANTHROPIC_API_KEY is not set");
     assert_eq!(get("remote")["configured"], true);
     assert_eq!(get("local")["usable"], true);
+    let roles = get("local")["roles"].as_str().unwrap_or("").to_string();
+    assert!(
+        roles.contains("read-only roles read_file, list_dir, search; write roles") && roles.contains("run_command"),
+        "{roles}"
+    );
+    assert!(get("claude")["roles"].as_str().unwrap_or("").contains("Claude Code's own tools"), "{v}");
 
     // Without the fakes on PATH the CLIs are missing; with a key the configured agent is usable.
     let out = s
@@ -336,6 +342,10 @@ fn check_reports_usable_and_unusable_backends() {
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(
         text.lines().any(|l| l.starts_with("claude") && l.contains("unusable") && l.contains("not on PATH")),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.starts_with("remote") && l.contains("roles: all roles through the engine's tools")),
         "{text}"
     );
     assert!(!text.contains(CANARY));

@@ -22,6 +22,7 @@ mod fs_safety;
 mod harness;
 mod help;
 mod history;
+mod http_tools;
 mod implement;
 mod liars_added;
 mod liars_answers;

@@ -71,6 +71,12 @@ pub fn install(state_dir: &Path) {
     }
 }
 
+/// The state directory [`install`] was given (absolute), when one was: what an agent's tools
+/// must never write.
+pub fn installed_state_dir() -> Option<PathBuf> {
+    REGISTRY.lock().ok().and_then(|g| g.as_ref().map(|r| r.state_dir.clone()))
+}
+
 /// Records (and checks) `path`, a state file kept outside the state directory, like the
 /// files inside it. Every process that writes or reads the file must cover it first.
 pub fn cover(path: &Path) {
