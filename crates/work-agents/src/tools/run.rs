@@ -5,7 +5,8 @@ use super::{Outcome, arg, num};
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
-use work_runtime::dispatch::DispatchRequest;
+use work_runtime::dispatch::{Access, DispatchRequest};
+use work_runtime::sandbox::{Confine, Network};
 use work_runtime::spawn::{ProcessSpec, Spawner};
 
 /// A command's timeout when the model names none.
@@ -17,19 +18,23 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
 pub const OUTPUT_CAP: usize = 1024 * 1024;
 
 /// The process every `run_command` call starts: `sh -c COMMAND` in the repository root, with an
-/// empty stdin, [`DEFAULT_TIMEOUT`], [`OUTPUT_CAP`], and `work`'s environment less every
-/// variable named like a secret ([`work_runtime::redact::is_secret_var`]: the model's commands
-/// never see the keys `work` holds). The one place a tool's command is built, so that every
-/// restriction on what it may do is applied here.
+/// empty stdin, [`DEFAULT_TIMEOUT`], [`OUTPUT_CAP`], confined as any agent's process
+/// (`work_runtime::sandbox`: the role's access in the kernel sandbox where there is one, no
+/// network, and the environment's allowlist, so the model's commands never see the keys `work`
+/// holds). The one place a tool's command is built, so that every restriction on what it may
+/// do is applied here.
 pub fn tool_command_spec(request: &DispatchRequest, command: &str) -> ProcessSpec {
-    let mut spec = ProcessSpec::new("sh", vec!["-c".into(), command.into()], Path::new(&request.cwd))
-        .with_timeout(Some(DEFAULT_TIMEOUT));
+    let root = Path::new(&request.cwd);
+    // Confined as any agent's process: the role's access, no network, the environment's
+    // allowlist (no key `work` holds reaches the model's command).
+    let confine = match request.access {
+        Access::ReadOnly => Confine::read_only(root, Network::None),
+        Access::WorkspaceWrite => Confine::write(root, Network::None),
+    };
+    let mut spec = ProcessSpec::new("sh", vec!["-c".into(), command.into()], root)
+        .with_timeout(Some(DEFAULT_TIMEOUT))
+        .confined(confine);
     spec.output_cap = OUTPUT_CAP;
-    for (name, _) in std::env::vars_os() {
-        if let Some(name) = name.to_str().filter(|n| work_runtime::redact::is_secret_var(n)) {
-            spec = spec.without_env(name);
-        }
-    }
     spec
 }
 
