@@ -151,7 +151,7 @@ fn write_atomic_unrecorded(path: &Path, bytes: &[u8]) -> io::Result<()> {
         f.write_all(bytes)?;
         f.sync_all()?;
         drop(f);
-        crate::faults::state_change();
+        crate::faults::state_write()?;
         fs::rename(&tmp, path)?;
         if let Ok(d) = File::open(&dir) {
             // Some filesystems refuse fsync on a directory; the rename is still atomic.
