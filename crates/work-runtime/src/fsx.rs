@@ -130,10 +130,10 @@ static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Writes `bytes` to `path` atomically: temporary file in the same directory, fsync, rename,
 /// fsync of the directory. Creates missing parent directories. A state file's digest is
-/// recorded first ([`digests`]).
+/// recorded first ([`digests`]), and recorded back when the write fails.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     digests::before_write(path, bytes)?;
-    write_atomic_unrecorded(path, bytes)
+    write_atomic_unrecorded(path, bytes).inspect_err(|_| digests::after_failed_write(path))
 }
 
 /// [`write_atomic`] without recording a digest (the digest log's own compaction).

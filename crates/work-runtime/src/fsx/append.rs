@@ -26,9 +26,12 @@ pub fn append_line(path: &Path, line: &[u8]) -> io::Result<()> {
     buf.extend_from_slice(line);
     buf.push(b'\n');
     super::digests::before_append(path, &buf)?;
-    crate::faults::state_write()?;
-    f.write_all(&buf)?;
-    f.sync_data()
+    let written = crate::faults::state_write().and_then(|()| f.write_all(&buf)).and_then(|()| f.sync_data());
+    if written.is_err() {
+        // Whatever part of the line reached the file is a torn tail: read without it.
+        super::digests::after_failed_write(path);
+    }
+    written
 }
 
 /// When the file does not end with a newline (a torn last line): the length of its lines
@@ -57,9 +60,11 @@ fn cut_torn_tail(path: &Path, f: &mut File, whole: u64) -> io::Result<()> {
     f.seek(SeekFrom::Start(0))?;
     f.take(whole).read_to_end(&mut kept)?;
     super::digests::before_write(path, &kept)?;
-    crate::faults::state_write()?;
-    f.set_len(whole)?;
-    f.sync_data()
+    let cut = crate::faults::state_write().and_then(|()| f.set_len(whole)).and_then(|()| f.sync_data());
+    if cut.is_err() {
+        super::digests::after_failed_write(path);
+    }
+    cut
 }
 
 /// The length of the lines of `bytes` that a newline ends (an unfinished last line left out).

@@ -316,6 +316,23 @@ pub(crate) fn before_move_dir(from: &Path, to: &Path) -> io::Result<()> {
     .unwrap_or(Ok(()))
 }
 
+/// Records that a write of `path` recorded by [`before_write`] or [`before_append`] failed (a
+/// full disk, an I/O error): the file keeps the content recorded before it, or — the write was
+/// to create it — does not exist. Best effort: when the disk is full this line may not be
+/// written either, and a crash between the two lines is the case the previous digest covers.
+pub(crate) fn after_failed_write(path: &Path) {
+    let _ = with(|r| {
+        let Some(rel) = r.rel(path) else { return Ok(()) };
+        r.running.remove(path);
+        r.sync();
+        let Some((prev, _, _, created)) = r.index.get(&rel).cloned() else { return Ok(()) };
+        match prev.filter(|_| !created) {
+            Some(sha) => r.record(&rel, Some(&sha), false),
+            None => r.record(&rel, None, false),
+        }
+    });
+}
+
 /// Forgets a state file `work` removes.
 pub(crate) fn before_remove(path: &Path) -> io::Result<()> {
     with(|r| {
@@ -552,6 +569,13 @@ mod tests {
         fs::write(&log, format!("{text}{{\"seq\":5}}")).expect("a whole record without its newline");
         let e = super::super::read_json_lines(&log).expect_err("the edit is still refused");
         assert!(e.to_string().contains("`p.jsonl` was changed outside a run"), "{e}");
+
+        // A write that fails (here: its directory cannot be made) is recorded back: the file a
+        // failed write was to create reads as never written, even once later lines follow.
+        let blocked = state.join("j.json").join("x.json");
+        super::super::write_atomic(&blocked, b"new").expect_err("no directory");
+        super::super::write_atomic(&state.join("other.json"), b"[]").expect("a later write");
+        verify(&blocked, None).expect("a failed first write: never written");
 
         // A line edited in place breaks the chain: every recorded file is refused.
         let log = state.join(LOG_NAME);
