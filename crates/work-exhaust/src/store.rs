@@ -425,6 +425,32 @@ mod tests {
     }
 
     #[test]
+    fn a_torn_round_is_not_a_change_outside_a_run() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        work_runtime::fsx::digests::install(dir.path());
+        let r = run(dir.path());
+        let path = dir.path().join("j.json");
+        let mut j = Journal::new("t", "things", 3, Vec::new());
+        for n in 0..300 {
+            grow(&mut j, n);
+        }
+        let mut store = Store::new(&path);
+        store.snapshot(&r, &j).expect("snapshot");
+        grow(&mut j, 300);
+        store.commit(&r, &j).expect("commit");
+        let committed = j.clone();
+        grow(&mut j, 301);
+        store.commit(&r, &j).expect("commit");
+        // The second round's record torn by a crash mid-append: not committed, not refused.
+        let bytes = std::fs::read(log_path(&path)).expect("log");
+        std::fs::write(log_path(&path), &bytes[..bytes.len() - 5]).expect("tear");
+        let (back, mut store) = Store::load(&path).expect("a torn tail is read").expect("some");
+        assert_eq!(back, committed);
+        store.commit(&r, &j).expect("commit again");
+        assert_eq!(Store::load(&path).expect("load").expect("some").0, j);
+    }
+
+    #[test]
     fn a_torn_record_and_a_stale_log_are_ignored() {
         let dir = tempfile::tempdir().expect("tempdir");
         let r = run(dir.path());

@@ -16,6 +16,7 @@
 
 use crate::carrier::Mode;
 use crate::report::{EndReport, Stats, Status};
+use crate::state_write::StateWriteError;
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -166,25 +167,24 @@ pub fn wanted(report: &EndReport) -> bool {
 
 /// Renders and writes the artifacts when the run calls for them ([`wanted`], and an
 /// iteration id to file them under), filling `report.artifacts`.
-pub fn finalize(run: &RunContext, report: &mut EndReport) {
+/// A write that fails stops the run ([`StateWriteError`]).
+pub fn finalize(run: &RunContext, report: &mut EndReport) -> Result<(), StateWriteError> {
     let wanted = wanted(report);
     let Some(iter) = report.iter_id.clone().filter(|_| wanted) else {
-        return;
+        return Ok(());
     };
     let date = run.clock.now().format("%F").to_string();
     let (stats, md) = render(report, &date);
     let dir = run.state_dir.join("iterations").join(&iter);
-    let mut ok = true;
     for (name, text) in [("stats.json", &stats), ("BLOCKED.md", &md)] {
-        if let Err(e) = run.write_text(&dir.join(name), text) {
-            ok = false;
-            report.concerns.push(format!("could not write {}: {e}", dir.join(name).display()));
-        }
+        let path = dir.join(name);
+        run.write_text(&path, text).map_err(StateWriteError::at(&path))?;
     }
-    run.emit("artifacts.written", json!({"dir": dir.display().to_string(), "ok": ok}));
+    run.emit("artifacts.written", json!({"dir": dir.display().to_string(), "ok": true}));
     report.artifacts.stats_json = Some(stats);
     report.artifacts.blocked_md = Some(md);
     report.artifacts.dir = Some(rel(&run.root, &dir));
+    Ok(())
 }
 
 fn rel(root: &Path, p: &Path) -> String {

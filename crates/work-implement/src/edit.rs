@@ -18,6 +18,7 @@ use crate::prompts;
 use crate::rename::{self, Rename};
 use crate::report::{EndReport, Status, TaskOutcome, TaskStatus};
 use crate::standard::fill_stats;
+use crate::state_write::StateWriteError;
 use crate::tree::Preflight;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -165,7 +166,7 @@ fn rename_left(
 }
 
 /// Runs an edit.
-pub async fn run_edit(env: &Env, input: EditInput) -> EndReport {
+pub async fn run_edit(env: &Env, input: EditInput) -> Result<EndReport, StateWriteError> {
     let mut report = EndReport::new(Status::Blocked, Mode::Edit, Some(input.iter_id.clone()), String::new());
     report.preflight = Some(input.preflight.clone());
     let mut task = TaskOutcome::new("edit", &input.description);
@@ -389,7 +390,7 @@ fn edited(env: &Env) -> bool {
     env.tree.dirty_paths().map(|p| p.iter().any(|p| !b.is_byproduct(p))).unwrap_or(false)
 }
 
-fn end(env: &Env, mut report: EndReport, mut task: TaskOutcome, detail: Value) -> EndReport {
+fn end(env: &Env, mut report: EndReport, mut task: TaskOutcome, detail: Value) -> Result<EndReport, StateWriteError> {
     let budget = env.budget_refused();
     if budget.is_some() {
         task.status = TaskStatus::Blocked;
@@ -415,7 +416,7 @@ fn end(env: &Env, mut report: EndReport, mut task: TaskOutcome, detail: Value) -
     }
     report.detail = Some(detail);
     fill_stats(env, &mut report, Counter::default());
-    artifacts::finalize(&env.run, &mut report);
+    artifacts::finalize(&env.run, &mut report)?;
     env.run.emit("iteration.end", json!({"status": report.status, "kind": report.kind, "reason": report.reason}));
-    report
+    Ok(report)
 }

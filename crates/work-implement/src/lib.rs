@@ -18,7 +18,8 @@
 //!   no-ops (`no-op`, `no-op-edit`) and the infra early exits;
 //! - [`parts`]: a task diff too large for one reviewer brief reviewed in parts, the verdicts
 //!   combined;
-//! - [`answers`]: the lenient reading of every role's answer.
+//! - [`answers`]: the lenient reading of every role's answer;
+//! - [`state_write`]: a state write that fails stops the run at once, naming the file.
 //!
 //! Two more rules hold in every mode:
 //!
@@ -76,6 +77,7 @@ mod read_only;
 pub mod rename;
 pub mod report;
 pub mod standard;
+pub mod state_write;
 pub mod task_loop;
 pub mod tree;
 

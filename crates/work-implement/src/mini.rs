@@ -15,6 +15,7 @@ use crate::env::{Counter, Env};
 use crate::prompts;
 use crate::report::{EndReport, Status, TaskOutcome, TaskStatus};
 use crate::standard::fill_stats;
+use crate::state_write::StateWriteError;
 use crate::tree::Preflight;
 use serde_json::json;
 use work_runtime::dispatch::Access;
@@ -40,7 +41,7 @@ fn blocked(report: &mut EndReport, kind: &str, reason: String) {
 }
 
 /// Runs mini mode.
-pub async fn run_mini(env: &Env, input: MiniInput) -> EndReport {
+pub async fn run_mini(env: &Env, input: MiniInput) -> Result<EndReport, StateWriteError> {
     let mut report = EndReport::new(Status::Blocked, Mode::Mini, Some(input.iter_id.clone()), String::new());
     report.preflight = Some(input.preflight.clone());
     let red_cmd = env.red_test_command(&input.red_test);
@@ -205,7 +206,7 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> EndReport {
     end(env, report)
 }
 
-fn end(env: &Env, mut report: EndReport) -> EndReport {
+fn end(env: &Env, mut report: EndReport) -> Result<EndReport, StateWriteError> {
     if let Some(refused) = env.budget_refused() {
         report.stop_for_budget(&refused, &env.run.budget.stop_line());
     }
@@ -231,7 +232,7 @@ fn end(env: &Env, mut report: EndReport) -> EndReport {
     }
     report.concerns.extend(report.tasks.iter().flat_map(|t| t.concerns.clone()));
     fill_stats(env, &mut report, Counter::default());
-    artifacts::finalize(&env.run, &mut report);
+    artifacts::finalize(&env.run, &mut report)?;
     env.run.emit("iteration.end", json!({"status": report.status, "kind": report.kind, "reason": report.reason}));
-    report
+    Ok(report)
 }

@@ -39,6 +39,7 @@
 //! write, and a file changed outside a run is refused when read ([`load`]).
 
 use crate::report::TaskOutcome;
+use crate::state_write::StateWriteError;
 use crate::tree::{Preflight, Snapshot, Tree};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -320,7 +321,7 @@ impl Progress {
 /// whole record as a fresh snapshot when there is no step to append (a change of the record's
 /// other fields), when the log has grown as large as the snapshot, or when the log on disk does
 /// not extend the snapshot.
-pub fn save(run: &RunContext, p: &mut Progress) -> io::Result<()> {
+pub fn save(run: &RunContext, p: &mut Progress) -> Result<(), StateWriteError> {
     if p.iter_id.is_empty() {
         return Ok(());
     }
@@ -331,12 +332,13 @@ pub fn save(run: &RunContext, p: &mut Progress) -> io::Result<()> {
     let log = log_path(&run.state_dir, &p.iter_id);
     for step in pending {
         let rec = Record { seq: p.log.seq + 1, step };
-        let v = run.redactor.redact_json(&serde_json::to_value(&rec).map_err(io::Error::other)?);
-        let line = serde_json::to_vec(&v).map_err(io::Error::other)?;
+        let line = serde_json::to_value(&rec)
+            .and_then(|v| serde_json::to_vec(&run.redactor.redact_json(&v)))
+            .map_err(|e| StateWriteError::at(&log)(io::Error::other(e)))?;
         if let Err(e) = work_runtime::fsx::append_line(&log, &line) {
             // What the log holds is unknown now: the next save writes a snapshot.
             p.log.based = false;
-            return Err(e);
+            return Err(StateWriteError::at(&log)(e));
         }
         p.log.seq += 1;
         p.log.log_bytes += line.len() as u64 + 1;
@@ -347,20 +349,23 @@ pub fn save(run: &RunContext, p: &mut Progress) -> io::Result<()> {
 /// Writes the whole record as the snapshot and starts a fresh log on it. A finished record's
 /// snapshot is the run's last write: the log is left as it is, and no longer extends it (a
 /// later run of the iteration starts afresh and replaces both).
-pub fn snapshot(run: &RunContext, p: &mut Progress) -> io::Result<()> {
+pub fn snapshot(run: &RunContext, p: &mut Progress) -> Result<(), StateWriteError> {
     p.log.pending.clear();
     p.log.based = false;
-    let v = run.redactor.redact_json(&serde_json::to_value(&*p).map_err(io::Error::other)?);
-    let mut bytes = serde_json::to_vec_pretty(&v).map_err(io::Error::other)?;
+    let record = path(&run.state_dir, &p.iter_id);
+    let mut bytes = serde_json::to_value(&*p)
+        .and_then(|v| serde_json::to_vec_pretty(&run.redactor.redact_json(&v)))
+        .map_err(|e| StateWriteError::at(&record)(io::Error::other(e)))?;
     bytes.push(b'\n');
-    work_runtime::fsx::write_atomic(&path(&run.state_dir, &p.iter_id), &bytes)?;
+    work_runtime::fsx::write_atomic(&record, &bytes).map_err(StateWriteError::at(&record))?;
     if p.finished {
         return Ok(());
     }
     let mut header =
         serde_json::json!({"progress_log": LOG_VERSION, "base": sha256_hex(&bytes)}).to_string().into_bytes();
     header.push(b'\n');
-    work_runtime::fsx::write_atomic(&log_path(&run.state_dir, &p.iter_id), &header)?;
+    let log = log_path(&run.state_dir, &p.iter_id);
+    work_runtime::fsx::write_atomic(&log, &header).map_err(StateWriteError::at(&log))?;
     p.log = Log { based: true, snapshot_bytes: bytes.len() as u64, ..Log::default() };
     Ok(())
 }

@@ -15,6 +15,7 @@ use crate::env::{Counter, Env};
 use crate::extract::{self, SelectBlocked};
 use crate::progress::{self, InProgress, Progress};
 use crate::report::{EndReport, Stats, Status, TaskOutcome, TaskStatus};
+use crate::state_write::StateWriteError;
 use crate::task_loop::{self, TaskSpec};
 use crate::tree::{Preflight, Snapshot, lost_paths};
 use serde_json::{Value, json};
@@ -76,7 +77,7 @@ pub fn fill_stats(env: &Env, report: &mut EndReport, extraction: Counter) {
 }
 
 /// Runs standard mode.
-pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
+pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, StateWriteError> {
     let iter = input.iter_id.clone();
     let mut report = EndReport::new(Status::Blocked, Mode::Standard, Some(iter.clone()), String::new());
     report.preflight = Some(input.preflight.clone());
@@ -104,8 +105,8 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
     };
     env.run.emit("plan.selected", json!({"tasks": tasks.iter().map(|t| &t.id).collect::<Vec<_>>()}));
     let multi = tasks.len() > 1;
-    let mut progress = resume_progress(env, &iter, &mut report);
-    freeze_ground_truth(env, &mut progress, &input.plan_text).await;
+    let mut progress = resume_progress(env, &iter, &mut report)?;
+    freeze_ground_truth(env, &mut progress, &input.plan_text).await?;
     let surface = progress.check_surface.clone().unwrap_or_default();
     let mut prev: Option<Snapshot> = progress.snapshots.last().cloned();
     report.snapshots = progress.snapshots.clone();
@@ -124,7 +125,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
         let start = progress.start_of(&t.id);
         let start_fp = start.clone().unwrap_or_else(|| env.tree.fingerprint().ok());
         progress.start_task(InProgress { task_id: t.id.clone(), start: start_fp });
-        save_progress(env, &mut progress);
+        progress::save(&env.run, &mut progress)?;
         let outcome = task_loop::run_task(env, &iter, t, start).await;
         let ok = outcome.status == TaskStatus::Done;
         // With HEAD moved, `git diff HEAD` no longer shows the run's work: the snapshot
@@ -174,7 +175,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
             let last = report.tasks.last().cloned().unwrap_or_else(|| TaskOutcome::new(&t.id, &t.title));
             progress.end_task(&last, None, env.tree.fingerprint().ok());
         }
-        save_progress(env, &mut progress);
+        progress::save(&env.run, &mut progress)?;
         if !ok {
             stopped = true;
         }
@@ -293,7 +294,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> EndReport {
 /// Freezes what judges the iteration before its first dispatch, or takes what its first run
 /// froze: the check surface, git's sealed view, and the residue of a baseline suite run by the
 /// engine (never evidence). One progress write for all three.
-async fn freeze_ground_truth(env: &Env, progress: &mut Progress, plan: &str) {
+async fn freeze_ground_truth(env: &Env, progress: &mut Progress, plan: &str) -> Result<(), StateWriteError> {
     let mut fresh = false;
     match progress.git_seal.clone() {
         Some(seal) => env.pin_seal(seal),
@@ -328,19 +329,20 @@ async fn freeze_ground_truth(env: &Env, progress: &mut Progress, plan: &str) {
         fresh = true;
     }
     if fresh {
-        save_progress(env, progress);
+        progress::save(&env.run, progress)?;
     }
+    Ok(())
 }
 
 /// The iteration's progress record: the one a killed run left (its preflight shown in the
 /// report), else a fresh one, written before the first task.
-fn resume_progress(env: &Env, iter: &str, report: &mut EndReport) -> Progress {
+fn resume_progress(env: &Env, iter: &str, report: &mut EndReport) -> Result<Progress, StateWriteError> {
     if let Some(p) = progress::load(&env.run.state_dir, iter).ok().flatten()
         && p.head == env.base_head
     {
         env.run.emit("iteration.resumed", json!({"ended": p.ended.len(), "in_progress": p.in_progress}));
         report.preflight = Some(p.preflight.clone());
-        return p;
+        return Ok(p);
     }
     let pf = report.preflight.clone().unwrap_or_else(|| Preflight {
         clean: true,
@@ -350,16 +352,8 @@ fn resume_progress(env: &Env, iter: &str, report: &mut EndReport) -> Progress {
         excluded_paths: Vec::new(),
     });
     let mut p = Progress::new(iter, env.base_head.clone(), pf, env.tree.fingerprint().ok());
-    save_progress(env, &mut p);
-    p
-}
-
-/// Writes what changed in the progress record (a task step appended, else a snapshot); a
-/// failure is a concern of the run, not its end (the record only serves a resume).
-fn save_progress(env: &Env, p: &mut Progress) {
-    if let Err(e) = progress::save(&env.run, p) {
-        env.run.emit("progress.error", json!({"error": e.to_string()}));
-    }
+    progress::save(&env.run, &mut p)?;
+    Ok(p)
 }
 
 fn mark_rest(report: &mut EndReport, tasks: &[TaskSpec]) {
@@ -416,7 +410,8 @@ fn lines_lost_verdict(report: &mut EndReport, prev: &Snapshot, next: &Snapshot, 
     }));
 }
 
-fn end(env: &Env, mut report: EndReport, extraction: Counter) -> EndReport {
+/// A state write that fails stops the run ([`StateWriteError`]).
+fn end(env: &Env, mut report: EndReport, extraction: Counter) -> Result<EndReport, StateWriteError> {
     if let Some(refused) = env.budget_refused() {
         report.stop_for_budget(&refused, &env.run.budget.stop_line());
     }
@@ -428,14 +423,14 @@ fn end(env: &Env, mut report: EndReport, extraction: Counter) -> EndReport {
         report.files = lines;
     }
     fill_stats(env, &mut report, extraction);
-    artifacts::finalize(&env.run, &mut report);
+    artifacts::finalize(&env.run, &mut report)?;
     // The last write of the run: its progress record is spent.
     if let Some(iter) = report.iter_id.as_deref()
         && let Some(mut p) = progress::load(&env.run.state_dir, iter).ok().flatten()
     {
         p.finished = true;
-        save_progress(env, &mut p);
+        progress::save(&env.run, &mut p)?;
     }
     env.run.emit("iteration.end", json!({"status": report.status, "kind": report.kind, "reason": report.reason}));
-    report
+    Ok(report)
 }

@@ -138,6 +138,18 @@ impl BudgetTracker {
         }
     }
 
+    /// Raises what has been spent to `at_least` where it is lower: spending a committed
+    /// record holds that the run's starting point did not count yet (a run killed between its
+    /// commit and the file it started from).
+    pub fn carry_to(&self, at_least: &Spent) {
+        if let Ok(mut s) = self.spent.lock() {
+            s.dispatches = s.dispatches.max(at_least.dispatches);
+            s.usage.input_tokens = s.usage.input_tokens.max(at_least.usage.input_tokens);
+            s.usage.output_tokens = s.usage.output_tokens.max(at_least.usage.output_tokens);
+            s.usage.cost_usd = s.usage.cost_usd.max(at_least.usage.cost_usd);
+        }
+    }
+
     /// What has been spent.
     pub fn spent(&self) -> Spent {
         self.spent.lock().map(|s| *s).unwrap_or_default()

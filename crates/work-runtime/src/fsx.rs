@@ -130,10 +130,10 @@ static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Writes `bytes` to `path` atomically: temporary file in the same directory, fsync, rename,
 /// fsync of the directory. Creates missing parent directories. A state file's digest is
-/// recorded first ([`digests`]).
+/// recorded first ([`digests`]), and recorded back when the write fails.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     digests::before_write(path, bytes)?;
-    write_atomic_unrecorded(path, bytes)
+    write_atomic_unrecorded(path, bytes).inspect_err(|_| digests::after_failed_write(path))
 }
 
 /// [`write_atomic`] without recording a digest (the digest log's own compaction).
@@ -151,7 +151,7 @@ fn write_atomic_unrecorded(path: &Path, bytes: &[u8]) -> io::Result<()> {
         f.write_all(bytes)?;
         f.sync_all()?;
         drop(f);
-        crate::faults::state_change();
+        crate::faults::state_write()?;
         fs::rename(&tmp, path)?;
         if let Ok(d) = File::open(&dir) {
             // Some filesystems refuse fsync on a directory; the rename is still atomic.

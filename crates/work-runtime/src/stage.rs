@@ -30,7 +30,7 @@ pub fn discard_dir(path: &Path) -> io::Result<()> {
 pub fn publish_dir(staging: &Path, dest: &Path) -> io::Result<()> {
     use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
     crate::fsx::digests::before_move_dir(staging, dest)?;
-    crate::faults::state_change();
+    crate::faults::state_write()?;
     renameat2(AT_FDCWD, staging, AT_FDCWD, dest, RenameFlags::RENAME_NOREPLACE).map_err(io::Error::from)?;
     if let Some(parent) = dest.parent()
         && let Ok(d) = File::open(parent)

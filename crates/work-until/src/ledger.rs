@@ -149,6 +149,11 @@ pub struct IterationCommit {
     pub empty_streak: u32,
     /// The blockers seen after the iteration.
     pub blockers_seen: Vec<String>,
+    /// What the session had spent once the iteration's dispatch ended (every run's, this
+    /// iteration's included): `meta.md`'s `spent` rolls forward to it. `None` in records
+    /// written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent: Option<work_runtime::budget::Spent>,
 }
 
 /// The recon's archive record (`reports/00.md`).
@@ -156,6 +161,10 @@ pub struct IterationCommit {
 pub struct ReconRecord {
     /// The dispatch id.
     pub dispatch_id: String,
+    /// What the session had spent once the recon's dispatch ended (see
+    /// [`IterationCommit::spent`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent: Option<work_runtime::budget::Spent>,
     /// The map.
     pub recon: ReconReport,
 }

@@ -223,6 +223,40 @@ mod tests {
         assert!(store.snapshots < 30, "the ledger grows by appending: {} snapshots in 60 commits", store.snapshots);
     }
 
+    /// Cuts the last `n` bytes off a file: an append a crash tore.
+    fn tear(path: &Path, n: usize) {
+        let bytes = std::fs::read(path).expect("read");
+        std::fs::write(path, &bytes[..bytes.len() - n]).expect("tear");
+    }
+
+    #[test]
+    fn a_torn_commit_is_not_a_change_outside_a_run() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        work_runtime::fsx::digests::install(dir.path());
+        let r = run(dir.path());
+        let mut ledger = Ledger::default();
+        let mut store = LedgerStore::new(dir.path());
+        store.snapshot(&r, &ledger).expect("snapshot");
+        store.commit_iteration(&r, &record(1)).expect("commit");
+        ledger.merge(&record(1));
+        store.commit_iteration(&r, &record(2)).expect("commit");
+        // The commit of iteration 2 torn by a crash mid-append: not committed, not refused.
+        tear(&dir.path().join(LOG_FILE), 9);
+        let (back, mut store, replayed) = LedgerStore::load(dir.path()).expect("a torn tail is read").expect("some");
+        assert_eq!(back, ledger);
+        assert_eq!(replayed.iterations.keys().copied().collect::<Vec<_>>(), vec![1]);
+        // The rerun commits iteration 2 again; then half a line written by hand, then read.
+        store.commit_iteration(&r, &record(2)).expect("commit again");
+        ledger.merge(&record(2));
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(dir.path().join(LOG_FILE)).expect("log");
+        f.write_all(br#"{"seq": 3, "iteration": {"iter"#).expect("half a line");
+        drop(f);
+        let (back, _, replayed) = LedgerStore::load(dir.path()).expect("half a line is read").expect("some");
+        assert_eq!(back, ledger);
+        assert_eq!(replayed.iterations.keys().copied().collect::<Vec<_>>(), vec![1, 2]);
+    }
+
     #[test]
     fn a_torn_record_and_a_stale_log_are_ignored() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -288,6 +288,8 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
     // the archives of a session written before the log), and note an interrupted iteration.
     let before_roll = session.meta.iteration_count;
     let rolled = commit::roll_meta_forward(session, &committed);
+    // The spending of what rolled forward counts: the run started from the meta's.
+    run.budget.carry_to(&session.meta.spent);
     for k in (before_roll + 1)..=session.meta.iteration_count {
         let Some(r) = committed.iteration(session, k) else { continue };
         let text = render_report(&session.meta, &r);
@@ -466,6 +468,7 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
             stopped_reason: session.meta.stopped_reason.clone(),
             empty_streak: session.meta.empty_streak,
             blockers_seen: session.meta.blockers_seen.clone(),
+            spent: Some(run.budget.spent()),
         });
         cx.commit(session, Record::Iteration(&record))?;
         let text = render_report(&session.meta, &record);
@@ -696,7 +699,7 @@ async fn recon(
         Ok(r) => r,
         Err(e) => return Ok(Some((SessionStatus::InvalidReport, format!("invalid-report: recon: {e}")))),
     };
-    let record = ReconRecord { dispatch_id, recon };
+    let record = ReconRecord { dispatch_id, spent: Some(cx.env.run.budget.spent()), recon };
     let text = format!("# Recon — iteration 00 of `{}`\n\n{}\n", session.meta.id, record.recon.summary.trim());
     cx.commit(session, Record::Recon(&record))?;
     cx.write(&session.archive_path(0), &with_machine_block(text, &record))?;

@@ -224,6 +224,18 @@ fn lock_iteration(
     Ok((run_id, it, tree))
 }
 
+/// The report of a run, or — a state write failed — the run ended (`run.end` says why) and
+/// its one error line (exit 1).
+fn stopped(
+    run: &work_runtime::run::RunContext,
+    r: Result<EndReport, work_implement::state_write::StateWriteError>,
+) -> Result<EndReport, CliError> {
+    r.map_err(|e| {
+        run.finish("error", serde_json::json!({"error": e.to_string()}));
+        CliError::Runtime(e.to_string())
+    })
+}
+
 /// Prints the end-report (`--json` or human lines) and the run summary; `run` is the run
 /// that dispatched (its spending and budget go in the summary).
 fn emit(ctx: &Ctx, json: bool, report: &EndReport, run: Option<&work_runtime::run::RunContext>) -> CmdResult {
@@ -497,7 +509,7 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
                 cause: c.cause_summary.clone().unwrap_or_default(),
                 preflight: pf,
             };
-            let report = ctx::runtime()?.block_on(work_implement::mini::run_mini(&env, input));
+            let report = stopped(&run, ctx::runtime()?.block_on(work_implement::mini::run_mini(&env, input)))?;
             run.finish(report.status.as_str(), serde_json::json!({"kind": report.kind}));
             emit(&ctx, a.run.json, &report, Some(&run))
         }
@@ -533,7 +545,7 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
                 range,
                 preflight: pf,
             };
-            let report = ctx::runtime()?.block_on(work_implement::standard::run_standard(&env, input));
+            let report = stopped(&run, ctx::runtime()?.block_on(work_implement::standard::run_standard(&env, input)))?;
             run.finish(report.status.as_str(), serde_json::json!({"kind": report.kind}));
             emit(&ctx, a.run.json, &report, Some(&run))
         }
@@ -577,7 +589,7 @@ pub fn run_edit(global: &Global, a: EditArgs) -> CmdResult {
         def_site_path,
         preflight: pf,
     };
-    let report = ctx::runtime()?.block_on(work_implement::edit::run_edit(&env, input));
+    let report = stopped(&run, ctx::runtime()?.block_on(work_implement::edit::run_edit(&env, input)))?;
     run.finish(report.status.as_str(), serde_json::json!({"kind": report.kind}));
     emit(&ctx, a.run.json, &report, Some(&run))
 }

@@ -126,6 +126,36 @@ print(json.dumps({"angle": ctx['angle'], "items": items}))
     assert!(master.to_string().contains("FIFO"), "the refusal names what the path is: {master}");
 }
 
+#[test]
+fn a_hard_link_to_an_outside_file_cited_as_a_location_is_refused() {
+    let s = Scenario::new();
+    s.write("src/a.rs", "fn a() {}\n");
+    s.commit("init");
+    let outside = tempfile::tempdir().expect("tempdir");
+    std::fs::write(outside.path().join("secret"), "OUTSIDE-SECRET-TEXT\n").expect("write");
+    std::fs::hard_link(outside.path().join("secret"), s.path("src/notes.txt")).expect("hard link");
+    let agent = s.agent(
+        "f.py",
+        r#"
+items = [{"id": "h", "title": "notes", "location": "src/notes.txt:1"},
+         {"id": "a", "title": "honest", "location": "src/a.rs:1"}] if ctx['angle'] == 'a' else []
+print(json.dumps({"angle": ctx['angle'], "items": items}))
+"#,
+    );
+    let (code, stdout, stderr) = s.run(&["exhaust", "x", "-k", "2", "--angles", "a,b,c", "--agent", &agent, "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let master: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(master["seen"], serde_json::json!(["a"]), "the honest item is kept, the hard link refused: {master}");
+    assert!(master.to_string().contains("hard links"), "the refusal names why: {master}");
+    let mut state = String::new();
+    for f in walk(&s.path(".work")) {
+        state.push_str(&String::from_utf8_lossy(&std::fs::read(&f).unwrap_or_default()));
+    }
+    for (what, text) in [("stdout", &stdout), ("stderr", &stderr), ("the state directory", &state)] {
+        assert!(!text.contains("OUTSIDE-SECRET-TEXT"), "the outside file's text is in {what}");
+    }
+}
+
 fn plan_repo() -> Scenario {
     let s = Scenario::new();
     s.write("PLAN.md", "# Plan\n\n## Task 1: Add\n\nCreate hello.txt.\n");

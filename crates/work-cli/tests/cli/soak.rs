@@ -415,6 +415,63 @@ fn implement_survives_a_kill_at_every_state_changing_call() {
     assert!(failures.is_empty(), "{} failure(s) in {trials} trials; first:\n{}", failures.len(), failures[0]);
 }
 
+/// A run whose disk is full from the n-th state-changing call on (`WORK_TEST_FAIL_AT`, ENOSPC):
+/// `Ok(None)` when no write was left to fail (the run ended as the baseline did), `Ok(Some(()))`
+/// when it stopped at once with one `error:` line naming the file that failed and exit 1.
+fn full_disk_run(s: &Scenario, args: &[String], n: u64) -> Result<Option<()>, String> {
+    let out = s.work().args(args).env("WORK_TEST_FAIL_AT", n.to_string()).output().expect("run work");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    if out.status.code() == Some(0) && errors.is_empty() {
+        return Ok(None);
+    }
+    let named = errors.first().is_some_and(|l| l.contains("No space left on device") && l.contains(".work/"));
+    if out.status.code() != Some(1) || errors.len() != 1 || !named {
+        return Err(format!(
+            "disk full from call {n}: exit {:?}, {} error line(s) (wanted exit 1 and one line naming the file):\n{stderr}\nstdout: {}",
+            out.status.code(),
+            errors.len(),
+            String::from_utf8_lossy(&out.stdout)
+        ));
+    }
+    Ok(Some(()))
+}
+
+/// A full disk stops `implement` at once with one line naming the file (exit 1), at every
+/// state-changing call; the same command, once the disk has room again, ends as the run that
+/// never failed.
+#[test]
+fn implement_stops_at_a_full_disk_and_resumes_once_it_has_room() {
+    let (s, args) = implement_scenario();
+    let baseline = implement_end(&s, run(&s, &args, None));
+    let mut failures = Vec::new();
+    let mut trials = 0;
+    for n in 1..MAX_CALLS {
+        let (s, args) = implement_scenario();
+        match full_disk_run(&s, &args, n) {
+            Ok(None) => break,
+            Ok(Some(())) => {
+                trials += 1;
+                let end = implement_end(&s, run(&s, &args, None));
+                if end != baseline {
+                    let again = s.work().args(&args).output().expect("run work");
+                    let why = String::from_utf8_lossy(&again.stderr).into_owned();
+                    failures.push(format!(
+                        "disk full from call {n}: the rerun ended with ({why})\n{end:#?}\ninstead of\n{baseline:#?}"
+                    ));
+                }
+            }
+            Err(e) => failures.push(e),
+        }
+    }
+    eprintln!("implement full disk: {} failure(s) in {trials} trials", failures.len());
+    for f in &failures {
+        eprintln!("  {}", f.lines().next().unwrap_or_default());
+    }
+    assert!(trials > 5, "too few writes failed: {trials}");
+    assert!(failures.is_empty(), "{} failure(s) in {trials} trials; first:\n{}", failures.len(), failures[0]);
+}
+
 // --------------------------------------------------------------------------------- exhaust
 
 const EXHAUST_TASK: &str = "soak";

@@ -102,6 +102,36 @@ fn task_steps_append_and_a_reload_is_the_same_record() {
 }
 
 #[test]
+fn a_torn_step_is_not_a_change_outside_a_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let r = run(dir.path());
+    work_runtime::fsx::digests::install(&r.state_dir);
+    let mut p = fresh("it-1");
+    p.preflight.excluded_paths = (0..100).map(|k| format!("{k:0>100}")).collect();
+    snapshot(&r, &mut p).expect("snapshot");
+    step(&r, &mut p, 0);
+    let committed = json(&p);
+    p.start_task(InProgress { task_id: "1".into(), start: Some("t0".into()) });
+    save(&r, &mut p).expect("save");
+    // The start of task 1 torn by a crash mid-append: not recorded, not refused.
+    let log = log_path(&r.state_dir, "it-1");
+    let bytes = std::fs::read(&log).expect("log");
+    std::fs::write(&log, &bytes[..bytes.len() - 7]).expect("tear");
+    let mut back = load(&r.state_dir, "it-1").expect("a torn tail is read").expect("some");
+    assert_eq!(json(&back), committed);
+    // The rerun starts task 1 again; then half a line by hand, then read.
+    back.start_task(InProgress { task_id: "1".into(), start: Some("t0".into()) });
+    save(&r, &mut back).expect("save again");
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).expect("log");
+    f.write_all(br#"{"seq": 4, "end": {"outcome": {"id": "1""#).expect("half a line");
+    drop(f);
+    let again = load(&r.state_dir, "it-1").expect("half a line is read").expect("some");
+    assert_eq!(json(&again), json(&back));
+    assert_eq!(again.start_of("1"), Some(Some("t0".into())));
+}
+
+#[test]
 fn a_torn_record_and_a_stale_log_are_ignored() {
     let dir = tempfile::tempdir().expect("tempdir");
     let r = run(dir.path());

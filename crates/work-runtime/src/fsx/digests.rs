@@ -322,6 +322,23 @@ pub(crate) fn before_move_dir(from: &Path, to: &Path) -> io::Result<()> {
     .unwrap_or(Ok(()))
 }
 
+/// Records that a write of `path` recorded by [`before_write`] or [`before_append`] failed (a
+/// full disk, an I/O error): the file keeps the content recorded before it, or — the write was
+/// to create it — does not exist. Best effort: when the disk is full this line may not be
+/// written either, and a crash between the two lines is the case the previous digest covers.
+pub(crate) fn after_failed_write(path: &Path) {
+    let _ = with(|r| {
+        let Some(rel) = r.rel(path) else { return Ok(()) };
+        r.running.remove(path);
+        r.sync();
+        let Some((prev, _, _, created)) = r.index.get(&rel).cloned() else { return Ok(()) };
+        match prev.filter(|_| !created) {
+            Some(sha) => r.record(&rel, Some(&sha), false),
+            None => r.record(&rel, None, false),
+        }
+    });
+}
+
 /// Forgets a state file `work` removes.
 pub(crate) fn before_remove(path: &Path) -> io::Result<()> {
     with(|r| {
@@ -341,6 +358,15 @@ fn refused(msg: Option<String>) -> io::Result<()> {
 
 /// Checks what was read from `path` against the last recorded digest.
 pub(crate) fn check(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    check_log(path, bytes, bytes)
+}
+
+/// Checks an append-only log read from `path`: `bytes` whole, or `whole` — its lines a newline
+/// ends — when the last line is torn. A crash in the middle of an append leaves the log's
+/// earlier content and part of the line (the last recorded digest is the whole line's); a torn
+/// line that was never recorded is not a change either, since readers drop it and the next
+/// append cuts it away.
+pub(crate) fn check_log(path: &Path, bytes: &[u8], whole: &[u8]) -> io::Result<()> {
     let verdict = with(|r| {
         let rel = r.rel(path)?;
         r.sync();
@@ -349,10 +375,14 @@ pub(crate) fn check(path: &Path, bytes: &[u8]) -> io::Result<()> {
         if let Some(msg) = r.broken_msg(&name) {
             return Some(msg);
         }
-        let sha = super::sha256_hex(bytes);
-        if &sha == last || prev.as_deref() == Some(sha.as_str()) {
+        let believed = |b: &[u8]| {
+            let sha = super::sha256_hex(b);
+            &sha == last || prev.as_deref() == Some(sha.as_str())
+        };
+        if believed(bytes) || (whole.len() < bytes.len() && believed(whole)) {
             return None;
         }
+        let sha = super::sha256_hex(bytes);
         Some(format!(
             "state file `{name}` was changed outside a run of work (its sha256 is {}…, work last wrote {}…); \
              restore it or start over",
@@ -518,6 +548,40 @@ mod tests {
         writeln!(f, "{line}").expect("append");
         fs::write(&journal, b"four").expect("the other process's write");
         assert_eq!(super::super::read_optional(&journal).expect("read").as_deref(), Some("four"));
+
+        // An append-only log torn by a crash mid-append (the digest of the whole line recorded,
+        // part of it written), or with half a line never recorded: read without the torn
+        // line, not refused; the next append cuts it away. A changed record is still refused.
+        let log = state.join("p.jsonl");
+        super::super::append_line(&log, br#"{"seq":1}"#).expect("append");
+        super::super::append_line(&log, br#"{"seq":2}"#).expect("append");
+        let whole = fs::read(&log).expect("log");
+        fs::write(&log, &whole[..whole.len() - 4]).expect("tear the last append");
+        let lines = super::super::read_json_lines(&log).expect("a torn append is read").expect("some");
+        assert_eq!(lines, vec![serde_json::json!({"seq": 1})]);
+        super::super::append_line(&log, br#"{"seq":2,"again":true}"#).expect("append after a tear");
+        let mut f = fs::OpenOptions::new().append(true).open(&log).expect("open");
+        f.write_all(br#"{"seq":3,"half"#).expect("half a line, never recorded");
+        drop(f);
+        let lines = super::super::read_json_lines(&log).expect("half a line is read").expect("some");
+        assert_eq!(lines, vec![serde_json::json!({"seq": 1}), serde_json::json!({"seq": 2, "again": true})]);
+        super::super::append_line(&log, br#"{"seq":3}"#).expect("append");
+        assert_eq!(fs::read_to_string(&log).expect("log"), "{\"seq\":1}\n{\"seq\":2,\"again\":true}\n{\"seq\":3}\n");
+        let text = fs::read_to_string(&log).expect("log").replace("\"seq\":3", "\"seq\":4");
+        fs::write(&log, text).expect("edit a record");
+        let e = super::super::read_json_lines(&log).expect_err("refused");
+        assert!(e.to_string().contains("`p.jsonl` was changed outside a run"), "{e}");
+        let text = fs::read_to_string(&log).expect("log");
+        fs::write(&log, format!("{text}{{\"seq\":5}}")).expect("a whole record without its newline");
+        let e = super::super::read_json_lines(&log).expect_err("the edit is still refused");
+        assert!(e.to_string().contains("`p.jsonl` was changed outside a run"), "{e}");
+
+        // A write that fails (here: its directory cannot be made) is recorded back: the file a
+        // failed write was to create reads as never written, even once later lines follow.
+        let blocked = state.join("j.json").join("x.json");
+        super::super::write_atomic(&blocked, b"new").expect_err("no directory");
+        super::super::write_atomic(&state.join("other.json"), b"[]").expect("a later write");
+        verify(&blocked, None).expect("a failed first write: never written");
 
         // A line edited in place breaks the chain: every recorded file is refused.
         let log = state.join(LOG_NAME);

@@ -5,7 +5,8 @@
 //!   `openat(O_NOFOLLOW)` from the directory already opened, so no symlink is followed at all
 //!   (in or out of the root) and a symlink swapped in between two reads cannot redirect one;
 //! - the final open is non-blocking and the opened file is `fstat`ed: only a regular file is
-//!   read (a FIFO never hangs, a device is never read, a socket is refused);
+//!   read (a FIFO never hangs, a device is never read, a socket is refused), and below a root
+//!   only one with a single link (a hard link may be the inode of a file outside the root);
 //! - every read has a cap: past it the read is refused ([`FsError::TooLarge`]) or, for the
 //!   `_prefix` variants, cut and reported.
 
@@ -36,6 +37,15 @@ pub enum FsError {
         path: String,
         /// What it is.
         kind: &'static str,
+    },
+    /// A regular file with more than one link: the same file is also elsewhere, maybe outside
+    /// the root (a hard link), so its content is not the root's to give.
+    #[error("`{path}` has {links} hard links (the same file may also be outside the root), which are not followed")]
+    HardLinked {
+        /// The path.
+        path: String,
+        /// Its link count.
+        links: u64,
     },
     /// Larger than the cap.
     #[error("`{path}` is larger than {cap} bytes")]
@@ -87,7 +97,7 @@ pub fn open_confined(root: &Path, rel: &str) -> Result<File, FsError> {
     while let Some(part) = parts.next() {
         if parts.peek().is_none() {
             let fd = openat(dir.as_fd(), part, FINAL, Mode::empty()).map_err(|e| errno_err(rel, e))?;
-            return checked_regular(File::from(fd), rel);
+            return single_link(checked_regular(File::from(fd), rel)?, rel);
         }
         let next = openat(dir.as_fd(), part, dir_flags | OFlag::O_NOFOLLOW, Mode::empty()).map_err(|e| {
             if e == nix::errno::Errno::ENOTDIR && is_symlink_at(&dir, part) {
@@ -104,6 +114,20 @@ pub fn open_confined(root: &Path, rel: &str) -> Result<File, FsError> {
 fn is_symlink_at(dir: &OwnedFd, name: &str) -> bool {
     nix::sys::stat::fstatat(dir.as_fd(), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
         .is_ok_and(|st| SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFLNK)
+}
+
+/// Checks a regular file opened below a root: one with more than one link is refused. A hard
+/// link needs no permission on its target, so a file of the tree can be the very inode of a
+/// file outside it (`ln /home/me/.ssh/id_ed25519 notes.txt`); the link count is the only trace.
+fn single_link(file: File, path: &str) -> Result<File, FsError> {
+    let st = fstat(&file).map_err(|e| errno_err(path, e))?;
+    // `nlink_t` is u64 here and u32 on other targets.
+    #[allow(clippy::useless_conversion)]
+    let links = u64::from(st.st_nlink);
+    if links > 1 {
+        return Err(FsError::HardLinked { path: path.to_string(), links });
+    }
+    Ok(file)
 }
 
 /// Checks what was opened: only a regular file passes.
@@ -243,6 +267,19 @@ mod tests {
         assert!(matches!(read_confined(root, "src", 100), Err(FsError::NotRegular { .. })));
         assert_eq!(symlink_target_confined(root, "inner").as_deref(), Some("src/a.rs"));
         assert_eq!(symlink_target_confined(root, "src/a.rs"), None);
+    }
+
+    #[test]
+    fn a_hard_link_is_refused_below_a_root_and_read_when_a_person_names_it() {
+        let (dir, outside) = tree();
+        let root = dir.path();
+        std::fs::hard_link(outside.path().join("secret"), root.join("notes.txt")).expect("hard link");
+        let e = read_confined(root, "notes.txt", 100).expect_err("refused");
+        assert!(matches!(e, FsError::HardLinked { links: 2, .. }), "{e}");
+        assert!(matches!(read_confined_prefix(root, "notes.txt", 100), Err(FsError::HardLinked { .. })));
+        assert!(read_user_file(&root.join("notes.txt"), 100).is_ok(), "a file a person names is theirs");
+        std::fs::remove_file(outside.path().join("secret")).expect("rm the other link");
+        assert!(read_confined(root, "notes.txt", 100).is_ok(), "one link: read");
     }
 
     #[test]

@@ -36,12 +36,17 @@ pub(super) fn load_ledger(s: &Session) -> Result<(Ledger, LedgerStore, Committed
 }
 
 /// Applies the commits newer than `meta.md` (iterations committed by a run killed before it
-/// wrote the meta) to the meta: the iteration count, the stall state and the status. Returns
+/// wrote the meta) to the meta: the iteration count, the stall state, the status and the
+/// spending. Returns
 /// the stop the last of them made, if it made one.
 pub(super) fn roll_meta_forward(session: &mut Session, c: &Committed) -> Option<(SessionStatus, String)> {
-    if session.meta.recon && !session.meta.recon_done && c.recon(session).is_some() {
+    if session.meta.recon
+        && !session.meta.recon_done
+        && let Some(r) = c.recon(session)
+    {
         session.meta.recon_done = true;
         session.meta.in_progress = None;
+        session.meta.spent = r.spent.unwrap_or(session.meta.spent);
     }
     let mut stop = None;
     while let Some(r) = c.iteration(session, session.meta.iteration_count + 1) {
@@ -53,6 +58,7 @@ pub(super) fn roll_meta_forward(session: &mut Session, c: &Committed) -> Option<
         m.blockers_seen = c.blockers_seen;
         m.status = c.status;
         m.stopped_reason = c.stopped_reason.clone();
+        m.spent = c.spent.unwrap_or(m.spent);
         stop = match c.status {
             SessionStatus::Active | SessionStatus::Running => None,
             s => Some((s, c.stopped_reason.unwrap_or_default())),

@@ -73,6 +73,11 @@ fn say(doc: serde_json::Value) -> Step {
 }
 
 fn run_ctx(root: &Path) -> RunContext {
+    run_from(root, Default::default())
+}
+
+/// A run that starts from what the session spent before (as `work until resume` does).
+fn run_from(root: &Path, already_spent: work_runtime::budget::Spent) -> RunContext {
     RunContext::start(
         RunOptions {
             root: root.to_path_buf(),
@@ -80,7 +85,7 @@ fn run_ctx(root: &Path) -> RunContext {
             clock: Arc::new(work_runtime::clock::SystemClock),
             redactor: Default::default(),
             budget: Budget::default(),
-            already_spent: Default::default(),
+            already_spent,
             already_by_role: Default::default(),
             progress: ProgressSink::Silent,
         },
@@ -91,7 +96,8 @@ fn run_ctx(root: &Path) -> RunContext {
 
 async fn go(root: &Path, meta: Meta, steps: Vec<Step>) -> (LoopOutcome, Session, Vec<u64>) {
     let state = root.join(".work");
-    let run = run_ctx(root);
+    let loaded = Session::load(&state.join("sessions").join(&meta.id));
+    let run = run_from(root, loaded.as_ref().map(|s| s.meta.spent).unwrap_or_default());
     let agent = Arc::new(Scripted { steps: Mutex::new(steps), seen: Mutex::new(vec![]) });
     let d = Dispatcher::new(
         agent.clone(),
@@ -101,7 +107,7 @@ async fn go(root: &Path, meta: Meta, steps: Vec<Step>) -> (LoopOutcome, Session,
         root.to_path_buf(),
         Duration::from_secs(30),
     );
-    let mut session = match Session::load(&state.join("sessions").join(&meta.id)) {
+    let mut session = match loaded {
         Ok(s) => s,
         Err(_) => init_session(&state, meta, &|p, t| run.write_text(p, t)).expect("init"),
     };
@@ -291,6 +297,33 @@ async fn a_merge_lost_to_a_crash_is_rolled_forward_once() {
     assert_eq!(text.matches("### Iteration 01").count(), 1, "{text}");
     assert_eq!(text.matches("### Iteration 02").count(), 1, "{text}");
     assert!(text.contains("interrupted before it was merged"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_commit_rolled_forward_keeps_its_spending() {
+    let d = repo();
+    let (out, s, _) = go(d.path(), meta(Some("test -e b"), 5, Mode::HumanGate), vec![edit("a", "continue")]).await;
+    assert_eq!(out.iterations, 1);
+    let after_one = s.meta.clone();
+    assert_eq!(after_one.spent.dispatches, 1);
+    let mut s = s;
+    s.meta.mode = Mode::Auto;
+    s.save_meta("t".into(), &|p, t| work_runtime::fsx::write_atomic(p, t.as_bytes())).expect("meta");
+    let (out, s, _) = go(d.path(), meta(Some("test -e b"), 5, Mode::Auto), vec![edit("b", "done")]).await;
+    assert_eq!((out.status, out.iterations), (SessionStatus::Done, 2), "{}", out.stopped_reason);
+    let spent = s.meta.spent;
+    assert_eq!(spent.dispatches, 2);
+    // A kill after iteration 2 committed and before `meta.md` said so: the meta of iteration 1.
+    let mut s = s;
+    s.meta = after_one;
+    s.meta.mode = Mode::Auto;
+    s.save_meta("t".into(), &|p, t| work_runtime::fsx::write_atomic(p, t.as_bytes())).expect("meta");
+    let (out, s, seen) = go(d.path(), meta(Some("test -e b"), 5, Mode::Auto), vec![]).await;
+    assert_eq!((out.status, out.iterations), (SessionStatus::Done, 2), "{}", out.stopped_reason);
+    assert!(seen.is_empty(), "iteration 2 is rolled forward, not redone");
+    assert_eq!(s.meta.spent, spent, "the rolled-forward iteration's dispatch is counted");
+    let back = Session::load(&s.dir).expect("load");
+    assert_eq!(back.meta.spent, spent, "and recorded in meta.md");
 }
 
 #[tokio::test(flavor = "multi_thread")]
