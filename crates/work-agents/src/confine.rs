@@ -15,17 +15,18 @@ use std::path::{Path, PathBuf};
 use work_runtime::dispatch::{Access, DispatchRequest};
 use work_runtime::sandbox::{Confine, Network, PROXY_ENV};
 
-/// A CLI's private state directory for one dispatch, removed when dropped.
+/// A CLI's private state directory for one dispatch (copies of the user's credentials),
+/// removed when dropped and on an interruption.
 #[derive(Debug)]
 pub(crate) struct PrivateHome {
-    dir: tempfile::TempDir,
+    dir: work_runtime::scratch::ScratchDir,
 }
 
 impl PrivateHome {
     /// A fresh directory holding copies of `files` (those that exist) from `from`, each a
     /// `(source path, name in the copy)` pair.
     fn seeded(files: &[(PathBuf, &str)]) -> std::io::Result<Self> {
-        let dir = tempfile::Builder::new().prefix("work-cli-home-").tempdir()?;
+        let dir = work_runtime::scratch::ScratchDir::new("work-cli-home-")?;
         for (src, name) in files {
             // Bounded: a CLI's own small files; a missing one is simply not copied.
             if std::fs::symlink_metadata(src).is_ok_and(|m| m.is_file() && m.len() <= 4 * 1024 * 1024) {

@@ -46,6 +46,36 @@ pub fn forget(path: &Path) {
     }
 }
 
+/// A scratch directory for one attempt (a sandboxed process's private `/tmp`, a CLI's private
+/// state directory): removed when dropped, and on an interruption ([`remove_all`]).
+#[derive(Debug)]
+pub struct ScratchDir {
+    dir: tempfile::TempDir,
+    hook: u64,
+}
+
+impl ScratchDir {
+    /// A fresh directory in the temporary directory, its name starting with `prefix`.
+    pub fn new(prefix: &str) -> std::io::Result<Self> {
+        let dir = tempfile::Builder::new().prefix(prefix).tempdir()?;
+        let path = dir.path().to_path_buf();
+        let hook = on_interrupt(move || drop(std::fs::remove_dir_all(path)));
+        Ok(Self { dir, hook })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        // The TempDir removes the directory itself.
+        cancel(self.hook);
+    }
+}
+
 /// Runs every registered undo hook and removes every registered scratch file (the children
 /// reading them have been ended).
 pub fn remove_all() {
@@ -80,6 +110,17 @@ mod tests {
         forget(&b);
         remove_all();
         assert!(!a.exists() && b.exists());
+    }
+
+    #[test]
+    fn a_scratch_dir_is_removed_when_dropped_and_on_an_interrupt() {
+        let (a, b) = (ScratchDir::new("work-test-").expect("a"), ScratchDir::new("work-test-").expect("b"));
+        let (pa, pb) = (a.path().to_path_buf(), b.path().to_path_buf());
+        drop(a);
+        assert!(!pa.exists());
+        std::mem::forget(b); // as when `work` is interrupted: no destructor runs
+        remove_all();
+        assert!(!pb.exists(), "an interruption removes it");
     }
 
     #[test]

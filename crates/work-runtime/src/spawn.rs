@@ -398,7 +398,7 @@ pub(crate) struct Ended {
     /// The process's fresh bytecode cache, removed once what it left has ended.
     _cache: Option<crate::bytecode::FreshCache>,
     /// A sandboxed process's private `/tmp`, removed once it has ended.
-    _tmp: Option<tempfile::TempDir>,
+    _tmp: Option<crate::scratch::ScratchDir>,
 }
 
 impl Ended {
@@ -419,7 +419,7 @@ impl Ended {
 struct Sandboxed {
     bwrap: PathBuf,
     args: Vec<std::ffi::OsString>,
-    tmp: tempfile::TempDir,
+    tmp: crate::scratch::ScratchDir,
 }
 
 impl Sandboxed {
@@ -428,7 +428,7 @@ impl Sandboxed {
         // The engine's own processes (git, checks) never probe for the sandbox.
         let Some(c) = &spec.confine else { return Ok(None) };
         let crate::sandbox::Mode::Kernel { bwrap } = crate::sandbox::mode() else { return Ok(None) };
-        let tmp = tempfile::Builder::new().prefix("work-sandbox-").tempdir()?;
+        let tmp = crate::scratch::ScratchDir::new("work-sandbox-")?;
         let args = crate::sandbox::bwrap_args(c, tmp.path(), &spec.cwd);
         Ok(Some(Self { bwrap: bwrap.clone(), args, tmp }))
     }

@@ -76,10 +76,7 @@ fn check(global: &Global, json_out: bool) -> CmdResult {
     if json_out {
         let mut v = serde_json::to_value(&report).map_err(|e| CliError::Runtime(format!("encode the report: {e}")))?;
         if let Some(o) = v.as_object_mut() {
-            o.insert(
-                "isolation".into(),
-                json!({"sandbox": sandbox.is_kernel(), "detail": sandbox.describe()}),
-            );
+            o.insert("isolation".into(), json!({"sandbox": sandbox.is_kernel(), "detail": sandbox.describe()}));
         }
         ctx::print_json(&ctx.redactor.redact_json(&v));
     } else {

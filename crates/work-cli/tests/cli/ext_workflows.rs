@@ -672,13 +672,24 @@ pub fn schema_files_are_removed_on_an_interrupt(which: Cli) {
     let cli = RealCli::new(which, Script::new(vec![Rule::new("You are the worker for iteration 1", vec![Step::Hang])]));
     let tmp = tempfile::Builder::new().prefix("work-tmp-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tmp");
     let schema_files = || -> Vec<String> {
-        std::fs::read_dir(tmp.path())
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with("work-codex-schema-"))
-            .collect()
+        // In the temporary directory, or (in the sandbox) in Codex's private home there.
+        let mut found: Vec<String> = Vec::new();
+        for e in std::fs::read_dir(tmp.path()).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("work-codex-schema-") || name.starts_with("work-cli-home-") {
+                found.push(name.clone());
+            }
+            if name.starts_with("work-cli-home-") {
+                for f in std::fs::read_dir(e.path()).into_iter().flatten().flatten() {
+                    let inner = f.file_name().to_string_lossy().into_owned();
+                    if inner.starts_with("work-codex-schema-") {
+                        found.push(format!("{name}/{inner}"));
+                    }
+                }
+            }
+        }
+        found.sort();
+        found
     };
     let mut std_cmd = cli.work_process(&s);
     std_cmd
@@ -695,12 +706,17 @@ pub fn schema_files_are_removed_on_an_interrupt(which: Cli) {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     assert!(!cli.server.requests_for(0).is_empty(), "the worker reached the server");
-    assert_eq!(schema_files().len(), 1, "the schema file is there while Codex runs");
+    let during = schema_files();
+    assert_eq!(
+        during.iter().filter(|n| n.contains("work-codex-schema-")).count(),
+        1,
+        "the schema file is there while Codex runs: {during:?}"
+    );
     #[expect(clippy::disallowed_methods, reason = "the test interrupts the `work` it started, by pid")]
     let _ = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status();
     let out = child.wait_with_output().expect("wait");
     assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(schema_files(), Vec::<String>::new(), "the interrupted run left its schema file");
+    assert_eq!(schema_files(), Vec::<String>::new(), "the interrupted run left its schema file or private home");
 }
 
 /// A Claude Code worker that starts a subagent: the dispatch is charged the subagent's calls
