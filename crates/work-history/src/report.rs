@@ -56,10 +56,6 @@ pub fn render(run: &RunSummary, detail: &Detail, redactor: &Redactor, generated:
     h.finish()
 }
 
-fn money(v: f64) -> String {
-    format!("${v:.4}")
-}
-
 /// A duration for people: `850ms`, `12.3s`, `4m05s`, `2h03m`.
 pub fn human_ms(ms: i64) -> String {
     match ms {
@@ -81,7 +77,7 @@ fn header(h: &mut Html, run: &RunSummary, generated: &str) {
         ("duration", run.duration_ms.map(human_ms).unwrap_or_default()),
         ("dispatches", run.dispatches.to_string()),
         ("tokens", run.tokens.to_string()),
-        ("cost", money(run.cost_usd)),
+        ("cost", work_runtime::budget::cost_text(run.cost_usd, run.unpriced)),
         ("event log", run.events_path.display().to_string()),
         ("dispatch records", run.run_dir.join(work_runtime::events::RECORDS_FILE).display().to_string()),
     ];
@@ -282,9 +278,15 @@ fn spend(h: &mut Html, run: &RunSummary) {
     let start = run.started.clone().unwrap_or_default();
     // Seconds on the time axis, or milliseconds for a run shorter than ten seconds.
     let (x_unit, per) = if run.duration_ms.unwrap_or(0) < 10_000 { ("milliseconds", 1.0) } else { ("seconds", 1000.0) };
-    for a in &run.attempts {
-        let Some(end) = &a.ended else { continue };
-        let x = ms_between(&start, end).unwrap_or(0).max(0) as f64 / per;
+    // In end order: attempts run in parallel end in another order than they started, and a
+    // cumulative line over end times must never run backwards.
+    let mut ended: Vec<(f64, &crate::summary::Attempt)> = run
+        .attempts
+        .iter()
+        .filter_map(|a| a.ended.as_ref().map(|end| (ms_between(&start, end).unwrap_or(0).max(0) as f64 / per, a)))
+        .collect();
+    ended.sort_by(|x, y| x.0.total_cmp(&y.0));
+    for (x, a) in ended {
         let pts = series.entry(a.role.clone()).or_default();
         let prev = pts.last().map_or(0.0, |p| p.1);
         let add = if by_cost {
@@ -303,7 +305,10 @@ fn spend(h: &mut Html, run: &RunSummary) {
     let rows: Vec<Vec<String>> = run
         .spent_by_role
         .iter()
-        .map(|(role, s)| vec![role.clone(), s.dispatches.to_string(), s.tokens.to_string(), money(s.cost_usd)])
+        .map(|(role, s)| {
+            let cost = work_runtime::budget::cost_text(s.cost_usd, s.unpriced);
+            vec![role.clone(), s.dispatches.to_string(), s.tokens.to_string(), cost]
+        })
         .collect();
     h.table("roles", &["role", "dispatches", "tokens", "cost"], &rows);
 }
