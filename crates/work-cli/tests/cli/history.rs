@@ -487,3 +487,57 @@ fn an_unknown_price_reads_unknown_never_zero_dollars() {
     let (_, _, err) = s.run(&["exhaust", "y", "-k", "2", "--angles", "a,b", "--agent", &priced]);
     assert!(err.contains("· 24 tokens (20 in, 4 out) · $1.0000\n"), "{err}");
 }
+
+/// The points of the polyline of `series` in the chart `chart` of a rendered report.
+fn polyline_points(html: &str, chart: &str) -> Vec<(f64, f64)> {
+    let svg =
+        html.split(&format!("data-chart=\"{chart}\"")).nth(1).expect("the chart").split("</svg>").next().unwrap_or("");
+    let points = svg.split("<polyline").nth(1).expect("a line").split("points=\"").nth(1).expect("points");
+    points
+        .split('"')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .map(|p| {
+            let (x, y) = p.split_once(',').expect("x,y");
+            (x.parse().expect("x"), y.parse().expect("y"))
+        })
+        .collect()
+}
+
+/// The report of a run whose parallel finders end in another order than they started: the
+/// cumulative spend line never runs backwards in time; the outcome pill says the run has gaps;
+/// the failures come before the run's big tables.
+#[test]
+fn the_report_s_spend_line_runs_forward_and_its_pill_and_failures_say_what_went_wrong() {
+    let s = jobs_repo();
+    let agent = s.agent(
+        "finder.py",
+        r#"
+angle = ctx['angle']
+if angle == 'c':
+    sys.stderr.write('finder blew up\n'); sys.exit(3)
+if angle == 'a':
+    time.sleep(1.5)
+print(json.dumps({"work_result": {"angle": angle, "items": []},
+                  "usage": {"input_tokens": 10, "output_tokens": 2, "cost_usd": 0.1}}))
+"#,
+    );
+    let (code, _, err) =
+        s.run(&["exhaust", "x", "-k", "2", "--angles", "a,b,c", "--angles-per-round", "3", "--agent", &agent]);
+    assert_eq!(code, 1, "angle c was given up: {err}");
+    let (code, _, err) = s.run(&["report", "x", "-o", "r.html"]);
+    assert_eq!(code, 0, "{err}");
+    let html = s.read("r.html");
+    let pts = polyline_points(&html, "spend");
+    assert!(pts.len() >= 5, "{pts:?}");
+    for w in pts.windows(2) {
+        assert!(w[1].0 >= w[0].0, "the spend line runs backwards in time: {pts:?}");
+        assert!(w[1].1 <= w[0].1, "a cumulative line only rises (SVG y grows downwards): {pts:?}");
+    }
+    let pill = html.split("<span class=\"outcome").nth(1).and_then(|p| p.split("</span>").next()).expect("the pill");
+    assert_eq!(pill, " warn\" data-state=\"warn\">angles-and-oracles-exhausted · 1 gap(s)", "the pill says the gap");
+    let failures = html.find("<h2>Failures</h2>").expect("failures");
+    let exhaust = html.find("<h2>Exhaust: ").expect("the exhaust section");
+    assert!(failures < exhaust, "failures come first");
+}
