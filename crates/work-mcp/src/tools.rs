@@ -292,21 +292,12 @@ fn one_of_required(tool: &str) -> Vec<Vec<&'static str>> {
 
 /// The closest name within two edits, when one is.
 pub fn did_you_mean<'a>(wrong: &str, names: &[&'a str]) -> Option<&'a str> {
-    names.iter().map(|n| (edit_distance(wrong, n), *n)).filter(|(d, _)| *d <= 2).min_by_key(|(d, _)| *d).map(|(_, n)| n)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut cur = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != cb);
-            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
-        }
-        prev = cur;
-    }
-    prev[b.len()]
+    names
+        .iter()
+        .map(|n| (work_runtime::suggest::distance(wrong, n), *n))
+        .filter(|(d, _)| *d <= 2)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, n)| n)
 }
 
 /// A `work …` command line (as a result prints it, e.g. `work loop run docs/specs/x

@@ -26,6 +26,7 @@ pub mod fsx;
 pub mod redact;
 pub mod run;
 pub mod scratch;
+pub mod slug;
 pub mod spawn;
 pub mod spawn_stream;
 pub mod stage;

@@ -699,3 +699,27 @@ fn budget_usd_is_refused_for_a_backend_that_reports_no_cost() {
         exhaust_with(&s, &f, "finder", &["job st", "--agent", "openai:qwen", "--max-rounds", "1"], &base);
     assert_ne!(code, 2, "{err}");
 }
+
+/// A mistyped agent name is one `error:` line with the nearest backend or configured agent;
+/// an unknown key appended to `work init`'s file is refused naming its table.
+#[test]
+fn a_mistyped_agent_or_key_is_refused_with_a_did_you_mean_naming_where() {
+    let s = Scenario::new();
+    let (code, _, err) = s.run(&["exhaust", "x", "--agent", "cluade"]);
+    assert_eq!(code, 2, "{err}");
+    crate::support::assert_one_line_error(&err);
+    assert!(err.trim_end().ends_with("nor an agent named in work.toml; did you mean `claude`?"), "{err}");
+    s.write("work.toml", "[agents.example-finder]\nspec = \"command:true\"\n");
+    let (code, _, err) = s.run(&["exhaust", "x", "--agent", "example-findr"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("did you mean `example-finder`?"), "{err}");
+    std::fs::remove_file(s.path("work.toml")).expect("rm");
+    let (code, _, err) = s.run(&["init"]);
+    assert_eq!(code, 0, "{err}");
+    let text = s.read("work.toml");
+    s.write("work.toml", &format!("{text}\ntmeout = 3\n"));
+    let (code, _, err) = s.run(&["runs", "list"]);
+    assert_eq!(code, 2, "{err}");
+    let last = text.lines().rev().find(|l| l.starts_with('[')).expect("a table in work init's file");
+    assert!(err.contains(&format!("unknown key `tmeout` in {last} of work.toml")), "{err}");
+}
