@@ -7,6 +7,11 @@ sweeps a different slice of the repository's tracked files, so that a discovery 
 several angles to rotate through and really goes dry. Every location it reports is a real
 PATH:LINE, which the engine re-reads itself (gate 2).
 
+When WHAT asks for calls ("unwrap and expect calls", "spawn call sites"), each term is a
+callable: the finder reports only its call sites in source files (`x.unwrap()`, `expect(`),
+not longer names that start with it (`unwrap_or`), nor the term inside a comment, a string, an
+attribute (`#[expect(...)]`) or a definition (`fn expect(`).
+
 Replace it with a real model by setting `agent` in work.toml (e.g. `agent = "claude"`).
 """
 import json
@@ -22,8 +27,17 @@ MAX_ITEMS = 5000
 STOPWORDS = {
     "all", "and", "any", "are", "code", "every", "find", "for", "from", "in", "into", "list",
     "marker", "markers", "of", "or", "places", "that", "the", "their", "this", "where", "which",
-    "with", "calls", "call", "sites", "site", "uses", "use", "usages",
+    "with", "calls", "call", "sites", "site", "uses", "use", "usages", "invocations", "invocation",
 }
+
+# WHAT asks for call sites when it says so.
+CALLS_RE = re.compile(r"\b(calls?|call[- ]sites?|invocations?)\b", re.I)
+# The source files a call can be in, and what in each is a comment or a string.
+RUST_LIKE = re.compile(r'//[^\n]*|/\*.*?\*/|b?r(#*)".*?"\1|b?"(?:\\.|[^"\\])*"|\'(?:\\.|[^\\\'\n])\'', re.S)
+HASH_LIKE = re.compile(r'#[^\n]*|"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'')
+SOURCE_LEXERS = {".rs": RUST_LIKE, ".go": RUST_LIKE, ".c": RUST_LIKE, ".h": RUST_LIKE, ".cc": RUST_LIKE,
+                 ".cpp": RUST_LIKE, ".java": RUST_LIKE, ".js": RUST_LIKE, ".ts": RUST_LIKE,
+                 ".py": HASH_LIKE, ".sh": HASH_LIKE}
 
 # Each angle looks at a different slice of the tree (by path) or of the lines (by nearby words).
 ANGLE_PATHS = {
@@ -58,6 +72,32 @@ def tracked_files(root):
         return files
 
 
+def blank_non_code(text, lexer):
+    """The text with every comment and string blanked (newlines kept, so lines still count)."""
+    return lexer.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+
+
+def call_re(terms):
+    """A call of one of the terms: `x.term(`, `term(`, `Type::term(` — not `term_or(`."""
+    names = "|".join(re.escape(t) for t in terms)
+    return re.compile(r"(?<![\w$])(" + names + r")\s*\(")
+
+
+def is_call(code, m):
+    """A match of call_re is a call, not a definition (`fn expect(`) or an attribute (`#[expect(`)."""
+    before = code[:m.start()].rstrip()
+    return not (before.endswith("[") or re.search(r"\b(fn|def|func|function)$", before))
+
+
+def call_lines(text, lexer, pattern):
+    """The line numbers (from 1) of the text's lines that call one of the terms."""
+    lines = set()
+    for n, code in enumerate(blank_non_code(text, lexer).splitlines(), 1):
+        if any(is_call(code, m) for m in pattern.finditer(code)):
+            lines.add(n)
+    return lines
+
+
 def terms_of(what):
     words = re.findall(r"[A-Za-z_][A-Za-z0-9_]{2,}", what)
     return [w for w in words if w.lower() not in STOPWORDS] or words[:1]
@@ -76,19 +116,26 @@ def main():
     if angle != "direct-search" and path_re is None and word_re is None:
         print(json.dumps({"angle": angle, "items": [], "roundNotes": "no slice defined for this angle"}))
         return
+    calls = call_re(terms) if CALLS_RE.search(ctx.get("what", "")) else None
     items = []
     for f in tracked_files(root):
         if path_re is not None and not path_re.search(f):
             continue
-        if angle == "direct-search" and not re.search(r"\.(rs|py|sh|toml)$", f):
+        lexer = SOURCE_LEXERS.get(os.path.splitext(f)[1])
+        if calls is not None and lexer is None:
+            continue
+        if angle == "direct-search" and calls is None and not re.search(r"\.(rs|py|sh|toml)$", f):
             continue
         try:
             with open(os.path.join(root, f), encoding="utf-8") as fh:
-                lines = fh.read().splitlines()
+                text = fh.read()
         except (OSError, UnicodeDecodeError):
             continue
-        for n, line in enumerate(lines, 1):
-            if not term_re.search(line):
+        wanted = call_lines(text, lexer, calls) if calls is not None else None
+        for n, line in enumerate(text.splitlines(), 1):
+            if wanted is not None and n not in wanted:
+                continue
+            if wanted is None and not term_re.search(line):
                 continue
             if word_re is not None and not word_re.search(line):
                 continue

@@ -63,8 +63,12 @@ pub(crate) fn scrub(text: &str, secret: Option<&str>) -> String {
 }
 
 /// The server's own error message from a JSON error body (`error.message`, `message`,
-/// FastAPI's `detail`), else the start of the body.
+/// FastAPI's `detail`); an HTML page (a proxy's or a web server's error page) reduced to its
+/// title; else the start of the body.
 pub(crate) fn server_message(body: &str) -> String {
+    if let Some(title) = html_title(body) {
+        return title;
+    }
     let msg = serde_json::from_str::<Value>(body).ok().and_then(|v| {
         let direct = v.pointer("/error/message").or_else(|| v.get("message")).and_then(Value::as_str);
         match direct {
@@ -78,6 +82,29 @@ pub(crate) fn server_message(body: &str) -> String {
         }
     });
     crate::head(&msg.unwrap_or_else(|| body.to_string()), 300)
+}
+
+/// The title of an HTML page (else its first heading, else "an HTML page"); `None` when the
+/// body is not HTML.
+fn html_title(body: &str) -> Option<String> {
+    let t = body.trim_start();
+    // ASCII lowercasing keeps every byte offset, so offsets found in `lower` slice `t`.
+    let lower = t.to_ascii_lowercase();
+    let head = lower.get(..lower.len().min(1024)).unwrap_or(&lower);
+    let is_html =
+        t.starts_with('<') && ["<!doctype html", "<html", "<head", "<body", "<title"].iter().any(|m| head.contains(m));
+    if !is_html {
+        return None;
+    }
+    let inner = |tag: &str| {
+        let open = lower.find(&format!("<{tag}"))?;
+        let start = open + lower[open..].find('>')? + 1;
+        let end = start + lower[start..].find(&format!("</{tag}"))?;
+        let text = t[start..end].split_whitespace().collect::<Vec<_>>().join(" ");
+        (!text.is_empty()).then_some(text)
+    };
+    let text = inner("title").or_else(|| inner("h1")).unwrap_or_else(|| "an HTML page".into());
+    Some(crate::head(&text, 120))
 }
 
 /// Seconds from a `Retry-After` header (delta-seconds only; an HTTP date counts as absent).
@@ -183,6 +210,11 @@ mod tests {
         assert_eq!(server_message(r#"{"type":"error","error":{"type":"x","message":"overloaded"}}"#), "overloaded");
         assert!(server_message(r#"{"detail": [{"msg": "json_schema not supported"}]}"#).contains("json_schema"));
         assert_eq!(server_message("plain\ntext"), "plain text");
+        let page = "<!DOCTYPE html>\n<html><head><TITLE>500 Internal\n Server Error</TITLE><style>body{}</style></head>\
+                    <body><h1>Oops</h1><p>lots of markup</p></body></html>";
+        assert_eq!(server_message(page), "500 Internal Server Error");
+        assert_eq!(server_message("<html><body><h1>Bad Gateway</h1></body></html>"), "Bad Gateway");
+        assert_eq!(server_message("<html><body></body></html>"), "an HTML page");
         assert_eq!(retry_after(Some("2")), Some(Duration::from_secs(2)));
         assert_eq!(retry_after(Some("Wed, 21 Oct 2015 07:28:00 GMT")), None);
         assert_eq!(endpoint_of("https://user:pw@api.x.com/v1/chat?k=1"), "https://api.x.com");

@@ -41,11 +41,12 @@ pub enum ConfigError {
     /// A `-c` override is not `key=value`.
     #[error("parse -c override `{0}`: expected key=value")]
     BadOverride(String),
-    /// An agent spec that names no backend and no configured agent.
+    /// An agent spec that names no backend and no configured agent (then the nearest name,
+    /// when one is near: `; did you mean `claude`?`).
     #[error(
-        "resolve agent `{0}`: not a backend (command:…, claude[:MODEL], codex[:MODEL], openai:MODEL, anthropic:MODEL) nor an agent named in work.toml"
+        "resolve agent `{0}`: not a backend (command:…, claude[:MODEL], codex[:MODEL], openai:MODEL, anthropic:MODEL) nor an agent named in work.toml{1}"
     )]
-    UnknownAgent(String),
+    UnknownAgent(String, String),
     /// An agent spec with a missing part (`command:` with no command, `openai:` with no model).
     #[error("parse agent spec `{spec}`: {reason}")]
     BadAgentSpec {
@@ -259,7 +260,11 @@ impl AgentSpec {
         }
         let valid_name =
             !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
-        if valid_name { Ok(AgentSpec::Named(s.to_string())) } else { Err(ConfigError::UnknownAgent(spec.to_string())) }
+        if valid_name {
+            Ok(AgentSpec::Named(s.to_string()))
+        } else {
+            Err(ConfigError::UnknownAgent(spec.to_string(), agent_hint(s, &[])))
+        }
     }
 
     /// The model the spec itself names, if any.
@@ -370,9 +375,16 @@ impl Config {
             apply_override(&mut table, o)?;
         }
         let src = if overrides.is_empty() { name.to_string() } else { format!("{name} with -c overrides") };
-        let mut config = Config::deserialize(toml::Value::Table(table)).map_err(|e| ConfigError::Parse {
-            path: src.clone(),
-            reason: work_runtime::suggest::rewrite_serde_unknown(&one_line(&e.to_string()), "key", name),
+        let mut config = Config::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
+            let message = one_line(&e.to_string());
+            // Name the table the unknown key sits in (`[gates] of work.toml`).
+            let place = unknown_field(&message)
+                .and_then(|key| table_holding(&table, key))
+                .map_or_else(|| name.to_string(), |t| format!("[{t}] of {name}"));
+            ConfigError::Parse {
+                path: src.clone(),
+                reason: work_runtime::suggest::rewrite_serde_unknown(&message, "key", &place),
+            }
         })?;
         config.check_values(&src)?;
         config.cap_timeouts();
@@ -464,7 +476,8 @@ impl Config {
         self.banned().iter().any(|b| !b.trim().is_empty() && m.contains(&b.to_ascii_lowercase()))
     }
 
-    /// Resolves a spec or name to a backend spec and the named agent's settings.
+    /// Resolves a spec or name to a backend spec and the named agent's settings; an unknown
+    /// name is refused with the nearest backend or configured agent.
     pub fn resolve_agent(&self, spec_or_name: &str) -> Result<(AgentSpec, AgentDef), ConfigError> {
         let mut current = spec_or_name.to_string();
         let mut def: Option<AgentDef> = None;
@@ -480,7 +493,10 @@ impl Config {
                         current = d.spec.clone();
                         def = Some(merged);
                     }
-                    None => return Err(ConfigError::UnknownAgent(name)),
+                    None => {
+                        let named: Vec<&str> = self.agents.keys().map(String::as_str).collect();
+                        return Err(ConfigError::UnknownAgent(name.clone(), agent_hint(&name, &named)));
+                    }
                 },
                 spec => return Ok((spec, def.unwrap_or_default())),
             }
@@ -622,6 +638,39 @@ pub fn apply_override(table: &mut toml::Table, o: &str) -> Result<(), ConfigErro
     Ok(())
 }
 
+/// The key serde's "unknown field `x`, …" names.
+fn unknown_field(message: &str) -> Option<&str> {
+    let rest = &message[message.find("unknown field `")? + "unknown field `".len()..];
+    rest.split('`').next()
+}
+
+/// The dotted path of the nested table that holds `key` (`gates`, `roles.finder`), first found
+/// depth-first; `None` when only the top level holds it (or nothing does).
+fn table_holding(table: &toml::Table, key: &str) -> Option<String> {
+    for (name, value) in table {
+        if let toml::Value::Table(inner) = value {
+            if inner.contains_key(key) {
+                return Some(name.clone());
+            }
+            if let Some(deeper) = table_holding(inner, key) {
+                return Some(format!("{name}.{deeper}"));
+            }
+        }
+    }
+    None
+}
+
+/// `; did you mean `X`?` for the backend or configured agent nearest to `given`, else nothing.
+fn agent_hint(given: &str, configured: &[&str]) -> String {
+    let mut valid = vec!["claude", "codex", "openai", "anthropic", "command"];
+    valid.extend_from_slice(configured);
+    let head = given.split(':').next().unwrap_or(given);
+    match work_runtime::suggest::nearest(head, &valid) {
+        Some(v) if v != head => format!("; did you mean `{v}`?"),
+        _ => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -670,7 +719,9 @@ model = "opus"
         assert_eq!((w.model.as_str(), w.effort.as_str()), ("haiku", "max"));
         let banned = c.resolve_role("worker", Some("claude:fable-2"), "command:x");
         assert!(matches!(banned, Err(ConfigError::BannedModel { .. })));
-        assert!(matches!(c.resolve_role("worker", Some("nope"), "command:x"), Err(ConfigError::UnknownAgent(_))));
+        assert!(matches!(c.resolve_role("worker", Some("nope"), "command:x"), Err(ConfigError::UnknownAgent(..))));
+        let e = c.resolve_agent("cluade").expect_err("unknown");
+        assert!(e.to_string().ends_with("nor an agent named in work.toml; did you mean `claude`?"), "{e}");
         let c = Config::from_str_with_overrides("concurrency = 2", "w", &["concurrency=5".into()]).expect("ok");
         assert_eq!(c.concurrency, Some(5));
         assert!(Config::from_str_with_overrides("", "w", &["novalue".into()]).is_err());

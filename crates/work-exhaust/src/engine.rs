@@ -350,9 +350,15 @@ impl<'a> Engine<'a> {
         self.journal.stopped_reason = Some(reason.into());
         if reason == stop::K_DRY {
             let moved = self.tree_moved();
-            let confirmed = !self.params.final_oracles.is_empty() && !moved;
+            let given_up = self.journal.given_up.clone();
+            let confirmed = !self.params.final_oracles.is_empty() && !moved && given_up.is_empty();
             self.journal.completeness = Some(if confirmed { "confirmed" } else { "unconfirmed" }.into());
-            if moved {
+            if !given_up.is_empty() {
+                self.run.progress(&format!(
+                    "Dry, UNCONFIRMED: angle(s) {} given up (their finder failed twice); the dry does not cover them",
+                    given_up.join(", ")
+                ));
+            } else if moved {
                 self.run.progress(
                     "Dry, UNCONFIRMED: the tree changed while no finder ran (see the gaps); the rounds saw another tree",
                 );

@@ -61,6 +61,9 @@ pub struct Head {
     pub angles_used: usize,
     /// `givenUp.len()`.
     pub given_up: usize,
+    /// `completenessGaps` (a head written before they were kept reads as none).
+    #[serde(default)]
+    pub completeness_gaps: Vec<String>,
     /// Spending over every run of the journal.
     pub spent: Spent,
     /// The same, per role.
@@ -81,6 +84,7 @@ impl Head {
             rejected: j.rejected.len(),
             angles_used: j.angles_used.len(),
             given_up: j.given_up.len(),
+            completeness_gaps: j.completeness_gaps.clone(),
             spent: j.spent,
             spent_by_role: j.spent_by_role.clone(),
             first_items: j.items.iter().take(HEAD_ITEMS).cloned().collect(),

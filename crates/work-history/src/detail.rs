@@ -86,6 +86,10 @@ pub struct ExhaustDetail {
     pub rejected: Vec<RejectedRow>,
     /// Angles given up and other gaps.
     pub completeness_gaps: Vec<String>,
+    /// `confirmed` or `unconfirmed` (a `k-consecutive-dry` stop), as the journal says.
+    pub completeness: Option<String>,
+    /// The angles given up (their finder failed in two rounds).
+    pub given_up: Vec<String>,
 }
 
 /// One until iteration.
@@ -231,6 +235,8 @@ fn exhaust(state_dir: &Path, start: &Value) -> ExhaustDetail {
     x.journal = Some(path);
     x.stopped_reason = str_field(&j, "stoppedReason").map(str::to_string);
     x.completeness_gaps = strings(&j["completenessGaps"]);
+    x.completeness = str_field(&j, "completeness").map(str::to_string);
+    x.given_up = strings(&j["givenUp"]);
     for r in j["rounds"].as_array().into_iter().flatten() {
         x.rounds.push(RoundRow {
             n: r["n"].as_u64().unwrap_or(0),

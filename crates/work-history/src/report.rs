@@ -3,7 +3,7 @@
 
 use crate::detail::{Detail, ExhaustDetail, UntilDetail};
 use crate::html::Html;
-use crate::summary::{RunSummary, ms_between};
+use crate::summary::{RunState, RunSummary, ms_between};
 use crate::svg::{self, Marker};
 use std::collections::BTreeMap;
 use work_runtime::redact::Redactor;
@@ -28,7 +28,8 @@ table{border-collapse:collapse;width:100%;margin:6px 0 12px}th,td{border:1px sol
 th{background:#f4f4f4}td{white-space:pre-wrap;word-break:break-word}dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px}\
 dt{color:#555}dd{margin:0}.chart{display:block;margin:8px 0;max-width:100%;height:auto;background:#fcfcfc;border:1px solid #eee}\
 .ax{stroke:#888}.tick{font-size:11px;fill:#444}.ct{font-size:13px;font-weight:600;fill:#222}.muted{color:#666}\
-.outcome{display:inline-block;padding:1px 8px;border-radius:10px;background:#eef;font-weight:600}";
+.outcome{display:inline-block;padding:1px 8px;border-radius:10px;background:#eef;font-weight:600}\
+.outcome.ok{background:#dfd}.outcome.warn{background:#fe9}.outcome.bad{background:#fcc}";
 
 /// Renders the report of `run`.
 pub fn render(run: &RunSummary, detail: &Detail, redactor: &Redactor, generated: &str) -> String {
@@ -40,7 +41,9 @@ pub fn render(run: &RunSummary, detail: &Detail, redactor: &Redactor, generated:
         .raw("</title><style>")
         .raw(STYLE)
         .raw("</style></head><body>");
-    header(&mut h, run, generated);
+    header(&mut h, run, detail, generated);
+    // What went wrong comes before the big tables.
+    failures(&mut h, run);
     if let Some(x) = &detail.exhaust {
         exhaust(&mut h, x, detail);
     }
@@ -51,13 +54,8 @@ pub fn render(run: &RunSummary, detail: &Detail, redactor: &Redactor, generated:
     stats(&mut h, detail);
     spend(&mut h, run);
     latency(&mut h, run);
-    failures(&mut h, run);
     h.raw("</body></html>\n");
     h.finish()
-}
-
-fn money(v: f64) -> String {
-    format!("${v:.4}")
 }
 
 /// A duration for people: `850ms`, `12.3s`, `4m05s`, `2h03m`.
@@ -70,25 +68,52 @@ pub fn human_ms(ms: i64) -> String {
     }
 }
 
-fn header(h: &mut Html, run: &RunSummary, generated: &str) {
+/// The outcome pill: its class (`ok`, `warn` when the run has gaps or failures, `bad` when it
+/// ended on an error, was cut off or its log was altered, none while it runs) and its text
+/// (the outcome, an exhaust's completeness, the count of gaps).
+fn pill(run: &RunSummary, d: &Detail) -> (&'static str, String) {
+    let gaps = d.exhaust.as_ref().map_or(0, |x| x.completeness_gaps.len());
+    let completeness = d.exhaust.as_ref().and_then(|x| x.completeness.clone());
+    let mut text = run.outcome.clone();
+    if let Some(c) = &completeness {
+        text.push_str(&format!(" · {c}"));
+    }
+    if gaps > 0 {
+        text.push_str(&format!(" · {gaps} gap(s)"));
+    }
+    let ended_on_error = run.end_detail.get("error").is_some();
+    let class = match run.state {
+        RunState::Running => "",
+        RunState::Interrupted | RunState::Altered => "bad",
+        RunState::Ended if ended_on_error => "bad",
+        RunState::Ended if gaps > 0 || !run.failures.is_empty() || completeness.as_deref() == Some("unconfirmed") => {
+            "warn"
+        }
+        RunState::Ended => "ok",
+    };
+    (class, text)
+}
+
+fn header(h: &mut Html, run: &RunSummary, d: &Detail, generated: &str) {
     h.raw("<h1>").text(&run.workflow).raw(" run ").text(&run.run_id).raw("</h1>");
     h.raw("<p class=\"muted\">Generated ").text(generated).raw(" from the run's event log.</p><dl>");
     let subject = run.subject.as_ref().map(|s| format!("{} {}", s.kind, s.id)).unwrap_or_else(|| "—".into());
+    let (class, outcome) = pill(run, d);
     let rows = [
-        ("outcome", run.outcome.clone()),
+        ("outcome", outcome),
         ("subject", subject),
         ("started", run.started.clone().unwrap_or_default()),
         ("duration", run.duration_ms.map(human_ms).unwrap_or_default()),
         ("dispatches", run.dispatches.to_string()),
         ("tokens", run.tokens.to_string()),
-        ("cost", money(run.cost_usd)),
+        ("cost", work_runtime::budget::cost_text(run.cost_usd, run.unpriced)),
         ("event log", run.events_path.display().to_string()),
         ("dispatch records", run.run_dir.join(work_runtime::events::RECORDS_FILE).display().to_string()),
     ];
     for (k, v) in rows {
         h.el("dt", k);
         if k == "outcome" {
-            h.raw("<dd><span class=\"outcome\">").text(&v).raw("</span></dd>");
+            h.raw(&format!("<dd><span class=\"outcome {class}\" data-state=\"{class}\">")).text(&v).raw("</span></dd>");
         } else {
             h.el("dd", &v);
         }
@@ -282,9 +307,15 @@ fn spend(h: &mut Html, run: &RunSummary) {
     let start = run.started.clone().unwrap_or_default();
     // Seconds on the time axis, or milliseconds for a run shorter than ten seconds.
     let (x_unit, per) = if run.duration_ms.unwrap_or(0) < 10_000 { ("milliseconds", 1.0) } else { ("seconds", 1000.0) };
-    for a in &run.attempts {
-        let Some(end) = &a.ended else { continue };
-        let x = ms_between(&start, end).unwrap_or(0).max(0) as f64 / per;
+    // In end order: attempts run in parallel end in another order than they started, and a
+    // cumulative line over end times must never run backwards.
+    let mut ended: Vec<(f64, &crate::summary::Attempt)> = run
+        .attempts
+        .iter()
+        .filter_map(|a| a.ended.as_ref().map(|end| (ms_between(&start, end).unwrap_or(0).max(0) as f64 / per, a)))
+        .collect();
+    ended.sort_by(|x, y| x.0.total_cmp(&y.0));
+    for (x, a) in ended {
         let pts = series.entry(a.role.clone()).or_default();
         let prev = pts.last().map_or(0.0, |p| p.1);
         let add = if by_cost {
@@ -303,7 +334,10 @@ fn spend(h: &mut Html, run: &RunSummary) {
     let rows: Vec<Vec<String>> = run
         .spent_by_role
         .iter()
-        .map(|(role, s)| vec![role.clone(), s.dispatches.to_string(), s.tokens.to_string(), money(s.cost_usd)])
+        .map(|(role, s)| {
+            let cost = work_runtime::budget::cost_text(s.cost_usd, s.unpriced);
+            vec![role.clone(), s.dispatches.to_string(), s.tokens.to_string(), cost]
+        })
         .collect();
     h.table("roles", &["role", "dispatches", "tokens", "cost"], &rows);
 }
@@ -332,6 +366,9 @@ fn latency(h: &mut Html, run: &RunSummary) {
 
 fn failures(h: &mut Html, run: &RunSummary) {
     h.raw("<h2>Failures</h2>");
+    if let Some(e) = run.end_detail.get("error").and_then(|e| e.as_str()) {
+        h.raw("<p>").text(&format!("The run ended on an error ({}): {e}", run.outcome)).raw("</p>");
+    }
     if run.failures.is_empty() {
         h.raw("<p>No dispatch failed.</p>");
         return;

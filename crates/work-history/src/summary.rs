@@ -57,6 +57,8 @@ pub struct Attempt {
     pub tokens: u64,
     /// Cost in US dollars.
     pub cost_usd: f64,
+    /// False when its cost is unknown (the backend priced nothing, or reported no usage).
+    pub priced: bool,
     /// Where the dispatch record is: `dispatches.jsonl:<line>`, relative to the run directory.
     pub record: Option<String>,
 }
@@ -70,6 +72,8 @@ pub struct RoleSpend {
     pub tokens: u64,
     /// US dollars.
     pub cost_usd: f64,
+    /// Attempts whose cost is unknown (`cost_usd` leaves them out).
+    pub unpriced: u64,
 }
 
 /// A failed dispatch: failed, malformed (one attempt), dropped, over budget or cut off.
@@ -116,6 +120,8 @@ pub struct RunSummary {
     pub tokens: u64,
     /// Cost of this run's attempts in US dollars.
     pub cost_usd: f64,
+    /// Attempts whose cost is unknown (`cost_usd` leaves them out).
+    pub unpriced: u64,
     /// Per role.
     pub spent_by_role: BTreeMap<String, RoleSpend>,
     /// Every attempt, in start order.
@@ -169,6 +175,7 @@ pub fn summarize(run_id: &str, run_dir: PathBuf, read: &EventsRead, alive: &dyn 
         dispatches: 0,
         tokens: 0,
         cost_usd: 0.0,
+        unpriced: 0,
         spent_by_role: BTreeMap::new(),
         attempts: Vec::new(),
         failures: Vec::new(),
@@ -248,6 +255,7 @@ fn on_start(s: &mut RunSummary, e: &Value) {
         reason: None,
         tokens: 0,
         cost_usd: 0.0,
+        priced: true,
         record: None,
     });
 }
@@ -270,10 +278,15 @@ fn on_end(s: &mut RunSummary, e: &Value) {
     a.reason = str_field(e, "reason").map(str::to_string);
     a.tokens = tokens;
     a.cost_usd = cost;
+    // A log written before `priced` was logged reads as priced.
+    a.priced = e["priced"].as_bool().unwrap_or(true);
     a.record = record_of(e);
+    let unpriced = u64::from(!a.priced);
+    s.unpriced += unpriced;
     let r = s.spent_by_role.entry(a.role.clone()).or_default();
     r.tokens += tokens;
     r.cost_usd += cost;
+    r.unpriced += unpriced;
     if a.outcome != "ok" {
         s.failures.push(Failure {
             dispatch_id: a.dispatch_id.clone(),

@@ -136,6 +136,8 @@ impl WorkServer {
                     e.def.about.clone()
                 };
                 Tool::new(e.def.name.clone(), about, Arc::new(e.def.input_schema()))
+                    .annotate(annotations(&e.def.name))
+                    .with_raw_output_schema(Arc::new(output_schema(&e.def.name)))
             })
             .collect()
     }
@@ -347,6 +349,34 @@ fn collect_commands(key: &str, v: &Value, out: &mut Vec<(String, String)>) {
         Value::Array(a) => a.iter().for_each(|x| collect_commands(key, x, out)),
         Value::Object(o) => o.iter().for_each(|(k, x)| collect_commands(k, x, out)),
         _ => {}
+    }
+}
+
+/// What a tool does to its environment, for a host deciding whether to ask first: exhaust and
+/// the history tools leave the repository as it is (exhaust keeps its journal under `.work/`);
+/// the other workflows edit the working tree (files changed or removed, never committed); every
+/// workflow talks to agents outside (an open world), the history tools read `.work/` alone.
+fn annotations(tool: &str) -> rmcp::model::ToolAnnotations {
+    let a = rmcp::model::ToolAnnotations::new();
+    match tool {
+        "runs_list" | "run_show" => a.read_only(true).destructive(false).idempotent(true).open_world(false),
+        "exhaust" => a.read_only(true).destructive(false).idempotent(true).open_world(true),
+        _ => a.read_only(false).destructive(true).idempotent(false).open_world(true),
+    }
+}
+
+/// The shape of a tool's structured result: always an object — the command's `--json`
+/// document (its fields per command in docs/hosts.md), `{"runs": [...]}` for runs_list.
+fn output_schema(tool: &str) -> serde_json::Map<String, Value> {
+    let v = match tool {
+        "runs_list" => json!({"type": "object", "properties": {"runs": {"type": "array", "items": {"type": "object"}}},
+                              "required": ["runs"]}),
+        "run_show" => json!({"type": "object", "description": "one run: its outcome, spend, failures and detail"}),
+        _ => json!({"type": "object", "description": format!("the `--json` document of the command behind `{tool}`")}),
+    };
+    match v {
+        Value::Object(m) => m,
+        _ => serde_json::Map::new(),
     }
 }
 

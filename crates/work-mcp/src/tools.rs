@@ -75,12 +75,15 @@ impl ToolDef {
         }
         let globals: Vec<String> =
             cmd.get_arguments().filter(|a| a.is_global_set()).map(|a| a.get_id().to_string()).collect();
-        let fields = sub
+        let mut fields: Vec<Field> = sub
             .get_arguments()
             .filter(|a| !a.is_hide_set())
             .filter(|a| !NOT_FIELDS.contains(&a.get_id().as_str()) && !globals.iter().any(|g| g == a.get_id()))
             .map(field_of)
             .collect();
+        for f in &mut fields {
+            checked_by_the_command(name, f);
+        }
         Some(ToolDef {
             name: name.into(),
             path: path.iter().map(|s| s.to_string()).collect(),
@@ -116,6 +119,14 @@ impl ToolDef {
         schema.insert("properties".into(), Value::Object(props));
         if !required.is_empty() {
             schema.insert("required".into(), json!(required));
+        }
+        let any_of: Vec<Value> = one_of_required(&self.name)
+            .iter()
+            .filter(|set| set.iter().all(|n| self.fields.iter().any(|f| f.name == *n)))
+            .map(|set| json!({"required": set}))
+            .collect();
+        if !any_of.is_empty() {
+            schema.insert("anyOf".into(), Value::Array(any_of));
         }
         schema.insert("additionalProperties".into(), json!(false));
         schema
@@ -258,23 +269,35 @@ fn field_of(a: &clap::Arg) -> Field {
     }
 }
 
-/// The closest name within two edits, when one is.
-pub fn did_you_mean<'a>(wrong: &str, names: &[&'a str]) -> Option<&'a str> {
-    names.iter().map(|n| (edit_distance(wrong, n), *n)).filter(|(d, _)| *d <= 2).min_by_key(|(d, _)| *d).map(|(_, n)| n)
+/// What a command checks itself, before anything runs, beyond what its clap definition says
+/// (a flag optional for clap because another subcommand or a carrier can stand in for it):
+/// exhaust's `k` is at least 2; a new until session needs its condition and its goal.
+fn checked_by_the_command(tool: &str, f: &mut Field) {
+    match (tool, f.name.as_str()) {
+        ("exhaust", "k") => f.kind = Kind::Integer { min: Some(2) },
+        ("until", "until" | "goal") => f.required = true,
+        _ => {}
+    }
 }
 
-fn edit_distance(a: &str, b: &str) -> usize {
-    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut cur = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != cb);
-            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
-        }
-        prev = cur;
+/// The sets of fields of which a call must carry one (a carrier stands in for the flags):
+/// implement needs a plan, edit a description and a definition site.
+fn one_of_required(tool: &str) -> Vec<Vec<&'static str>> {
+    match tool {
+        "implement" => vec![vec!["plan"], vec!["carrier"], vec!["carrier_file"]],
+        "edit" => vec![vec!["description", "def_site"], vec!["carrier"], vec!["carrier_file"]],
+        _ => vec![],
     }
-    prev[b.len()]
+}
+
+/// The closest name within two edits, when one is.
+pub fn did_you_mean<'a>(wrong: &str, names: &[&'a str]) -> Option<&'a str> {
+    names
+        .iter()
+        .map(|n| (work_runtime::suggest::distance(wrong, n), *n))
+        .filter(|(d, _)| *d <= 2)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, n)| n)
 }
 
 /// A `work …` command line (as a result prints it, e.g. `work loop run docs/specs/x
@@ -338,7 +361,7 @@ mod tests {
         assert_eq!(names, ["what", "k", "seed_oracle", "budget_usd", "mode", "fresh"]);
         assert_eq!(s["required"], json!(["what"]));
         assert_eq!(props["k"]["type"], "integer");
-        assert_eq!(props["k"]["minimum"], 0);
+        assert_eq!(props["k"]["minimum"], 2, "exhaust's K is at least 2");
         assert_eq!(props["seed_oracle"]["type"], "array");
         assert_eq!(props["budget_usd"]["type"], "number");
         assert_eq!(props["mode"]["enum"], json!(["auto", "human-gate"]));
@@ -384,7 +407,7 @@ mod tests {
         );
         check(json!({"k": 2}), "field `what` is required");
         check(json!({"what": "x", "k": "2"}), "field `k` must be a whole number");
-        check(json!({"what": "x", "k": -1}), "field `k` must be at least 0");
+        check(json!({"what": "x", "k": 1}), "field `k` must be at least 2");
         check(json!({"what": "x", "seed_oracle": "a"}), "field `seed_oracle` must be an array");
         check(json!({"what": "x", "mode": "fast"}), "field `mode` must be one of auto, human-gate");
         check(json!({"what": "x", "json": true}), "unknown field `json`");

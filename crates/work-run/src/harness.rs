@@ -47,6 +47,9 @@ pub struct Summary {
     pub items: Vec<String>,
     /// How many there are in all (more than `items` when cut).
     pub total: usize,
+    /// What the run could not cover or do, each named (an exhaust angle given up, a
+    /// completeness gap): never left out of the summary.
+    pub gaps: Vec<String>,
     /// What the run spent.
     pub spent: Spent,
     /// The limits in force.
@@ -69,12 +72,15 @@ impl Summary {
     pub fn spent_line(&self) -> String {
         let u = &self.spent.usage;
         format!(
-            "{} dispatch(es) · {} tokens ({} in, {} out) · ${:.4}",
+            "{} dispatch(es) · {} tokens ({} in, {} out) · {}",
             self.spent.dispatches,
             u.input_tokens + u.output_tokens,
             u.input_tokens,
             u.output_tokens,
-            u.cost_usd
+            match work_runtime::budget::cost_text(u.cost_usd, self.spent.unpriced) {
+                c if c == "unknown" => "cost unknown".to_string(),
+                c => c,
+            }
         )
     }
 
@@ -93,6 +99,7 @@ impl Summary {
                 out.push(format!("  … and {} more", self.total - self.items.len()));
             }
         }
+        out.extend(self.gaps.iter().map(|g| format!("gap: {g}")));
         out.push(format!("spent: {}", self.spent_line()));
         let limits = budget_lines(&self.spent, &self.budget);
         if !limits.is_empty() {
@@ -116,6 +123,9 @@ impl Summary {
     /// what to run next.
     pub fn final_line(&self) -> String {
         let mut line = format!("{} · spent {}", self.outcome, self.spent_line());
+        if !self.gaps.is_empty() {
+            line.push_str(&format!(" · {} gap(s): {}", self.gaps.len(), self.gaps.join("; ")));
+        }
         let over: Vec<String> =
             budget_lines(&self.spent, &self.budget).into_iter().filter(|l| l.contains("(+")).collect();
         if !over.is_empty() {
@@ -283,7 +293,7 @@ mod tests {
     #[test]
     fn the_summary_shows_tokens_cost_the_overshoot_and_what_to_run_next() {
         let usage = work_runtime::budget::Usage { input_tokens: 900, output_tokens: 300, cost_usd: 0.84 };
-        let spent = Spent { dispatches: 3, usage };
+        let spent = Spent { dispatches: 3, usage, unpriced: 0 };
         let s = Summary {
             outcome: "budget".into(),
             spent,

@@ -118,6 +118,7 @@ pub fn attach(run: &RunContext) {
     };
     r.refresh(&mut r.lock());
     run.events.observe(Arc::new(r));
+    crate::signals::set_run(&run.run_id, run.budget.clone());
 }
 
 /// One dispatch attempt in flight.
@@ -223,6 +224,24 @@ struct Renderer {
 
 fn tokens_text(n: u64) -> String {
     if n >= 10_000 { format!("{:.1}k tokens", n as f64 / 1000.0) } else { format!("{n} tokens") }
+}
+
+/// What a dispatch row names as what runs: the pinned model when the backend runs the pin (a
+/// bare `claude` or `codex`, or a log that names no backend); otherwise the backend itself —
+/// `command:finder.py` (the program, without its interpreter and directory), `openai:gpt-x`,
+/// `claude:opus` — since a pin it ignores never runs.
+fn backend_label(agent: &str, model: &str) -> String {
+    const INTERPRETERS: [&str; 9] = ["python3", "python", "sh", "bash", "node", "env", "ruby", "perl", "uv"];
+    if agent.is_empty() || agent == "claude" || agent == "codex" {
+        return model.to_string();
+    }
+    let Some(argv) = agent.strip_prefix("command:") else { return one_line(agent, 40) };
+    let program = argv
+        .split_whitespace()
+        .find(|w| !w.starts_with('-') && !INTERPRETERS.contains(&w.rsplit('/').next().unwrap_or(w)))
+        .or_else(|| argv.split_whitespace().next())
+        .unwrap_or("");
+    one_line(&format!("command:{}", program.rsplit('/').next().unwrap_or(program)), 40)
 }
 
 fn one_line(s: &str, max: usize) -> String {
@@ -464,8 +483,8 @@ impl Renderer {
         match e {
             Observed::RunStarted { workflow } => st.workflow = workflow.clone(),
             Observed::Line(line) => self.say(line),
-            Observed::DispatchStarted { dispatch_id, attempt, role, model } => {
-                self.on_start(st, dispatch_id, *attempt, role, model)
+            Observed::DispatchStarted { dispatch_id, attempt, role, model, agent } => {
+                self.on_start(st, dispatch_id, *attempt, role, &backend_label(agent, model))
             }
             Observed::DispatchEnded { dispatch_id, end, reason, tokens, cost_usd, .. } => {
                 self.on_end(st, dispatch_id, *end, reason.as_deref(), *tokens, *cost_usd)

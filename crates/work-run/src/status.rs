@@ -134,11 +134,11 @@ impl ExhaustStop {
     }
 }
 
-/// `work exhaust`: dry (K rounds, or nothing left to try) is done — but only when at least
-/// one angle was searched; a run whose every angle was given up found nothing by looking
-/// at nothing, which is never success, whichever of the two dry reasons it stopped with.
-pub fn exhaust(stop: ExhaustStop, searched: bool) -> ExitStatus {
-    match (stop, searched) {
+/// `work exhaust`: dry (K rounds, or nothing left to try) is done — but only when every angle
+/// was searched; a run that gave up an angle (its finder failed twice) did not look there,
+/// which is never success, whichever of the two dry reasons it stopped with.
+pub fn exhaust(stop: ExhaustStop, covered: bool) -> ExitStatus {
+    match (stop, covered) {
         (ExhaustStop::KDry | ExhaustStop::Exhausted, true) => ExitStatus::Done,
         (ExhaustStop::KDry | ExhaustStop::Exhausted, false)
         | (ExhaustStop::Budget | ExhaustStop::CallerTarget | ExhaustStop::Other, _) => ExitStatus::Unsuccessful,

@@ -69,6 +69,25 @@ pub struct Spent {
     pub dispatches: u64,
     /// Usage reported by the agents.
     pub usage: Usage,
+    /// Attempts whose cost is unknown: the backend cannot price (no prices configured) or
+    /// reported no usage at all. `usage.cost_usd` leaves them out, so it is then a lower bound
+    /// and is shown as such ([`cost_text`]), never as a `$0.0000` that was not measured.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unpriced: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// A cost for a person: `$0.8400`; `unknown` when no attempt was priced; `$0.8400 + unknown
+/// (N unpriced)` when some were not.
+pub fn cost_text(cost_usd: f64, unpriced: u64) -> String {
+    match unpriced {
+        0 => format!("${cost_usd:.4}"),
+        _ if cost_usd <= 0.0 => "unknown".to_string(),
+        n => format!("${cost_usd:.4} + unknown ({n} unpriced)"),
+    }
 }
 
 /// Tracks spending against a [`Budget`]; shared by all dispatches of a run. Spending is also
@@ -98,6 +117,16 @@ impl BudgetTracker {
             let e = m.entry(role.to_string()).or_default();
             e.dispatches += 1;
             e.usage.add(usage);
+        }
+    }
+
+    /// Counts one finished attempt of `role` whose cost is unknown (see [`Spent::unpriced`]).
+    pub fn record_unpriced(&self, role: &str) {
+        if let Ok(mut s) = self.spent.lock() {
+            s.unpriced += 1;
+        }
+        if let Ok(mut m) = self.by_role.lock() {
+            m.entry(role.to_string()).or_default().unpriced += 1;
         }
     }
 
@@ -198,6 +227,18 @@ fn exhausted_kind(b: &Budget, s: &Spent) -> Option<BudgetKind> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_cost_is_never_zero_dollars() {
+        assert_eq!(cost_text(0.84, 0), "$0.8400");
+        assert_eq!(cost_text(0.0, 0), "$0.0000", "priced at zero is zero");
+        assert_eq!(cost_text(0.0, 3), "unknown");
+        assert_eq!(cost_text(0.5, 2), "$0.5000 + unknown (2 unpriced)");
+        let t = BudgetTracker::new(Budget::default(), Spent::default());
+        t.record_unpriced("finder");
+        assert_eq!(t.spent().unpriced, 1);
+        assert_eq!(t.spent_by_role()["finder"].unpriced, 1);
+    }
 
     #[test]
     fn spending_is_kept_per_role() {

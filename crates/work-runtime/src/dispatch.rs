@@ -503,6 +503,12 @@ impl Dispatcher {
         usage.add(&attempt_usage);
         self.budget.record(&attempt_usage);
         self.budget.record_role(&request.role, &attempt_usage);
+        // A backend that cannot price, or an attempt that reported no usage at all: its cost
+        // is unknown, not zero.
+        let priced = self.agent.reports_cost() && attempt_usage != Usage::default();
+        if !priced {
+            self.budget.record_unpriced(&request.role);
+        }
         let (outcome, reason) = match &verdict {
             Ok(_) => ("ok", None),
             Err((k, r)) => (*k, Some(r.as_str())),
@@ -518,7 +524,7 @@ impl Dispatcher {
         self.events.emit(
             "dispatch.end",
             json!({"dispatch_id": request.dispatch_id, "attempt": attempt, "outcome": outcome, "reason": reason,
-                   "usage": attempt_usage, "record": record.map(|r| r.file),
+                   "usage": attempt_usage, "priced": priced, "record": record.map(|r| r.file),
                    "record_line": record.map(|r| r.line)}),
         );
         verdict

@@ -392,6 +392,8 @@ pub enum Observed {
         role: String,
         /// The model pin.
         model: String,
+        /// The backend that runs it (`command:./finder.py`, `openai:gpt-x`, `claude`).
+        agent: String,
     },
     /// `dispatch.end`: an attempt ended.
     DispatchEnded {
@@ -493,6 +495,7 @@ impl Observed {
                 attempt: num("attempt").unwrap_or(1),
                 role: text("role"),
                 model: text("model"),
+                agent: text("agent"),
             },
             "dispatch.end" => {
                 let usage = f.get("usage");
@@ -672,7 +675,8 @@ mod tests {
                     dispatch_id: "d1".into(),
                     attempt: 1,
                     role: "finder".into(),
-                    model: "m".into()
+                    model: "m".into(),
+                    agent: String::new()
                 },
                 Observed::DispatchEnded {
                     dispatch_id: "d1".into(),

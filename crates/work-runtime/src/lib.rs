@@ -27,6 +27,7 @@ pub mod redact;
 pub mod run;
 pub mod sandbox;
 pub mod scratch;
+pub mod slug;
 pub mod spawn;
 pub mod spawn_stream;
 pub mod stage;

@@ -2,20 +2,9 @@
 //! enum word names the nearest valid one (by edit distance), or lists the valid ones when
 //! nothing is near.
 
-/// Levenshtein distance between `a` and `b` (by characters).
+/// Levenshtein distance between `a` and `b` (by characters), as `strsim` computes it.
 pub fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = Vec::with_capacity(b.len() + 1);
-        cur.push(i + 1);
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != *cb);
-            cur.push((prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1));
-        }
-        prev = cur;
-    }
-    prev[b.len()]
+    strsim::levenshtein(a, b)
 }
 
 /// The valid name nearest to `given` (case-insensitive), when it is near enough to be a

@@ -375,19 +375,7 @@ impl Goal {
 
 /// Makes a kebab-case slug (at most 48 characters) from free text; `goal` when nothing is left.
 pub fn slugify(text: &str) -> String {
-    let mut out = String::new();
-    for ch in text.chars() {
-        if ch.is_ascii_alphanumeric() {
-            out.push(ch.to_ascii_lowercase());
-        } else if !out.is_empty() && !out.ends_with('-') {
-            out.push('-');
-        }
-        if out.len() >= 48 {
-            break;
-        }
-    }
-    let out = out.trim_end_matches('-').to_string();
-    if out.is_empty() { "goal".into() } else { out }
+    work_runtime::slug::kebab(text, 48, "goal")
 }
 
 /// Checks an id used as a directory name: `[A-Za-z0-9][A-Za-z0-9._-]*`, at most 64 characters,

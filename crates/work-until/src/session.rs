@@ -347,19 +347,7 @@ impl Session {
 
 /// Makes a kebab-case slug (at most 40 characters) from free text.
 pub fn slugify(text: &str) -> String {
-    let mut out = String::new();
-    for c in text.chars() {
-        if c.is_ascii_alphanumeric() {
-            out.push(c.to_ascii_lowercase());
-        } else if !out.ends_with('-') && !out.is_empty() {
-            out.push('-');
-        }
-        if out.len() >= 40 {
-            break;
-        }
-    }
-    let s = out.trim_matches('-').to_string();
-    if s.is_empty() { "session".into() } else { s }
+    work_runtime::slug::kebab(text, 40, "session")
 }
 
 /// Checks a `--slug` value: kebab case, 1–64 characters.

@@ -331,9 +331,9 @@ fn run_locked(
             if a.json {
                 ctx::print_json(&ctx.redactor.redact_json(&serde_json::to_value(&j).unwrap_or_default()));
             }
-            let searched = !j.angles_used.is_empty() || j.given_up.is_empty();
-            summary(&run, &j.items, j.seen.len(), &reason).print();
-            Ok(work_run::status::exhaust(work_run::status::ExhaustStop::parse(&reason), searched))
+            let covered = j.given_up.is_empty();
+            summary(&run, &j.items, j.seen.len(), &reason, j.completeness_gaps.clone()).print();
+            Ok(work_run::status::exhaust(work_run::status::ExhaustStop::parse(&reason), covered))
         }
         Err(ExhaustError::Oracle(e)) => {
             if fresh_seed && run.budget.spent().dispatches == 0 {
@@ -389,18 +389,20 @@ fn rerun_finished(
         head.rounds,
         journal_path.display()
     ));
-    let searched = head.angles_used > 0 || head.given_up == 0;
-    summary(&run, &head.first_items, head.seen, &reason).print();
-    Ok(work_run::status::exhaust(work_run::status::ExhaustStop::parse(&reason), searched))
+    let covered = head.given_up == 0;
+    summary(&run, &head.first_items, head.seen, &reason, head.completeness_gaps.clone()).print();
+    Ok(work_run::status::exhaust(work_run::status::ExhaustStop::parse(&reason), covered))
 }
 
-/// The end of the run: the accepted items as `PATH:LINE title` (the first 20), what was
-/// spent, the journal to resume from, the event log.
+/// The end of the run: the accepted items as `PATH:LINE title` (the first 20), the
+/// completeness gaps (an angle given up among them), what was spent, the journal to resume
+/// from, the event log.
 fn summary(
     run: &work_runtime::run::RunContext,
     items: &[serde_json::Value],
     total: usize,
     reason: &str,
+    gaps: Vec<String>,
 ) -> work_run::harness::Summary {
     let items: Vec<String> = items
         .iter()
@@ -416,6 +418,7 @@ fn summary(
         label: "found".into(),
         total,
         items,
+        gaps,
         spent: run.budget.spent(),
         budget: run.budget.budget(),
         next: match work_run::status::ExhaustStop::parse(reason) {

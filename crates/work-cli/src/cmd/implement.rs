@@ -269,6 +269,7 @@ fn emit(ctx: &Ctx, json: bool, report: &EndReport, run: Option<&work_runtime::ru
         events,
         spent: run.map(|r| r.budget.spent()).unwrap_or_default(),
         budget: run.map(|r| r.budget.budget()).unwrap_or_default(),
+        ..Default::default()
     };
     summary.print();
     Ok(work_run::status::iteration(report.status))

@@ -65,6 +65,7 @@ pub fn row_json(s: &RunSummary) -> Value {
         "dispatches": s.dispatches,
         "tokens": s.tokens,
         "cost_usd": s.cost_usd,
+        "unpriced": s.unpriced,
         "failures": s.failures.len(),
     })
 }
@@ -100,7 +101,7 @@ fn list(global: &Global, json: bool) -> CmdResult {
             clip(&s.outcome, 20),
             s.dispatches,
             s.tokens,
-            format!("${:.4}", s.cost_usd),
+            work_runtime::budget::cost_text(s.cost_usd, s.unpriced),
         ));
     }
     work_run::output::line(lines.join("\n"));

@@ -63,13 +63,20 @@ fn render(s: &RunSummary, d: &Detail) -> String {
     let roles: Vec<String> = s
         .spent_by_role
         .iter()
-        .map(|(r, x)| format!("{r} {} · {} tok · ${:.4}", x.dispatches, x.tokens, x.cost_usd))
+        .map(|(r, x)| {
+            format!(
+                "{r} {} · {} tok · {}",
+                x.dispatches,
+                x.tokens,
+                work_runtime::budget::cost_text(x.cost_usd, x.unpriced)
+            )
+        })
         .collect();
     o.push(format!(
-        "Spent: {} dispatch(es) · {} tokens · ${:.4}{}",
+        "Spent: {} dispatch(es) · {} tokens · {}{}",
         s.dispatches,
         s.tokens,
-        s.cost_usd,
+        work_runtime::budget::cost_text(s.cost_usd, s.unpriced),
         if roles.is_empty() { String::new() } else { format!(" ({})", roles.join("; ")) }
     ));
     if s.skipped_lines > 0 {
@@ -78,13 +85,23 @@ fn render(s: &RunSummary, d: &Detail) -> String {
     if let Some(x) = &d.exhaust {
         o.push(String::new());
         o.push(format!(
-            "Exhaust \"{}\": {} round(s) · {} accepted · {} rejected · stopped: {}",
+            "Exhaust \"{}\": {} round(s) · {} accepted · {} rejected · stopped: {}{}",
             x.what,
             x.rounds.len(),
             x.accepted.len(),
             x.rejected.len(),
-            x.stopped_reason.as_deref().unwrap_or("-")
+            x.stopped_reason.as_deref().unwrap_or("-"),
+            x.completeness.as_deref().map(|c| format!(" · {c}")).unwrap_or_default()
         ));
+        if !x.given_up.is_empty() {
+            o.push(format!("Given up (their finder failed in two rounds): {}", x.given_up.join(", ")));
+        }
+        if !x.completeness_gaps.is_empty() {
+            o.push("Gaps:".into());
+        }
+        for g in &x.completeness_gaps {
+            o.push(format!("  {}", clip(g, 160)));
+        }
         for r in &x.rounds {
             let g3 = r.gate3_new.map(|n| format!(" · gate 3: {n} new")).unwrap_or_default();
             o.push(format!("  round {}: {} new · dry {} · {}{g3}", r.n, r.new_items, r.dry_counter_after, r.verdict));
@@ -134,10 +151,16 @@ fn render(s: &RunSummary, d: &Detail) -> String {
         more(&mut o, tasks.len());
     }
     o.push(String::new());
-    if s.failures.is_empty() {
+    // A run that ended on an error (a state write that failed, a full disk) says so first.
+    let ended_on = s.end_detail.get("error").and_then(|e| e.as_str());
+    let count = s.failures.len() + usize::from(ended_on.is_some());
+    if count == 0 {
         o.push("Failures: none".into());
     } else {
-        o.push(format!("Failures ({}):", s.failures.len()));
+        o.push(format!("Failures ({count}):"));
+        if let Some(e) = ended_on {
+            o.push(format!("  the run ended on an error ({}): {}", s.outcome, clip(e, 160)));
+        }
         for f in s.failures.iter().take(MAX_ROWS) {
             let rec = f.record.as_deref().map(|r| format!(" [{r}]")).unwrap_or_default();
             o.push(format!("  {} ({}) {}: {}{rec}", f.dispatch_id, f.role, f.outcome, clip(&f.reason, 120)));

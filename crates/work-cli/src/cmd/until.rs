@@ -461,6 +461,7 @@ fn render(s: &Session, outcome: &LoopOutcome, run: &work_runtime::run::RunContex
             None => "review the change (`git diff`) and commit it".into(),
         }),
         events: Some(run_dir.join("events.jsonl")),
+        ..Default::default()
     };
     summary.print();
     work_run::status::until(status)

@@ -382,6 +382,16 @@ class H(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         open(log_file, "a").write(json.dumps({"auth": self.headers.get("authorization"), "body": body}) + "\n")
         key = (self.headers.get("authorization") or "").replace("Bearer ", "")
+        if mode == "html500":
+            page = ("<!DOCTYPE html>\n<html><head><title>500 Internal Server Error</title><style>" + "x" * 4000
+                    + "</style></head><body><h1>Internal Server Error</h1><p>The server hit a snag.</p></body></html>").encode()
+            self.send_response(500)
+            self.send_header("content-type", "text/html")
+            self.send_header("retry-after", "0")
+            self.send_header("content-length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+            return
         if mode == "refuse":
             status, reply = 401, {"error": {"message": "Incorrect API key provided: " + key}}
         elif body["response_format"]["type"] == "json_schema":
@@ -460,6 +470,24 @@ fn openai_key_never_reaches_logs_records_or_errors() {
     assert!(sent.contains(&format!("Bearer {CANARY}")), "the key was sent");
     for (what, text) in [("stdout", stdout.to_string()), ("stderr", stderr.to_string()), ("logs", all_logs(&s))] {
         assert!(!text.contains(CANARY) && !text.contains("canary-123"), "the key leaked into {what}: {text}");
+    }
+}
+
+/// A server answering 500 with an HTML page: the one-line cause is the status and the page's
+/// title, not the page.
+#[test]
+fn an_html_error_page_is_reduced_to_its_status_and_title() {
+    let s = Scenario::new();
+    let (_srv, url) = server(&s, "html500");
+    s.write("work.toml", &format!("[agents.llm]\nspec = \"openai:qwen\"\nbase_url = \"{url}\"\n"));
+    s.write(".agents/schema.json", r#"{"type": "object", "required": ["items"]}"#);
+    let (code, out, err) =
+        s.run(&["agents", "try", "--agent", "llm", "--schema", ".agents/schema.json", "--json", "brief: x"]);
+    assert_eq!(code, 1, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["reason"], "failed: HTTP 500 after 3 tries: 500 Internal Server Error", "{v}");
+    for text in [&out, &err] {
+        assert!(!text.contains("<html") && !text.contains("xxxx"), "no page in the output: {text}");
     }
 }
 
@@ -690,4 +718,28 @@ fn budget_usd_is_refused_for_a_backend_that_reports_no_cost() {
     let (code, _, err) =
         exhaust_with(&s, &f, "finder", &["job st", "--agent", "openai:qwen", "--max-rounds", "1"], &base);
     assert_ne!(code, 2, "{err}");
+}
+
+/// A mistyped agent name is one `error:` line with the nearest backend or configured agent;
+/// an unknown key appended to `work init`'s file is refused naming its table.
+#[test]
+fn a_mistyped_agent_or_key_is_refused_with_a_did_you_mean_naming_where() {
+    let s = Scenario::new();
+    let (code, _, err) = s.run(&["exhaust", "x", "--agent", "cluade"]);
+    assert_eq!(code, 2, "{err}");
+    crate::support::assert_one_line_error(&err);
+    assert!(err.trim_end().ends_with("nor an agent named in work.toml; did you mean `claude`?"), "{err}");
+    s.write("work.toml", "[agents.example-finder]\nspec = \"command:true\"\n");
+    let (code, _, err) = s.run(&["exhaust", "x", "--agent", "example-findr"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("did you mean `example-finder`?"), "{err}");
+    std::fs::remove_file(s.path("work.toml")).expect("rm");
+    let (code, _, err) = s.run(&["init"]);
+    assert_eq!(code, 0, "{err}");
+    let text = s.read("work.toml");
+    s.write("work.toml", &format!("{text}\ntmeout = 3\n"));
+    let (code, _, err) = s.run(&["runs", "list"]);
+    assert_eq!(code, 2, "{err}");
+    let last = text.lines().rev().find(|l| l.starts_with('[')).expect("a table in work init's file");
+    assert!(err.contains(&format!("unknown key `tmeout` in {last} of work.toml")), "{err}");
 }

@@ -127,7 +127,8 @@ fn one_progress_line_a_round_on_stderr() {
 fn a_failing_finder_is_never_dry_and_is_given_up_after_two_rounds() {
     let s = jobs_repo();
     let agent = table_finder(&s, r#"{"a": "crash"}"#);
-    let master = s.run_json(&["exhaust", "things", "-k", "2", "--angles", "a,b,c", "--agent", &agent, "--json"], 0);
+    // Angle a was never searched: not success (exit 1).
+    let master = s.run_json(&["exhaust", "things", "-k", "2", "--angles", "a,b,c", "--agent", &agent, "--json"], 1);
     let r = rounds(&master);
     assert_eq!(r[0]["failedFinders"], 1);
     assert_eq!(r[0]["anglesUsed"], serde_json::json!(["a"]));
@@ -141,6 +142,42 @@ fn a_failing_finder_is_never_dry_and_is_given_up_after_two_rounds() {
     );
     assert!(!master["anglesUsed"].as_array().expect("used").contains(&Value::from("a")));
     assert_eq!(master["stoppedReason"], "k-consecutive-dry");
+}
+
+/// An angle given up is never hidden: it keeps a dry with a clean final oracle `unconfirmed`,
+/// the run does not end as done (exit 1), and the terminal summary and `work show` name it.
+#[test]
+fn a_given_up_angle_is_named_in_the_summary_and_show_and_the_dry_is_unconfirmed() {
+    let s = jobs_repo();
+    let agent = table_finder(&s, r#"{"a": "crash"}"#);
+    let (code, out, err) = s.run(&[
+        "exhaust",
+        "things",
+        "-k",
+        "2",
+        "--angles",
+        "a,b,c",
+        "--final-oracle",
+        "true",
+        "--agent",
+        &agent,
+        "--json",
+    ]);
+    assert_eq!(code, 1, "a given-up angle is not success:\n{err}");
+    let master: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(master["stoppedReason"], "k-consecutive-dry");
+    assert_eq!(master["givenUp"], serde_json::json!(["a"]));
+    assert_eq!(master["completeness"], "unconfirmed", "{master:#}");
+    assert!(err.contains("Dry, UNCONFIRMED: angle(s) a given up"), "{err}");
+    assert!(
+        err.lines().any(|l| l.starts_with("gap: angle a: given up, its finder failed in two rounds")),
+        "the summary names the angle:\n{err}"
+    );
+    let (code, show, _) = s.run(&["show", "things"]);
+    assert_eq!(code, 0);
+    assert!(show.contains("stopped: k-consecutive-dry · unconfirmed"), "{show}");
+    assert!(show.contains("Given up (their finder failed in two rounds): a"), "{show}");
+    assert!(show.contains("Gaps:\n  angle a: given up"), "{show}");
 }
 
 #[test]
@@ -161,7 +198,8 @@ fn malformed_once_is_retried_with_the_error_and_accepted() {
 fn always_malformed_is_dropped_not_dry() {
     let s = jobs_repo();
     let agent = table_finder(&s, r#"{"a": "garbage"}"#);
-    let master = s.run_json(&["exhaust", "things", "-k", "2", "--angles", "a,b,c", "--agent", &agent, "--json"], 0);
+    // Angle a was given up: not success.
+    let master = s.run_json(&["exhaust", "things", "-k", "2", "--angles", "a,b,c", "--agent", &agent, "--json"], 1);
     let r = rounds(&master);
     assert_eq!(r[0]["verdict"], "all-finders-failed");
     assert_eq!(r[1]["verdict"], "all-finders-failed");
@@ -187,7 +225,7 @@ fn a_hanging_finder_is_killed_at_its_timeout() {
             &agent,
             "--json",
         ],
-        0,
+        1, // angle a was given up: not success
     );
     assert_eq!(rounds(&master)[0]["failedFinders"], 1);
     assert!(master["completenessGaps"].to_string().contains("timed out"), "{}", master["completenessGaps"]);

@@ -437,3 +437,108 @@ fn a_finished_runs_log_rewritten_later_reads_altered_never_as_its_forged_outcome
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("altered") && !out.contains("Outcome: done"), "{out}");
 }
+
+/// A run that ended on a state write that failed (its journal's directory replaced by a file
+/// mid-run) is never shown as `Failures: none`: `work show` names the error it ended on.
+#[test]
+fn show_names_the_write_failure_a_run_ended_on() {
+    let s = jobs_repo();
+    let agent = s.agent(
+        "finder.py",
+        r#"
+import shutil
+d = os.path.join(req.get('cwd') or '.', '.work/quality-journals')
+if os.path.isdir(d):
+    shutil.rmtree(d); open(d, 'w').write('x')
+print(json.dumps({"angle": ctx['angle'], "items": []}))
+"#,
+    );
+    let (code, _, err) = s.run(&["exhaust", "x", "-k", "2", "--angles", "a,b", "--agent", &agent]);
+    assert_eq!(code, 1, "{err}");
+    let (code, show, _) = s.run(&["show", "x"]);
+    assert_eq!(code, 0);
+    assert!(!show.contains("Failures: none"), "{show}");
+    assert!(show.contains("Failures (1):\n  the run ended on an error (error): write journal"), "{show}");
+}
+
+/// A backend that reports no usage has an unknown cost: the summary, `work show`, `runs list`
+/// and the report say `unknown`, never `$0.0000`; a finder that reports its cost is priced.
+#[test]
+fn an_unknown_price_reads_unknown_never_zero_dollars() {
+    let s = jobs_repo();
+    let agent = s.agent("finder.py", "print(json.dumps({'angle': ctx['angle'], 'items': []}))");
+    let (code, _, err) = s.run(&["exhaust", "x", "-k", "2", "--angles", "a,b", "--agent", &agent]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("spent: 2 dispatch(es) · 0 tokens (0 in, 0 out) · cost unknown\n"), "{err}");
+    let (_, show, _) = s.run(&["show", "x"]);
+    assert!(show.contains("Spent: 2 dispatch(es) · 0 tokens · unknown (finder 2 · 0 tok · unknown)"), "{show}");
+    let (_, list, _) = s.run(&["runs", "list"]);
+    assert!(list.lines().nth(1).is_some_and(|l| l.trim_end().ends_with("unknown")), "{list}");
+    let (code, _, _) = s.run(&["report", "x", "-o", "r.html"]);
+    assert_eq!(code, 0);
+    assert!(s.read("r.html").contains("<dt>cost</dt><dd>unknown</dd>"), "the report says unknown");
+    for text in [&err, &show, &list] {
+        assert!(!text.contains("$0.0000"), "{text}");
+    }
+    // A finder that reports its cost is priced.
+    let priced = s.agent(
+        "priced.py",
+        "print(json.dumps({'work_result': {'angle': ctx['angle'], 'items': []}, 'usage': {'input_tokens': 10, 'output_tokens': 2, 'cost_usd': 0.5}}))",
+    );
+    let (_, _, err) = s.run(&["exhaust", "y", "-k", "2", "--angles", "a,b", "--agent", &priced]);
+    assert!(err.contains("· 24 tokens (20 in, 4 out) · $1.0000\n"), "{err}");
+}
+
+/// The points of the polyline of `series` in the chart `chart` of a rendered report.
+fn polyline_points(html: &str, chart: &str) -> Vec<(f64, f64)> {
+    let svg =
+        html.split(&format!("data-chart=\"{chart}\"")).nth(1).expect("the chart").split("</svg>").next().unwrap_or("");
+    let points = svg.split("<polyline").nth(1).expect("a line").split("points=\"").nth(1).expect("points");
+    points
+        .split('"')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .map(|p| {
+            let (x, y) = p.split_once(',').expect("x,y");
+            (x.parse().expect("x"), y.parse().expect("y"))
+        })
+        .collect()
+}
+
+/// The report of a run whose parallel finders end in another order than they started: the
+/// cumulative spend line never runs backwards in time; the outcome pill says the run has gaps;
+/// the failures come before the run's big tables.
+#[test]
+fn the_report_s_spend_line_runs_forward_and_its_pill_and_failures_say_what_went_wrong() {
+    let s = jobs_repo();
+    let agent = s.agent(
+        "finder.py",
+        r#"
+angle = ctx['angle']
+if angle == 'c':
+    sys.stderr.write('finder blew up\n'); sys.exit(3)
+if angle == 'a':
+    time.sleep(1.5)
+print(json.dumps({"work_result": {"angle": angle, "items": []},
+                  "usage": {"input_tokens": 10, "output_tokens": 2, "cost_usd": 0.1}}))
+"#,
+    );
+    let (code, _, err) =
+        s.run(&["exhaust", "x", "-k", "2", "--angles", "a,b,c", "--angles-per-round", "3", "--agent", &agent]);
+    assert_eq!(code, 1, "angle c was given up: {err}");
+    let (code, _, err) = s.run(&["report", "x", "-o", "r.html"]);
+    assert_eq!(code, 0, "{err}");
+    let html = s.read("r.html");
+    let pts = polyline_points(&html, "spend");
+    assert!(pts.len() >= 5, "{pts:?}");
+    for w in pts.windows(2) {
+        assert!(w[1].0 >= w[0].0, "the spend line runs backwards in time: {pts:?}");
+        assert!(w[1].1 <= w[0].1, "a cumulative line only rises (SVG y grows downwards): {pts:?}");
+    }
+    let pill = html.split("<span class=\"outcome").nth(1).and_then(|p| p.split("</span>").next()).expect("the pill");
+    assert_eq!(pill, " warn\" data-state=\"warn\">angles-and-oracles-exhausted · 1 gap(s)", "the pill says the gap");
+    let failures = html.find("<h2>Failures</h2>").expect("failures");
+    let exhaust = html.find("<h2>Exhaust: ").expect("the exhaust section");
+    assert!(failures < exhaust, "failures come first");
+}

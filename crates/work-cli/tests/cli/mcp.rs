@@ -261,10 +261,10 @@ fn bad_arguments_are_tool_errors_naming_the_field_before_anything_runs() {
     let r = m.call("exhaust", json!({"k": 2, "agent": agent}), "b3");
     assert!(text(&r).contains("field `what` is required"), "{r}");
     assert!(!s.path(".work").exists(), "a refused call left state behind");
-    // The command's own refusal (exit 2) speaks of the field too.
+    // The command's bound (K ≥ 2) is the schema's minimum, refused before anything runs.
     let r = m.call("exhaust", json!({"what": "x", "k": 1, "agent": agent}), "b4");
     assert_eq!(r["isError"], true, "{r}");
-    assert!(text(&r).contains("k must be at least 2"), "{r}");
+    assert!(text(&r).contains("field `k` must be at least 2"), "{r}");
     assert!(!text(&r).contains("--k"), "{r}");
     assert!(!s.path(".work/quality-journals").exists(), "exit 2 changed state");
     let r = m.request("tools/call", json!({"name": "exhast", "arguments": {}}));

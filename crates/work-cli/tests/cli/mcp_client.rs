@@ -216,3 +216,57 @@ fn a_call_the_client_drops_stops_the_agents_and_the_same_call_resumes() {
     assert_eq!(master["rounds"][0]["newItems"], json!(["s1"]), "{master}");
     assert_eq!(s.read(".agent-state/calls-a"), "1", "round 1 was not run again");
 }
+
+/// Every tool, as the SDK's client lists it, carries the four annotations and an output
+/// schema; until, implement and edit declare what a call must carry; exhaust's `k` is at least
+/// 2 (a call with 1 is refused before anything runs); a structured result the client checks
+/// against the output schema is accepted.
+#[test]
+fn every_tool_carries_annotations_an_output_schema_and_its_required_fields() {
+    let s = Scenario::new();
+    s.write("src/a.rs", "fn a() {}\n");
+    s.commit("a");
+    let (tools, refused, listed) = runtime().block_on(async {
+        let client = connect(&s, Person::default()).await;
+        let tools = client.list_all_tools().await.expect("tools/list");
+        let refused = client.call_tool(call("exhaust", json!({"what": "x", "k": 1}))).await.expect("a result");
+        let listed = client.call_tool(call("runs_list", json!({}))).await.expect("a result");
+        let _ = client.cancel().await;
+        (tools, refused, listed)
+    });
+    assert_eq!(tools.len(), 8, "{tools:?}");
+    for t in &tools {
+        let a = t.annotations.as_ref().unwrap_or_else(|| panic!("{} has no annotations", t.name));
+        assert!(
+            a.read_only_hint.is_some()
+                && a.destructive_hint.is_some()
+                && a.idempotent_hint.is_some()
+                && a.open_world_hint.is_some(),
+            "{}: {a:?}",
+            t.name
+        );
+        let out = t.output_schema.as_ref().unwrap_or_else(|| panic!("{} has no output schema", t.name));
+        assert_eq!(out.get("type"), Some(&json!("object")), "{}", t.name);
+    }
+    let tool = |n: &str| tools.iter().find(|t| t.name == n).unwrap_or_else(|| panic!("{n}"));
+    let hints = |n: &str| {
+        let a = tool(n).annotations.clone().unwrap_or_default();
+        (a.read_only_hint, a.destructive_hint, a.open_world_hint)
+    };
+    assert_eq!(hints("exhaust"), (Some(true), Some(false), Some(true)));
+    assert_eq!(hints("edit"), (Some(false), Some(true), Some(true)));
+    assert_eq!(hints("runs_list"), (Some(true), Some(false), Some(false)));
+    let input = |n: &str| Value::Object((*tool(n).input_schema).clone());
+    assert_eq!(input("until")["required"], json!(["until", "goal"]));
+    assert_eq!(
+        input("implement")["anyOf"],
+        json!([{"required": ["plan"]}, {"required": ["carrier"]}, {"required": ["carrier_file"]}])
+    );
+    assert_eq!(input("edit")["anyOf"][0], json!({"required": ["description", "def_site"]}));
+    assert_eq!(input("exhaust")["properties"]["k"]["minimum"], 2);
+    assert_eq!(refused.is_error, Some(true));
+    assert!(text(&refused).contains("field `k` must be at least 2"), "{}", text(&refused));
+    assert!(!s.path(".work/quality-journals").exists(), "nothing ran");
+    assert_eq!(listed.is_error, Some(false), "{}", text(&listed));
+    assert!(doc(&listed)["runs"].is_array(), "{listed:?}");
+}

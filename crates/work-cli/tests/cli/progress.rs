@@ -214,6 +214,30 @@ fn verbose_says_each_dispatch_start_and_end_with_role_model_duration_and_tokens(
     assert!(err.contains("Round 1: 1 new"), "{err}");
 }
 
+/// A `command:` agent ignores the role's pinned model: the live list and `-v` name the
+/// backend that really runs (`command:finder.py`), never the pin (`sonnet`).
+#[test]
+fn a_command_agent_is_named_as_what_runs_not_the_role_s_pinned_model() {
+    let s = repo();
+    let agent = slow_finder(&s);
+    let mut args = vec!["-v".to_string()];
+    args.extend(exhaust_args(&agent));
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (_, _, err) = s.run(&a);
+    let start =
+        err.lines().find(|l| l.starts_with("dispatch d0001-finder-a start:")).unwrap_or_else(|| panic!("{err}"));
+    assert_eq!(start, "dispatch d0001-finder-a start: finder · command:finder.py (attempt 1)");
+    let end = err.lines().find(|l| l.starts_with("dispatch d0001-finder-a ok:")).unwrap_or_else(|| panic!("{err}"));
+    assert!(end.contains(": finder · command:finder.py · attempt 1 · "), "{end}");
+    assert!(!err.contains("sonnet"), "the pin never runs: {err}");
+    let s = repo();
+    let agent = slow_finder(&s);
+    let (_, _, tty) = on_a_terminal(&s, &exhaust_args(&agent), true);
+    let text = strip_escapes(&tty);
+    assert!(text.contains("finder           command:finder.py d0001-finder-a"), "the live row:\n{text}");
+    assert!(!text.contains("sonnet"), "the live row names no pin:\n{text}");
+}
+
 #[test]
 fn the_summary_shows_tokens_cost_the_overshoot_and_what_to_run_next() {
     let s = repo();
@@ -288,4 +312,88 @@ fn ultra_names_the_command_that_runs_the_goal_again_and_it_runs() {
         next.starts_with("read ") && next.contains("notepad.md (what was tried), then `work ultra GOAL.toml"),
         "{next}"
     );
+}
+
+/// Runs `work args…` with stderr on a pseudo-terminal, sends SIGINT once the agent has
+/// started (`.agent-state/started` exists), and returns (exit code, what the terminal received).
+const PTY_INTERRUPT: &str = r#"
+import os, pty, signal, subprocess, sys, time
+master, slave = pty.openpty()
+p = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave)
+os.close(slave)
+os.set_blocking(master, False)
+seen, sent = b'', False
+while True:
+    if not sent and os.path.exists(os.environ['STARTED']):
+        time.sleep(0.3)
+        p.send_signal(signal.SIGINT)
+        sent = True
+    try:
+        chunk = os.read(master, 65536)
+        if not chunk:
+            break
+        seen += chunk
+    except BlockingIOError:
+        if p.poll() is not None:
+            break
+        time.sleep(0.02)
+    except OSError:
+        break
+open(os.environ['PTY_TTY'], 'wb').write(seen)
+sys.exit(p.wait())
+"#;
+
+/// Ctrl-C during `work exhaust` on a terminal: the live display is cleared, and stderr names
+/// the exact command that resumes (the one that was run, quoted for a shell), what the run
+/// spent and the commands that look at it again; that command resumes the run.
+#[test]
+fn ctrl_c_in_exhaust_clears_the_display_and_prints_the_exact_resume_command() {
+    let s = repo();
+    let agent = s.agent(
+        "finder.py",
+        "if not os.path.exists(state_path('started')):\n    open(state_path('started'), 'w').write('1')\n    time.sleep(60)\nprint(json.dumps({'angle': ctx['angle'], 'items': []}))",
+    );
+    s.write(".agents/pty_interrupt.py", PTY_INTERRUPT);
+    let tty_file = s.path(".agent-state/pty.tty");
+    std::fs::create_dir_all(s.path(".agent-state")).expect("mkdir");
+    let bin = assert_cmd::cargo::cargo_bin("work");
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the test gives `work` a pseudo-terminal and a Ctrl-C through python3"
+    )]
+    let status = std::process::Command::new("python3")
+        .arg(s.path(".agents/pty_interrupt.py"))
+        .arg(&bin)
+        .args(["exhaust", "slow things", "-k", "2", "--angles", "a,b", "--agent", &agent])
+        .current_dir(s.root())
+        .env("PTY_TTY", &tty_file)
+        .env("STARTED", s.path(".agent-state/started"))
+        .env("TERM", "xterm-256color")
+        .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")
+        .env_remove("NO_COLOR")
+        .stdout(Stdio::null())
+        .status()
+        .expect("run python3");
+    let tty = String::from_utf8_lossy(&std::fs::read(&tty_file).expect("read the capture")).into_owned();
+    assert_eq!(status.code(), Some(130), "{tty:?}");
+    let text = strip_escapes(&tty);
+    let quoted = format!("'{agent}'");
+    let expected = format!(
+        "interrupted: agents stopped; resume with `work exhaust 'slow things' -k 2 --angles a,b --agent {quoted}`"
+    );
+    assert!(text.contains(&expected), "the exact command:\n{text}");
+    // The display was drawn, then erased before the line: nothing of it is drawn after the erase.
+    let at = tty.find("interrupted:").expect("the line");
+    let last_row = tty[..at].rfind("exhaust ·").expect("the live status row was drawn");
+    assert!(tty[last_row..at].contains("\x1b[2K"), "the status row is erased before the line: {:?}", &tty[last_row..]);
+    assert!(!tty[at..].contains('●') && !tty[at..].contains('○'), "no row after the line: {:?}", &tty[at..]);
+    let after = &text[text.find("interrupted:").unwrap_or(0)..];
+    assert!(after.contains("\nspent: 1 dispatch(es) · 0 tokens (0 in, 0 out) · "), "what it spent:\n{after}");
+    assert!(after.contains("\nlook back: work show "), "where to look:\n{after}");
+    // The printed command resumes the run (the finder answers at once the second time).
+    let printed = expected.split('`').nth(1).expect("the command");
+    let args = shell_words::split(printed).expect("a shell command");
+    let (code, _, err) = s.run(&args[1..].iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("Resuming") || err.contains("Round"), "{err}");
 }

@@ -34,6 +34,11 @@ fn run_block(block: &str) -> (i32, String, String) {
     let s = Scenario::new();
     copy_dir(&repo_root().join("examples"), &s.path("examples"));
     s.commit("examples");
+    run_in(&s, block)
+}
+
+/// Runs a shell block with `sh -e` in the scenario, the binary under test first on PATH.
+fn run_in(s: &Scenario, block: &str) -> (i32, String, String) {
     let bin = assert_cmd::cargo::cargo_bin("work");
     let dir = bin.parent().expect("the binary's directory");
     let path = format!("{}:{}", dir.display(), std::env::var("PATH").unwrap_or_default());
@@ -73,4 +78,55 @@ fn every_example_agent_and_goal_is_used_by_a_walkthrough() {
             assert!(text.contains(&rel), "{rel} is not used by any README walkthrough");
         }
     }
+}
+
+/// README's first command, as README shows it: `cargo run -- exhaust …` (no `-q`, so cargo's
+/// own build progress shows), run in a repository holding `work.toml` and `examples/` as this
+/// one does. The bundled finder lists only real call sites of what was asked, and the count
+/// says so; the run's first progress line comes before anything else on stderr.
+#[test]
+fn readme_first_command_lists_only_real_call_sites() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("README.md");
+    let block = readme.split("```sh\n").nth(1).and_then(|b| b.split("\n```").next()).expect("README's first block");
+    let first = block.lines().next().expect("README's first command");
+    let args = first.strip_prefix("cargo run -- ").unwrap_or_else(|| panic!("not `cargo run -- …`: {first}"));
+    assert_eq!(args, "exhaust \"unwrap and expect calls\"");
+
+    let s = Scenario::new();
+    copy_dir(&repo_root().join("examples"), &s.path("examples"));
+    std::fs::copy(repo_root().join("work.toml"), s.path("work.toml")).expect("copy work.toml");
+    s.write("Cargo.toml", "[workspace.lints.clippy]\nunwrap_used = \"deny\"\nexpect_used = \"deny\"\n");
+    s.write(
+        "src/lib.rs",
+        concat!(
+            "//! Docs: call `x.unwrap()` only in tests.\n",
+            "pub fn a() -> u8 {\n",
+            "    let v = Some(1).unwrap();\n", // line 3: a call
+            "    let w = Some(2).unwrap_or(3);\n",
+            "    let r: Result<u8, ()> = Ok(v + w); // then .unwrap() it\n",
+            "    let note = \"never x.expect(here)\";\n",
+            "    let _ = note;\n",
+            "    r.expect(\"four\")\n", // line 8: a call
+            "}\n",
+            "#[expect(clippy::unwrap_used, reason = \"x\")]\n",
+            "pub fn expect(x: u8) -> u8 {\n",
+            "    x\n",
+            "}\n",
+            "pub const RAW: &str = r#\"\n",
+            "    y.unwrap()\n",
+            "\"#;\n",
+        ),
+    );
+    s.write("notes.md", "Prefer `?` to `.unwrap()`.\n");
+    s.commit("a crate");
+    let (code, out, err) = run_in(&s, &format!("work {args}"));
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(err.starts_with("Gate 1:"), "the run's first progress line comes first:\n{err}");
+    assert!(err.contains("\nfound: 2\n"), "two call sites, counted as two:\n{err}");
+    let listed: Vec<&str> = err.lines().filter(|l| l.starts_with("  ")).map(str::trim).collect();
+    assert_eq!(
+        listed,
+        ["src/lib.rs:3 let v = Some(1).unwrap();", "src/lib.rs:8 r.expect(\"four\")"],
+        "only the call sites are listed:\n{err}"
+    );
 }
