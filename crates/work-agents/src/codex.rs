@@ -339,7 +339,7 @@ mod tests {
         let args = agent().args(&req, Some(Path::new("/tmp/s.json"))).join(" ");
         assert_eq!(
             args,
-            "exec --json --skip-git-repo-check -C /repo --sandbox read-only -c model_reasoning_effort=\"xhigh\" --output-schema /tmp/s.json -"
+            "exec --json --skip-git-repo-check -C /repo --sandbox read-only -c model_reasoning_effort=\"xhigh\" --output-schema /tmp/s.json --ignore-rules -"
         );
         req.access = Access::WorkspaceWrite;
         req.model = "gpt-5-codex".into();

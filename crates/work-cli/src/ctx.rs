@@ -194,7 +194,8 @@ impl Ctx {
         .map_err(|e| CliError::Runtime(format!("create the run directory under {}: {e}", self.state_dir.display())))?;
         work_run::progress::attach(&run);
         let mode = work_runtime::sandbox::mode();
-        if !mode.is_kernel() {
+        // `--isolation none` was the user's choice: only `auto` without a sandbox says so.
+        if !mode.is_kernel() && work_runtime::sandbox::asked() == work_runtime::sandbox::Isolation::Auto {
             work_run::output::note(&format!("note: {}", mode.describe()));
         }
         Ok(run)

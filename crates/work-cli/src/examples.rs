@@ -55,35 +55,53 @@ const EXAMPLES: &[(&str, &[&str])] = &[
     ("loop cohort identity", &["work loop cohort identity docs/specs/login --json"]),
     (
         "loop cohort approve-plan",
-        &["work loop cohort approve-plan docs/specs/login", "work loop cohort approve-plan --rebaseline"],
+        &[
+            "work loop cohort approve-plan docs/specs/login --expect-run-id run-1",
+            "work loop cohort approve-plan --rebaseline --expect-run-id run-1",
+        ],
     ),
-    ("loop cohort schedule", &["work loop cohort schedule docs/specs/login --json"]),
+    ("loop cohort schedule", &["work loop cohort schedule docs/specs/login --json --expect-run-id run-1"]),
     (
         "loop cohort wave",
-        &["work loop cohort wave check --expect more", "work loop cohort wave advance --from-index 0"],
+        &[
+            "work loop cohort wave check --expect more",
+            "work loop cohort wave advance --from-index 0 --expect-run-id run-1",
+        ],
     ),
-    ("loop cohort wave advance", &["work loop cohort wave advance docs/specs/login --from-index 0"]),
+    (
+        "loop cohort wave advance",
+        &["work loop cohort wave advance docs/specs/login --from-index 0 --expect-run-id run-1"],
+    ),
     ("loop cohort wave check", &["work loop cohort wave check docs/specs/login --expect last --wave-index 1"]),
-    ("loop cohort record-attempt", &["work loop cohort record-attempt --phase implement --cycle-id run-1:7"]),
+    (
+        "loop cohort record-attempt",
+        &["work loop cohort record-attempt --phase implement --cycle-id run-1:7 --expect-run-id run-1"],
+    ),
     (
         "loop cohort review",
-        &["work loop cohort review classify adjudication.md", "work loop cohort review record --all-skipped"],
+        &[
+            "work loop cohort review classify adjudication.md",
+            "work loop cohort review record --all-skipped --expect-run-id run-1",
+        ],
     ),
     (
         "loop cohort review record",
         &[
-            "work loop cohort review record --fingerprint f1 --fingerprint f2",
-            "work loop cohort review record --report adjudication.md --adjudication",
+            "work loop cohort review record --fingerprint f1 --fingerprint f2 --expect-run-id run-1",
+            "work loop cohort review record --report adjudication.md --adjudication --expect-run-id run-1",
         ],
     ),
     ("loop cohort review inspect", &["work loop cohort review inspect --adjudication adjudication.md --json"]),
     ("loop cohort review classify", &["work loop cohort review classify adjudication.md --json"]),
     (
         "loop cohort plan",
-        &["work loop cohort plan check-current --require-schedule", "work loop cohort plan mark-reviewed"],
+        &[
+            "work loop cohort plan check-current --require-schedule",
+            "work loop cohort plan mark-reviewed --expect-run-id run-1",
+        ],
     ),
     ("loop cohort plan check-current", &["work loop cohort plan check-current docs/specs/login --require-schedule"]),
-    ("loop cohort plan mark-reviewed", &["work loop cohort plan mark-reviewed docs/specs/login"]),
+    ("loop cohort plan mark-reviewed", &["work loop cohort plan mark-reviewed docs/specs/login --expect-run-id run-1"]),
     ("loop cohort check", &["work loop cohort check docs/specs/login --json"]),
     ("loop cohort status", &["work loop cohort status docs/specs/login", "work loop cohort status --json"]),
     ("loop cohort reset", &["work loop cohort reset docs/specs/login"]),

@@ -176,6 +176,7 @@ impl BudgetTracker {
             s.usage.input_tokens = s.usage.input_tokens.max(at_least.usage.input_tokens);
             s.usage.output_tokens = s.usage.output_tokens.max(at_least.usage.output_tokens);
             s.usage.cost_usd = s.usage.cost_usd.max(at_least.usage.cost_usd);
+            s.unpriced = s.unpriced.max(at_least.unpriced);
         }
     }
 

@@ -199,6 +199,14 @@ pub const WRITABLE_VAR: &str = "WORK_SANDBOX_WRITABLE";
 
 static MODE: OnceLock<Mode> = OnceLock::new();
 
+/// How the run asked for the sandbox ([`configure`]; `auto` when never configured).
+static ASKED: OnceLock<Isolation> = OnceLock::new();
+
+/// How the run asked for the sandbox: a run says it has none only when it asked for `auto`.
+pub fn asked() -> Isolation {
+    ASKED.get().copied().unwrap_or_default()
+}
+
 /// Paths no agent sees (the state directory), set by [`configure`].
 static HIDDEN: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
@@ -219,6 +227,7 @@ pub fn configure(isolation: Isolation, hidden: Vec<PathBuf>) -> Result<&'static 
     if let Ok(mut h) = HIDDEN.lock() {
         *h = hidden;
     }
+    let _ = ASKED.set(isolation);
     let mode = MODE.get_or_init(|| match isolation {
         Isolation::None => Mode::Detection { reason: "--isolation none".into() },
         Isolation::Auto | Isolation::Required => probe(),

@@ -3,4 +3,8 @@
 
 use crate::ext_harness::Cli;
 
-crate::ext_workflows::every_scenario_through!(Cli::Claude; a_subagent_is_charged);
+crate::ext_workflows::every_scenario_through!(
+    Cli::Claude;
+    a_subagent_is_charged,
+    a_hostile_repository_s_agent_configuration_is_ignored
+);

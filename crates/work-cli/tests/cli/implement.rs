@@ -630,7 +630,7 @@ if role == 'implementer' and phase == 'implement':
         out({'status': 'BLOCKED', 'reason': 'task text of the wrong task'})
     write(tid + '.txt', tid)
     out(DONE)
-if role == 'plan-index' and os.environ.get('SHORT_INDEX'):
+if role == 'plan-index' and os.environ.get('WORK_TEST_SHORT_INDEX'):
     out({'total_tasks': 3, 'tasks': [{'id': '1', 'title': 'one', 'est_bytes': 30}, {'id': '2', 'title': 'two', 'est_bytes': 30}]})
 if role == 'plan-index':
     out({'total_tasks': 3, 'tasks': [{'id': str(i), 'title': 't%d' % i, 'est_bytes': 30} for i in (1, 2, 3)]})
@@ -721,7 +721,7 @@ if role == 'plan-extract' and tid == 'all':
 fn an_index_that_lists_fewer_than_it_counts_is_blocked_got_n_of_m() {
     let s = free_form_repo();
     let a = agent(&s, FREE_FORM_IMPLEMENTER);
-    let r = free_form(&s, &a, 1, &[("SHORT_INDEX", "1")]);
+    let r = free_form(&s, &a, 1, &[("WORK_TEST_SHORT_INDEX", "1")]);
     assert_eq!(r["status"], "BLOCKED");
     assert_eq!(r["kind"], "cardinality");
     assert!(r["reason"].as_str().expect("reason").contains("got 2 of 3"), "{r}");
@@ -1028,7 +1028,7 @@ fn blocked_runs_write_their_artifacts_even_on_a_clean_tree() {
     // "got N of M".
     let s = free_form_repo();
     let a = agent(&s, FREE_FORM_IMPLEMENTER);
-    let r = free_form(&s, &a, 1, &[("SHORT_INDEX", "1")]);
+    let r = free_form(&s, &a, 1, &[("WORK_TEST_SHORT_INDEX", "1")]);
     assert_eq!(r["kind"], "cardinality", "{r}");
     artifacts_written(&s, &r, "ff");
 

@@ -190,8 +190,13 @@ fn an_agent_gets_no_handle_to_a_terminal_multiplexer_and_keeps_what_a_cli_needs(
     for (k, _) in handles {
         assert!(env.get(k).is_none(), "{k} reached the agent: {env}");
     }
-    for k in ["HOME", "PATH", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "WORK_CONTAINMENT"] {
+    for k in ["HOME", "PATH", "WORK_CONTAINMENT"] {
         assert!(env.get(k).is_some(), "{k} was taken from the agent: {env}");
+    }
+    // A command agent gets no key its `[agents]` table does not grant (the environment's
+    // allowlist); a CLI backend gets its own (docs/agents.md, "Confinement").
+    for k in ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"] {
+        assert!(env.get(k).is_none(), "{k} reached a command agent: {env}");
     }
 }
 
