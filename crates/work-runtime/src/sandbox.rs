@@ -300,9 +300,34 @@ fn find_on_path(program: &str) -> Option<PathBuf> {
         .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
 }
 
+/// The directories a confined process gets private, empty copies of.
+const PRIVATE_MOUNTS: [&str; 3] = ["/tmp", "/run", "/dev/shm"];
+
+/// What of `named` (the program and arguments the user gave an agent) the private mounts would
+/// hide from it: an existing absolute path under `/tmp`, `/run` or `/dev/shm` and outside the
+/// root — its directory, or the file itself when that directory is a private mount's top.
+/// Bound read-only, so `command:/tmp/x/finder.sh` runs confined as it runs unconfined.
+fn named_paths<'a>(c: &Confine, named: impl IntoIterator<Item = &'a str>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for n in named {
+        let p = Path::new(n);
+        if !p.is_absolute() || p.starts_with(&c.root) || std::fs::symlink_metadata(p).is_err() {
+            continue;
+        }
+        let Some(top) = PRIVATE_MOUNTS.iter().find(|m| p.starts_with(m) && p != Path::new(m)) else { continue };
+        let dir = p.parent().filter(|d| d != &Path::new(top) && std::fs::metadata(p).is_ok_and(|m| m.is_file()));
+        let visible = dir.map_or_else(|| p.to_path_buf(), Path::to_path_buf);
+        if !out.contains(&visible) {
+            out.push(visible);
+        }
+    }
+    out
+}
+
 /// The `bwrap` arguments (before `--` and the program) that confine a process as `c` says,
-/// with `tmp` as its private `/tmp` and `cwd` its working directory.
-pub fn bwrap_args(c: &Confine, tmp: &Path, cwd: &Path) -> Vec<OsString> {
+/// with `tmp` as its private `/tmp`, `cwd` its working directory and `named` its program and
+/// arguments.
+pub fn bwrap_args<'a>(c: &Confine, tmp: &Path, cwd: &Path, named: impl IntoIterator<Item = &'a str>) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
     let mut push = |xs: &[&std::ffi::OsStr]| a.extend(xs.iter().map(|x| x.to_os_string()));
     push(&["--unshare-user".as_ref(), "--unshare-pid".as_ref(), "--unshare-ipc".as_ref(), "--unshare-uts".as_ref()]);
@@ -315,6 +340,9 @@ pub fn bwrap_args(c: &Confine, tmp: &Path, cwd: &Path) -> Vec<OsString> {
     push(&["--dev".as_ref(), "/dev".as_ref(), "--proc".as_ref(), "/proc".as_ref()]);
     push(&["--tmpfs".as_ref(), "/dev/shm".as_ref(), "--tmpfs".as_ref(), "/run".as_ref()]);
     push(&["--bind".as_ref(), tmp.as_os_str(), "/tmp".as_ref()]);
+    for p in named_paths(c, named) {
+        push(&["--ro-bind".as_ref(), p.as_os_str(), p.as_os_str()]);
+    }
     // The root again, after `/tmp`: a repository under `/tmp` stays visible.
     let bind = if c.write { "--bind" } else { "--ro-bind" };
     push(&[bind.as_ref(), c.root.as_os_str(), c.root.as_os_str()]);
@@ -364,8 +392,10 @@ mod tests {
     #[test]
     fn a_read_only_role_gets_no_writable_bind_of_the_root() {
         let c = Confine::read_only(Path::new("/repo"), Network::None);
-        let args: Vec<String> =
-            bwrap_args(&c, Path::new("/t"), Path::new("/repo")).iter().map(|a| a.to_string_lossy().into()).collect();
+        let args: Vec<String> = bwrap_args(&c, Path::new("/t"), Path::new("/repo"), [])
+            .iter()
+            .map(|a| a.to_string_lossy().into())
+            .collect();
         let binds: Vec<&[String]> = args.windows(3).filter(|w| w[0] == "--bind").collect();
         assert_eq!(binds.len(), 1, "only the private /tmp is writable: {args:?}");
         assert_eq!(binds[0][2], "/tmp");
@@ -373,5 +403,19 @@ mod tests {
         let root = args.windows(3).position(|w| w == ["--ro-bind", "/repo", "/repo"]).expect("the root, read-only");
         assert!(root > tmp, "the root is bound after /tmp, so a repository under /tmp stays visible: {args:?}");
         assert!(args.contains(&"--unshare-net".to_string()) && args.contains(&"ALL".to_string()));
+    }
+
+    #[test]
+    fn an_agent_program_the_private_tmp_would_hide_stays_visible_read_only() {
+        let dir = tempfile::tempdir_in("/tmp").expect("tempdir");
+        let prog = dir.path().join("finder.sh");
+        std::fs::write(&prog, "#!/bin/sh\n").expect("write");
+        let root = tempfile::tempdir_in("/tmp").expect("root");
+        let c = Confine::read_only(root.path(), Network::None);
+        let prog = prog.to_string_lossy().into_owned();
+        let inside = root.path().join("x").to_string_lossy().into_owned();
+        let named = named_paths(&c, [prog.as_str(), "python3", "/usr/bin/env", inside.as_str(), "/tmp/missing"]);
+        assert_eq!(named, vec![dir.path().to_path_buf()], "its directory, not PATH names or the root's files");
+        assert!(named_paths(&c, ["/tmp", "/run/"]).is_empty(), "a private mount itself is never bound");
     }
 }

@@ -429,7 +429,12 @@ impl Sandboxed {
         let Some(c) = &spec.confine else { return Ok(None) };
         let crate::sandbox::Mode::Kernel { bwrap } = crate::sandbox::mode() else { return Ok(None) };
         let tmp = crate::scratch::ScratchDir::new("work-sandbox-")?;
-        let args = crate::sandbox::bwrap_args(c, tmp.path(), &spec.cwd);
+        let args = crate::sandbox::bwrap_args(
+            c,
+            tmp.path(),
+            &spec.cwd,
+            std::iter::once(spec.program.as_str()).chain(spec.args.iter().map(String::as_str)),
+        );
         Ok(Some(Self { bwrap: bwrap.clone(), args, tmp }))
     }
 }

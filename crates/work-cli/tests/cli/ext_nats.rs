@@ -118,11 +118,14 @@ fn work_bin() -> PathBuf {
     assert_cmd::cargo::cargo_bin("work")
 }
 
-pub(crate) fn spawn_work(dir: &Path, args: &[&str], log: &Path) -> Proc {
+/// `work` with `args` in `dir`; its agents run confined (the sandbox, where the machine has
+/// one) and may write `writable`, where the scripted agents keep their counters.
+pub(crate) fn spawn_work(dir: &Path, args: &[&str], log: &Path, writable: &Path) -> Proc {
     #[expect(clippy::disallowed_methods, reason = "the test runs workers and coordinators it kills")]
     let child = std::process::Command::new(work_bin())
         .args(args)
         .current_dir(dir)
+        .env("WORK_SANDBOX_WRITABLE", writable)
         .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")
         .stdout(std::fs::File::create(log.with_extension("out")).expect("log"))
         .stderr(std::fs::File::create(log).expect("log"))
@@ -288,6 +291,7 @@ struct Workers {
     url: String,
     agent: String,
     logs: PathBuf,
+    state: PathBuf,
 }
 
 impl Workers {
@@ -309,8 +313,12 @@ impl Workers {
             "--max-deliver",
             "5",
         ];
-        self.procs[i].1 =
-            spawn_work(dir, &args, &self.logs.join(format!("{name}.{}.log", Instant::now().elapsed().as_nanos())));
+        self.procs[i].1 = spawn_work(
+            dir,
+            &args,
+            &self.logs.join(format!("{name}.{}.log", Instant::now().elapsed().as_nanos())),
+            &self.state,
+        );
     }
 
     fn index_of(&self, checkout: &str) -> usize {
@@ -337,7 +345,13 @@ fn ext_nats_an_exhaust_through_a_cluster_with_faults_ends_like_a_local_run() {
     let cluster = Cluster::start(3);
     let (s, agent, state) = scenario();
     let logs = tempfile::tempdir().expect("logs");
-    let mut workers = Workers { procs: Vec::new(), url: cluster.url(), agent: agent.clone(), logs: logs.path().into() };
+    let mut workers = Workers {
+        procs: Vec::new(),
+        url: cluster.url(),
+        agent: agent.clone(),
+        logs: logs.path().into(),
+        state: state.path().into(),
+    };
     let clones = tempfile::tempdir().expect("clones");
     for i in 0..3 {
         let dir = clones.path().join(format!("w{i}"));
@@ -348,7 +362,7 @@ fn ext_nats_an_exhaust_through_a_cluster_with_faults_ends_like_a_local_run() {
     let mut cluster = cluster;
     let a = exhaust_args(&agent, Some(&cluster.url()));
     let argv: Vec<&str> = a.iter().map(String::as_str).collect();
-    let mut coordinator = spawn_work(s.root(), &argv, &logs.path().join("coordinator-1.log"));
+    let mut coordinator = spawn_work(s.root(), &argv, &logs.path().join("coordinator-1.log"), state.path());
 
     // A worker killed while its finder runs: the request goes to another worker.
     let checkout = wait_for(&state.path().join("started-a050"), "a050's dispatch", 120);
@@ -450,6 +464,7 @@ fn ext_nats_a_worker_refuses_another_commit_and_write_roles_until_allowed() {
         &dir,
         &["worker", "--queue", &url, "--agent", &agent, "--name", "behind", "--ack-wait", "1", "--max-deliver", "2"],
         &logs.path().join("w.log"),
+        state.path(),
     );
     let master = s.run_json(
         &[
@@ -540,7 +555,7 @@ fn ext_nats_a_resumed_coordinator_runs_again_what_failed_while_it_was_down() {
     let dir = clones.path().join("w");
     s.git(&["clone", "-q", &s.root().display().to_string(), &dir.display().to_string()]);
     let args = ["worker", "--queue", &url, "--agent", &agent, "--concurrency", "2", "--name", "w"];
-    let _w = spawn_work(&dir, &args, &clones.path().join("w.log"));
+    let _w = spawn_work(&dir, &args, &clones.path().join("w.log"), state.path());
     let argv = [
         "-c",
         "timeouts.dispatch_secs=30",
@@ -562,7 +577,7 @@ fn ext_nats_a_resumed_coordinator_runs_again_what_failed_while_it_was_down() {
     ];
     // Killed while a002 still runs, after a001's failure was stored: the round was never
     // committed, so the resumed coordinator asks both again.
-    let mut coordinator = spawn_work(s.root(), &argv, &clones.path().join("coordinator.log"));
+    let mut coordinator = spawn_work(s.root(), &argv, &clones.path().join("coordinator.log"), state.path());
     wait_for(&state.path().join("started-a002"), "a002's dispatch", 60);
     wait_for(&state.path().join("calls-a001"), "a001's dispatch", 60);
     wait_answered(&dir, "w", "a001", 60);

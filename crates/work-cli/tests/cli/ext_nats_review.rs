@@ -12,12 +12,15 @@ use crate::support::Scenario;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-/// A worker in its own clone of `s`, running every role with `agent`.
-fn worker(s: &Scenario, url: &str, agent: &str) -> (tempfile::TempDir, PathBuf, Proc) {
+/// A worker in its own clone of `s`, running every role with `agent`, its agents confined as
+/// `isolation` says.
+fn worker(s: &Scenario, url: &str, agent: &str, isolation: &str) -> (tempfile::TempDir, PathBuf, Proc) {
     let clones = tempfile::tempdir().expect("clones");
     let dir = clones.path().join("w");
     s.git(&["clone", "-q", &s.root().display().to_string(), &dir.display().to_string()]);
     let args = [
+        "--isolation",
+        isolation,
         "worker",
         "--queue",
         url,
@@ -33,7 +36,7 @@ fn worker(s: &Scenario, url: &str, agent: &str) -> (tempfile::TempDir, PathBuf, 
         "2",
     ];
     let log = clones.path().join("w.log");
-    let p = spawn_work(&dir, &args, &log);
+    let p = spawn_work(&dir, &args, &log, &s.path(".agent-state"));
     (clones, dir, p)
 }
 
@@ -88,7 +91,7 @@ fn ext_nats_review_loop_run_reviews_on_a_worker_with_the_local_verdicts() {
     let agent = setup(&s, "test -f hello.txt", true);
     knob(&s, "review-finding", "1");
     knob(&s, "sustain-rounds", "1");
-    let (_clones, dir, _w) = worker(&s, &url, &agent);
+    let (_clones, dir, _w) = worker(&s, &url, &agent, "auto");
     let v = start_queued(&s, &agent, &url, &["--full"], 3);
     let (local, expected) = local.join().expect("the local run");
     assert_eq!(expected["reason"], "code-human-gate", "{expected}");
@@ -120,7 +123,7 @@ fn ext_nats_review_a_worker_without_the_commit_refuses_until_it_has_it() {
     let agent = setup(&s, "test -f hello.txt", true);
     // The implementer commits its work: the coordinator's HEAD is a commit no worker has.
     knob(&s, "impl-commit", "1");
-    let (_clones, dir, _w) = worker(&s, &url, &agent);
+    let (_clones, dir, _w) = worker(&s, &url, &agent, "auto");
     let v = start_queued(&s, &agent, &url, &["--light"], 1);
     assert_eq!(v["reason"], "reviewer-missing", "{v}");
     let message = v["message"].as_str().unwrap_or("");
@@ -137,20 +140,20 @@ fn ext_nats_review_a_worker_without_the_commit_refuses_until_it_has_it() {
     assert!(status(&dir)["answered"].as_u64().is_some_and(|n| n >= 2), "{}", status(&dir));
 }
 
-#[test]
-fn ext_nats_review_a_reviewer_that_writes_its_scratch_tree_is_caught() {
+/// A code reviewer (read-only) that appends to hello.txt where it runs, on a worker whose
+/// agents run as `isolation` says: the run ends `reviewer-missing` with `says` in its message.
+fn a_writing_reviewer_on_a_worker(isolation: &str, says: &[&str]) {
     nats_server();
     let cluster = Cluster::start(1);
     let url = cluster.url();
     let s = Scenario::new();
     let agent = setup(&s, "test -f hello.txt", true);
-    // The code reviewer (read-only) appends to hello.txt where it runs.
     knob(&s, "reviewer-edit", "1");
-    let (_clones, dir, _w) = worker(&s, &url, &agent);
+    let (_clones, dir, _w) = worker(&s, &url, &agent, isolation);
     let v = start_queued(&s, &agent, &url, &["--light"], 1);
     assert_eq!(v["reason"], "reviewer-missing", "{v}");
     let message = v["message"].as_str().unwrap_or("");
-    assert!(message.contains("read-only violated on worker w") && message.contains("hello.txt"), "{message}");
+    assert!(says.iter().all(|m| message.contains(m)), "{message}");
     assert_eq!(calls(&s, "adversarial-reviewer"), 1, "it ran, on the worker");
     assert_eq!(calls(&s, "finding-adjudicator"), 0, "its report was not used");
     assert!(!s.read("hello.txt").contains("the reviewer was here"), "the coordinator's tree is untouched");
@@ -159,4 +162,16 @@ fn ext_nats_review_a_reviewer_that_writes_its_scratch_tree_is_caught() {
     // The scratch worktree is gone: the worker's checkout lists only itself.
     let list = s.git(&["-C", &dir.display().to_string(), "worktree", "list", "--porcelain"]);
     assert_eq!(list.matches("worktree ").count(), 1, "{list}");
+}
+
+#[test]
+fn ext_nats_review_a_reviewer_that_writes_its_scratch_tree_is_caught() {
+    // Unconfined, the worker sees the write afterwards.
+    a_writing_reviewer_on_a_worker("none", &["read-only violated on worker w", "hello.txt"]);
+}
+
+#[test]
+fn ext_nats_review_a_confined_reviewer_cannot_write_its_scratch_tree() {
+    // In the sandbox the kernel refuses the write: the reviewer fails, its report is not used.
+    a_writing_reviewer_on_a_worker("required", &["Read-only file system", "hello.txt"]);
 }
