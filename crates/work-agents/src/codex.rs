@@ -265,7 +265,7 @@ impl Agent for CodexAgent {
         // Codex sends the schema in strict mode: write the strict form (an object root is
         // required; any other root goes as it is and the engine judges the answer).
         let strict = request.schema.as_ref().and_then(crate::schema::openai_strict);
-        let home = crate::confine::codex_home(!self.project_config)
+        let home = crate::confine::codex_home(self.project_config.then_some(self.root.as_path()))
             .map_err(|e| failed(format!("create Codex's private home: {e}")))?;
         let home_dir = home.as_ref().map(|h| h.path().to_path_buf());
         let schema_file = match strict.as_ref().or(request.schema.as_ref()) {

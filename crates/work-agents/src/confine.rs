@@ -93,10 +93,11 @@ pub(crate) fn codex_user_home() -> Option<PathBuf> {
     env_dir("CODEX_HOME", ".codex")
 }
 
-/// Codex's private home (in the kernel sandbox only). With `untrusting`, the copied
-/// `config.toml` loses its `[projects]` table: no project is trusted, so no repository's own
-/// `.codex/` configuration is read.
-pub(crate) fn codex_home(untrusting: bool) -> std::io::Result<Option<PrivateHome>> {
+/// Codex's private home (in the kernel sandbox only). The copied `config.toml` loses its
+/// `[projects]` table, so no repository's own `.codex/` configuration is read — unless
+/// `trusted` names the repository a person opted in (`project_config = true`): Codex then trusts
+/// exactly that one.
+pub(crate) fn codex_home(trusted: Option<&Path>) -> std::io::Result<Option<PrivateHome>> {
     if !work_runtime::sandbox::mode().is_kernel() {
         return Ok(None);
     }
@@ -105,21 +106,25 @@ pub(crate) fn codex_home(untrusting: bool) -> std::io::Result<Option<PrivateHome
         .unwrap_or_default();
     let home = PrivateHome::seeded(&files)?;
     let config = home.path().join("config.toml");
-    if untrusting && let Ok(text) = std::fs::read_to_string(&config) {
-        std::fs::write(&config, without_projects(&text))?;
-    }
+    let text = std::fs::read_to_string(&config).unwrap_or_default();
+    std::fs::write(&config, trusting_only(&text, trusted))?;
     Ok(Some(home))
 }
 
-/// `text` without its `[projects]` table (the trust Codex gives a project's own config).
-fn without_projects(text: &str) -> String {
-    match text.parse::<toml::Table>() {
-        Ok(mut doc) if doc.contains_key("projects") => {
-            doc.remove("projects");
-            doc.to_string()
-        }
-        _ => text.to_string(),
+/// `text` with its `[projects]` table (the trust Codex gives a project's own config) replaced
+/// by one that trusts `trusted` alone, or by none. A config that does not parse is kept as it
+/// is: Codex refuses it the same way it would unconfined.
+fn trusting_only(text: &str, trusted: Option<&Path>) -> String {
+    let Ok(mut doc) = text.parse::<toml::Table>() else { return text.to_string() };
+    doc.remove("projects");
+    if let Some(root) = trusted {
+        let mut entry = toml::Table::new();
+        entry.insert("trust_level".into(), toml::Value::String("trusted".into()));
+        let mut projects = toml::Table::new();
+        projects.insert(root.display().to_string(), toml::Value::Table(entry));
+        doc.insert("projects".into(), toml::Value::Table(projects));
     }
+    doc.to_string()
 }
 
 /// The `env_key` of every model provider in the user's Codex `config.toml` (the variable that
@@ -154,9 +159,13 @@ mod tests {
     }
 
     #[test]
-    fn the_private_codex_config_trusts_no_project() {
+    fn the_private_codex_config_trusts_no_project_or_only_the_one_opted_in() {
         let text = "model = \"m\"\n[projects.\"/repo\"]\ntrust_level = \"trusted\"\n";
-        let out = without_projects(text);
+        let out = trusting_only(text, None);
         assert!(!out.contains("projects") && out.contains("model"), "{out}");
+        let out: toml::Table = trusting_only(text, Some(Path::new("/work/r"))).parse().expect("toml");
+        let projects = out["projects"].as_table().expect("projects");
+        assert_eq!(projects.keys().collect::<Vec<_>>(), ["/work/r"]);
+        assert_eq!(projects["/work/r"]["trust_level"].as_str(), Some("trusted"));
     }
 }
