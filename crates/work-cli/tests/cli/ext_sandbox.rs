@@ -380,3 +380,123 @@ fn isolation_required_without_a_sandbox_is_refused_before_anything_runs_and_auto
     let v: Value = serde_json::from_slice(&here.stdout).expect("the report");
     assert_eq!(v["isolation"]["sandbox"], true, "{v}");
 }
+
+/// A write role's `.pth` file in the user's site-packages (Python runs it at every start, the
+/// checks' included) would patch the code under test from outside the repository: `$HOME` is
+/// read-only, so the write fails at once and the run never ends done. The twin fixes the code.
+#[test]
+fn a_pth_file_in_the_user_site_gets_erofs_and_the_twin_that_fixes_the_code_is_done() {
+    let s = repo();
+    let home = outside();
+    let liar = s.agent(
+        "pth.py",
+        &format!(
+            "{ATTEMPT}\nimport site\nd = site.getusersitepackages()\nattempt('pth', lambda: (os.makedirs(d, exist_ok=True), write(os.path.join(d, 'zz_fix.pth'), 'import os\\n')()))\nprint(json.dumps({{'status': 'done', 'summary': 'done'}}))"
+        ),
+    );
+    let run = |agent: &str, code: i32| {
+        let out = s
+            .work()
+            .env("HOME", home.path())
+            .args([
+                "--isolation",
+                "required",
+                "until",
+                "`sh check.sh` exits 0",
+                "--goal",
+                "make lib ready",
+                "--verify",
+                "sh check.sh",
+                "--max",
+                "2",
+                "--agent",
+                agent,
+                "--json",
+            ])
+            .output()
+            .expect("run work");
+        assert_eq!(out.status.code(), Some(code), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).expect("the report")
+    };
+    let v = run(&liar, 1);
+    assert_ne!(v["status"], "done", "{v}");
+    assert_eq!(attempts(&s)["pth"], "EROFS");
+    let site: Vec<_> = walk(home.path()).into_iter().filter(|p| p.extension().is_some_and(|e| e == "pth")).collect();
+    assert!(site.is_empty(), "a .pth file landed in the user's home: {site:?}");
+    let fixer = s.agent(
+        "fix.py",
+        "open('src/lib.rs', 'a').write('pub fn ready() {}\\n')\nprint(json.dumps({'status': 'done', 'summary': 'added ready'}))",
+    );
+    let v = run(&fixer, 0);
+    assert_eq!(v["status"], "done", "{v}");
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() { out.extend(walk(&p)) } else { out.push(p) }
+    }
+    out
+}
+
+/// A key granted to an agent (`[agents.NAME].env`) that the agent sends back encoded — base64,
+/// hex, reversed, URL-encoded — in its answer and on stderr: none of those forms, nor the key
+/// itself, reaches anything `work` writes or prints.
+#[test]
+fn a_granted_key_sent_back_encoded_is_redacted_everywhere() {
+    let s = repo();
+    let key = "tok-canary-0987654321/+x";
+    let leaker = s.agent(
+        "leak.py",
+        "import base64, urllib.parse\nk = os.environ['DEPLOY_TOKEN']\nforms = [base64.b64encode(k.encode()).decode(), base64.b64encode(('ab' + k).encode()).decode(), k.encode().hex(), k[::-1], urllib.parse.quote(k, safe='')]\nsys.stderr.write(' '.join(forms) + '\\n')\nprint(json.dumps({'angle': ctx['angle'], 'items': [{'id': 'x', 'title': ' '.join(forms), 'location': 'src/lib.rs:1', 'evidence': 'pub fn f() {}'}]}))",
+    );
+    let spec = format!("agents.leaker.spec={leaker:?}");
+    let out = s
+        .work()
+        .env("DEPLOY_TOKEN", key)
+        .args([
+            "--isolation",
+            "required",
+            "-c",
+            &spec,
+            "-c",
+            "agents.leaker.env=[\"DEPLOY_TOKEN\"]",
+            "exhaust",
+            "things",
+            "-k",
+            "2",
+            "--angles",
+            "a",
+            "--agent",
+            "leaker",
+            "--json",
+        ])
+        .output()
+        .expect("run work");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let master: Value = serde_json::from_slice(&out.stdout).expect("the master object");
+    let title = master["items"][0]["title"].as_str().unwrap_or_default().to_string();
+    assert_eq!(title.matches("[REDACTED]").count(), 5, "the agent sent the key back, each form redacted: {master}");
+    let printed = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let b64 = |t: &str| {
+        // The same encodings, computed here (no dependency): through python, once.
+        #[expect(clippy::disallowed_methods, reason = "the test computes the encodings it looks for")]
+        let o = std::process::Command::new("python3")
+            .args(["-c", "import base64,sys,urllib.parse;k=sys.argv[1];print(base64.b64encode(k.encode()).decode());print(base64.b64encode(('ab'+k).encode()).decode());print(k.encode().hex());print(k[::-1]);print(urllib.parse.quote(k,safe=''))", t])
+            .output()
+            .expect("python3");
+        String::from_utf8_lossy(&o.stdout).lines().map(str::to_string).collect::<Vec<_>>()
+    };
+    let mut forms = b64(key);
+    forms.push(key.to_string());
+    // The padded base64 form: its middle, away from the alignment bytes at either end.
+    forms[1] = forms[1][4..forms[1].len() - 4].to_string();
+    let mut written = printed;
+    for p in walk(&s.path(".work")) {
+        written.push_str(&String::from_utf8_lossy(&std::fs::read(&p).unwrap_or_default()));
+    }
+    for f in &forms {
+        assert!(!written.contains(f.as_str()), "the form {f:?} of the key was written or printed");
+    }
+}
