@@ -286,7 +286,8 @@ impl QueueAgent {
             .await
             .map_err(|e| format!("take the change against HEAD: {e}"))?
             .map_err(|e| format!("take the change against HEAD: {e}"))?;
-        Ok((RepoRef { id: self.shared.repository.id.clone(), head }, Some(change)))
+        let repository = &self.shared.repository;
+        Ok((RepoRef { id: repository.id.clone(), head, checkout: repository.checkout.clone() }, Some(change)))
     }
 
     /// Asks `base`. Within one coordinator every ask is a new message: a repeated ask is a

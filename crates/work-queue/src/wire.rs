@@ -35,14 +35,18 @@ pub fn notices_of(ns: &str) -> String {
     format!("work.answer.{ns}.>")
 }
 
-/// The repository a request was made in: the id (the root commit, the same in every clone)
-/// and the commit checked out.
+/// The repository a request was made in: the id (the root commit, the same in every clone),
+/// the commit checked out, and which checkout it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RepoRef {
     /// The repository id.
     pub id: String,
     /// The HEAD commit.
     pub head: String,
+    /// The checkout: its git directory and that directory's device and inode (one checkout,
+    /// one value; every clone its own). A worker refuses a request made in its own checkout.
+    #[serde(default)]
+    pub checkout: String,
 }
 
 /// One dispatch attempt on the queue.
@@ -289,7 +293,7 @@ mod tests {
 
     #[test]
     fn the_queue_id_names_the_dispatch_not_the_run() {
-        let repo = RepoRef { id: "r".into(), head: "h".into() };
+        let repo = RepoRef { id: "r".into(), head: "h".into(), checkout: "c".into() };
         let a = QueueRequest::new("ns", &repo, &request("p", "run-1", "d0001"), 1000, None);
         let b = QueueRequest::new("ns", &repo, &request("p", "run-2", "d0007"), 1000, None);
         assert_eq!(a.queue_id, b.queue_id, "a resumed run asks the same dispatch");
@@ -299,7 +303,7 @@ mod tests {
         assert_ne!(a.queue_id, d.queue_id, "another journal never shares answers");
         let e = QueueRequest::new(
             "ns",
-            &RepoRef { id: "r".into(), head: "h2".into() },
+            &RepoRef { id: "r".into(), head: "h2".into(), checkout: "c".into() },
             &request("p", "r", "d"),
             1000,
             None,
@@ -317,7 +321,7 @@ mod tests {
 
     #[test]
     fn the_worker_runs_the_brief_in_its_own_checkout() {
-        let repo = RepoRef { id: "r".into(), head: "h".into() };
+        let repo = RepoRef { id: "r".into(), head: "h".into(), checkout: "c".into() };
         let q = QueueRequest::new("ns", &repo, &request("p", "run-1", "d0001"), 1000, None);
         let d = q.to_dispatch("/worker");
         assert_eq!((d.cwd.as_str(), d.prompt.as_str(), d.dispatch_id.as_str()), ("/worker", "p", "d0001"));

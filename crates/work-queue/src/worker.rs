@@ -216,6 +216,13 @@ impl Worker {
         if here.id != q.repository.id {
             return Some(format!("it has repository {}, not {}", here.id, q.repository.id));
         }
+        if !q.repository.checkout.is_empty() && here.checkout == q.repository.checkout {
+            return Some(
+                "it runs in the coordinator's own checkout (its state and scratch trees would change the tree the \
+                 coordinator judges): start the worker in a clone (`git clone`)"
+                    .into(),
+            );
+        }
         // A request with a change runs in a scratch worktree at its commit: the checkout's own
         // HEAD does not matter.
         if q.change.is_none() && here.head != q.repository.head {

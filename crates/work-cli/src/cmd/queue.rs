@@ -15,7 +15,17 @@ use work_runtime::dispatch::Agent;
 pub fn repo_ref(root: &Path) -> Result<RepoRef, String> {
     let git = work_git::Git::new(root);
     let head = git.head_sha().ok_or("it has no commit checked out (HEAD)")?;
-    Ok(RepoRef { id: repo_id(root, &head)?, head })
+    Ok(RepoRef { id: repo_id(root, &head)?, head, checkout: checkout_id(root)? })
+}
+
+/// Which checkout `root` is: its git directory, and that directory's device and inode (a
+/// clone elsewhere, or the same path on another machine, differs).
+pub fn checkout_id(root: &Path) -> Result<String, String> {
+    let git = work_git::Git::new(root);
+    let dir = git.run(&["rev-parse", "--absolute-git-dir"]).map_err(|e| e.to_string())?;
+    let dir = dir.trim();
+    let meta = std::fs::metadata(dir).map_err(|e| format!("read {dir}: {e}"))?;
+    Ok(format!("{dir}@{}:{}", std::os::unix::fs::MetadataExt::dev(&meta), std::os::unix::fs::MetadataExt::ino(&meta)))
 }
 
 /// The repository id of commit `head` in `root`: its oldest root commit.

@@ -148,7 +148,11 @@ impl Backends for Local {
         if let Some(r) = known.as_ref().filter(|r| r.head == head) {
             return Ok(r.clone());
         }
-        let r = RepoRef { id: crate::cmd::queue::repo_id(&self.ctx.root, &head)?, head };
+        let r = RepoRef {
+            id: crate::cmd::queue::repo_id(&self.ctx.root, &head)?,
+            head,
+            checkout: crate::cmd::queue::checkout_id(&self.ctx.root)?,
+        };
         *known = Some(r.clone());
         Ok(r)
     }

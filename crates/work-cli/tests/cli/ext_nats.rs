@@ -491,6 +491,45 @@ fn ext_nats_a_worker_refuses_another_commit_and_write_roles_until_allowed() {
     assert!(status.1.contains("behind") && status.1.contains("refused"), "{status:?} {gaps}");
 }
 
+/// A worker started in the coordinator's own checkout would run its finders (and keep its
+/// state and scratch trees) in the tree the coordinator judges: it refuses every request,
+/// saying to use a clone; a worker in a clone serves the same run (the twin).
+#[test]
+fn ext_nats_a_worker_in_the_coordinator_s_checkout_refuses_and_one_in_a_clone_serves() {
+    nats_server();
+    let cluster = Cluster::start(1);
+    let (s, agent, state) = scenario();
+    let logs = tempfile::tempdir().expect("logs");
+    let url = cluster.url();
+    let args =
+        ["worker", "--queue", &url, "--agent", &agent, "--name", "inside", "--ack-wait", "1", "--max-deliver", "2"];
+    let inside = spawn_work(s.root(), &args, &logs.path().join("inside.log"), state.path());
+    let run = |topic: &str, code: i32| {
+        s.run_json(
+            &[
+                "-c", TIMEOUT, "exhaust", topic, "-k", "2", "--angles", "a001", "--agent", &agent, "--queue", &url,
+                "--json",
+            ],
+            code,
+        )
+    };
+    let master = run("transitions", 1);
+    assert_eq!(master["rounds"][0]["failedFinders"], 1, "{master}");
+    assert!(!state.path().join("calls-a001").exists(), "the finder never ran in the coordinator's tree");
+    let status = s.run(&["worker", "status", "--json"]);
+    assert!(status.1.contains("inside") && status.1.contains("coordinator's own checkout"), "{status:?}");
+    drop(inside);
+
+    let clones = tempfile::tempdir().expect("clones");
+    let dir = clones.path().join("w");
+    s.git(&["clone", "-q", &s.root().display().to_string(), &dir.display().to_string()]);
+    let args =
+        ["worker", "--queue", &url, "--agent", &agent, "--name", "clone", "--ack-wait", "1", "--max-deliver", "2"];
+    let _clone = spawn_work(&dir, &args, &logs.path().join("clone.log"), state.path());
+    let master = run("transitions in a clone", 0);
+    assert_eq!(master["seen"].as_array().map(Vec::len), Some(1), "{master}");
+}
+
 #[test]
 fn ext_nats_a_bad_queue_is_one_line_and_exit_2_before_any_dispatch() {
     nats_server();
