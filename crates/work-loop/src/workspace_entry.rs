@@ -218,3 +218,42 @@ pub(crate) fn document_parent(text: &str) -> Option<String> {
         .find_map(|n| preamble_field(text, n))
         .filter(|v| !v.is_empty() && !v.eq_ignore_ascii_case("none"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source(text: &str) -> Result<Provenance, String> {
+        let v: toml::Table = toml::from_str(&format!("source = {text}")).expect("toml");
+        parse_source(&v["source"])
+    }
+
+    #[test]
+    fn a_provenance_record_is_validated_as_the_scripts_do() {
+        assert_eq!(source(r#"{ mode = "repo-origin" }"#), Ok(Provenance { is_record: true, parent: None }));
+        assert!(source(r#"{ mode = "tracker-origin", ref = "x://1", revision = "r" }"#).is_ok());
+        assert_eq!(source(r#""intake/2026""#), Ok(Provenance::default()));
+        for bad in [
+            r#"{ mode = "hearsay" }"#,
+            r#"{ mode = "tracker-origin", ref = "x://1" }"#,
+            r#"{ mode = "repo-origin", who = "me" }"#,
+            r#"{ mode = "repo-origin", parent = "../out.md" }"#,
+            r#"{ mode = "repo-origin", tracker_profile = { id = "j" } }"#,
+            r#"{ mode = "repo-origin", ref = "" }"#,
+            r#""""#,
+            "3",
+        ] {
+            assert!(source(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_status_is_the_preamble_line_only() {
+        let doc = "# D\n\n```\n- **Status:** Approved\n```\n- **Status:** Draft <!-- Draft | Approved -->\n\n## S\n- **Status:** Approved\n";
+        assert_eq!(document_status("design", doc).as_deref(), Some("Draft"));
+        assert_eq!(document_status("design", "- **Status:** Draft → Approved\n").as_deref(), Some("Approved"));
+        assert_eq!(document_status("design", "## S\n- **Status:** Approved\n"), None);
+        assert_eq!(document_parent("- **Brief:** none\n"), None);
+        assert_eq!(document_parent("- **Brief:** docs/b.md\n").as_deref(), Some("docs/b.md"));
+    }
+}
