@@ -28,5 +28,6 @@ pub mod schedule;
 pub mod table;
 pub mod touches;
 pub mod workspace;
+mod workspace_entry;
 
 pub use common::{LoopError, LoopResult, Outcome, SpecDir};

@@ -6,17 +6,21 @@
 //! the real files, and only evaluations without a finding are `canonical.ready` (queue) or
 //! `canonical.active` (active). Entries are a slug (`foo` ⇒ `docs/specs/foo`), a spec path
 //! (`docs/specs/foo/` or `docs/specs/foo/spec.md`), or a table
-//! `{ slug = "foo", spec = "docs/specs/foo", depends_on = ["bar"], source = "intake/…" }`.
+//! `{ slug = "foo", spec = "docs/specs/foo", depends_on = ["bar"], source = "intake/…" }`, or the
+//! work-loop scripts' target entry `{ path, kind, source, summary, needs }` ([`crate::workspace_entry`]).
 //!
 //! Finding codes (stable): `unsafe_path`, `shaping_item`, `missing_spec`, `missing_plan`,
 //! `unapproved_spec`, `stale_queue`, `archived_spec`, `unknown_dependency`,
-//! `unsatisfied_dependency` (a hard dependency not Shipped), `invalid_provenance`,
+//! `unsatisfied_dependency` (a hard dependency not Shipped, a needed document not done),
+//! `invalid_provenance`, `provenance_mismatch`, `impossible_transition` (a Shipped spec in
+//! `[work].active`),
 //! `duplicate_membership`, `invalid_entry`, and `unregistered_work` (an Approved or
 //! Implementing spec no entry names, or a `--spec` with no evaluation). Other array keys of
 //! `[work]` are `legacy_memberships`: shown, never dispatched.
 
 use crate::common::{LoopError, LoopResult, Outcome, confine, read_status};
 use crate::lint::{read_workspace, spec_dirs};
+use crate::workspace_entry::{Need, Provenance, document_parent, need_finding, parse_needs, parse_source};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -61,11 +65,15 @@ pub struct Evaluation {
     pub findings: Vec<Finding>,
 }
 
+#[derive(Default)]
 struct Entry {
     slug: String,
     path: String,
     depends_on: Vec<String>,
-    provenance_bad: bool,
+    /// The governed documents it needs (the scripts' `needs`).
+    needs: Vec<Need>,
+    /// `source`: absent, valid (its parent), or what is wrong with it.
+    provenance: Option<Result<Provenance, String>>,
     bad_entry: Option<String>,
 }
 
@@ -80,9 +88,15 @@ fn next_action(code: &str, slug: &str, path: &str) -> String {
         "unapproved_spec" => format!("the spec approver writes Status: Approved in {path}/spec.md"),
         "stale_queue" => "move the entry from [work].queue to [work].active, or remove it when shipped".into(),
         "archived_spec" => "remove the archived spec from [work].active".into(),
-        "unknown_dependency" => "fix depends_on: name an existing spec".into(),
-        "unsatisfied_dependency" => "ship the dependency first (Status: Shipped)".into(),
-        "invalid_provenance" => "give the entry a non-empty `source`".into(),
+        "impossible_transition" => "move the shipped entry from [work].active to [work].shipped".into(),
+        "unknown_dependency" => "fix `depends_on` / `needs`: name an existing document".into(),
+        "invalid_provenance" => {
+            "give the entry a valid `source`: `{ mode = \"repo-origin\" }`, a tracker-origin source with `ref` and `revision`, or a non-empty string".into()
+        }
+        "provenance_mismatch" => format!(
+            "make the entry's `source.parent` and the `Brief:` (or `Parent:`) line of {path}/spec.md name the same document"
+        ),
+        "unsatisfied_dependency" => "finish the needed document first (its terminal Status)".into(),
         "duplicate_membership" => "keep the entry in only one of [work].queue and [work].active".into(),
         "invalid_entry" => "write the entry as a slug, a spec path or a table with `slug`/`spec`".into(),
         "unregistered_work" => format!("register {path} in workspace.toml [work].queue or [work].active"),
@@ -108,7 +122,7 @@ fn parse_entry(v: &toml::Value) -> Entry {
     match v {
         toml::Value::String(s) => {
             let (slug, path) = from_path(s);
-            Entry { slug, path, depends_on: Vec::new(), provenance_bad: false, bad_entry: None }
+            Entry { slug, path, ..Entry::default() }
         }
         toml::Value::Table(t) => {
             let spec = t.get("spec").or_else(|| t.get("path")).and_then(toml::Value::as_str);
@@ -118,34 +132,31 @@ fn parse_entry(v: &toml::Value) -> Entry {
                 (None, Some(p)) => from_path(p),
                 (Some(s), None) => from_path(s),
                 (None, None) => {
-                    return Entry {
-                        slug: String::new(),
-                        path: String::new(),
-                        depends_on: Vec::new(),
-                        provenance_bad: false,
-                        bad_entry: Some("a table without `slug` or `spec`".into()),
-                    };
+                    return Entry { bad_entry: Some("a table without `slug` or `spec`".into()), ..Entry::default() };
                 }
             };
-            let depends_on = t
+            let mut e = Entry { slug, path, ..Entry::default() };
+            e.depends_on = t
                 .get("depends_on")
                 .or_else(|| t.get("requires"))
                 .and_then(toml::Value::as_array)
                 .map(|a| a.iter().filter_map(toml::Value::as_str).map(str::to_string).collect())
                 .unwrap_or_default();
-            let provenance_bad = ["source", "provenance"]
-                .iter()
-                .filter_map(|k| t.get(*k))
-                .any(|v| v.as_str().is_none_or(|s| s.trim().is_empty()));
-            Entry { slug, path, depends_on, provenance_bad, bad_entry: None }
+            e.provenance = t.get("source").or_else(|| t.get("provenance")).map(parse_source);
+            match t.get("kind").map(|k| k.as_str()) {
+                None | Some(Some("spec")) => {}
+                Some(k) => {
+                    e.bad_entry = Some(format!("an entry of kind `{}`: only specs are work", k.unwrap_or("?")));
+                }
+            }
+            match t.get("needs").map(parse_needs) {
+                None => {}
+                Some(Ok(n)) => e.needs = n,
+                Some(Err(why)) => e.bad_entry = Some(format!("an entry that cannot be read: {why}")),
+            }
+            e
         }
-        other => Entry {
-            slug: String::new(),
-            path: String::new(),
-            depends_on: Vec::new(),
-            provenance_bad: false,
-            bad_entry: Some(format!("a {} entry", other.type_str())),
-        },
+        other => Entry { bad_entry: Some(format!("a {} entry", other.type_str())), ..Entry::default() },
     }
 }
 
@@ -385,7 +396,13 @@ fn evaluate(
     }
     let status = e.spec_status.clone().unwrap_or_else(|| "missing".into());
     match (membership, status.as_str()) {
-        ("queue", "Approved") | ("active", "Approved" | "Implementing" | "Shipped") => {}
+        ("queue", "Approved") | ("active", "Approved" | "Implementing") => {}
+        ("active", "Shipped") => e.findings.push(finding(
+            "impossible_transition",
+            slug,
+            path,
+            format!("{path} is in [work].active but its spec is Shipped"),
+        )),
         (_, "Archived") if membership == "active" => {
             e.findings.push(finding("archived_spec", slug, path, format!("{path}/spec.md is Archived")))
         }
@@ -422,13 +439,26 @@ fn evaluate(
             )),
         }
     }
-    if entry.provenance_bad {
-        e.findings.push(finding(
-            "invalid_provenance",
-            slug,
-            path,
-            "the entry's `source` is empty or not a string".into(),
-        ));
+    for need in &entry.needs {
+        if let Some((code, why)) = need_finding(repo_root, need) {
+            e.findings.push(finding(code, slug, path, why));
+        }
+    }
+    match &entry.provenance {
+        Some(Err(why)) => e.findings.push(finding("invalid_provenance", slug, path, format!("the entry's {why}"))),
+        Some(Ok(p)) if p.is_record => {
+            let spec_parent = spec.as_deref().and_then(document_parent);
+            if spec_parent != p.parent {
+                let show = |v: &Option<String>| v.as_deref().map(|s| format!("`{s}`")).unwrap_or_else(|| "none".into());
+                e.findings.push(finding(
+                    "provenance_mismatch",
+                    slug,
+                    path,
+                    format!("source.parent is {} but {path}/spec.md names {}", show(&p.parent), show(&spec_parent)),
+                ));
+            }
+        }
+        _ => {}
     }
     e
 }

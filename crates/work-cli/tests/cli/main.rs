@@ -47,6 +47,7 @@ mod loop_conformance_fence;
 mod loop_conformance_lock;
 mod loop_conformance_refs;
 mod loop_conformance_voice;
+mod loop_conformance_workspace;
 mod loop_run;
 mod mcp;
 mod mcp_client;
