@@ -138,11 +138,10 @@ fn parse_entry(v: &toml::Value) -> Entry {
             let mut e = Entry { slug, path, ..Entry::default() };
             e.depends_on = t
                 .get("depends_on")
-                .or_else(|| t.get("requires"))
                 .and_then(toml::Value::as_array)
                 .map(|a| a.iter().filter_map(toml::Value::as_str).map(str::to_string).collect())
                 .unwrap_or_default();
-            e.provenance = t.get("source").or_else(|| t.get("provenance")).map(parse_source);
+            e.provenance = t.get("source").map(parse_source);
             match t.get("kind").map(|k| k.as_str()) {
                 None | Some(Some("spec")) => {}
                 Some(k) => {
