@@ -42,6 +42,10 @@ pub struct Finding {
     pub next_action: String,
 }
 
+/// The keys of a table entry: this project's form (`slug`, `spec`, `depends_on`, `source`) and
+/// the work-loop scripts' target entry (`path`, `kind`, `source`, `summary`, `needs`).
+const ENTRY_KEYS: [&str; 8] = ["slug", "spec", "depends_on", "source", "path", "kind", "summary", "needs"];
+
 /// The evaluation of one registered entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Evaluation {
@@ -136,6 +140,11 @@ fn parse_entry(v: &toml::Value) -> Entry {
                 }
             };
             let mut e = Entry { slug, path, ..Entry::default() };
+            if let Some(k) = t.keys().find(|k| !ENTRY_KEYS.contains(&k.as_str())) {
+                e.bad_entry =
+                    Some(format!("an entry with an unknown key `{k}`{}", work_runtime::suggest::hint(k, &ENTRY_KEYS)));
+                return e;
+            }
             e.depends_on = t
                 .get("depends_on")
                 .and_then(toml::Value::as_array)
@@ -460,4 +469,23 @@ fn evaluate(
         _ => {}
     }
     e
+}
+
+#[cfg(test)]
+mod entry_key_tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_key_of_a_table_entry_is_refused_with_the_nearest_name() {
+        let v: toml::Value = toml::from_str("e = { slug = \"a\", requires = [\"b\"] }").expect("toml");
+        let e = parse_entry(&v["e"]);
+        let why = e.bad_entry.expect("refused");
+        assert!(
+            why.contains("unknown key `requires`") && why.contains("valid:") || why.contains("did you mean"),
+            "{why}"
+        );
+        let v: toml::Value = toml::from_str("e = { slug = \"a\", depends_on = [\"b\"] }").expect("toml");
+        let e = parse_entry(&v["e"]);
+        assert!(e.bad_entry.is_none() && e.depends_on == ["b"], "{:?}", e.bad_entry);
+    }
 }
