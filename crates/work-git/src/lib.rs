@@ -6,6 +6,7 @@
 pub mod byproducts;
 pub mod change;
 pub mod evidence;
+pub mod head;
 pub mod integrity;
 pub mod locate;
 pub mod looked;

@@ -188,20 +188,18 @@ pub async fn run_task(env: &Env, iter: &str, task: &TaskSpec, start: Option<Opti
     out
 }
 
-/// BLOCKED `head-moved` when HEAD is no longer the preflight's HEAD (the pipeline never
-/// commits; a moved HEAD hides committed work from the reviewers' `git diff HEAD`, the
-/// fingerprints, the snapshot guard and end-verify). The findings list the new commits.
+/// BLOCKED `head-moved` when HEAD moved in a way no honest commit moves it (reset below the
+/// run's base, the base rewritten, another branch checked out; see `work_git::head`). An
+/// implementer's commits on top of the base are its change: the reviewers, fingerprints,
+/// snapshot guard and end-verify measure from the base, so they see it. The finding names
+/// the breach.
 pub fn head_guard(env: &Env, task_id: &str, during: &str) -> Result<(), Stop> {
     match env.head_moved() {
         None => Ok(()),
         Some(m) => Err(Stop::Blocked {
             kind: "head-moved",
-            reason: format!(
-                "task {task_id}: {} during {during}; the pipeline never commits, and committed work escapes the reviewers and end-verify — undo the commit(s) (e.g. `git reset --soft {}`) and run again",
-                m.describe(),
-                m.from.as_deref().unwrap_or("<preflight HEAD>")
-            ),
-            findings: m.new_commits.iter().cloned().map(Value::String).collect(),
+            reason: format!("task {task_id}: during {during}, {}", m.describe()),
+            findings: vec![Value::String(m.breach.as_str().into())],
         }),
     }
 }
@@ -598,7 +596,11 @@ async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome, st
 /// in every snapshot, so no reviewer or tester would read them. Fails closed.
 fn nested_repositories(env: &Env, text: &str) -> Option<String> {
     let none: [&str; 0] = [];
-    let changed: Vec<String> = match env.tree.git().tree_state(work_git::Base::Status, &none) {
+    let against = match env.base_head.as_deref() {
+        Some(b) => work_git::Base::Commit(b),
+        None => work_git::Base::Empty,
+    };
+    let changed: Vec<String> = match env.tree.git().tree_state(against, &none) {
         Ok(st) => st.paths.into_keys().collect(),
         Err(e) => return Some(format!("the tree could not be read for nested repositories: {e}")),
     };

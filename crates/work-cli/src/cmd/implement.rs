@@ -467,16 +467,16 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
     {
         let record = work_implement::progress::read(&ctx.state_dir, i)
             .map_err(|e| CliError::bad(format!("read the progress of iteration `{i}`: {e}")))?;
-        // An unfinished iteration continues from the HEAD it started at: a commit made since
-        // (the pipeline never commits) must not turn the rerun into a fresh start whose checks
-        // are frozen from that commit.
+        // An unfinished iteration continues from the HEAD it started at (its base): a commit
+        // made since must not turn the rerun into a fresh start whose checks are frozen from
+        // that commit.
         if let Some(p) = record.filter(|p| !p.finished)
             && p.head != pf.head_sha
         {
             let short =
                 |h: &Option<String>| h.as_deref().map_or("(none)".to_string(), |h| h.chars().take(12).collect());
             return Err(CliError::bad(format!(
-                "continue iteration `{i}`: it started at HEAD {} and HEAD is now {} (a commit made during the run; the pipeline never commits): reset to {} to continue it, or start a new iteration with another --iter-id",
+                "continue iteration `{i}`: it started at HEAD {} and HEAD is now {}: `git reset --soft {}` (keeps the work, uncommitted) to continue it, or start a new iteration with another --iter-id",
                 short(&p.head),
                 short(&pf.head_sha),
                 short(&p.head)

@@ -20,6 +20,7 @@ mod ext_sandbox;
 mod ext_workflows;
 mod fs_safety;
 mod harness;
+mod head_rule;
 mod help;
 mod history;
 mod http_tools;
