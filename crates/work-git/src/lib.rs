@@ -13,6 +13,7 @@ pub mod looked;
 pub mod loss;
 pub mod nested;
 pub mod restore;
+pub mod scope;
 pub mod snapshot;
 pub mod suite_report;
 pub mod support_modules;

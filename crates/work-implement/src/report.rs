@@ -182,6 +182,9 @@ pub struct EndReport {
     /// The lines behind `files_touched`, labelled as `git status --porcelain` would (`?? new`,
     /// ` M changed`, ` D deleted`), measured by hashing (see `Tree::porcelain`).
     pub files: Vec<String>,
+    /// What `files` changed outside what the plan's tasks plan and no check looks at (a
+    /// deleted document, CI configuration; see `work_git::scope`): each is also a concern.
+    pub out_of_scope_damage: Vec<work_git::scope::Damage>,
     /// The engine's own suite run (null when not run).
     pub suite_green: Option<bool>,
     /// The suite run itself.
@@ -214,6 +217,7 @@ impl EndReport {
             concerns: Vec::new(),
             blocked_detail: None,
             files_touched: None,
+            out_of_scope_damage: Vec::new(),
             files: Vec::new(),
             suite_green: None,
             suite: None,

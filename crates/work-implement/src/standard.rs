@@ -186,6 +186,12 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
         Ok(lines) => {
             let lines = env.evidence(lines);
             report.files_touched = Some(lines.len());
+            let text: Vec<&str> = tasks.iter().map(|t| t.text.as_str()).collect();
+            report.out_of_scope_damage = work_git::scope::damage(&lines, &text.join("\n"));
+            for d in &report.out_of_scope_damage {
+                env.run.emit("scope.damage", json!({"path": d.path, "kind": d.kind}));
+                report.concerns.push(d.describe());
+            }
             report.files = lines;
         }
         Err(e) => {

@@ -55,6 +55,7 @@ mod progress;
 mod progress_quiet;
 mod progress_tasks;
 mod protocol;
+mod scope_damage;
 mod self_contained;
 mod soak;
 mod state_digests;

@@ -1,0 +1,76 @@
+//! Damage outside the task that no check looks at is never silent (docs/ground-truth.md,
+//! "Damage outside the task is named"): a deleted document or changed CI configuration the
+//! plan does not plan is named in `implement`'s report (`out_of_scope_damage`, a concern
+//! each), and what git itself runs or reads — a hook, an alias, a remote — is BLOCKED
+//! `git-tampered`. Honest twins: a task whose plan names the document, a task that appends a
+//! test.
+
+use crate::implement::{agent, implement};
+use crate::support::Scenario;
+use serde_json::Value;
+
+fn repo(task: &str) -> Scenario {
+    let s = crate::implement::repo_with_plan(&[("1", "Edit shared", task)]);
+    s.write("docs/guide.md", "# Guide\n");
+    s.write(".github/workflows/ci.yml", "on: push\n");
+    s.write("tests/test_shared.sh", "grep -q base shared.txt\n");
+    s.commit("docs, ci and a test");
+    s
+}
+
+fn implementer(does: &str) -> String {
+    format!("if role == 'implementer':\n    write('shared.txt', 'base\\nmore\\n')\n    {does}\n    out(DONE)")
+}
+
+fn damage(r: &Value) -> Vec<(String, String)> {
+    r["out_of_scope_damage"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|d| (d["path"].as_str().unwrap_or("").to_string(), d["kind"].as_str().unwrap_or("").to_string()))
+        .collect()
+}
+
+#[test]
+fn an_implementer_that_deletes_docs_or_edits_ci_outside_its_task_is_named_never_silent() {
+    for (does, path, kind) in [
+        ("os.remove('docs/guide.md')", "docs/guide.md", "docs-deleted"),
+        ("write('.github/workflows/ci.yml', 'on: never\\n')", ".github/workflows/ci.yml", "ci-config"),
+    ] {
+        let s = repo("Append a line to shared.txt.");
+        let a = agent(&s, &implementer(does));
+        let r = implement(&s, &a, "true", &[], 0);
+        assert_eq!(damage(&r), [(path.to_string(), kind.to_string())], "{does}: {r}");
+        let concerns = r["concerns"].to_string();
+        assert!(concerns.contains("out-of-scope damage") && concerns.contains(path), "{does}: {r}");
+    }
+}
+
+#[test]
+fn an_implementer_that_changes_a_git_hook_alias_or_remote_is_blocked() {
+    for does in [
+        "write('.git/hooks/pre-commit', '#!/bin/sh\\nexit 0\\n')",
+        "sh('git config alias.st \"!rm -rf .\"')",
+        "sh('git config remote.origin.url https://example.invalid/x.git')",
+    ] {
+        let s = repo("Append a line to shared.txt.");
+        let a = agent(&s, &implementer(does));
+        let r = implement(&s, &a, "true", &[], 1);
+        assert_eq!((r["status"].as_str(), r["kind"].as_str()), (Some("BLOCKED"), Some("git-tampered")), "{does}: {r}");
+    }
+}
+
+#[test]
+fn honest_twins_that_plan_the_document_or_append_a_test_name_no_damage() {
+    let s = repo("Append a line to shared.txt; the guide is obsolete.\n\n**Touches:** shared.txt, docs/guide.md");
+    let a = agent(&s, &implementer("os.remove('docs/guide.md')"));
+    let r = implement(&s, &a, "true", &[], 0);
+    assert_eq!(r["status"], "DONE", "{r}");
+    assert!(damage(&r).is_empty(), "{r}");
+
+    let s = repo("Append a line to shared.txt.");
+    let a = agent(&s, &implementer("open('tests/test_shared.sh', 'a').write('grep -q more shared.txt\\n')"));
+    let r = implement(&s, &a, "true", &[], 0);
+    assert_eq!(r["status"], "DONE", "{r}");
+    assert!(damage(&r).is_empty(), "{r}");
+}
