@@ -87,6 +87,23 @@ fn planned(path: &str, text: &str, touches: &[String]) -> bool {
     false
 }
 
+/// The paths of `changed` that `text` does not plan and that are not tests (a path with a
+/// `test`, `tests`, `spec` or `__tests__` directory, or a file named `test_*`, `*_test.*`,
+/// `*.test.*` or `*_spec.*`): what a task touched outside its text.
+pub fn unplanned(changed: &[String], text: &str) -> Vec<String> {
+    let touches = touches(text);
+    changed.iter().filter(|p| !is_test(p) && !planned(p, text, &touches)).cloned().collect()
+}
+
+fn is_test(path: &str) -> bool {
+    let (dirs, file) = path.rsplit_once('/').unwrap_or(("", path));
+    dirs.split('/').any(|d| matches!(d, "test" | "tests" | "spec" | "__tests__"))
+        || file.starts_with("test_")
+        || file.contains("_test.")
+        || file.contains(".test.")
+        || file.contains("_spec.")
+}
+
 /// Whether `text` names the directory `dir` (ending in `/`) as a word of its own: `docs/`
 /// followed by no more path (`docs/other.md` names a file, not the directory).
 fn names_dir(text: &str, dir: &str) -> bool {
@@ -153,5 +170,11 @@ mod tests {
         assert!(damage(&changes, "Rewrite everything under `docs/`; `.github/` too.").is_empty());
         assert!(damage(&changes, "**Touches:** docs/*.md, .github/**").is_empty());
         assert_eq!(damage(&changes, "**Touches:** docs/other.md").len(), 2);
+    }
+
+    #[test]
+    fn a_change_outside_the_text_is_unplanned_unless_it_is_a_test() {
+        let changed = lines(&["src/a.rs", "src/b.rs", "tests/a_test.rs", "docs/x.md"]);
+        assert_eq!(unplanned(&changed, "Fix src/a.rs.\n\n**Touches:** docs/*.md"), ["src/b.rs"]);
     }
 }

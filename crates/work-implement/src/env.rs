@@ -41,6 +41,9 @@ pub struct Settings {
     /// Repository-relative paths left out of every tree measurement (the preflight's
     /// `excluded_paths`: an uncommitted plan file).
     pub exclude: Vec<String>,
+    /// `--scope strict`: a task whose change touches what its text does not plan is BLOCKED
+    /// `out-of-scope` before its reviews (default: named to the reviewers and in the report).
+    pub scope_strict: bool,
 }
 
 impl Default for Settings {
@@ -54,6 +57,7 @@ impl Default for Settings {
             concurrency: 4,
             batch_ceiling_bytes: 20_000,
             exclude: Vec::new(),
+            scope_strict: false,
         }
     }
 }

@@ -88,6 +88,11 @@ pub struct TaskOutcome {
     pub e2e_result: Option<Value>,
     /// Dispatches and tokens spent on this task.
     pub spent: Counter,
+    /// What the task's change touched outside what its text plans (`work_git::scope::unplanned`:
+    /// not named, not under a named directory, no `Touches:` glob, not a test), as its last
+    /// review saw it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub out_of_scope: Vec<String>,
 }
 
 impl TaskOutcome {
@@ -110,6 +115,7 @@ impl TaskOutcome {
             e2e: false,
             e2e_result: None,
             spent: Counter::default(),
+            out_of_scope: Vec::new(),
         }
     }
 

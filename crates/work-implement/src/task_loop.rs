@@ -204,6 +204,48 @@ pub fn head_guard(env: &Env, task_id: &str, during: &str) -> Result<(), Stop> {
     }
 }
 
+/// What the task's change touches outside what its text plans (`work_git::scope::unplanned`),
+/// kept in the outcome and named in the journal (`scope.unplanned`); with `--scope strict`,
+/// BLOCKED `out-of-scope` before any reviewer reads the change.
+fn out_of_scope(env: &Env, task: &TaskSpec, out: &mut TaskOutcome, names: &[String]) -> Result<Vec<String>, Stop> {
+    let outside = work_git::scope::unplanned(names, &task.text);
+    if !outside.is_empty() && outside != out.out_of_scope {
+        env.run.emit("scope.unplanned", json!({"task_id": task.id, "paths": outside}));
+    }
+    out.out_of_scope = outside.clone();
+    if env.settings.scope_strict && !outside.is_empty() {
+        return Err(Stop::Blocked {
+            kind: "out-of-scope",
+            reason: format!(
+                "task {}: the change touches what the task's text does not plan ({}); with --scope strict a task changes only the files its text names, the directories it names with a trailing `/`, its `Touches:` globs and tests",
+                task.id,
+                outside.join(", ")
+            ),
+            findings: outside.iter().cloned().map(Value::String).collect(),
+        });
+    }
+    Ok(outside)
+}
+
+/// A reviewer's context with the task's out-of-scope paths (`out_of_scope`), when it has any.
+fn scoped(mut ctx: Value, outside: &[String]) -> Value {
+    if let (false, Value::Object(o)) = (outside.is_empty(), &mut ctx) {
+        o.insert("out_of_scope".into(), json!(outside));
+    }
+    ctx
+}
+
+/// A reviewer's prompt with the out-of-scope paths named, when there are any.
+fn scoped_prompt(prompt: String, outside: &[String]) -> String {
+    if outside.is_empty() {
+        return prompt;
+    }
+    format!(
+        "{prompt}\n\nOut of scope: the change touches these paths, which the task's text does not plan (not named, no `Touches:` glob, not tests): {}. Judge whether each belongs to the task; an unrelated change is an issue.",
+        outside.join(", ")
+    )
+}
+
 fn context(task: &TaskSpec, iter: &str, phase: &str, round: u32) -> Value {
     json!({"task_id": task.id, "iter_id": iter, "phase": phase, "round": round, "task_title": task.title})
 }
@@ -266,13 +308,14 @@ async fn spec_gate(
     let max = env.settings.max_repairs;
     loop {
         let (d, briefs) = review_diff(env, task, start)?;
+        let outside = out_of_scope(env, task, out, &d.names)?;
         let fp = d.tree.clone();
         out.reviews += 1;
         let make = |diff: &str| Review {
             role: "spec-reviewer",
-            prompt: prompts::spec_review(&task.id, &task.text, &st.summary, diff),
+            prompt: scoped_prompt(prompts::spec_review(&task.id, &task.text, &st.summary, diff), &outside),
             schema: prompts::spec_schema(),
-            context: context(task, iter, "spec-review", st.repairs),
+            context: scoped(context(task, iter, "spec-review", st.repairs), &outside),
             fold: answers::spec,
             clean: |r| r["status"].as_str() == Some("compliant"),
         };
@@ -494,14 +537,15 @@ async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome, st
     let mut repairs = 0u32;
     loop {
         let (d, briefs) = review_diff(env, task, start)?;
+        let outside = out_of_scope(env, task, out, &d.names)?;
         seen.insert(d.tree.clone());
         out.fingerprints = seen.len();
         out.reviews += 1;
         let make = |diff: &str| Review {
             role: "quality-reviewer",
-            prompt: prompts::quality_review(&task.id, diff),
+            prompt: scoped_prompt(prompts::quality_review(&task.id, diff), &outside),
             schema: prompts::quality_schema(),
-            context: context(task, iter, "quality-review", repairs),
+            context: scoped(context(task, iter, "quality-review", repairs), &outside),
             fold: answers::quality,
             clean: |r| r["verdict"].as_str() == Some("approved"),
         };

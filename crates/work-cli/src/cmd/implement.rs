@@ -50,9 +50,22 @@ pub struct ImplementArgs {
     /// Repair dispatches allowed per review loop.
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub max_repairs: u32,
+    /// What a task may touch outside what its text plans: `named` (default: each such path is
+    /// named to the reviewers and in the report) or `strict` (BLOCKED `out-of-scope`).
+    #[arg(long, value_enum, value_name = "MODE", default_value = "named")]
+    pub scope: ScopeMode,
     /// The carrier, test command, agent, budget and output flags both commands share.
     #[command(flatten)]
     pub run: RunFlags,
+}
+
+/// `--scope`: what a task may touch outside what its text plans (`work_git::scope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ScopeMode {
+    /// Named to the reviewers (`out_of_scope` in their context) and in the report.
+    Named,
+    /// BLOCKED `out-of-scope` before the task's reviews.
+    Strict,
 }
 
 /// The flags `work implement` and `work edit` share.
@@ -496,6 +509,7 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
     let iter_id = c.iter_id.clone().unwrap_or_default();
     let mut set = settings(&ctx, test_cmd, a.max_repairs);
     set.red_test_cmd = a.red_test_cmd.clone();
+    set.scope_strict = a.scope == ScopeMode::Strict;
     set.exclude = pf.excluded_paths.clone();
     match c.mode {
         Mode::Mini => {

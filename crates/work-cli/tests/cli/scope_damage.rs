@@ -74,3 +74,59 @@ fn honest_twins_that_plan_the_document_or_append_a_test_name_no_damage() {
     assert_eq!(r["status"], "DONE", "{r}");
     assert!(damage(&r).is_empty(), "{r}");
 }
+
+/// The implementer also rewrites `other.txt`, which the task does not plan; the spec reviewer
+/// keeps the `out_of_scope` its context carried.
+fn outside_repo(task: &str, does: &str) -> (Scenario, String) {
+    let s = repo(task);
+    s.write("other.txt", "other\n");
+    s.commit("another file");
+    let body = format!(
+        "if role == 'spec-reviewer':\n    open(state_path('out_of_scope'), 'w').write(json.dumps(ctx.get('out_of_scope')))\n{}",
+        implementer(does)
+    );
+    let a = agent(&s, &body);
+    (s, a)
+}
+
+#[test]
+fn a_change_outside_the_tasks_text_is_named_to_the_reviewers_and_blocked_with_scope_strict() {
+    let (s, a) = outside_repo("Append a line to shared.txt.", "write('other.txt', 'changed\\n')");
+    let r = implement(&s, &a, "true", &[], 0);
+    assert_eq!(r["status"], "DONE", "named, not blocked, by default: {r}");
+    assert_eq!(r["tasks"][0]["out_of_scope"], serde_json::json!(["other.txt"]), "{r}");
+    assert!(r["concerns"].to_string().contains("out of scope"), "{r}");
+    assert_eq!(s.read(".agent-state/out_of_scope"), r#"["other.txt"]"#, "the reviewer was told");
+
+    let (s, a) = outside_repo("Append a line to shared.txt.", "write('other.txt', 'changed\\n')");
+    let r = implement(&s, &a, "true", &["--scope", "strict"], 1);
+    assert_eq!((r["status"].as_str(), r["kind"].as_str()), (Some("BLOCKED"), Some("out-of-scope")), "{r}");
+    assert!(r["reason"].as_str().unwrap_or("").contains("other.txt"), "{r}");
+}
+
+#[test]
+fn with_scope_strict_a_task_that_edits_what_it_plans_or_appends_a_test_is_done() {
+    let (s, a) = outside_repo(
+        "Append to shared.txt and fix the guide.\n\n**Touches:** docs/guide.md",
+        "write('docs/guide.md', '# Guide, fixed\\n')",
+    );
+    let r = implement(&s, &a, "true", &["--scope", "strict"], 0);
+    assert_eq!(r["status"], "DONE", "{r}");
+    assert_eq!(s.read(".agent-state/out_of_scope"), "null", "nothing out of scope: {r}");
+
+    let (s, a) = outside_repo(
+        "Append a line to shared.txt.",
+        "open('tests/test_shared.sh', 'a').write('grep -q more shared.txt\\n')",
+    );
+    let r = implement(&s, &a, "true", &["--scope", "strict"], 0);
+    assert_eq!(r["status"], "DONE", "{r}");
+}
+
+#[test]
+fn a_misspelt_scope_mode_is_bad_input_with_the_canonical_name() {
+    let s = repo("Append a line to shared.txt.");
+    let (code, _out, err) = s.run(&["implement", "--plan", "PLAN.md", "--scope", "strct", "--test-cmd", "true"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("'strict'"), "{err}");
+    assert!(!s.path(".work").exists(), "nothing written");
+}
