@@ -21,7 +21,9 @@
 //!   snapshots held, and one a tool writes into its own cache directory (`.pytest_cache/`,
 //!   `.mypy_cache/`, `.ruff_cache/`, `.venv/` …) hides only that cache: neither is sealed;
 //! - the configuration that changes what git shows: every `core.*`, `filter.*`, `diff.*`,
-//!   `status.*`, `include.*`, `includeIf.*` and `extensions.*` key, in every scope.
+//!   `status.*`, `include.*`, `includeIf.*` and `extensions.*` key, in every scope; and the
+//!   configuration that changes what git does for the user after the run, which no check
+//!   looks at: every `alias.*`, `url.*`, `remote.*`, `credential.*` and `pager.*` key.
 //!
 //! Files are hashed (sha256) without following symlinks out of the tree; a missing file is
 //! recorded as absent, so creating one is a change too.
@@ -34,9 +36,11 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The configuration keys that change what git shows (a regular expression for
-/// `git config --get-regexp`).
-const CONFIG_KEYS: &str = r"^(core|filter|diff|status|include|includeif|extensions)\.";
+/// The configuration keys that change what git shows, or what it does for the user after the
+/// run (an alias, a rewritten remote URL, a credential helper, a pager): a regular expression
+/// for `git config --get-regexp`.
+const CONFIG_KEYS: &str =
+    r"^(core|filter|diff|status|include|includeif|extensions|alias|url|remote|credential|pager)\.";
 
 /// What a run started with (see the module documentation).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -6,12 +6,14 @@
 pub mod byproducts;
 pub mod change;
 pub mod evidence;
+pub mod head;
 pub mod integrity;
 pub mod locate;
 pub mod looked;
 pub mod loss;
 pub mod nested;
 pub mod restore;
+pub mod scope;
 pub mod snapshot;
 pub mod suite_report;
 pub mod support_modules;

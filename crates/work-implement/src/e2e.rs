@@ -97,11 +97,7 @@ async fn one(
     o.spent.tokens += c.tokens;
     if let Some(m) = env.head_moved() {
         report.kind = Some("head-moved".into());
-        report.reason = format!(
-            "{} during the E2E tester of task {}; the pipeline never commits — undo the commit(s) and run again",
-            m.describe(),
-            t.id
-        );
+        report.reason = format!("during the E2E tester of task {}, {}", t.id, m.describe());
         report.blocked_detail = Some(json!({"task_id": t.id, "kind": "head-moved", "head": m}));
         return None;
     }

@@ -72,20 +72,11 @@ fn judge(report: &mut EndReport, doc: &Value) -> Step {
     }
 }
 
-/// BLOCKED `head-moved` when the edit agent moved HEAD (it committed): the dirty checks
-/// would read its committed edit as a clean tree.
+/// BLOCKED `head-moved` when the edit agent moved HEAD dishonestly (see `work_git::head`);
+/// its commits on top of the base are its edit, measured from the base.
 fn head_moved(env: &Env, report: &mut EndReport, detail: &mut Value) -> bool {
     let Some(m) = env.head_moved() else { return false };
-    bounce(
-        report,
-        "head-moved",
-        "-",
-        format!(
-            "{} during the edit; the pipeline never commits — undo the commit(s) (e.g. `git reset --soft {}`) and run again",
-            m.describe(),
-            m.from.as_deref().unwrap_or("<preflight HEAD>")
-        ),
-    );
+    bounce(report, "head-moved", "-", format!("during the edit, {}", m.describe()));
     report.route = None;
     detail["head"] = json!(m);
     true

@@ -41,6 +41,9 @@ pub struct Settings {
     /// Repository-relative paths left out of every tree measurement (the preflight's
     /// `excluded_paths`: an uncommitted plan file).
     pub exclude: Vec<String>,
+    /// `--scope strict`: a task whose change touches what its text does not plan is BLOCKED
+    /// `out-of-scope` before its reviews (default: named to the reviewers and in the report).
+    pub scope_strict: bool,
 }
 
 impl Default for Settings {
@@ -54,6 +57,7 @@ impl Default for Settings {
             concurrency: 4,
             batch_ceiling_bytes: 20_000,
             exclude: Vec::new(),
+            scope_strict: false,
         }
     }
 }
@@ -93,8 +97,9 @@ pub struct Env {
     pub settings: Settings,
     /// The repository view.
     pub tree: Tree,
-    /// HEAD when the run started (the preflight's HEAD): the pipeline never commits, so any
-    /// other HEAD later means an agent moved it (see [`Env::head_moved`]).
+    /// HEAD when the run started (the preflight's HEAD, the run's base): the pipeline never
+    /// commits; an agent's commits on top of it are its change, any other move of HEAD is
+    /// refused (see [`Env::head_moved`]).
     pub base_head: Option<String>,
     /// The first dispatch the run's budget refused, described ("spec-reviewer dispatch for
     /// task 1 (spec-review)"); once set, the run ends BLOCKED `budget` (see
@@ -111,6 +116,8 @@ pub struct Env {
     /// The whole-tree snapshot taken when the checks were frozen (see [`Env::freeze_checks`];
     /// HEAD's tree stands in for a resumed run, whose preflight was clean).
     pub(crate) frozen_tree: std::sync::Mutex<Option<String>>,
+    /// The last HEAD an agent's commits were reported at (`head.committed`).
+    head_seen: std::sync::Mutex<Option<String>>,
 }
 
 /// A check command run once before the first dispatch as its runner's report command.
@@ -292,7 +299,8 @@ impl Env {
     /// A pipeline environment.
     pub fn new(run: RunContext, roles: BTreeMap<String, RoleDispatch>, settings: Settings) -> Self {
         let tree = Tree::new(&run.root, &run.state_dir).excluding(&settings.exclude);
-        let base_head = tree.git().head_sha();
+        let base_head = tree.base().sha.clone();
+        let base_head_seen = base_head.clone();
         let seal = std::sync::Mutex::new(tree.git().seal().ok());
         Self {
             run,
@@ -305,16 +313,37 @@ impl Env {
             byproducts: std::sync::Mutex::default(),
             baseline_report: std::sync::Mutex::new(None),
             frozen_tree: std::sync::Mutex::new(None),
+            head_seen: std::sync::Mutex::new(base_head_seen),
         }
     }
 
-    /// Whether HEAD moved since the run started (an agent committed, reset or switched
-    /// branches): reviewers, fingerprints and end-verify all compare against that HEAD, so a
-    /// moved HEAD would hide work from them. Emits `head.moved` when it did.
+    /// Whether HEAD moved dishonestly since the run started (reset below the base, the base
+    /// rewritten, another branch checked out; see `work_git::head`): emits `head.moved` when it
+    /// did. An agent's commits on top of the base are its change, measured with the rest of
+    /// the tree against the base; they emit `head.committed` once per new HEAD.
     pub fn head_moved(&self) -> Option<crate::tree::HeadMove> {
-        let m = self.tree.head_move(self.base_head.as_deref())?;
-        self.run.emit("head.moved", serde_json::json!({"from": m.from, "to": m.to, "new_commits": m.new_commits}));
-        Some(m)
+        match self.tree.judge_head() {
+            work_git::head::HeadVerdict::Committed { commits } => {
+                let now = self.tree.git().head_sha();
+                let mut seen = self.head_seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if *seen != now {
+                    self.run.emit(
+                        "head.committed",
+                        serde_json::json!({"from": self.base_head, "to": now, "commits": commits}),
+                    );
+                    *seen = now;
+                }
+                None
+            }
+            _ => {
+                let m = self.tree.head_move()?;
+                self.run.emit(
+                    "head.moved",
+                    serde_json::json!({"from": m.from, "to": m.to, "breach": m.breach, "branch": m.branch}),
+                );
+                Some(m)
+            }
+        }
     }
 
     /// Runs one dispatch of `role`, charging `counter`; the validated output, or why none.

@@ -23,11 +23,12 @@
 //!
 //! Two more rules hold in every mode:
 //!
-//! - **HEAD is pinned.** The pipeline never commits; the HEAD recorded at the preflight is
-//!   compared after every write dispatch and at every task end. A moved HEAD (an agent
-//!   committed, reset or switched) is BLOCKED `head-moved`, naming the new commits, because
-//!   committed work would escape `git diff HEAD`, the fingerprints, the snapshot guard and
-//!   `files_touched`.
+//! - **One rule for HEAD** (`work_git::head`). The pipeline never commits; the HEAD recorded
+//!   at the preflight is the run's base, and every measurement (diffs, fingerprints, the
+//!   snapshot guard, `files_touched`) starts from its tree, so an agent's commits on top of it
+//!   are its change. HEAD is judged after every write dispatch and at every task end: reset
+//!   below the base, the base rewritten or another branch checked out is BLOCKED `head-moved`,
+//!   naming the breach.
 //! - **Only the agents' work is measured.** The state directory, and the plan file named on the
 //!   command line when it is itself uncommitted (reported in `preflight.excluded_paths` and a
 //!   concern), are outside every tree measurement; in mini mode so is whatever the engine's

@@ -88,11 +88,7 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> Result<EndReport, StateWri
         .await;
     task.tree_changed = fp0.is_some() && env.tree.fingerprint().ok() != fp0;
     if let Some(m) = env.head_moved() {
-        let reason = format!(
-            "{} during the fix; the pipeline never commits — undo the commit(s) (e.g. `git reset --soft {}`) and run again",
-            m.describe(),
-            m.from.as_deref().unwrap_or("<preflight HEAD>")
-        );
+        let reason = format!("during the fix, {}", m.describe());
         report.tasks.push(task.blocked("head-moved", reason.clone()));
         blocked(&mut report, "head-moved", reason);
         report.route = None;

@@ -44,7 +44,8 @@ pub fn render_task_diff(d: &crate::tree::TaskDiff) -> String {
 
 const NO_DISCARD: &str = "Never discard work with `git checkout -- <file>`, `git restore <file>`, `git stash`, \
 `git reset` or `git clean`: other tasks' uncommitted work shares this tree. Over-reach is undone by editing back; a \
-broken intermediate state is repaired forward or reported BLOCKED. Do not commit.";
+broken intermediate state is repaired forward or reported BLOCKED. You may commit your own work on the current \
+branch; never amend, reset, rebase or switch branches.";
 
 const LOOKED: &str = "Name every file you read in `files_read` (repository paths): a compliant or approved verdict \
 that names none of the files this task changed is refused — you are asked once more, then the task is BLOCKED.";

@@ -88,6 +88,11 @@ pub struct TaskOutcome {
     pub e2e_result: Option<Value>,
     /// Dispatches and tokens spent on this task.
     pub spent: Counter,
+    /// What the task's change touched outside what its text plans (`work_git::scope::unplanned`:
+    /// not named, not under a named directory, no `Touches:` glob, not a test), as its last
+    /// review saw it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub out_of_scope: Vec<String>,
 }
 
 impl TaskOutcome {
@@ -110,6 +115,7 @@ impl TaskOutcome {
             e2e: false,
             e2e_result: None,
             spent: Counter::default(),
+            out_of_scope: Vec::new(),
         }
     }
 
@@ -182,6 +188,9 @@ pub struct EndReport {
     /// The lines behind `files_touched`, labelled as `git status --porcelain` would (`?? new`,
     /// ` M changed`, ` D deleted`), measured by hashing (see `Tree::porcelain`).
     pub files: Vec<String>,
+    /// What `files` changed outside what the plan's tasks plan and no check looks at (a
+    /// deleted document, CI configuration; see `work_git::scope`): each is also a concern.
+    pub out_of_scope_damage: Vec<work_git::scope::Damage>,
     /// The engine's own suite run (null when not run).
     pub suite_green: Option<bool>,
     /// The suite run itself.
@@ -214,6 +223,7 @@ impl EndReport {
             concerns: Vec::new(),
             blocked_detail: None,
             files_touched: None,
+            out_of_scope_damage: Vec::new(),
             files: Vec::new(),
             suite_green: None,
             suite: None,

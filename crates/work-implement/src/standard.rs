@@ -2,11 +2,11 @@
 //! guard at every boundary of a multi-task run (#23), then end-verify with two independent
 //! legs (#11, #12, #29) and finalize the artifacts from templates in code.
 //!
-//! HEAD is pinned to the preflight's HEAD: a task (or the E2E tester) that moves it ends the
-//! run BLOCKED `head-moved` with the new commits in `blocked_detail.head` (the pipeline
-//! leaves its work unstaged for the orchestrator to commit; a commit inside the run would
-//! hide work from the reviewers' diffs, the fingerprints, the snapshot guard and
-//! `files_touched`). An uncommitted plan file named on the command line is left out of the
+//! The preflight's HEAD is the run's base: every measurement (the reviewers' diffs, the
+//! fingerprints, the snapshot guard, `files_touched`) starts from its tree, so an agent's
+//! commits on top of it are its change like any uncommitted edit. A task (or the E2E tester)
+//! that moves HEAD any other way ends the run BLOCKED `head-moved` with the breach in
+//! `blocked_detail.head` (see `work_git::head`). An uncommitted plan file named on the command line is left out of the
 //! preflight and of every tree measurement, with a concern saying so.
 
 use crate::artifacts;
@@ -128,10 +128,17 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
         progress::save(&env.run, &mut progress)?;
         let outcome = task_loop::run_task(env, &iter, t, start).await;
         let ok = outcome.status == TaskStatus::Done;
-        // With HEAD moved, `git diff HEAD` no longer shows the run's work: the snapshot
-        // comparison would read committed paths as lost. The head-moved verdict stands alone.
+        // With HEAD moved off the base's line, the snapshot comparison would read paths as
+        // lost that the move took away. The head-moved verdict stands alone.
         let head_moved = outcome.kind.as_deref() == Some("head-moved");
         report.concerns.extend(outcome.concerns.iter().cloned());
+        if !outcome.out_of_scope.is_empty() {
+            report.concerns.push(format!(
+                "task {}: out of scope: touched what its text does not plan: {}",
+                outcome.id,
+                outcome.out_of_scope.join(", ")
+            ));
+        }
         report.tasks.push(outcome);
         if multi && !head_moved {
             match env.tree.snapshot(&t.id) {
@@ -186,6 +193,12 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
         Ok(lines) => {
             let lines = env.evidence(lines);
             report.files_touched = Some(lines.len());
+            let text: Vec<&str> = tasks.iter().map(|t| t.text.as_str()).collect();
+            report.out_of_scope_damage = work_git::scope::damage(&lines, &text.join("\n"));
+            for d in &report.out_of_scope_damage {
+                env.run.emit("scope.damage", json!({"path": d.path, "kind": d.kind}));
+                report.concerns.push(d.describe());
+            }
             report.files = lines;
         }
         Err(e) => {
@@ -216,7 +229,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
         });
         if stop.kind.as_deref() == Some("head-moved") {
             detail["head"] =
-                json!({"from": env.base_head, "to": env.tree.git().head_sha(), "new_commits": stop.findings});
+                json!({"from": env.base_head, "to": env.tree.git().head_sha(), "breach": stop.findings.first()});
         }
         report.blocked_detail = Some(detail);
         return end(env, report, extraction);
@@ -224,7 +237,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
     if report.files_touched == Some(0) {
         report.kind = Some("no-op".into());
         report.reason = format!(
-            "no file touched: every task reported done but nothing in the tree differs from HEAD by content ({} task(s))",
+            "no file touched: every task reported done but nothing in the tree differs from the run's base by content ({} task(s))",
             report.tasks.len()
         );
         return end(env, report, extraction);

@@ -188,22 +188,62 @@ pub async fn run_task(env: &Env, iter: &str, task: &TaskSpec, start: Option<Opti
     out
 }
 
-/// BLOCKED `head-moved` when HEAD is no longer the preflight's HEAD (the pipeline never
-/// commits; a moved HEAD hides committed work from the reviewers' `git diff HEAD`, the
-/// fingerprints, the snapshot guard and end-verify). The findings list the new commits.
+/// BLOCKED `head-moved` when HEAD moved in a way no honest commit moves it (reset below the
+/// run's base, the base rewritten, another branch checked out; see `work_git::head`). An
+/// implementer's commits on top of the base are its change: the reviewers, fingerprints,
+/// snapshot guard and end-verify measure from the base, so they see it. The finding names
+/// the breach.
 pub fn head_guard(env: &Env, task_id: &str, during: &str) -> Result<(), Stop> {
     match env.head_moved() {
         None => Ok(()),
         Some(m) => Err(Stop::Blocked {
             kind: "head-moved",
-            reason: format!(
-                "task {task_id}: {} during {during}; the pipeline never commits, and committed work escapes the reviewers and end-verify — undo the commit(s) (e.g. `git reset --soft {}`) and run again",
-                m.describe(),
-                m.from.as_deref().unwrap_or("<preflight HEAD>")
-            ),
-            findings: m.new_commits.iter().cloned().map(Value::String).collect(),
+            reason: format!("task {task_id}: during {during}, {}", m.describe()),
+            findings: vec![Value::String(m.breach.as_str().into())],
         }),
     }
+}
+
+/// What the task's change touches outside what its text plans (`work_git::scope::unplanned`),
+/// kept in the outcome and named in the journal (`scope.unplanned`); with `--scope strict`,
+/// BLOCKED `out-of-scope` before any reviewer reads the change.
+fn out_of_scope(env: &Env, task: &TaskSpec, out: &mut TaskOutcome, names: &[String]) -> Result<Vec<String>, Stop> {
+    let outside = work_git::scope::unplanned(names, &task.text);
+    if !outside.is_empty() && outside != out.out_of_scope {
+        env.run.emit("scope.unplanned", json!({"task_id": task.id, "paths": outside}));
+    }
+    out.out_of_scope = outside.clone();
+    if env.settings.scope_strict && !outside.is_empty() {
+        return Err(Stop::Blocked {
+            kind: "out-of-scope",
+            reason: format!(
+                "task {}: the change touches what the task's text does not plan ({}); with --scope strict a task changes only the files its text names, the directories it names with a trailing `/`, its `Touches:` globs and tests",
+                task.id,
+                outside.join(", ")
+            ),
+            findings: outside.iter().cloned().map(Value::String).collect(),
+        });
+    }
+    Ok(outside)
+}
+
+/// A reviewer's context with the task's out-of-scope paths (`out_of_scope`), when it has any.
+fn scoped(mut ctx: Value, outside: &[String]) -> Value {
+    if let (false, Value::Object(o)) = (outside.is_empty(), &mut ctx) {
+        o.insert("out_of_scope".into(), json!(outside));
+    }
+    ctx
+}
+
+/// A reviewer's prompt with the out-of-scope paths named, when there are any.
+fn scoped_prompt(prompt: String, outside: &[String]) -> String {
+    if outside.is_empty() {
+        return prompt;
+    }
+    format!(
+        "{prompt}\n\nOut of scope: the change touches these paths, which the task's text does not plan (not named, no `Touches:` glob, not tests): {}. Judge whether each belongs to the task; an unrelated change is an issue.",
+        outside.join(", ")
+    )
 }
 
 fn context(task: &TaskSpec, iter: &str, phase: &str, round: u32) -> Value {
@@ -268,13 +308,14 @@ async fn spec_gate(
     let max = env.settings.max_repairs;
     loop {
         let (d, briefs) = review_diff(env, task, start)?;
+        let outside = out_of_scope(env, task, out, &d.names)?;
         let fp = d.tree.clone();
         out.reviews += 1;
         let make = |diff: &str| Review {
             role: "spec-reviewer",
-            prompt: prompts::spec_review(&task.id, &task.text, &st.summary, diff),
+            prompt: scoped_prompt(prompts::spec_review(&task.id, &task.text, &st.summary, diff), &outside),
             schema: prompts::spec_schema(),
-            context: context(task, iter, "spec-review", st.repairs),
+            context: scoped(context(task, iter, "spec-review", st.repairs), &outside),
             fold: answers::spec,
             clean: |r| r["status"].as_str() == Some("compliant"),
         };
@@ -496,14 +537,15 @@ async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome, st
     let mut repairs = 0u32;
     loop {
         let (d, briefs) = review_diff(env, task, start)?;
+        let outside = out_of_scope(env, task, out, &d.names)?;
         seen.insert(d.tree.clone());
         out.fingerprints = seen.len();
         out.reviews += 1;
         let make = |diff: &str| Review {
             role: "quality-reviewer",
-            prompt: prompts::quality_review(&task.id, diff),
+            prompt: scoped_prompt(prompts::quality_review(&task.id, diff), &outside),
             schema: prompts::quality_schema(),
-            context: context(task, iter, "quality-review", repairs),
+            context: scoped(context(task, iter, "quality-review", repairs), &outside),
             fold: answers::quality,
             clean: |r| r["verdict"].as_str() == Some("approved"),
         };
@@ -598,7 +640,11 @@ async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome, st
 /// in every snapshot, so no reviewer or tester would read them. Fails closed.
 fn nested_repositories(env: &Env, text: &str) -> Option<String> {
     let none: [&str; 0] = [];
-    let changed: Vec<String> = match env.tree.git().tree_state(work_git::Base::Status, &none) {
+    let against = match env.base_head.as_deref() {
+        Some(b) => work_git::Base::Commit(b),
+        None => work_git::Base::Empty,
+    };
+    let changed: Vec<String> = match env.tree.git().tree_state(against, &none) {
         Ok(st) => st.paths.into_keys().collect(),
         Err(e) => return Some(format!("the tree could not be read for nested repositories: {e}")),
     };

@@ -5,6 +5,7 @@
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::path::Path;
+use work_git::head::{HeadAt, HeadBreach, HeadVerdict};
 use work_git::snapshot::LostLines;
 use work_git::{Base, Git, GitError, TreeState, is_excluded};
 
@@ -39,29 +40,27 @@ impl Preflight {
     }
 }
 
-/// HEAD moved away from where the run started (an agent committed, reset or checked out).
+/// HEAD moved in a way no honest commit moves it (see `work_git::head`): reset below the
+/// run's base, the base rewritten, or another branch checked out.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HeadMove {
-    /// HEAD at the preflight.
+    /// HEAD at the preflight (the run's base).
     pub from: Option<String>,
     /// HEAD now.
     pub to: Option<String>,
-    /// The commits reachable from the new HEAD and not from the old one (`sha subject`).
-    pub new_commits: Vec<String>,
+    /// How it moved (`branch-switched`, `below-base`, `history-rewritten`).
+    pub breach: HeadBreach,
+    /// The branch now (`None`: detached).
+    pub branch: Option<String>,
+    /// The reason line.
+    #[serde(skip)]
+    line: String,
 }
 
 impl HeadMove {
     /// One line for a reason.
     pub fn describe(&self) -> String {
-        let short = |s: &Option<String>| -> String {
-            s.as_deref().map(|x| x.chars().take(12).collect()).unwrap_or_else(|| "(none)".into())
-        };
-        let commits = if self.new_commits.is_empty() {
-            "no new commit (HEAD was reset or switched)".to_string()
-        } else {
-            format!("new commit(s): {}", self.new_commits.join("; "))
-        };
-        format!("HEAD moved from {} to {} ({commits})", short(&self.from), short(&self.to))
+        self.line.clone()
     }
 }
 
@@ -87,6 +86,9 @@ pub struct Snapshot {
 pub struct Tree {
     git: Git,
     exclude: Vec<String>,
+    /// HEAD when the view was made (the run's base): every measurement starts from its tree,
+    /// so commits an agent makes on top of it are part of the change (see `work_git::head`).
+    base: HeadAt,
 }
 
 impl Tree {
@@ -97,7 +99,9 @@ impl Tree {
             .ok()
             .map(|p| p.to_string_lossy().trim_end_matches('/').to_string())
             .filter(|p| !p.is_empty());
-        Self { git: Git::new(root), exclude: exclude.into_iter().collect() }
+        let git = Git::new(root);
+        let base = git.head_at();
+        Self { git, exclude: exclude.into_iter().collect(), base }
     }
 
     /// The same view, also ignoring `paths` (repository-relative files or directories).
@@ -115,22 +119,22 @@ impl Tree {
         !is_excluded(path, &self.exclude)
     }
 
-    /// Whether HEAD is no longer `base` (the preflight's HEAD), and how it moved.
-    pub fn head_move(&self, base: Option<&str>) -> Option<HeadMove> {
-        let now = self.git.head_sha();
-        if now.as_deref() == base {
-            return None;
-        }
-        let range = match (base, now.as_deref()) {
-            (Some(b), Some(n)) => Some(format!("{b}..{n}")),
-            (None, Some(n)) => Some(n.to_string()),
-            _ => None,
-        };
-        let new_commits = range
-            .and_then(|r| self.git.run(&["log", "--format=%h %s", "--no-color", &r]).ok())
-            .map(|t| t.lines().map(str::to_string).filter(|l| !l.is_empty()).take(20).collect())
-            .unwrap_or_default();
-        Some(HeadMove { from: base.map(str::to_string), to: now, new_commits })
+    /// The run's base: HEAD when the view was made.
+    pub fn base(&self) -> &HeadAt {
+        &self.base
+    }
+
+    /// How HEAD moved since the view was made, judged by the one rule (`work_git::head`).
+    pub fn judge_head(&self) -> HeadVerdict {
+        self.git.judge_head(&self.base)
+    }
+
+    /// HEAD moved dishonestly since the view was made, and how.
+    pub fn head_move(&self) -> Option<HeadMove> {
+        let v = self.judge_head();
+        let line = v.describe(&self.base)?;
+        let HeadVerdict::Breach { breach, to, branch } = v else { return None };
+        Some(HeadMove { from: self.base.sha.clone(), to, breach, branch, line })
     }
 
     /// Every dirty path with its status code and a content hash (a file that cannot be read
@@ -139,9 +143,9 @@ impl Tree {
         self.git.tree_state(Base::Status, &self.exclude)
     }
 
-    /// What differs from HEAD, as `git status --porcelain` would label it (`?? new`, ` M
+    /// What differs from the base, as `git status --porcelain` would label it (`?? new`, ` M
     /// changed`, ` D deleted`, ` T type changed`), state dir and exclusions left out. Measured
-    /// by hashing, never read from the index: the whole-tree snapshot against HEAD's tree, so
+    /// by hashing, never read from the index: the whole-tree snapshot against the base's tree, so
     /// an index flag (`skip-worktree`, `assume-unchanged`) cannot hide a change and an
     /// index-only edit (`git rm --cached`, a staged mode) cannot fake one.
     pub fn porcelain(&self) -> Result<Vec<String>, GitError> {
@@ -164,7 +168,7 @@ impl Tree {
             .collect())
     }
 
-    /// The paths that differ from HEAD by content (untracked included), state dir excluded
+    /// The paths that differ from the base by content (untracked included), state dir excluded
     /// (see [`Tree::porcelain`]).
     pub fn dirty_paths(&self) -> Result<Vec<String>, GitError> {
         Ok(self.head_changed_paths()?.into_iter().collect())
@@ -195,12 +199,13 @@ impl Tree {
         self.git.snapshot_tree(&self.exclude)
     }
 
-    /// The tree every measurement starts from: HEAD's (the empty tree on an unborn branch).
+    /// The tree every measurement starts from: the run's base's (the empty tree on an unborn
+    /// branch), whatever the agent committed on top of it since.
     pub fn base_tree(&self) -> Result<String, GitError> {
-        self.git.base_tree()
+        self.git.tree_of(self.base.sha.as_deref().unwrap_or_default())
     }
 
-    /// The whole tree's change since HEAD, as text (what the tester reads).
+    /// The whole tree's change since the base, as text (what the tester reads).
     pub fn diff_text(&self) -> Result<String, GitError> {
         let now = self.snapshot_tree()?;
         self.git.tree_diff_text(&self.base_tree()?, &now)
@@ -226,7 +231,7 @@ impl Tree {
         self.snapshot_tree()
     }
 
-    /// The paths that differ from HEAD (tracked and untracked), hashed through a whole-tree
+    /// The paths that differ from the base (tracked and untracked), committed or not, hashed through a whole-tree
     /// snapshot, never read from the index.
     pub fn head_changed_paths(&self) -> Result<BTreeSet<String>, GitError> {
         let now = self.snapshot_tree()?;
@@ -234,7 +239,7 @@ impl Tree {
     }
 
     /// Records a task boundary: the whole tree as a dangling commit (tracked and untracked
-    /// files; `git show <sha>:<path>` recovers any of them) and the paths that differ from HEAD.
+    /// files; `git show <sha>:<path>` recovers any of them) and the paths that differ from the base.
     pub fn snapshot(&self, task_id: &str) -> Result<Snapshot, GitError> {
         let tree = self.snapshot_tree()?;
         let paths: Vec<String> = self.git.tree_diff_names(&self.base_tree()?, &tree)?;

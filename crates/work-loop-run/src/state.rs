@@ -240,6 +240,11 @@ pub struct RunnerState {
     /// against it (`git diff <base>` plus untracked files), committed work included.
     #[serde(default)]
     pub code_base: Option<String>,
+    /// The branch when the code phase began (`None`: detached, or a run started before the
+    /// branch was recorded): with `code_base`, the base HEAD is judged against after every
+    /// implementer dispatch (`work_git::head`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_branch: Option<String>,
     /// The implementer dispatch in flight (see [`InFlight`]).
     #[serde(default)]
     pub in_flight: Option<InFlight>,

@@ -102,6 +102,10 @@ pub enum StopReason {
     /// The implementer changed git's view of the tree: an index flag, an exclude file, an
     /// attribute, a hook or a driver in the configuration (see `work_git::integrity`).
     GitTampered,
+    /// HEAD moved in a way no honest commit moves it: reset below the run's base, the base
+    /// rewritten, another branch checked out (see `work_git::head`). Commits on top of the
+    /// base are the implementer's change.
+    HeadMoved,
 }
 
 impl StopReason {
@@ -120,6 +124,7 @@ impl StopReason {
             StopReason::CheckTampered => "check-tampered",
             StopReason::AgentFailing => "agent-failing",
             StopReason::GitTampered => "git-tampered",
+            StopReason::HeadMoved => "head-moved",
         }
     }
 }
@@ -346,6 +351,7 @@ impl Runner<'_, '_> {
             seal.allow_named_by(&goal.objective);
             seal
         });
+        let head = git.is_repo().then(|| git.head_at());
         let mut attempts_run: BTreeMap<String, u32> = BTreeMap::new();
         let mut last_fail: BTreeMap<String, String> = BTreeMap::new();
         let mut attempts_this_run = 0u32;
@@ -524,6 +530,11 @@ impl Runner<'_, '_> {
                     "the implementer changed git's view of the tree during attempt {n}: {what}. Index flags, exclude files, attributes, hooks and drivers hide a change from git status and git diff: undo it, then run the goal again"
                 );
                 return self.stop(GoalStatus::Blocked, StopReason::GitTampered, detail, attempts_this_run, true);
+            }
+            if let Some(why) = head.as_ref().and_then(|base| git.judge_head(base).describe(base)) {
+                self.note(&format!("- dispatch {}: {why}\n", outcome.dispatch_id()))?;
+                let detail = format!("the implementer moved HEAD during attempt {n}: {why}");
+                return self.stop(GoalStatus::Blocked, StopReason::HeadMoved, detail, attempts_this_run, true);
             }
             if over_budget {
                 self.note(&format!(

@@ -133,6 +133,9 @@ struct Ctx<'a, 'b> {
     seal: Option<work_git::integrity::Seal>,
     /// The ledger's snapshot and log (see [`crate::store`]).
     store: std::sync::Mutex<LedgerStore>,
+    /// HEAD when this run started (its base): a worker's commits on top of it are its
+    /// change; any other move of HEAD blocks (`work_git::head`).
+    head: Option<work_git::head::HeadAt>,
 }
 
 /// The verify command's check surface (its check scripts, the configuration, the test tree),
@@ -281,7 +284,8 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
     let surface = check_surface(env, session, git.as_ref(), &exclude).await?;
     let seal = crate::seal::session_seal(env, session, git.as_ref())?;
     let (mut ledger, store, committed) = commit::load_ledger(session)?;
-    let cx = Ctx { env, git, exclude, surface, seal, store: std::sync::Mutex::new(store) };
+    let head = git.as_ref().map(Git::head_at);
+    let cx = Ctx { env, git, exclude, surface, seal, store: std::sync::Mutex::new(store), head };
     let run = env.run;
 
     // Roll the meta and the ledger forward from the commit points (the ledger log's records;
@@ -535,6 +539,13 @@ async fn decide(
     if let Some(why) = crate::seal::tampered(cx.env, cx.seal.as_ref(), cx.git.as_ref()) {
         record.decision = "git-tampered".to_string();
         return (Some(SessionStatus::Blocked), why);
+    }
+    if let (Some(g), Some(base)) = (cx.git.as_ref(), cx.head.as_ref())
+        && let Some(why) = g.judge_head(base).describe(base)
+    {
+        cx.env.run.emit("head.moved", json!({"from": base.sha, "to": g.head_sha(), "branch": g.branch()}));
+        record.decision = "head-moved".to_string();
+        return (Some(SessionStatus::Blocked), format!("head-moved: {why}"));
     }
     let meta = &mut session.meta;
     let rep = &record.report;

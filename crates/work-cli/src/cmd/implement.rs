@@ -50,9 +50,22 @@ pub struct ImplementArgs {
     /// Repair dispatches allowed per review loop.
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub max_repairs: u32,
+    /// What a task may touch outside what its text plans: `named` (default: each such path is
+    /// named to the reviewers and in the report) or `strict` (BLOCKED `out-of-scope`).
+    #[arg(long, value_enum, value_name = "MODE", default_value = "named")]
+    pub scope: ScopeMode,
     /// The carrier, test command, agent, budget and output flags both commands share.
     #[command(flatten)]
     pub run: RunFlags,
+}
+
+/// `--scope`: what a task may touch outside what its text plans (`work_git::scope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ScopeMode {
+    /// Named to the reviewers (`out_of_scope` in their context) and in the report.
+    Named,
+    /// BLOCKED `out-of-scope` before the task's reviews.
+    Strict,
 }
 
 /// The flags `work implement` and `work edit` share.
@@ -467,16 +480,16 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
     {
         let record = work_implement::progress::read(&ctx.state_dir, i)
             .map_err(|e| CliError::bad(format!("read the progress of iteration `{i}`: {e}")))?;
-        // An unfinished iteration continues from the HEAD it started at: a commit made since
-        // (the pipeline never commits) must not turn the rerun into a fresh start whose checks
-        // are frozen from that commit.
+        // An unfinished iteration continues from the HEAD it started at (its base): a commit
+        // made since must not turn the rerun into a fresh start whose checks are frozen from
+        // that commit.
         if let Some(p) = record.filter(|p| !p.finished)
             && p.head != pf.head_sha
         {
             let short =
                 |h: &Option<String>| h.as_deref().map_or("(none)".to_string(), |h| h.chars().take(12).collect());
             return Err(CliError::bad(format!(
-                "continue iteration `{i}`: it started at HEAD {} and HEAD is now {} (a commit made during the run; the pipeline never commits): reset to {} to continue it, or start a new iteration with another --iter-id",
+                "continue iteration `{i}`: it started at HEAD {} and HEAD is now {}: `git reset --soft {}` (keeps the work, uncommitted) to continue it, or start a new iteration with another --iter-id",
                 short(&p.head),
                 short(&pf.head_sha),
                 short(&p.head)
@@ -496,6 +509,7 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
     let iter_id = c.iter_id.clone().unwrap_or_default();
     let mut set = settings(&ctx, test_cmd, a.max_repairs);
     set.red_test_cmd = a.red_test_cmd.clone();
+    set.scope_strict = a.scope == ScopeMode::Strict;
     set.exclude = pf.excluded_paths.clone();
     match c.mode {
         Mode::Mini => {

@@ -1042,38 +1042,29 @@ fn blocked_runs_write_their_artifacts_even_on_a_clean_tree() {
     artifacts_written(&s, &r, "m-1");
 }
 
+/// A commit on top of the base is the implementer's change (the one rule for HEAD,
+/// `head_rule.rs`): the reviewers are shown it, measured from the base, and it counts as
+/// touched. A reviewer that was not shown the committed file rejects the task.
 #[test]
-fn an_implementer_that_commits_moves_head_and_is_blocked() {
-    let s = repo_with_plan(&[("1", "Edit shared", "Append to shared.txt.")]);
+fn an_implementers_commit_is_shown_to_the_reviewers_and_counted() {
+    let s = repo_with_plan(&[("1", "Edit shared", "Append to shared.txt and add committed.txt.")]);
     let a = agent(
         &s,
         r#"
 if role == 'implementer':
-    write('sneaky.txt', 'hidden from the reviewers\n')
-    sh('git add sneaky.txt && git commit -qm "sneak it in"')
+    write('committed.txt', 'shown to the reviewers\n')
+    sh('git add committed.txt && git commit -qm "commit it"')
     write('shared.txt', 'base\nmore\n')
     out(DONE)
+if role == 'spec-reviewer' and 'committed.txt' not in READ:
+    out({'status': 'issues', 'issues': [{'severity': 'critical', 'description': 'committed.txt hidden'}]})
 "#,
     );
     let head = s.git(&["rev-parse", "HEAD"]).trim().to_string();
-    let r = implement(&s, &a, "true", &[], 1);
-    assert_eq!(r["status"], "BLOCKED", "{r}");
-    assert_eq!(r["kind"], "head-moved", "{r}");
-    let reason = r["reason"].as_str().expect("reason");
-    assert!(reason.contains("sneak it in") && reason.contains(&head[..12]), "{reason}");
-    assert_eq!(r["blocked_detail"]["head"]["from"], head.as_str());
-    assert!(r["blocked_detail"]["head"]["new_commits"][0].as_str().unwrap_or("").contains("sneak it in"), "{r}");
-    assert_eq!(dispatches(&s), 1, "no reviewer is shown a diff that hides a commit");
-    artifacts_written(&s, &r, "it-1");
-
-    // The edit agent too.
-    let s = edit_repo();
-    let a = agent(
-        &s,
-        "if role == 'editor':\n    write('src/lib.txt', 'struct Bar\\n')\n    sh('git commit -qam edit')\n    out({'status': 'DONE', 'applied_changes': True, 'sites': 0})",
-    );
-    let r = edit(&s, &a, &["--test-cmd", "true"], 1);
-    assert_eq!(r["kind"], "head-moved", "a committed edit is not a no-op edit: {r}");
+    let r = implement(&s, &a, "true", &[], 0);
+    assert_eq!(r["status"], "DONE", "{r}");
+    assert_eq!(r["files_touched"], 2, "{r}");
+    assert_eq!(s.git(&["rev-parse", "HEAD~1"]).trim(), head, "the implementer's commit, on the base");
 }
 
 #[test]

@@ -54,13 +54,21 @@ fn master(v: &Value) -> String {
 
 #[test]
 fn a_worker_that_fakes_a_change_with_head_or_the_index_is_not_progress() {
-    // Each trick alternates between two moves, so that `git status` (or HEAD) differs after
+    // Each index trick alternates between two moves, so that `git status` differs after
     // every iteration while no file's content ever changes.
+    // Moving HEAD below the session's base is refused outright, at the first iteration (the
+    // one rule for HEAD, `head_rule.rs`).
+    let s = repo();
+    let liar = worker(
+        &s,
+        "if n % 2 == 1:\n    git('reset', '--soft', 'HEAD~1')\nelse:\n    git('commit', '-q', '-m', 'again')",
+        "continue",
+    );
+    let v = until(&s, &liar, 1);
+    assert_eq!((v["status"].as_str(), v["iterations"].as_u64()), (Some("blocked"), Some(1)), "{v}");
+    let reason = v["stoppedReason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("head-moved") && reason.contains("below-base"), "{v}");
     for (what, body) in [
-        (
-            "reset --soft / recommit",
-            "if n % 2 == 1:\n    git('reset', '--soft', 'HEAD~1')\nelse:\n    git('commit', '-q', '-m', 'again')",
-        ),
         (
             "rm --cached / add",
             "if n % 2 == 1:\n    git('rm', '-q', '--cached', 'src/lib.rs')\nelse:\n    git('add', 'src/lib.rs')",

@@ -45,6 +45,7 @@ impl Driver {
         if self.rs.code_base.is_none() {
             // The base code review measures against: committed work stays in view.
             self.rs.code_base = Some(self.head_ref());
+            self.rs.code_branch = self.git.branch();
             self.save()?;
         }
         if self.rs.check_surface.is_none() {
@@ -192,6 +193,9 @@ impl Driver {
             }
             if let Some(m) = self.approved_drift()? {
                 return Ok(Err(("approved-artifacts-changed".into(), m)));
+            }
+            if let Some(why) = self.head_breach() {
+                return Ok(Err(("head-moved".into(), format!("{label}: {why}"))));
             }
             let after = self.snapshot_since(&base)?;
             if after != before {

@@ -286,6 +286,21 @@ impl Driver {
         self.git.head_sha().unwrap_or_default()
     }
 
+    /// Why HEAD moved in a way no honest commit moves it since the code phase began (reset
+    /// below its base, the base rewritten, another branch checked out), if it did; commits on
+    /// top of the base are the implementer's change (`work_git::head`). A run recorded
+    /// before the branch was kept is judged on the branch it is on.
+    pub(super) fn head_breach(&self) -> Option<String> {
+        let sha = self.rs.code_base.clone()?;
+        let base = work_git::head::HeadAt {
+            sha: Some(sha).filter(|s| !s.is_empty()),
+            branch: self.rs.code_branch.clone().or_else(|| self.git.branch()),
+        };
+        let why = self.git.judge_head(&base).describe(&base)?;
+        self.run.emit("head.moved", json!({"from": base.sha, "to": self.git.head_sha(), "branch": self.git.branch()}));
+        Some(why)
+    }
+
     /// The change against `base` (`""`: no commit), outside the spec and state directories:
     /// every path that differs from it (committed, staged or not) or is untracked.
     pub(super) fn tree_since(&self, base: &str) -> Result<TreeState, LoopError> {
