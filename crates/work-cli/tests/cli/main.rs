@@ -4,6 +4,7 @@
 mod support;
 
 mod agents;
+mod color;
 mod containment;
 mod exhaust;
 mod exhaust_truth;
