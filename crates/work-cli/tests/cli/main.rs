@@ -56,6 +56,7 @@ mod progress_quiet;
 mod progress_tasks;
 mod protocol;
 mod self_contained;
+mod settings;
 mod soak;
 mod state_digests;
 mod ultra;
