@@ -49,6 +49,7 @@ mod loop_conformance_lock;
 mod loop_conformance_refs;
 mod loop_conformance_voice;
 mod loop_run;
+mod loop_run_gate;
 mod mcp;
 mod mcp_client;
 mod progress;
