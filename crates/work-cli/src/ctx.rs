@@ -96,7 +96,8 @@ impl Ctx {
         // refused here, before anything runs.
         work_runtime::sandbox::configure(global.isolation, vec![state_dir.clone()])
             .map_err(|e| CliError::bad(e.to_string()))?;
-        let config = Config::load(&root, &global.overrides)?;
+        let user = user_config_path();
+        let config = Config::load_layered(&root, user.as_deref(), &env_settings(), &global.overrides)?;
         let mut redactor = Redactor::from_env();
         for def in config.agents.values() {
             if let Some(var) = &def.api_key_env
@@ -116,8 +117,30 @@ impl Ctx {
     }
 }
 
+/// The `WORK_*` settings, each the one environment name of a top-level `work.toml` key: they
+/// sit above `work.toml` and the user's config and below `-c` and the command's flags. An
+/// empty value counts as unset.
+pub const ENV_SETTINGS: [(&str, &str); 2] = [("WORK_AGENT", "agent"), ("WORK_CONCURRENCY", "concurrency")];
+
+/// The `WORK_*` settings in the environment, as `key=value` overrides.
+fn env_settings() -> Vec<String> {
+    ENV_SETTINGS
+        .iter()
+        .filter_map(|(var, key)| std::env::var(var).ok().filter(|v| !v.is_empty()).map(|v| format!("{key}={v}")))
+        .collect()
+}
+
+/// The user's config file: `$XDG_CONFIG_HOME/work/config.toml` (an absolute
+/// `XDG_CONFIG_HOME`), else `~/.config/work/config.toml`; none without either.
+pub fn user_config_path() -> Option<PathBuf> {
+    let xdg = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from).filter(|p| p.is_absolute());
+    let base = xdg.or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("work").join("config.toml"))
+}
+
 /// The message when no agent is configured for a role.
-pub const NO_AGENT: &str = "choose an agent: pass --agent SPEC or set `agent` in work.toml (see `work agents check`)";
+pub const NO_AGENT: &str =
+    "choose an agent: pass --agent SPEC, set WORK_AGENT, or set `agent` in work.toml (see `work agents check`)";
 
 impl Ctx {
     /// Resolves a role's agent and pins (`--agent` > `[roles.R].agent` > `agent`), builds

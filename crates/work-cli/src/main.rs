@@ -39,6 +39,9 @@ struct Cli {
     /// start without it), `none` (checks after each dispatch only). See docs/ground-truth.md.
     #[arg(long, value_name = "MODE", global = true, env = "WORK_ISOLATION", value_parser = ["auto", "required", "none"], default_value = "auto")]
     isolation: String,
+    /// Colour on stderr: `auto` (on a terminal, unless `NO_COLOR` is set), `always`, `never`.
+    #[arg(long, value_name = "WHEN", global = true, value_parser = ["auto", "always", "never"], default_value = "auto")]
+    color: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -172,6 +175,7 @@ fn run(cli: Cli) -> CmdResult {
         (false, true) => Verbosity::Verbose,
         (false, false) => Verbosity::Normal,
     });
+    work_run::color::set_choice(cli.color.parse().map_err(ctx::CliError::bad)?);
     let isolation = cli.isolation.parse().map_err(ctx::CliError::bad)?;
     let global = ctx::Global { directory: cli.directory, state_dir: cli.state_dir, overrides: cli.config, isolation };
     match cli.command {

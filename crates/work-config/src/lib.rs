@@ -357,20 +357,53 @@ pub struct ResolvedRole {
 impl Config {
     /// Loads `work.toml` from `root` (absent ⇒ defaults), applying `-c` overrides.
     pub fn load(root: &Path, overrides: &[String]) -> Result<Config, ConfigError> {
+        Self::load_layered(root, None, &[], overrides)
+    }
+
+    /// Loads the settings in their order of precedence, lowest first: the user's config file
+    /// `user` (absent ⇒ nothing), the repository's `work.toml`, the `WORK_*` settings `env`
+    /// (as `key=value`), then the `-c` overrides. Each file is checked alone first, so an
+    /// unknown key is named with the file it sits in.
+    pub fn load_layered(
+        root: &Path,
+        user: Option<&Path>,
+        env: &[String],
+        overrides: &[String],
+    ) -> Result<Config, ConfigError> {
+        let mut table = None;
+        if let Some(path) = user {
+            let shown = path.display().to_string();
+            let read = work_runtime::fsx::read_user_text_optional(path, USER_CONFIG_CAP)
+                .map_err(|e| ConfigError::Read { path: shown.clone(), reason: e.to_string() })?;
+            if let Some(text) = read {
+                Self::from_str_with_overrides(&text, &shown, &[])?;
+                table = Some(parse_table(&text, &shown)?);
+            }
+        }
         let path = root.join("work.toml");
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
             Err(e) => return Err(ConfigError::Read { path: path.display().to_string(), reason: e.to_string() }),
         };
-        Self::from_str_with_overrides(&text, "work.toml", overrides)
+        let Some(mut table) = table.or_else(|| (!env.is_empty()).then(toml::Table::new)) else {
+            return Self::from_str_with_overrides(&text, "work.toml", overrides);
+        };
+        Self::from_str_with_overrides(&text, "work.toml", &[])?;
+        merge(&mut table, parse_table(&text, "work.toml")?);
+        for o in env {
+            apply_override(&mut table, o)?;
+        }
+        let name = if env.is_empty() { "the settings" } else { "the settings with WORK_* variables" };
+        Self::from_table(table, name, overrides)
     }
 
     /// Parses TOML text, applying `-c` overrides.
     pub fn from_str_with_overrides(text: &str, name: &str, overrides: &[String]) -> Result<Config, ConfigError> {
-        let mut table: toml::Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| ConfigError::Parse { path: name.into(), reason: one_line(&e.to_string()) })?;
+        Self::from_table(parse_table(text, name)?, name, overrides)
+    }
+
+    fn from_table(mut table: toml::Table, name: &str, overrides: &[String]) -> Result<Config, ConfigError> {
         for o in overrides {
             apply_override(&mut table, o)?;
         }
@@ -607,6 +640,26 @@ fn merge_def(outer: &AgentDef, inner: &AgentDef) -> AgentDef {
     }
 }
 
+/// The cap on the user's config file.
+pub const USER_CONFIG_CAP: u64 = 1024 * 1024;
+
+fn parse_table(text: &str, name: &str) -> Result<toml::Table, ConfigError> {
+    text.parse()
+        .map_err(|e: toml::de::Error| ConfigError::Parse { path: name.into(), reason: one_line(&e.to_string()) })
+}
+
+/// Lays `top` over `base`: tables merge key by key, anything else is replaced.
+fn merge(base: &mut toml::Table, top: toml::Table) {
+    for (k, v) in top {
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(t)) => merge(b, t),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
@@ -690,6 +743,16 @@ mod tests {
         assert!(AgentSpec::parse("command:").is_err());
         assert!(AgentSpec::parse("openai:").is_err());
         assert!(AgentSpec::parse("what ever:x").is_err());
+    }
+
+    #[test]
+    fn layers_merge_table_by_table() {
+        let mut base: toml::Table = "agent = 'a'\n[roles.finder]\nmodel = 'x'\neffort = 'low'".parse().expect("toml");
+        merge(&mut base, "[roles.finder]\nmodel = 'y'".parse().expect("toml"));
+        let c = Config::from_table(base, "t", &[]).expect("ok");
+        assert_eq!(c.agent.as_deref(), Some("a"));
+        assert_eq!(c.roles["finder"].model.as_deref(), Some("y"));
+        assert_eq!(c.roles["finder"].effort.as_deref(), Some("low"));
     }
 
     #[test]

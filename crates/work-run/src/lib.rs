@@ -1,5 +1,6 @@
 //! One workflow run: the harness every `work` command goes through.
 //!
+//! - [`color`]: the one colour decision (`--color`, `NO_COLOR`);
 //! - [`harness`]: the [`harness::Workflow`] interface (state key, preflight, drive) and the
 //!   one path preflight → locks → drive → render;
 //! - [`lock`]: the state lock and the working-tree lock, with the holder's pid and run id;
@@ -11,6 +12,7 @@
 //! - [`progress`]: the one renderer of a run's typed events on stderr (a live status list on
 //!   a terminal, plain lines otherwise) and the `-q` / `-v` verbosity.
 
+pub mod color;
 pub mod harness;
 pub mod lock;
 pub mod output;

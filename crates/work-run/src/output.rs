@@ -109,6 +109,7 @@ pub fn json(value: &Value) {
 pub fn err_line(text: &str) {
     let r = writer().redactor.clone();
     let text = r.redact(text);
+    let text = crate::color::prefix(&text);
     crate::progress::suspended(|| {
         let _ = writeln!(io::stderr().lock(), "{text}");
     });

@@ -8,8 +8,8 @@
 //! | not a terminal | verbose | the same, and one plain line per dispatch start and end (role, model, duration, tokens, cost) and per task end |
 //! | either | quiet | nothing (errors and the final summary line are printed elsewhere; [`crate::output::human`] and [`crate::output::note`] are left out) |
 //!
-//! `NO_COLOR` (set and not empty) leaves colour out of the live display; `TERM=dumb` makes it
-//! plain. The live display is drawn with `indicatif` (rate-limited redraws, a steady tick so
+//! Colour is [`crate::color::stderr`]'s one decision (`--color`, `NO_COLOR`); `TERM=dumb`
+//! makes the display plain. The live display is drawn with `indicatif` (rate-limited redraws, a steady tick so
 //! elapsed times move while an agent thinks) and cleared before the end-of-run summary.
 
 use crate::output;
@@ -56,7 +56,7 @@ pub fn verbosity() -> Verbosity {
 pub enum Mode {
     /// A live display on a terminal, with or without colour.
     Live {
-        /// False under `NO_COLOR`.
+        /// [`crate::color::stderr`].
         color: bool,
     },
     /// Plain lines.
@@ -69,7 +69,7 @@ pub fn mode() -> Mode {
     if !std::io::stderr().is_terminal() || dumb {
         return Mode::Plain;
     }
-    Mode::Live { color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) }
+    Mode::Live { color: crate::color::stderr() }
 }
 
 /// The live display currently drawn, if any: [`output::err_line`] writes above it.
@@ -199,7 +199,7 @@ impl Live {
             Glyph::Idle => ("○", "2"),
             Glyph::Blocked => ("⚠", "31"),
         };
-        if self.color { format!("\x1b[{code}m{g}\x1b[0m") } else { g.to_string() }
+        crate::color::paint(g, code, self.color)
     }
 }
 

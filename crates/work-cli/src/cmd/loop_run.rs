@@ -234,11 +234,14 @@ pub fn run(global: &Global, a: RunArgs) -> CmdResult {
     let (tracker, events) = (run.budget.clone(), run.run_dir().join("events.jsonl"));
     let report = rt.block_on(Driver::new(run, roles, settings, sd).drive());
     let next = render(&report, &resume_flags(&a), a.json);
+    if report.outcome == "done" {
+        uncommitted_hint(&ctx.root);
+    }
     work_run::harness::Summary {
         outcome: format!("{} ({})", report.outcome, report.reason),
         spent: tracker.spent(),
         budget: tracker.budget(),
-        next: (!next.is_empty()).then(|| next.join(" · ")),
+        next,
         events: Some(events),
         ..Default::default()
     }
@@ -276,54 +279,60 @@ fn complete_resume(v: &mut serde_json::Value, extra: &str) {
     }
 }
 
-/// The commands of the result's `next` that continue the run, each once, as `KEY: COMMAND`
-/// (`approve: work loop run … --approve`); the action word, files and edits stay in the
-/// result.
-fn next_commands(doc: &serde_json::Value) -> Vec<String> {
-    let mut seen = std::collections::BTreeSet::new();
-    let mut entries: Vec<_> = doc.get("next").and_then(serde_json::Value::as_object).into_iter().flatten().collect();
-    // `then` repeats one of the named commands (mostly `resume`): the named key labels it.
-    entries.sort_by_key(|(k, _)| k.as_str() == "then");
-    entries
-        .into_iter()
-        .filter_map(|(k, v)| v.as_str().filter(|c| c.starts_with("work ")).map(|c| (k, c)))
-        .filter(|(_, c)| seen.insert(c.to_string()))
-        .map(|(k, c)| format!("{k}: {c}"))
-        .collect()
+/// After DONE, one line when the change still sits uncommitted in the working tree.
+fn uncommitted_hint(root: &std::path::Path) {
+    let git = work_git::Git::new(root);
+    if git.status().is_ok_and(|s| !s.is_empty()) {
+        work_run::output::note(
+            "note: the change is not committed: inspect it with `git status` and `git diff`, then `git add` and `git commit` it",
+        );
+    }
 }
 
-/// Prints the result and returns the commands that continue the run (for the summary).
-fn render(r: &Report, extra: &str, json: bool) -> Vec<String> {
+/// The one command that continues the run, for the summary's `next:` line: at a gate, the
+/// approve command (with the reject alternative named, not repeated); else the resume command.
+fn next_command(doc: &serde_json::Value) -> Option<String> {
+    let cmd = |k: &str| doc.pointer(&format!("/next/{k}")).and_then(serde_json::Value::as_str);
+    match (cmd("approve"), cmd("reject")) {
+        (Some(a), Some(_)) => Some(format!("{a}  (or --reject \"<what to change>\" in place of --approve)")),
+        (Some(a), None) => Some(a.to_string()),
+        _ => cmd("resume").or(cmd("then")).filter(|c| c.starts_with("work ")).map(str::to_string),
+    }
+}
+
+/// The engine's message without the commands it embeds (the summary says the one command):
+/// cut before the `;` or `:` that leads to the first `` `work `` in it.
+fn gist(message: &str) -> &str {
+    let Some(at) = message.find("`work ") else { return message };
+    let head = &message[..at];
+    let cut = head.rfind([';', ':']).unwrap_or(head.len());
+    head[..cut].trim_end()
+}
+
+/// Prints the result and returns the command that continues the run (for the summary).
+fn render(r: &Report, extra: &str, json: bool) -> Option<String> {
     let mut doc = serde_json::to_value(r).unwrap_or(serde_json::Value::Null);
     if !extra.is_empty() {
         complete_resume(&mut doc, extra);
     }
-    let next = next_commands(&doc);
+    let next = next_command(&doc);
     if json {
         print_json(&doc);
         return next;
     }
     let line = |k: &str| doc.get(k).and_then(serde_json::Value::as_str).unwrap_or("-").to_string();
-    work_run::output::human(format!("{}: {} ({})", line("outcome"), line("message"), line("reason")));
+    let message = line("message");
+    let message = if line("outcome") == "paused" { gist(&message) } else { &message };
+    work_run::output::human(format!("{} ({}): {message}", line("outcome"), line("reason")));
     work_run::output::human(format!(
         "state: {}  run: {}  review mode: {}",
         line("state"),
         line("run_id"),
         line("review_mode")
     ));
-    if let Some(v) = doc.get("verdict").and_then(serde_json::Value::as_str) {
-        work_run::output::human(format!("verdict: {v} ({})", doc["verdict_state"].as_str().unwrap_or("-")));
-    }
     let recovery = doc.pointer("/lost_work/recovery").and_then(serde_json::Value::as_array);
     for r in recovery.into_iter().flatten().filter_map(serde_json::Value::as_str) {
         work_run::output::human(format!("recover: {r}"));
-    }
-    if let Some(next) = doc.get("next").and_then(serde_json::Value::as_object) {
-        for (k, v) in next {
-            if let Some(s) = v.as_str() {
-                work_run::output::human(format!("next {k}: {s}"));
-            }
-        }
     }
     next
 }

@@ -4,6 +4,7 @@
 mod support;
 
 mod agents;
+mod color;
 mod containment;
 mod exhaust;
 mod exhaust_truth;
@@ -50,6 +51,7 @@ mod loop_conformance_refs;
 mod loop_conformance_voice;
 mod loop_conformance_workspace;
 mod loop_run;
+mod loop_run_gate;
 mod mcp;
 mod mcp_client;
 mod progress;
@@ -58,6 +60,7 @@ mod progress_tasks;
 mod protocol;
 mod scope_damage;
 mod self_contained;
+mod settings;
 mod soak;
 mod state_digests;
 mod ultra;

@@ -30,7 +30,7 @@ sys.exit(code)
 
 /// A finder that thinks for a moment (so the display has a dispatch in flight to draw) and
 /// reports its usage: angle `a` finds one item, the others nothing.
-fn slow_finder(s: &Scenario) -> String {
+pub(crate) fn slow_finder(s: &Scenario) -> String {
     s.agent(
         "finder.py",
         r#"
@@ -43,14 +43,14 @@ print(json.dumps({"work_result": {"angle": angle, "items": items, "roundNotes": 
     )
 }
 
-fn repo() -> Scenario {
+pub(crate) fn repo() -> Scenario {
     let s = Scenario::new();
     s.write("src/lib.rs", "fn main() {\n    // TODO: parse the arguments\n}\n");
     s.commit("lib");
     s
 }
 
-fn exhaust_args(agent: &str) -> Vec<String> {
+pub(crate) fn exhaust_args(agent: &str) -> Vec<String> {
     ["exhaust", "todos", "-k", "2", "--angles", "a,b", "--max-rounds", "2", "--agent", agent, "--json"]
         .iter()
         .map(|a| a.to_string())

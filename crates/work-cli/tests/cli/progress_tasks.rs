@@ -136,10 +136,10 @@ fn loop_run_on_a_terminal_draws_the_task_row_and_the_bar_and_piped_it_does_not()
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(!err.contains('\x1b') && !err.contains("● ") && !err.contains("✓ ") && !err.contains('█'), "{err}");
     assert!(err.contains("loop: wave 0: task 1: Add the greeting"), "{err}");
-    // The summary names each continuing command once, under its own name.
+    // The summary names the one command that continues the run, with the flags it needs.
     let next = err.lines().find_map(|l| l.strip_prefix("next: ")).unwrap_or_else(|| panic!("a next step: {err}"));
-    assert!(next.contains("resume: work loop run ") && !next.contains("then:"), "{next}");
-    assert_eq!(next.matches("approve: ").count(), 1, "{next}");
+    assert!(next.starts_with("work loop run ") && next.contains(" --resume --agent "), "{next}");
+    assert_eq!(next.matches("work loop run").count(), 1, "{next}");
 }
 
 #[test]

@@ -112,7 +112,8 @@ impl Driver {
         if let Value::Object(o) = &mut next {
             o.entry("resume").or_insert(json!(self.resume_cmd()));
         }
-        self.run.progress(&format!("loop: waiting for a person ({reason}): {message}"));
+        // The command to continue is said once, in the run's summary.
+        self.run.progress(&format!("loop: waiting for a person ({reason})"));
         self.report("paused", reason, message, Some(next))
     }
 
