@@ -1,13 +1,21 @@
-//! Engine benchmarks through the real binary (`cargo bench -p work-cli --bench engine`).
+//! Engine benchmarks through the real binary (`cargo bench -p work-cli --bench engine`), each
+//! with the kernel sandbox (`--isolation required`) and without it (`--isolation none`):
 //!
-//! 1. Overhead per dispatch: N finder dispatches at cap 1 with a trivial command agent, minus
-//!    N × the agent's own run time (measured by spawning it directly), median of 5 runs; with
-//!    the kernel sandbox (`--isolation required`) and without it (`--isolation none`).
+//! 1. Overhead per dispatch: 200 finder dispatches at cap 1 of a trivial program agent, against
+//!    a shell loop running the same program 200 times with the same stdin; with no other
+//!    process started, then with 400 idle `sleep` processes elsewhere on the machine.
 //! 2. Fan-out: 1,000 angles in one round at cap 16, agents sleeping 50 ms, against the ideal
-//!    ceil(1000/16) × 50 ms and against `xargs -P16` running the same agent; with and without
-//!    the sandbox.
+//!    ceil(1000/16) × 50 ms and against `xargs -P16` running the same agent.
 //! 3. Resume: loading a finished journal of 10,000 seen items (whole process, and the
 //!    in-process parse + dedup-set build).
+//!
+//! Every run is timed by `/usr/bin/time`: wall time and CPU time (user + system of the whole
+//! process tree). On a machine other work shares, CPU time is the steadier figure.
+//!
+//! `WORK_BENCH_BINS=name=path,name=path` compares several builds of `work`, run interleaved
+//! (one run of each in turn, medians); by default the one this bench was built with.
+//! `WORK_BENCH_PARTS` picks parts (`overhead,idle,fanout,resume`; all by default),
+//! `WORK_BENCH_ISOLATION` the modes (`none,required`), `WORK_BENCH_RUNS` the runs (5).
 
 #![allow(clippy::disallowed_macros, reason = "a benchmark prints its figures; it is not the product")]
 #![expect(clippy::disallowed_methods, reason = "the benchmark drives the binary and its fixtures directly")]
@@ -15,7 +23,7 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 const WORK: &str = env!("CARGO_BIN_EXE_work");
 
@@ -44,13 +52,30 @@ fn angles(n: usize) -> String {
     (0..n).map(|i| format!("a{i}")).collect::<Vec<_>>().join(",")
 }
 
-fn run_work(root: &Path, args: &[&str]) -> Duration {
-    let t = Instant::now();
-    let st =
-        Command::new(WORK).args(args).current_dir(root).stderr(Stdio::null()).stdout(Stdio::null()).status().unwrap();
-    let e = t.elapsed();
-    assert!(st.code().is_some_and(|c| c == 0 || c == 1), "work failed: {st}");
-    e
+/// What `/usr/bin/time` measured of one run: wall and CPU (user + system) seconds.
+#[derive(Debug, Clone, Copy)]
+struct Cost {
+    wall: f64,
+    cpu: f64,
+}
+
+/// Runs `cmd` under `/usr/bin/time` in `dir`, stdin from `stdin` (or /dev/null).
+fn timed(dir: &Path, cmd: &[&str], stdin: Option<&Path>) -> Cost {
+    let out = dir.join(".time");
+    let st = Command::new("/usr/bin/time")
+        .args(["-f", "%e %U %S", "-o"])
+        .arg(&out)
+        .args(cmd)
+        .current_dir(dir)
+        .stdin(stdin.map_or_else(Stdio::null, |p| Stdio::from(std::fs::File::open(p).unwrap())))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.code().is_some_and(|c| c == 0 || c == 1), "{cmd:?} failed: {st}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    let f: Vec<f64> = text.lines().last().unwrap().split_whitespace().map(|x| x.parse().unwrap()).collect();
+    Cost { wall: f[0], cpu: f[1] + f[2] }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -58,95 +83,143 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn overhead_per_dispatch(isolation: &str) {
-    const N: usize = 200;
-    let mut per = Vec::new();
-    for _ in 0..5 {
-        let r = repo();
-        let agent = write_agent(r.path(), "agent.sh", "cat >/dev/null");
-        // The agent's own cost: spawn it N times directly with the same stdin size.
-        let t = Instant::now();
-        for _ in 0..N {
-            let mut c = Command::new(&agent).stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
-            use std::io::Write;
-            c.stdin.take().unwrap().write_all(&[b' '; 2048]).unwrap();
-            c.wait().unwrap();
-        }
-        let own = t.elapsed();
-        let a = angles(N);
-        let spec = format!("command:{agent}");
-        let total = run_work(
-            r.path(),
-            &[
-                "--isolation",
-                isolation,
-                "exhaust",
-                "bench",
-                "-k",
-                "2",
-                "--angles",
-                &a,
-                "--angles-per-round",
-                &N.to_string(),
-                "--concurrency",
-                "1",
-                "--agent",
-                &spec,
-            ],
-        );
-        per.push((total.as_secs_f64() - own.as_secs_f64()) / N as f64 * 1000.0);
+/// The builds of `work` compared: `WORK_BENCH_BINS`, or the one built with this bench.
+fn bins() -> Vec<(String, String)> {
+    match std::env::var("WORK_BENCH_BINS") {
+        Ok(v) => v
+            .split(',')
+            .map(|nb| {
+                let (n, b) = nb.split_once('=').unwrap();
+                (n.to_string(), b.to_string())
+            })
+            .collect(),
+        Err(_) => vec![("work".into(), WORK.into())],
     }
-    println!("overhead per dispatch, --isolation {isolation} (cap 1, N=200, median of 5): {:.2} ms", median(per));
 }
 
-/// `xargs -P16` running `agent` 1,000 times (stdin from /dev/null): the floor for a fan-out.
-fn xargs_fan_out(agent: &str) -> f64 {
-    let t = Instant::now();
-    let st = Command::new("sh")
-        .args(["-c", &format!("seq 1000 | xargs -P16 -I{{}} sh -c '{agent} </dev/null >/dev/null'")])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    t.elapsed().as_secs_f64()
+fn wanted(var: &str, default: &str) -> Vec<String> {
+    std::env::var(var).unwrap_or_else(|_| default.into()).split(',').map(str::to_string).collect()
 }
 
+fn runs() -> usize {
+    std::env::var("WORK_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(5)
+}
+
+fn exhaust_args<'a>(
+    isolation: &'a str,
+    angles: &'a str,
+    per_round: &'a str,
+    cap: &'a str,
+    spec: &'a str,
+) -> Vec<&'a str> {
+    vec![
+        "--isolation",
+        isolation,
+        "exhaust",
+        "bench",
+        "-k",
+        "2",
+        "--angles",
+        angles,
+        "--angles-per-round",
+        per_round,
+        "--concurrency",
+        cap,
+        "--agent",
+        spec,
+    ]
+}
+
+/// 400 idle processes outside `work`'s tree, killed when dropped.
+struct Idle(Vec<std::process::Child>);
+
+impl Idle {
+    fn start(n: usize) -> Self {
+        Self((0..n).map(|_| Command::new("sleep").arg("3600").stdin(Stdio::null()).spawn().unwrap()).collect())
+    }
+}
+
+impl Drop for Idle {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// 200 dispatches at cap 1 of a trivial agent against a shell loop running it 200 times:
+/// per-dispatch wall and CPU above the loop, medians of interleaved runs.
+fn overhead_per_dispatch(isolation: &str, idle: usize) {
+    const N: usize = 200;
+    let _idle = Idle::start(idle);
+    let r = repo();
+    let agent = write_agent(r.path(), "agent.sh", "cat >/dev/null");
+    let input = r.path().join("stdin.txt");
+    std::fs::write(&input, [b' '; 2048]).unwrap();
+    let shell_loop = format!("for i in $(seq {N}); do {agent} < {} > /dev/null; done", input.display());
+    let (a, spec, n) = (angles(N), format!("command:{agent}"), N.to_string());
+    let bins = bins();
+    let mut loops = Vec::new();
+    let mut per: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); bins.len()];
+    for _ in 0..runs() {
+        let floor = timed(r.path(), &["sh", "-c", &shell_loop], None);
+        loops.push(floor);
+        for (i, (_, bin)) in bins.iter().enumerate() {
+            let _ = std::fs::remove_dir_all(r.path().join(".work"));
+            let mut cmd = vec![bin.as_str()];
+            cmd.extend(exhaust_args(isolation, &a, &n, "1", &spec));
+            let c = timed(r.path(), &cmd, None);
+            per[i].0.push((c.wall - floor.wall) / N as f64 * 1000.0);
+            per[i].1.push((c.cpu - floor.cpu) / N as f64 * 1000.0);
+        }
+    }
+    let lw = median(loops.iter().map(|c| c.wall).collect());
+    let lc = median(loops.iter().map(|c| c.cpu).collect());
+    for ((name, _), (w, c)) in bins.iter().zip(per) {
+        println!(
+            "overhead per dispatch, {name}, --isolation {isolation}, {idle} idle processes (cap 1, N={N}, median of {}): \
+             {:.2} ms wall, {:.2} ms CPU above the shell loop ({:.3} s wall, {:.3} s CPU)",
+            w.len(),
+            median(w),
+            median(c),
+            lw,
+            lc
+        );
+    }
+}
+
+/// 1,000 dispatches of a 50 ms agent at cap 16 against `xargs -P16` running it 1,000 times.
 fn fan_out(isolation: &str) {
     let r = repo();
     let agent = write_agent(r.path(), "sleepy.sh", "sleep 0.05");
-    let a = angles(1000);
-    let spec = format!("command:{agent}");
-    let (mut times, mut floor) = (Vec::new(), Vec::new());
-    for _ in 0..3 {
-        let _ = std::fs::remove_dir_all(r.path().join(".work"));
-        let t = run_work(
-            r.path(),
-            &[
-                "--isolation",
-                isolation,
-                "exhaust",
-                "bench",
-                "-k",
-                "2",
-                "--angles",
-                &a,
-                "--angles-per-round",
-                "1000",
-                "--concurrency",
-                "16",
-                "--agent",
-                &spec,
-            ],
-        );
-        times.push(t.as_secs_f64());
-        floor.push(xargs_fan_out(&agent));
+    let (a, spec) = (angles(1000), format!("command:{agent}"));
+    let xargs = format!("seq 1000 | xargs -P16 -I{{}} sh -c '{agent} </dev/null >/dev/null'");
+    let bins = bins();
+    let mut floor = Vec::new();
+    let mut times: Vec<Vec<Cost>> = vec![Vec::new(); bins.len()];
+    for _ in 0..runs().min(3) {
+        floor.push(timed(r.path(), &["sh", "-c", &xargs], None));
+        for (i, (_, bin)) in bins.iter().enumerate() {
+            let _ = std::fs::remove_dir_all(r.path().join(".work"));
+            let mut cmd = vec![bin.as_str()];
+            cmd.extend(exhaust_args(isolation, &a, "1000", "16", &spec));
+            times[i].push(timed(r.path(), &cmd, None));
+        }
     }
     let ideal = 1000usize.div_ceil(16) as f64 * 0.05;
-    let (m, x) = (median(times), median(floor));
-    println!(
-        "fan-out 1000 angles at cap 16, 50 ms agents, --isolation {isolation}: {m:.3} s (ideal {ideal:.3} s, {:+.1}%; xargs -P16 {x:.3} s, {:.3}×)",
-        (m / ideal - 1.0) * 100.0,
-        m / x
-    );
+    let xw = median(floor.iter().map(|c| c.wall).collect());
+    let xc = median(floor.iter().map(|c| c.cpu).collect());
+    for ((name, _), t) in bins.iter().zip(times) {
+        let w = median(t.iter().map(|c| c.wall).collect());
+        let c = median(t.iter().map(|c| c.cpu).collect());
+        println!(
+            "fan-out 1000 angles at cap 16, 50 ms agents, {name}, --isolation {isolation}: {w:.3} s wall, {c:.2} s CPU \
+             (ideal {ideal:.3} s; xargs -P16 {xw:.3} s wall, {xc:.2} s CPU; {:.3}× wall, {:.2}× CPU)",
+            w / xw,
+            c / xc
+        );
+    }
 }
 
 fn resume_10k() {
@@ -171,7 +244,7 @@ fn resume_10k() {
     let mut whole = Vec::new();
     let mut inproc = Vec::new();
     for _ in 0..5 {
-        whole.push(run_work(r.path(), &["exhaust", "big", "--task", "big", "--agent", &spec]).as_secs_f64() * 1000.0);
+        whole.push(timed(r.path(), &[WORK, "exhaust", "big", "--task", "big", "--agent", &spec], None).wall * 1000.0);
         let t = Instant::now();
         let j = work_exhaust::Journal::parse(&text).unwrap();
         let set = j.dedup_set();
@@ -189,11 +262,23 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    for isolation in ["none", "required"] {
-        overhead_per_dispatch(isolation);
+    let parts = wanted("WORK_BENCH_PARTS", "overhead,idle,fanout,resume");
+    let isolations = wanted("WORK_BENCH_ISOLATION", "none,required");
+    let has = |p: &str| parts.iter().any(|x| x == p);
+    for isolation in &isolations {
+        if has("overhead") {
+            overhead_per_dispatch(isolation, 0);
+        }
+        if has("idle") {
+            overhead_per_dispatch(isolation, 400);
+        }
     }
-    for isolation in ["none", "required"] {
-        fan_out(isolation);
+    if has("fanout") {
+        for isolation in &isolations {
+            fan_out(isolation);
+        }
     }
-    resume_10k();
+    if has("resume") {
+        resume_10k();
+    }
 }

@@ -14,8 +14,11 @@
 //!   group never does): a claim only keeps it until that dispatch ends, so it buys nothing a
 //!   dispatch's own process would not have;
 //! - every child gets `PR_SET_PDEATHSIG` = SIGKILL, so it dies with `work` even when `work` is
-//!   SIGKILLed. The kernel sends it when the *thread* that forked dies, so every child is forked
-//!   from one thread that lives as long as the process (the forker);
+//!   SIGKILLed. The kernel sends it when the *thread* that started it dies, so every child is
+//!   started from one thread that lives as long as the process (the forker). How it is set
+//!   ([`DeathSignal`]) keeps a spawn from copying a large engine's page tables;
+//! - the sweeps read `work`'s descendants and the processes started after the dispatch, never
+//!   the rest of the machine (see `procs`);
 //! - a watchdog (`sh`, its own group, no pdeathsig) holds a pipe from `work`; when `work` dies
 //!   (however), the pipe ends and the watchdog kills every process group still registered,
 //!   what carries this owner's marker, every process the sweeps saw running (pid and start
@@ -30,6 +33,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+mod procs;
+use procs::{Reader, Stat};
 
 /// The environment variable that names the dispatch a process belongs to.
 pub const OWNER_VAR: &str = "WORK_CONTAINMENT";
@@ -80,9 +86,9 @@ struct Tracked {
 /// never mistaken for an orphan.
 static TRACKED: Mutex<BTreeMap<i32, Tracked>> = Mutex::new(BTreeMap::new());
 
-/// Each dispatch's marker ⇒ its main process's start time (clock ticks after boot): no process
-/// that started earlier can carry the marker. Kept until the dispatch's sweep is done.
-static STARTED: Mutex<BTreeMap<String, u64>> = Mutex::new(BTreeMap::new());
+/// Each dispatch's marker ⇒ its main process (pid, start time in clock ticks after boot): no
+/// process that started earlier can carry the marker. Kept until the dispatch's sweep is done.
+static STARTED: Mutex<BTreeMap<String, (i32, u64)>> = Mutex::new(BTreeMap::new());
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -189,6 +195,60 @@ fn tell_watchdog(line: &str) {
     }
 }
 
+/// How a child started outside the kernel sandbox gets its parent-death signal. (In the
+/// sandbox, `bwrap --die-with-parent` sets it, and the sandbox's PID namespace ends the rest.)
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum DeathSignal {
+    /// Set in the forked child before it execs ([`arm`]): a closure run before exec makes std
+    /// fork the whole engine, whose page tables grow with its memory.
+    Forked,
+    /// Set by `setpriv --pdeathsig KILL -- PROGRAM ARGS…`, which then execs the program: std
+    /// starts it with `posix_spawn` (a `vfork`-style clone), whose cost does not grow with the
+    /// engine's memory; the exec of `setpriv` costs about 1 ms of CPU in the child.
+    Shim(&'static std::path::Path),
+}
+
+/// Above this resident size, a fork of the engine costs more than the exec of the shim.
+const SHIM_ABOVE_BYTES: u64 = 32 << 20;
+
+/// How the next child outside the sandbox gets its death signal: forked while the engine is
+/// small, through `setpriv` once forking it costs more (when `setpriv` has `--pdeathsig`).
+/// `WORK_TEST_SPAWN_SHIM=1` (tests only) takes the shim whatever the size.
+pub(crate) fn death_signal() -> DeathSignal {
+    static FORCED: OnceLock<bool> = OnceLock::new();
+    let forced = *FORCED.get_or_init(|| std::env::var_os("WORK_TEST_SPAWN_SHIM").is_some_and(|v| v == "1"));
+    match setpriv() {
+        Some(shim) if forced || resident_bytes().is_some_and(|b| b > SHIM_ABOVE_BYTES) => DeathSignal::Shim(shim),
+        _ => DeathSignal::Forked,
+    }
+}
+
+/// The engine's resident size (`/proc/self/statm`).
+fn resident_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = text.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+/// `setpriv` (util-linux) when it has `--pdeathsig` (2.33 and later), found once.
+fn setpriv() -> Option<&'static std::path::Path> {
+    static FOUND: OnceLock<Option<std::path::PathBuf>> = OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let path = std::env::var_os("PATH")?;
+            let found = std::env::split_paths(&path).map(|d| d.join("setpriv")).find(|p| p.is_file())?;
+            #[expect(clippy::disallowed_methods, reason = "probes the runtime's own spawn shim once")]
+            let help = std::process::Command::new(&found)
+                .arg("--help")
+                .stdin(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .output()
+                .ok()?;
+            String::from_utf8_lossy(&help.stdout).contains("--pdeathsig").then_some(found)
+        })
+        .as_deref()
+}
+
 /// Arms a child: it gets SIGKILL when `work` dies, and refuses to start if `work` already did.
 #[allow(unsafe_code)]
 pub(crate) fn arm(cmd: &mut tokio::process::Command) {
@@ -224,8 +284,8 @@ pub(crate) async fn spawn_tracked(
         if let Ok(child) = &r
             && let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok())
         {
-            if let (Some(st), Ok(mut started)) = (stat(pid), STARTED.lock()) {
-                started.insert(marker.clone(), st.start);
+            if let (Some(st), Ok(mut started)) = (procs::stat(Reader::Spawn, pid), STARTED.lock()) {
+                started.insert(marker.clone(), (pid, st.start));
             }
             tracked.insert(pid, Tracked { pgid: pid, marker });
             drop(tracked);
@@ -240,56 +300,6 @@ pub(crate) async fn spawn_tracked(
         None => job(),
     }
     rx.await.map_err(|_| std::io::Error::other("the forker thread dropped a spawn"))?
-}
-
-/// One line of `/proc/<pid>/stat`, the fields used here.
-#[derive(Debug, Clone, Copy)]
-struct Stat {
-    pid: i32,
-    state: char,
-    ppid: i32,
-    pgrp: i32,
-    /// Clock ticks after boot when it started: with the pid, names one process.
-    start: u64,
-}
-
-fn stat(pid: i32) -> Option<Stat> {
-    use std::io::Read;
-    // Read into a buffer on the stack: `read_to_string` would `statx` the file first, and a
-    // sweep reads one of these for every process on the machine.
-    let mut buf = [0u8; 1024];
-    let mut file = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
-    let mut len = 0;
-    while len < buf.len() {
-        match file.read(&mut buf[len..]) {
-            Ok(0) => break,
-            Ok(n) => len += n,
-            Err(_) => return None,
-        }
-    }
-    parse_stat(pid, std::str::from_utf8(&buf[..len]).ok()?)
-}
-
-fn parse_stat(pid: i32, text: &str) -> Option<Stat> {
-    // The command name is in parentheses and may hold anything; the fields follow the last `)`.
-    let rest = text.rsplit_once(')')?.1;
-    let mut f = rest.split_whitespace();
-    let state = f.next()?.chars().next()?;
-    let ppid = f.next()?.parse().ok()?;
-    let pgrp = f.next()?.parse().ok()?;
-    // Field 22 of the line; `f` now stands at field 6.
-    let start = f.nth(16)?.parse().ok()?;
-    Some(Stat { pid, state, ppid, pgrp, start })
-}
-
-fn all_pids() -> Vec<i32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()).collect()
-}
-
-/// Every process on the machine as one sweep sees it (each `/proc/PID/stat` read once).
-fn read_procs() -> BTreeMap<i32, Stat> {
-    all_pids().into_iter().filter_map(stat).map(|st| (st.pid, st)).collect()
 }
 
 fn marker_of(pid: i32) -> Option<String> {
@@ -379,13 +389,48 @@ fn place(
     Place::Outside
 }
 
+/// The processes a sweep of `scope` reads, and the start time (clock ticks after boot) from
+/// which a process outside `work`'s tree has its environment (marker) read.
+///
+/// Where `work` is its descendants' subreaper and the kernel lists each task's children, these
+/// are `work`'s descendants and the processes started after the ended dispatch's main process
+/// (after the watchdog at `work`'s exit): a process outside the tree can carry a marker only
+/// when a daemon started it with the dispatch's environment, after the dispatch started. The
+/// rest of the machine is not read. Otherwise every process is read; at `work`'s exit, or
+/// without the subreaper (a process can then leave the tree), every environment is read too.
+fn read_procs(scope: &Scope, sh: &Shared, me: i32) -> (BTreeMap<i32, Stat>, u64) {
+    let (reader, after) = match scope {
+        Scope::All => (Reader::Exit, sh.watchdog_pid.map(|p| (p, 0))),
+        Scope::Dispatch { marker, .. } => (Reader::Dispatch, STARTED.lock().ok().and_then(|s| s.get(marker).copied())),
+    };
+    if sh.subreaper
+        && procs::children_listed()
+        && let Some((after, since)) = after
+        && let Some(started) = procs::pids_after(after)
+    {
+        let mut found = procs::descendants(reader, me);
+        for pid in started {
+            if !found.contains_key(&pid)
+                && let Some(st) = procs::stat(reader, pid)
+            {
+                found.insert(pid, st);
+            }
+        }
+        return (found, since);
+    }
+    let since = match (scope, after) {
+        (Scope::Dispatch { .. }, Some((_, since))) if sh.subreaper => since,
+        _ => 0,
+    };
+    (procs::every_process(reader), since)
+}
+
 /// Chooses what is still running in `scope` (zombies excluded; they are reaped, not killed).
 ///
-/// One read of every process's `/proc/PID/stat` builds the tree; environments (markers) are
-/// read for `work`'s descendants, and outside the tree (a daemon started the process with the
-/// dispatch's environment) only for processes that started after the ended dispatch did: no
-/// earlier one can carry its marker. At `work`'s exit, or where `work` could not become its
-/// descendants' subreaper (a process can then leave the tree), every environment is read.
+/// One read of each process's `/proc/PID/stat` that [`read_procs`] looks at builds the tree;
+/// environments (markers) are read for `work`'s descendants, and outside the tree (a daemon
+/// started the process with the dispatch's environment) only for processes that started after
+/// the ended dispatch did: no earlier one can carry its marker.
 fn targets(scope: &Scope) -> Targets {
     let me = std::process::id() as i32;
     let sh = shared();
@@ -393,7 +438,7 @@ fn targets(scope: &Scope) -> Targets {
     // The processes first, then what is tracked: a child forked in between is then both listed
     // and tracked (the spawner holds the lock from its fork until it is registered), never
     // taken for an orphan and killed as it starts.
-    let procs = read_procs();
+    let (procs, outside_since) = read_procs(scope, sh, me);
     let tracked = TRACKED.lock().map(|t| t.clone()).unwrap_or_default();
     let watchdog = sh.watchdog_pid;
     let live_markers: BTreeSet<&str> = tracked.values().map(|t| t.marker.as_str()).collect();
@@ -402,12 +447,6 @@ fn targets(scope: &Scope) -> Targets {
     let wanted_groups: BTreeSet<i32> = match scope {
         Scope::Dispatch { pgid, .. } => BTreeSet::from([*pgid]),
         Scope::All => live_groups.clone(),
-    };
-    // Outside the tree, the environments of processes started at or after this (in ticks).
-    let outside_since = match scope {
-        Scope::All => 0,
-        _ if !sh.subreaper => 0,
-        Scope::Dispatch { marker, .. } => STARTED.lock().ok().and_then(|s| s.get(marker).copied()).unwrap_or(0),
     };
     // An orphan is claimed when its marker or its group names a live dispatch (other than
     // the one that ended): it is ended with that dispatch, or at `work`'s exit.

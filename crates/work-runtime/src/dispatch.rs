@@ -376,14 +376,15 @@ impl Dispatcher {
         &self.budget
     }
 
-    /// Runs one dispatch: attempt, validate, retry once when malformed.
+    /// Runs one dispatch: attempt, validate, retry once when malformed. Each attempt's
+    /// `dispatch.start` reaches the disk while its agent works.
     pub async fn dispatch(&self, spec: DispatchSpec) -> DispatchOutcome {
         let n = self.events.next_dispatch_number();
-        self.dispatch_numbered(spec, n).await
+        self.dispatch_numbered(spec, n, StartSync::WhileItRuns).await
     }
 
     /// [`Self::dispatch`] with its number taken already.
-    async fn dispatch_numbered(&self, spec: DispatchSpec, n: u64) -> DispatchOutcome {
+    async fn dispatch_numbered(&self, spec: DispatchSpec, n: u64, sync: StartSync) -> DispatchOutcome {
         let subject = format!("{}/{}", spec.role, spec.label);
         // The id names the record files: no secret inside a file name, whole or altered.
         let id = format!("d{n:04}-{}-{}", safe_label(&spec.role), safe_label(&spec.label));
@@ -395,7 +396,7 @@ impl Dispatcher {
             );
             return DispatchOutcome::Failed { dispatch_id, reason: cause };
         }
-        let outcome = self.attempts(spec, dispatch_id).await;
+        let outcome = self.attempts(spec, dispatch_id, sync).await;
         self.note_outcome(&outcome, &subject);
         outcome
     }
@@ -415,7 +416,7 @@ impl Dispatcher {
 
     /// The attempts of one dispatch: attempt, validate, retry once when malformed. The spec's
     /// parts move into the request, which a retry reuses (nothing large is copied per attempt).
-    async fn attempts(&self, spec: DispatchSpec, dispatch_id: String) -> DispatchOutcome {
+    async fn attempts(&self, spec: DispatchSpec, dispatch_id: String, sync: StartSync) -> DispatchOutcome {
         let mut usage = Usage::default();
         let mut last_error = String::new();
         let DispatchSpec { role, model, effort, access, prompt, schema, context, label: _ } = spec;
@@ -447,7 +448,7 @@ impl Dispatcher {
                     if request.schema.is_some() { " that validates against the schema" } else { "" }
                 ));
             }
-            let verdict = self.attempt(&request, &mut usage).await;
+            let verdict = self.attempt(&request, &mut usage, sync).await;
             match verdict {
                 Ok(output) => {
                     return DispatchOutcome::Ok { dispatch_id: request.dispatch_id, output, usage, attempts: attempt };
@@ -462,7 +463,12 @@ impl Dispatcher {
 
     /// One attempt: logged, run, validated, charged and recorded. The validated document, or
     /// `("malformed" | "failed", reason)`.
-    async fn attempt(&self, request: &DispatchRequest, usage: &mut Usage) -> Result<Value, (&'static str, String)> {
+    async fn attempt(
+        &self,
+        request: &DispatchRequest,
+        usage: &mut Usage,
+        sync: StartSync,
+    ) -> Result<Value, (&'static str, String)> {
         let attempt = request.attempt;
         self.events.emit(
             "dispatch.start",
@@ -471,11 +477,17 @@ impl Dispatcher {
                    "agent": self.agent.describe()}),
         );
         crate::faults::state_change();
-        // The start is in the log (a killed run's dispatches count); it reaches the disk
-        // while the agent works, and before its answer is used.
+        // The start is in the log before the agent runs (a killed run's dispatches count: the
+        // kernel keeps what was written when the process dies). It reaches the disk before
+        // the answer is used: while the agent works, or once for a whole wave.
+        let start_synced = async {
+            if sync == StartSync::WhileItRuns {
+                self.events.sync().await;
+            }
+        };
         let ((result, notes), ()) = tokio::join!(
             notes::collect_notes(self.agent.invoke(request, InvokeOptions { timeout: self.timeout })),
-            self.events.sync()
+            start_synced
         );
         for note in notes {
             self.events
@@ -558,6 +570,8 @@ impl Dispatcher {
             }
         }
         self.events.emit("fanout.end", json!({"size": total}));
+        // The wave's starts reach the disk together, before any answer is handed back.
+        self.events.sync().await;
         // Every slot has ended: the outcomes are taken, not copied.
         let mut outcomes = match Arc::try_unwrap(waves) {
             Ok(w) => w.outcomes.into_inner().unwrap_or_default(),
@@ -583,7 +597,7 @@ impl Dispatcher {
             let next =
                 waves.queue.lock().ok().and_then(|mut q| q.next().map(|s| (s, self.events.next_dispatch_number())));
             let Some(((i, spec), n)) = next else { return };
-            let outcome = self.dispatch_numbered(spec, n).await;
+            let outcome = self.dispatch_numbered(spec, n, StartSync::AtWaveEnd).await;
             if let Ok(mut o) = waves.outcomes.lock()
                 && let Some(slot) = o.get_mut(i)
             {
@@ -591,6 +605,15 @@ impl Dispatcher {
             }
         }
     }
+}
+
+/// When an attempt's `dispatch.start` is synced to the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StartSync {
+    /// While its agent works (one sync shared by the attempts starting together).
+    WhileItRuns,
+    /// Once for the whole wave, before [`Dispatcher::dispatch_waves`] returns.
+    AtWaveEnd,
 }
 
 /// The shared state of one [`Dispatcher::dispatch_waves`]: the specs not started yet, and the

@@ -213,14 +213,25 @@ impl Spawner {
             return Err(SpawnError::NoCwd { program: spec.program.clone(), cwd: spec.cwd.display().to_string() });
         }
         let sandbox = Sandboxed::new(spec).map_err(|e| SpawnError::Io { program: spec.program.clone(), source: e })?;
+        // In the sandbox, `bwrap --die-with-parent` gives the death signal; outside it, see
+        // `contain::DeathSignal`.
+        let death = if sandbox.is_some() { None } else { Some(crate::contain::death_signal()) };
         #[expect(clippy::disallowed_methods, reason = "the runtime's spawner is the one chokepoint for processes")]
-        let mut cmd = match &sandbox {
-            Some(s) => {
+        let mut cmd = match (&sandbox, death) {
+            (Some(s), _) => {
                 let mut c = tokio::process::Command::new(&s.bwrap);
                 c.args(&s.args).arg("--").arg(&spec.program);
                 c
             }
-            None => tokio::process::Command::new(&spec.program),
+            (None, Some(crate::contain::DeathSignal::Shim(shim))) => {
+                if !on_path(spec) {
+                    return Err(SpawnError::NotFound { program: spec.program.clone() });
+                }
+                let mut c = tokio::process::Command::new(shim);
+                c.args(["--pdeathsig", "KILL", "--"]).arg(&spec.program);
+                c
+            }
+            (None, _) => tokio::process::Command::new(&spec.program),
         };
         if let Some(c) = &spec.confine {
             // An allowlist, in every mode: a key the agent never sees it cannot leak.
@@ -259,7 +270,9 @@ impl Spawner {
         // Every descendant inherits the marker that names this process; see `contain`.
         let marker = crate::contain::new_marker();
         cmd.env(crate::contain::OWNER_VAR, &marker);
-        crate::contain::arm(&mut cmd);
+        if matches!(death, Some(crate::contain::DeathSignal::Forked)) {
+            crate::contain::arm(&mut cmd);
+        }
         let child = crate::contain::spawn_tracked(cmd, marker.clone()).await.map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
                 SpawnError::NotFound { program: spec.program.clone() }
@@ -383,6 +396,20 @@ impl Spawner {
                 .block_on(self.run(spec)),
         }
     }
+}
+
+/// Whether `spec`'s program can be found: a path (with a `/`) as it is, a name on the `PATH`
+/// the process gets. Checked before the shim is started, which would otherwise report a
+/// missing program as its own failure.
+fn on_path(spec: &ProcessSpec) -> bool {
+    if spec.program.contains('/') {
+        return spec.cwd.join(&spec.program).is_file();
+    }
+    let path = match spec.env.iter().rev().find(|(k, _)| k == "PATH") {
+        Some((_, v)) => Some(std::ffi::OsString::from(v)),
+        None => std::env::var_os("PATH"),
+    };
+    path.is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(&spec.program).is_file()))
 }
 
 /// Ends what a process left once its main process has ended; when the future that ran it is

@@ -133,10 +133,20 @@ pub(crate) fn signalled_with(
     sig: nix::sys::signal::Signal,
     agent: impl Fn(&Scenario) -> String,
 ) -> (Vec<i32>, Vec<String>) {
+    signalled_env(sig, &[], agent)
+}
+
+/// [`signalled_with`], `work` run with the extra environment `env`.
+fn signalled_env(
+    sig: nix::sys::signal::Signal,
+    env: &[(&str, &str)],
+    agent: impl Fn(&Scenario) -> String,
+) -> (Vec<i32>, Vec<String>) {
     let s = repo();
     let agent = agent(&s);
     #[expect(clippy::disallowed_methods, reason = "the test needs a `work` it can signal mid-dispatch")]
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
+        .envs(env.iter().copied())
         .env("WORK_ISOLATION", "none")
         .args(exhaust_args(&agent, "timeouts.dispatch_secs=60"))
         .current_dir(s.root())
@@ -189,4 +199,109 @@ fn a_detaching_agent_dies_with_work_on_sigkill() {
     let (alive, survived) = signalled(nix::sys::signal::Signal::SIGKILL);
     assert_eq!(alive, Vec::<i32>::new(), "detached descendants outlived SIGKILL of work");
     assert_eq!(survived, Vec::<String>::new());
+}
+
+/// A finder whose own process leaves its process group and the containment marker behind: it
+/// records its pid, starts a session of its own and execs a shell with an empty environment
+/// that sleeps and then writes `survived-<pid>`. Neither the group nor the marker finds it
+/// after a SIGKILL of `work`; its parent-death signal does.
+fn group_and_marker_leaver(s: &Scenario) -> String {
+    s.agent(
+        "leaver.py",
+        &format!(
+            "me = os.getpid()\nopen(state_path('pid-%d' % me), 'w').write(str(me))\nos.setsid()\n\
+             os.execve('/bin/sh', ['sh', '-c', 'sleep {SLEEP_SECS}; echo alive > \"$0\"', state_path('survived-%d' % me)], {{}})\n"
+        ),
+    )
+}
+
+#[test]
+fn a_finder_that_leaves_its_group_and_marker_dies_with_work_on_sigkill() {
+    let (alive, survived) = signalled_env(nix::sys::signal::Signal::SIGKILL, &[], group_and_marker_leaver);
+    assert_eq!(alive, Vec::<i32>::new(), "a finder outlived SIGKILL of work");
+    assert_eq!(survived, Vec::<String>::new());
+}
+
+/// The same through the spawn shim `work` takes once forking the engine costs more than it
+/// (`setpriv --pdeathsig`, started with `posix_spawn`): the death signal is still set.
+#[test]
+fn a_finder_that_leaves_its_group_and_marker_dies_with_work_on_sigkill_through_the_spawn_shim() {
+    let shim = [("WORK_TEST_SPAWN_SHIM", "1")];
+    let (alive, survived) = signalled_env(nix::sys::signal::Signal::SIGKILL, &shim, group_and_marker_leaver);
+    assert_eq!(alive, Vec::<i32>::new(), "a finder outlived SIGKILL of work");
+    assert_eq!(survived, Vec::<String>::new());
+}
+
+/// The honest twin of the shim: agents started through it answer, and their detached
+/// descendants are still ended with their dispatch.
+#[test]
+fn a_detaching_agent_started_through_the_spawn_shim_answers_and_leaves_nothing() {
+    let s = repo();
+    let agent = hostile_finder(&s, "answer");
+    let out = s
+        .work()
+        .env("WORK_TEST_SPAWN_SHIM", "1")
+        .args(exhaust_args(&agent, "timeouts.dispatch_secs=30"))
+        .output()
+        .expect("run work");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let (alive, survived) = survivors(&s, Duration::ZERO);
+    assert_eq!(alive, Vec::<i32>::new(), "detached descendants outlived their dispatch");
+    assert_eq!(survived, Vec::<String>::new());
+}
+
+/// Many processes elsewhere on the machine: the sweeps after each dispatch (and at `work`'s
+/// exit) read `work`'s own descendants and what started after it, never those processes —
+/// while they still find and end what each dispatch detached. Every `/proc/PID/stat` read is
+/// logged by the runtime's test probe (`WORK_TEST_PROC_READS`).
+#[test]
+fn the_sweeps_read_no_process_outside_work_s_tree_that_started_before_it() {
+    let s = repo();
+    let agent = hostile_finder(&s, "answer");
+    let idle: Vec<std::process::Child> = (0..300)
+        .map(|_| {
+            #[expect(clippy::disallowed_methods, reason = "the test plays the rest of the machine")]
+            let c = std::process::Command::new("sleep")
+                .arg("120")
+                .env_remove(work_runtime::contain::OWNER_VAR)
+                .stdin(std::process::Stdio::null())
+                .spawn()
+                .expect("start an idle process");
+            c
+        })
+        .collect();
+    let idle_pids: std::collections::BTreeSet<i32> = idle.iter().map(|c| c.id() as i32).collect();
+    // Outside the repository: the read-only guard would see a file the sweeps write in it.
+    let probe = tempfile::tempdir().expect("tempdir");
+    let log = probe.path().join("proc-reads");
+    let out = s
+        .work()
+        .env("WORK_TEST_PROC_READS", &log)
+        .args(exhaust_args(&agent, "timeouts.dispatch_secs=30"))
+        .output()
+        .expect("run work");
+    for mut c in idle {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let (alive, survived) = survivors(&s, Duration::ZERO);
+    assert_eq!(alive, Vec::<i32>::new(), "detached descendants outlived their dispatch");
+    assert_eq!(survived, Vec::<String>::new());
+    let reads: Vec<(String, i32)> = std::fs::read_to_string(&log)
+        .expect("the probe logged the sweeps' reads")
+        .lines()
+        .filter_map(|l| {
+            let (who, pid) = l.split_once(' ')?;
+            Some((who.to_string(), pid.parse().ok()?))
+        })
+        .collect();
+    // The probe sees the sweeps: they read the descendants each dispatch detached.
+    let detached = descendant_pids(&s);
+    assert!(
+        reads.iter().any(|(who, p)| who == "dispatch" && detached.contains(p)),
+        "no sweep read a detached descendant: {reads:?}"
+    );
+    let outside: Vec<&(String, i32)> = reads.iter().filter(|(_, p)| idle_pids.contains(p)).collect();
+    assert_eq!(outside, Vec::<&(String, i32)>::new(), "the sweeps read processes outside work's tree");
 }
