@@ -56,6 +56,7 @@ mod progress_tasks;
 mod protocol;
 mod self_contained;
 mod soak;
+mod soak_loop_run;
 mod state_digests;
 mod ultra;
 mod ultra_resume;
