@@ -13,7 +13,8 @@
 use crate::prompts::{self, ADJUDICATOR, DRAFTER, IMPLEMENTER, QUALITY, REVIEWER};
 use crate::risk::{self, ReviewMode};
 use crate::state::{
-    Fix, InFlight, LostWork, PendingDecision, ReviewerOutcome, Revision, RunnerState, STATE_FILE, UnitFinding,
+    Decision, Fix, InFlight, LostWork, OpenRound, PendingDecision, ReviewerOutcome, Revision, RunnerState, STATE_FILE,
+    Shipping, UnitFinding,
 };
 use crate::verdict::{self, Facts, Target, Verdict, VerdictState};
 use serde::Serialize;
@@ -58,6 +59,17 @@ pub enum HumanInput {
     /// `--reject TEXT`: spec-rejected / plan-rejected / blocker-applied with what to change, or
     /// at a review stop that waits for a decision, the findings in question sustained.
     Reject(String),
+}
+
+impl HumanInput {
+    /// The decision's kind (`approve`, `reject`) and text, or `None`.
+    pub fn parts(&self) -> Option<(&'static str, Option<&str>)> {
+        match self {
+            HumanInput::None => None,
+            HumanInput::Approve => Some(("approve", None)),
+            HumanInput::Reject(t) => Some(("reject", Some(t.as_str()))),
+        }
+    }
 }
 
 /// What a run is asked to do.
@@ -309,6 +321,8 @@ pub struct Driver {
     rs: RunnerState,
     transitions: Vec<String>,
     human: HumanInput,
+    /// The records of the runs cut off before this one (`replay`), read once.
+    recorded: std::sync::OnceLock<Vec<replay::Recorded>>,
 }
 
 impl Driver {
@@ -316,7 +330,17 @@ impl Driver {
     pub fn new(run: RunContext, roles: BTreeMap<String, RoleDispatch>, s: Settings, sd: SpecDir) -> Self {
         let git = Git::new(&run.root);
         let human = s.human.clone();
-        Driver { run, roles, s, sd, git, rs: RunnerState::default(), transitions: Vec::new(), human }
+        Driver {
+            run,
+            roles,
+            s,
+            sd,
+            git,
+            rs: RunnerState::default(),
+            transitions: Vec::new(),
+            human,
+            recorded: std::sync::OnceLock::new(),
+        }
     }
 
     /// Runs until DONE, a human gate, or a stop. Never panics; an unexpected refusal or error
@@ -334,6 +358,7 @@ impl Driver {
                 self.report("blocked", &code, format!("failed to {e}"), None)
             }
         };
+        self.close_runs();
         self.run.finish(&r.outcome, json!({ "reason": r.reason, "state": r.state }));
         r
     }
@@ -342,6 +367,7 @@ impl Driver {
         if let Some(r) = self.start()? {
             return Ok(r);
         }
+        self.open_this_run()?;
         // Each pass applies at least one transition or ends; the bound only guards against a bug.
         for _ in 0..1000 {
             let st = self.engine()?;
@@ -366,7 +392,7 @@ impl Driver {
                 State::CodeVerification => self.verify().await?,
                 State::CodeReview => self.review(&st).await?,
                 State::CodeHumanGate => self.code_gate(&st)?,
-                State::Done => Some(self.done_report(&st)),
+                State::Done => Some(self.done_report(&st)?),
             };
             if let Some(r) = step {
                 return Ok(r);
@@ -440,6 +466,7 @@ mod execute;
 mod plan_phase;
 mod plumbing;
 mod preflight;
+mod replay;
 mod restored;
 mod review;
 mod start;

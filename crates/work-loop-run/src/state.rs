@@ -7,7 +7,8 @@
 //! recorded, the code phase's base commit, the implementer dispatch in flight (its base and
 //! "before" tree, written before the dispatch), the last implementer step's boundary snapshot
 //! and the loss found at a boundary, a review stop that waits for a person's
-//! decision, and the gate the run last paused at. Written atomically after every step (and
+//! decision, the gate the run last paused at, the runs cut off before they ended, the review round
+//! in progress and a unit on its way to the merge gate. Written atomically after every step (and
 //! before every implementer dispatch), so a killed run resumes where it was.
 
 use crate::risk::ReviewMode;
@@ -263,11 +264,80 @@ pub struct RunnerState {
     /// (or with `--approve`), so an approval that predates the gate is never silently taken.
     #[serde(default)]
     pub gate_waited: Option<u64>,
+    /// The `work` runs of this loop run that were cut off (killed) before they ended: what
+    /// they recorded as answered (`dispatches.jsonl`) is taken from their records instead of
+    /// being dispatched again. A run adds itself before its first dispatch; a run that ends
+    /// (done, paused or blocked) clears the list, its answers judged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub open_runs: Vec<String>,
+    /// The review round in progress (see [`OpenRound`]): a run cut off during it resumes the
+    /// same round, not a new one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_round: Option<OpenRound>,
+    /// A review unit on its way to the merge gate whose clean record and verdict are still
+    /// owed (see [`Shipping`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shipping: Option<Shipping>,
+    /// A person's decision given to a run that may be cut off before it ends (see
+    /// [`Decision`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+}
+
+/// A person's `--approve` / `--reject`, committed before it is applied, with the engine's
+/// transition sequence then. When that run is cut off after the engine moved past it, the same
+/// command run again finds its decision spent: it resumes without deciding again (never at
+/// the next gate, never refused for not being at one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    /// `approve` or `reject`.
+    pub kind: String,
+    /// The rejection's text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// The engine's transition sequence when the decision was given.
+    pub seq: u64,
+}
+
+impl Decision {
+    /// True when `self` is the decision `kind`/`text` a command line gives.
+    pub fn is(&self, kind: &str, text: Option<&str>) -> bool {
+        self.kind == kind && self.text.as_deref() == text
+    }
+}
+
+/// A review round that was started and not yet routed: its number and the engine transition
+/// sequence when it started. While the engine has not moved, a resumed run runs this round
+/// again under the same number (its recorded answers are taken, see `open_runs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenRound {
+    /// The round.
+    pub round: u32,
+    /// The engine's transition sequence when the round started.
+    pub seq: u64,
+}
+
+/// A clean review unit shipped to the merge gate: written before `reviewers-clean` fires, so a
+/// run cut off after the transition still records the clean report and writes the verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shipping {
+    /// The review unit.
+    pub unit: String,
+    /// The clean adjudication to record, if any (a person's acceptance has none).
+    pub clean: Option<String>,
+    /// The residual risks the verdict carries.
+    pub residual: Vec<String>,
 }
 
 impl RunnerState {
     /// A fresh state for an engine run.
     pub fn new(run_id: &str) -> Self {
         RunnerState { schema: SCHEMA.into(), run_id: run_id.into(), ..RunnerState::default() }
+    }
+
+    /// True when a run was cut off after applying the decision `kind`/`text` (the engine is
+    /// at `seq` now): that decision is spent.
+    pub fn spent_decision(&self, kind: &str, text: Option<&str>, seq: u64) -> bool {
+        !self.open_runs.is_empty() && self.decision.as_ref().is_some_and(|d| d.is(kind, text) && seq > d.seq)
     }
 }

@@ -255,8 +255,10 @@ pub fn init(sd: &SpecDir, mode: Mode, clock: &dyn Clock) -> LoopResult {
         history: Vec::new(),
         extra: Map::new(),
     };
-    save(sd, &st)?;
+    // The log and its `.gitignore` entry first: a run killed before the state is saved
+    // starts again from init, and one killed after finds both in place.
     crate::events::init_log(sd.root());
+    save(sd, &st)?;
     let mut doc = st.to_json();
     if let Value::Object(o) = &mut doc {
         o.insert("ok".into(), json!(true));

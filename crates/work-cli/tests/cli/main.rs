@@ -62,6 +62,7 @@ mod scope_damage;
 mod self_contained;
 mod settings;
 mod soak;
+mod soak_loop_run;
 mod state_digests;
 mod ultra;
 mod ultra_resume;

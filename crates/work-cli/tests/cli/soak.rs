@@ -14,10 +14,10 @@ use std::path::Path;
 use std::process::Output;
 
 /// Stop looking for kill points here (a scenario has far fewer state-changing calls).
-const MAX_CALLS: u64 = 400;
+pub(crate) const MAX_CALLS: u64 = 400;
 
 /// How one run of `work` ended.
-enum End {
+pub(crate) enum End {
     /// Killed by the hook.
     Killed,
     /// Exited with this code and stdout.
@@ -35,7 +35,7 @@ fn end_of(out: Output) -> End {
     }
 }
 
-fn run(s: &Scenario, args: &[String], kill_at: Option<u64>) -> End {
+pub(crate) fn run(s: &Scenario, args: &[String], kill_at: Option<u64>) -> End {
     let mut c = s.work();
     c.args(args);
     match kill_at {
@@ -46,7 +46,7 @@ fn run(s: &Scenario, args: &[String], kill_at: Option<u64>) -> End {
 }
 
 /// Replaces every `dNNNN-` dispatch number and every RFC 3339 instant by a placeholder.
-fn normalize(text: &str) -> String {
+pub(crate) fn normalize(text: &str) -> String {
     let b = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
@@ -95,7 +95,7 @@ fn without_section(text: &str, title: &str) -> String {
 }
 
 /// Every file under `dir` (relative path ⇒ content), skipping `skip` top-level names.
-fn files(dir: &Path, skip: &[&str]) -> BTreeMap<String, String> {
+pub(crate) fn files(dir: &Path, skip: &[&str]) -> BTreeMap<String, String> {
     fn walk(root: &Path, dir: &Path, skip: &[&str], out: &mut BTreeMap<String, String>) {
         let Ok(entries) = std::fs::read_dir(dir) else { return };
         for e in entries.flatten() {
@@ -133,7 +133,7 @@ fn meta_json(text: &str) -> serde_json::Value {
 
 /// Runs `trial(n, twice)` for n = 1, 2, … (both variants) until it reports that the run was
 /// not killed, a few trials at a time; returns the trial count and the failures.
-fn soak(trial: impl Fn(u64, bool) -> Option<Result<(), String>> + Sync) -> (usize, Vec<String>) {
+pub(crate) fn soak(trial: impl Fn(u64, bool) -> Option<Result<(), String>> + Sync) -> (usize, Vec<String>) {
     const PAR: u64 = 3;
     let mut trials = 0;
     let mut failures = Vec::new();

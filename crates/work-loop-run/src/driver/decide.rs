@@ -11,6 +11,11 @@ impl Driver {
         if let Some(step) = self.pending_decision(&unit, "code")? {
             return Ok(step);
         }
+        // A run cut off after it committed the unit's shipping: finish it, never review again.
+        if self.rs.shipping.as_ref().is_some_and(|s| s.unit == unit) {
+            self.finish_shipping()?;
+            return Ok(None);
+        }
         let mut residual = Vec::new();
         let mut round = None;
         let light_next = if mode == ReviewMode::Light { self.rs.light_next.take() } else { None };
@@ -126,27 +131,54 @@ impl Driver {
         Ok(None)
     }
 
-    /// The unit goes to the merge gate: spec.md `Shipped`, `reviewers-clean`, then the clean
-    /// adjudication recorded (when one exists; a person's acceptance has none).
+    /// The unit goes to the merge gate: spec.md `Shipped`, then what is owed is committed
+    /// (`shipping`), then `reviewers-clean`, the clean adjudication recorded (when one exists; a
+    /// person's acceptance has none) and the verdict written. A run cut off after the commit
+    /// finishes the rest where it resumes ([`Self::finish_shipping`]).
     pub(super) fn ship_code(&mut self, clean: Option<String>, residual: Vec<String>) -> Result<(), LoopError> {
         self.set_status("spec.md", "Shipped")?;
-        self.fire("reviewers-clean", TransitionOpts::default())?;
-        if let Some(clean) = clean {
-            cohort::review_record(
-                &self.run.root,
-                &self.sd,
-                &ReviewRecord::CleanReport(clean),
-                Some(&self.run_id()),
-                self.run.clock.as_ref(),
-            )?;
+        self.rs.shipping = Some(Shipping { unit: self.rs.unit.clone(), clean, residual });
+        self.rs.open_round = None;
+        self.save()?;
+        self.finish_shipping()
+    }
+
+    /// Finishes a committed shipping: the transition (unless the engine is past it), the clean
+    /// record (unless the cohort's last round is that record) and the verdict.
+    pub(super) fn finish_shipping(&mut self) -> Result<(), LoopError> {
+        let Some(ship) = self.rs.shipping.clone() else { return Ok(()) };
+        self.set_status("spec.md", "Shipped")?;
+        if self.engine()?.parsed_state() == Some(State::CodeReview) {
+            self.fire("reviewers-clean", TransitionOpts::default())?;
         }
-        self.write_verdict(None, residual)?;
+        if let Some(clean) = ship.clean {
+            let c = self.cohort()?;
+            let recorded = c
+                .review_rounds
+                .last()
+                .is_some_and(|r| r.kind == "clean-report" && r.report.as_deref() == Some(clean.as_str()));
+            if !recorded {
+                cohort::review_record(
+                    &self.run.root,
+                    &self.sd,
+                    &ReviewRecord::CleanReport(clean),
+                    Some(&self.run_id()),
+                    self.run.clock.as_ref(),
+                )?;
+            }
+        }
+        self.rs.shipping = None;
+        // Saves `shipping` cleared together with the verdict's path.
+        self.write_verdict(None, ship.residual)?;
         Ok(())
     }
 
     pub(super) fn code_gate(&mut self, _st: &EngineState) -> Step {
+        self.finish_shipping()?;
         match std::mem::take(&mut self.human) {
             HumanInput::Approve => {
+                // plan.md says `Done` when DONE is reached: a run cut off between the two
+                // finishes it at DONE (`done_report`).
                 self.fire("done", TransitionOpts::default())?;
                 self.set_status("plan.md", "Done")?;
                 Ok(None)
@@ -179,13 +211,17 @@ impl Driver {
         }
     }
 
-    pub(super) fn done_report(&self, st: &EngineState) -> Report {
+    pub(super) fn done_report(&self, st: &EngineState) -> Result<Report, LoopError> {
         let msg = if st.mode == Mode::SpecPlan.name() {
             "spec-plan run finished: the spec and plan are approved and the baseline is sealed".to_string()
         } else {
+            // The approval's second half, when a run was cut off between `done` and it.
+            if st.last_event.as_deref() == Some("done") {
+                self.set_status("plan.md", "Done")?;
+            }
             "code run finished: the merge was approved (DONE)".to_string()
         };
         self.run.progress(&format!("loop: DONE: {msg}"));
-        self.report("done", "done", msg, None)
+        Ok(self.report("done", "done", msg, None))
     }
 }

@@ -213,7 +213,10 @@ impl Driver {
             context,
             label: label.into(),
         };
-        let outcome = rd.dispatcher.dispatch(spec).await;
+        let outcome = match self.replayed(&spec) {
+            Some(o) => o,
+            None => rd.dispatcher.dispatch(spec).await,
+        };
         let id = outcome.dispatch_id().to_string();
         self.guard(role, &id, &before, tree_before.as_ref())?;
         match outcome {

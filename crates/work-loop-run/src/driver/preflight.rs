@@ -64,7 +64,14 @@ pub fn preflight(root: &Path, s: &Settings) -> Result<SpecDir, LoopError> {
             });
             let at_gate =
                 [State::SpecHumanGate, State::PlanHumanGate, State::CodeHumanGate].iter().any(|g| g.name() == st.state);
-            if s.human != HumanInput::None && !at_gate && !waits_for_decision {
+            // A run cut off after it applied this very decision: the command is run again to
+            // finish it, and the decision is spent (see `Decision`).
+            let spent = s.human.parts().is_some_and(|(kind, text)| {
+                runner
+                    .as_ref()
+                    .is_some_and(|r| r.run_id == st.run_id && r.spent_decision(kind, text, st.transition_sequence))
+            });
+            if s.human != HumanInput::None && !at_gate && !waits_for_decision && !spent {
                 let flag = if s.human == HumanInput::Approve { "--approve" } else { "--reject" };
                 return Err(LoopError::bad(format!(
                     "use {flag}: the run in `{}` is at {}, not at a human gate or a review stop that waits for a decision",

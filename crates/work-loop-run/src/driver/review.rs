@@ -5,9 +5,7 @@ use super::*;
 
 impl Driver {
     pub(super) async fn review_round(&mut self, unit: &str, phase: &str, roles: &[&str]) -> Result<Round, LoopError> {
-        let round_no = self.rs.unit_rounds + 1;
-        self.rs.unit_rounds = round_no;
-        self.save()?;
+        let round_no = self.open_round()?;
         let mut shared = json!({
             "phase": phase,
             "spec_dir": self.sd.rel(),
@@ -67,6 +65,7 @@ impl Driver {
         let tree_before = self.read_only_before()?;
         // Fan-out: every reviewer at once; the join is the barrier.
         let mut set = tokio::task::JoinSet::new();
+        let mut recorded: BTreeMap<usize, DispatchOutcome> = BTreeMap::new();
         for (i, role) in roles.iter().enumerate() {
             let Some(rd) = self.roles.get(*role) else { continue };
             let spec = DispatchSpec {
@@ -79,10 +78,14 @@ impl Driver {
                 context: shared.clone(),
                 label: format!("{unit}-r{round_no}"),
             };
+            if let Some(o) = self.replayed(&spec) {
+                recorded.insert(i, o);
+                continue;
+            }
             let d = rd.dispatcher.clone();
             set.spawn(async move { (i, d.dispatch(spec).await) });
         }
-        let mut outcomes: BTreeMap<usize, DispatchOutcome> = BTreeMap::new();
+        let mut outcomes: BTreeMap<usize, DispatchOutcome> = recorded;
         while let Some(joined) = set.join_next().await {
             if let Ok((i, o)) = joined {
                 outcomes.insert(i, o);
@@ -282,6 +285,25 @@ impl Driver {
         }
         self.save()?;
         Ok(round)
+    }
+
+    /// The round to run: the one a cut-off run left open (the engine has not moved since it
+    /// started; what it recorded is dropped, to be recorded again from its answers), else the
+    /// next one. Committed before any reviewer is asked.
+    fn open_round(&mut self) -> Result<u32, LoopError> {
+        let seq = self.engine()?.transition_sequence;
+        let round_no = match self.rs.open_round {
+            Some(o) if o.seq == seq && o.round == self.rs.unit_rounds && o.round > 0 => {
+                self.rs.unit_reviews.retain(|r| r.round != o.round);
+                self.rs.unit_findings.retain(|f| f.round != o.round);
+                o.round
+            }
+            _ => self.rs.unit_rounds + 1,
+        };
+        self.rs.unit_rounds = round_no;
+        self.rs.open_round = Some(OpenRound { round: round_no, seq });
+        self.save()?;
+        Ok(round_no)
     }
 
     /// A reviewer's report once it proves the reviewer looked (see `crate::proof`): a clean

@@ -237,6 +237,21 @@ impl Registry {
         Ok(())
     }
 
+    /// Before this process first writes `rel`: when the last recorded write never landed (a
+    /// run killed between its line and its rename left the content the line before records),
+    /// that content is recorded again, so that one more crash between line and write still
+    /// leaves a file whose digest is one of the last two.
+    fn vouch_unlanded(&mut self, rel: &str, path: &Path) -> io::Result<()> {
+        if self.written.contains_key(rel) {
+            return Ok(());
+        }
+        self.sync();
+        let Some((Some(prev), last, _, _)) = self.index.get(rel).cloned() else { return Ok(()) };
+        let Ok(bytes) = fs::read(path) else { return Ok(()) };
+        let sha = super::sha256_hex(&bytes);
+        if sha != last && sha == prev { self.record(rel, Some(&sha), false) } else { Ok(()) }
+    }
+
     /// The log's lock (blocking; released when dropped or when the process dies).
     fn lock(&self) -> io::Result<nix::fcntl::Flock<fs::File>> {
         let p = self.state_dir.join("locks").join("state-digests.lock");
@@ -270,6 +285,7 @@ pub(crate) fn before_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let Some(rel) = r.rel(path) else { return Ok(()) };
         r.running.remove(path);
         let created = fs::symlink_metadata(path).is_err();
+        r.vouch_unlanded(&rel, path)?;
         r.record(&rel, Some(&super::sha256_hex(bytes)), created)
     })
     .unwrap_or(Ok(()))
