@@ -742,7 +742,6 @@ impl CheckSurface {
         let tree = self.tree.as_deref()?;
         Some(crate::restore::Frozen {
             git,
-            root,
             tree,
             paths: self.restored_paths(),
             exclude,

@@ -67,7 +67,11 @@ fn until_liar_that_rebinds_what_an_existing_test_calls_is_caught_with_the_frozen
         assert_eq!(v["status"], "blocked", "{lines}: {v}");
         let why = v["stoppedReason"].as_str().unwrap_or_default();
         assert!(why.starts_with("check-tampered"), "{lines}: {why}");
-        assert!(why.contains("tests/test_lib.py") && why.contains("red with the frozen checks restored"), "{why}");
+        assert!(
+            why.contains("tests/test_lib.py")
+                && why.contains("red on the engine's copy with the frozen checks restored"),
+            "{why}"
+        );
     }
 }
 
@@ -84,7 +88,10 @@ fn until_liar_that_swaps_the_frozen_test_s_blob_with_git_replace_is_caught() {
     let v = until(&s, &body, 1);
     assert_eq!(v["status"], "blocked", "{v}");
     let why = v["stoppedReason"].as_str().unwrap_or_default();
-    assert!(why.starts_with("check-tampered") && why.contains("red with the frozen checks restored"), "{why}");
+    assert!(
+        why.starts_with("check-tampered") && why.contains("red on the engine's copy with the frozen checks restored"),
+        "{why}"
+    );
 }
 
 #[test]
@@ -135,7 +142,11 @@ fn loop_run_liar_implementer_that_rebinds_what_an_existing_test_calls_is_caught_
         let v = start(&s, &agent, &[], 1);
         assert_eq!(v["reason"], "check-tampered", "{lines}: {v}");
         let msg = v["message"].as_str().unwrap_or_default();
-        assert!(msg.contains("tests/test_lib.py") && msg.contains("red with the frozen checks restored"), "{msg}");
+        assert!(
+            msg.contains("tests/test_lib.py")
+                && msg.contains("red on the engine's copy with the frozen checks restored"),
+            "{msg}"
+        );
         assert!(msg.contains("gate `test`"), "the gate that failed is named: {msg}");
         assert!(
             !crate::loop_run::transitions(&v).iter().any(|t| t.contains("gates-clean")),
@@ -243,7 +254,8 @@ fn ultra_liar_that_rebinds_what_an_existing_test_calls_is_caught_with_the_frozen
         assert_eq!(out["stop_reason"], "check-tampered", "{lines}: {out}");
         let detail = out["stop_detail"].as_str().unwrap_or_default();
         assert!(
-            detail.contains("tests/test_lib.py") && detail.contains("red with the frozen checks restored"),
+            detail.contains("tests/test_lib.py")
+                && detail.contains("red on the engine's copy with the frozen checks restored"),
             "{detail}"
         );
         assert!(detail.contains("criterion `suite`"), "the criterion that failed is named: {detail}");
