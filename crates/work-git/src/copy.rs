@@ -120,6 +120,13 @@ impl Git {
         Ok(copy)
     }
 
+    /// The engine's copy of this working tree as it is now (its snapshot tree, outside
+    /// `exclude`): where a check that judges the agent's work runs, so that nothing the check
+    /// does lands in the agent's tree.
+    pub fn snapshot_copy<S: AsRef<str>>(&self, exclude: &[S]) -> Result<EngineCopy, GitError> {
+        self.engine_copy(&self.snapshot_tree(exclude)?, exclude)
+    }
+
     /// Brings the ignored entries of this working tree (outside `exclude`) into `to`.
     fn link_ignored<S: AsRef<str>>(&self, to: &Path, exclude: &[S]) -> Result<(), GitError> {
         let out = self.run(&["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"])?;

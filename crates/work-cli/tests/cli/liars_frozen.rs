@@ -166,6 +166,31 @@ fn loop_run_honest_twin_implementer_that_adds_a_test_to_the_same_file_and_fixes_
     assert_restored_green(&s, "frozen-rerun.end");
 }
 
+/// A watch on the agent's tree: the implementer records it when it ends (every entry's mode,
+/// mtime, inode and content), every later dispatch compares it when it starts. Between them the
+/// engine ran the gates, the suite report and the rerun with the frozen test put back (the
+/// implementer appended a test to a frozen file): all on its own copy, so the tree is byte for
+/// byte, and entry for entry, what the implementer left. (The loop's own state, which it keeps
+/// in the tree — the spec directory's files, `.loop-run/events.jsonl` — is not watched.)
+#[test]
+fn loop_run_leaves_the_agents_tree_untouched_between_dispatches_while_it_judges_on_its_copy() {
+    let (s, agent) = loop_repo();
+    let fix = "lib.py|def f():\\n    return 1\\n";
+    let add = test_lib_with("\\ndef test_f_twice():\\n    assert f() + f() == 2\\n");
+    knob(&s, "impl-rewrite", &format!("{fix}\n{add}"));
+    knob(&s, "tree-watch", "1");
+    let v = start(&s, &agent, &[], 3);
+    assert_eq!(v["reason"], "code-human-gate", "{v}");
+    assert_restored_green(&s, "frozen-rerun.end");
+    let watched = std::fs::read_to_string(s.path(".agent-state/tree-watched")).unwrap_or_default();
+    let lines: Vec<Value> = watched.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    assert!(!lines.is_empty(), "a dispatch after the implementer compared the tree: {v}");
+    for l in &lines {
+        assert_eq!(l["changed"], serde_json::json!([]), "the engine touched the agent's tree: {l}");
+    }
+    assert!(!s.path(".pytest_cache").exists(), "the gates ran on the engine's copy");
+}
+
 #[test]
 fn loop_run_liar_that_rewrites_the_approved_plan_at_the_merge_gate_is_refused() {
     // The code phase is over and the run waits for the merge decision; the plan is rewritten
