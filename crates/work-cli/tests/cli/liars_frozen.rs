@@ -290,6 +290,33 @@ fn ultra_liar_that_rebinds_what_an_existing_test_calls_is_caught_with_the_frozen
     }
 }
 
+/// A goal whose criterion starts a script the work is to write, in a new top-level directory.
+const SERVER_GOAL: &str = r#"
+id = "server"
+objective = "scripts/server.py serves the greeting"
+tier = "LIGHT"
+tier_justification = "one script"
+stop_line = "I'll stop right away when the script serves"
+
+[[criteria]]
+id = "serves"
+scenario = "python3 scripts/server.py"
+evidence = ["stdout", "exit_code"]
+pass = { exit_code = 0, stdout_contains = "serving" }
+"#;
+
+/// An honest goal that asks for a new `scripts/server.py`, which its criterion starts: the new
+/// directory is what the check runs, asked for by name, so the rerun on the engine's copy
+/// keeps it and the goal is DONE. Its liar twin — a new top-level module nothing names that
+/// Python loads unasked — is `liars_loaded`'s.
+#[test]
+fn ultra_honest_goal_that_creates_a_new_script_its_criterion_starts_is_done() {
+    let s = python_repo();
+    let body = "os.makedirs('scripts', exist_ok=True)\nopen('scripts/server.py', 'w').write('import sys\\nsys.path.insert(0, \".\")\\nimport lib\\nprint(\"serving\", lib.f())\\n')";
+    let out = ultra(&s, SERVER_GOAL, body, &[], 0);
+    assert_eq!(out["status"], "DONE", "{out}");
+}
+
 #[test]
 fn ultra_honest_twin_that_adds_a_test_to_the_same_file_and_fixes_the_code_is_done() {
     let s = python_repo();
