@@ -5,6 +5,7 @@
 
 pub mod byproducts;
 pub mod change;
+pub mod copy;
 pub mod evidence;
 pub mod head;
 pub mod integrity;
@@ -302,7 +303,7 @@ fn split_z(out: &str) -> Vec<String> {
 }
 
 /// The non-empty entries of an exclusion list, without trailing slashes.
-fn exclude_dirs<S: AsRef<str>>(exclude: &[S]) -> impl Iterator<Item = &str> {
+pub(crate) fn exclude_dirs<S: AsRef<str>>(exclude: &[S]) -> impl Iterator<Item = &str> {
     exclude.iter().map(|e| e.as_ref().trim_end_matches('/')).filter(|e| !e.is_empty())
 }
 

@@ -24,7 +24,7 @@
 
 mod more;
 
-pub use more::named_by;
+pub use more::{named_by, names_inside};
 
 use crate::suite_report::{self, Probe, SuiteReport};
 use sha2::{Digest, Sha256};
@@ -742,7 +742,6 @@ impl CheckSurface {
         let tree = self.tree.as_deref()?;
         Some(crate::restore::Frozen {
             git,
-            root,
             tree,
             paths: self.restored_paths(),
             exclude,

@@ -58,15 +58,7 @@ impl Env {
         let git = self.tree.git();
         let hide = surface.to_move_aside(&self.run.root);
         let emptied = surface.emptied_in_rerun(&self.run.root);
-        let fz = Frozen {
-            git,
-            root: &self.run.root,
-            tree: &frozen,
-            paths: surface.restored_paths(),
-            exclude: &exclude,
-            hide,
-            emptied,
-        };
+        let fz = Frozen { git, tree: &frozen, paths: surface.restored_paths(), exclude: &exclude, hide, emptied };
         let outcome = fz
             .rerun(async |dir: &std::path::Path| {
                 self.run.emit("frozen-rerun.start", serde_json::json!({}));
@@ -89,7 +81,7 @@ impl Env {
                     serde_json::json!({"restored": restored, "hidden": hidden, "emptied": emptied, "green": false}),
                 );
                 let reason = format!(
-                    "the suite passes in the agent's tree but fails with the frozen checks restored in that same tree ({}: `{}` {}); {}",
+                    "the suite passes in the agent's tree but fails on the engine's copy with the frozen checks restored ({}: `{}` {}); {}",
                     set_aside(&restored, &hidden, &emptied),
                     run.command,
                     run.end,

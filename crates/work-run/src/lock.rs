@@ -33,13 +33,6 @@ pub enum LockRefused {
         /// Why.
         source: LockError,
     },
-    /// An interrupted rerun's record that cannot be applied (not written by a killed run of
-    /// work, or naming what work never writes): nothing was changed.
-    #[error("{message}")]
-    Recovery {
-        /// Why, naming the record.
-        message: String,
-    },
 }
 
 fn holder_text(pid: &Option<i32>, run_id: &Option<String>) -> String {
@@ -118,22 +111,9 @@ pub fn tree_lock_path(root: &Path, state_dir: &Path) -> PathBuf {
     }
 }
 
-/// Takes the working-tree lock of `root` for `run_id`. Holding it, first puts back what a rerun
-/// with the frozen checks restored left in the tree when its `work` was killed outright
-/// ([`work_git::Git::recover_interrupted_rerun`]), and says so on stderr; a record it cannot
-/// apply (not written by a killed run of work) refuses the run, changing nothing.
+/// Takes the working-tree lock of `root` for `run_id`.
 pub fn lock_tree(root: &Path, state_dir: &Path, run_id: &str) -> Result<Held, LockRefused> {
-    let held = acquire(&tree_lock_path(root, state_dir), &format!("the working tree {}", root.display()), run_id)?;
-    match work_git::Git::new(root).recover_interrupted_rerun() {
-        Ok(paths) if paths.is_empty() => {}
-        Ok(paths) => crate::output::note(&format!(
-            "note: a run killed while it reran the checks with the frozen checks restored left them in the tree; the agent's versions of {} are put back",
-            paths.join(", ")
-        )),
-        Err(work_git::GitError::Spawn(message)) => return Err(LockRefused::Recovery { message }),
-        Err(e) => return Err(LockRefused::Recovery { message: e.to_string() }),
-    }
-    Ok(held)
+    acquire(&tree_lock_path(root, state_dir), &format!("the working tree {}", root.display()), run_id)
 }
 
 #[cfg(test)]

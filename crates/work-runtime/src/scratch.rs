@@ -2,7 +2,7 @@
 //! registered while they live, and removed by [`remove_all`] when `work` is interrupted
 //! (SIGINT and SIGTERM end the process without unwinding, so no destructor runs). A file
 //! left by a SIGKILL is the next run's to sweep. Work the engine must undo when interrupted
-//! (frozen checks written back into the tree for a rerun) registers an [`on_interrupt`] hook.
+//! (a directory it made: the engine's copy of the tree) registers an [`on_interrupt`] hook.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

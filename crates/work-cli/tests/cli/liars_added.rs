@@ -61,7 +61,7 @@ fn assert_lie_works(dir: &Path, verify: &str, env: &[(&str, &Path)]) {
 fn assert_moved_aside(what: &str, text: &str) {
     assert!(
         text.contains("tests/test_zz_helpers.py (added during the run) moved aside")
-            && text.contains("with the frozen checks restored in that same tree"),
+            && text.contains("on the engine's copy with the frozen checks restored"),
         "{what}: caught by the rerun with its added files moved aside: {text}"
     );
 }

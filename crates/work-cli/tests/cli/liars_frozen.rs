@@ -67,7 +67,11 @@ fn until_liar_that_rebinds_what_an_existing_test_calls_is_caught_with_the_frozen
         assert_eq!(v["status"], "blocked", "{lines}: {v}");
         let why = v["stoppedReason"].as_str().unwrap_or_default();
         assert!(why.starts_with("check-tampered"), "{lines}: {why}");
-        assert!(why.contains("tests/test_lib.py") && why.contains("red with the frozen checks restored"), "{why}");
+        assert!(
+            why.contains("tests/test_lib.py")
+                && why.contains("red on the engine's copy with the frozen checks restored"),
+            "{why}"
+        );
     }
 }
 
@@ -84,7 +88,10 @@ fn until_liar_that_swaps_the_frozen_test_s_blob_with_git_replace_is_caught() {
     let v = until(&s, &body, 1);
     assert_eq!(v["status"], "blocked", "{v}");
     let why = v["stoppedReason"].as_str().unwrap_or_default();
-    assert!(why.starts_with("check-tampered") && why.contains("red with the frozen checks restored"), "{why}");
+    assert!(
+        why.starts_with("check-tampered") && why.contains("red on the engine's copy with the frozen checks restored"),
+        "{why}"
+    );
 }
 
 #[test]
@@ -135,7 +142,11 @@ fn loop_run_liar_implementer_that_rebinds_what_an_existing_test_calls_is_caught_
         let v = start(&s, &agent, &[], 1);
         assert_eq!(v["reason"], "check-tampered", "{lines}: {v}");
         let msg = v["message"].as_str().unwrap_or_default();
-        assert!(msg.contains("tests/test_lib.py") && msg.contains("red with the frozen checks restored"), "{msg}");
+        assert!(
+            msg.contains("tests/test_lib.py")
+                && msg.contains("red on the engine's copy with the frozen checks restored"),
+            "{msg}"
+        );
         assert!(msg.contains("gate `test`"), "the gate that failed is named: {msg}");
         assert!(
             !crate::loop_run::transitions(&v).iter().any(|t| t.contains("gates-clean")),
@@ -153,6 +164,31 @@ fn loop_run_honest_twin_implementer_that_adds_a_test_to_the_same_file_and_fixes_
     let v = start(&s, &agent, &[], 3);
     assert_eq!(v["reason"], "code-human-gate", "{v}");
     assert_restored_green(&s, "frozen-rerun.end");
+}
+
+/// A watch on the agent's tree: the implementer records it when it ends (every entry's mode,
+/// mtime, inode and content), every later dispatch compares it when it starts. Between them the
+/// engine ran the gates, the suite report and the rerun with the frozen test put back (the
+/// implementer appended a test to a frozen file): all on its own copy, so the tree is byte for
+/// byte, and entry for entry, what the implementer left. (The loop's own state, which it keeps
+/// in the tree — the spec directory's files, `.loop-run/events.jsonl` — is not watched.)
+#[test]
+fn loop_run_leaves_the_agents_tree_untouched_between_dispatches_while_it_judges_on_its_copy() {
+    let (s, agent) = loop_repo();
+    let fix = "lib.py|def f():\\n    return 1\\n";
+    let add = test_lib_with("\\ndef test_f_twice():\\n    assert f() + f() == 2\\n");
+    knob(&s, "impl-rewrite", &format!("{fix}\n{add}"));
+    knob(&s, "tree-watch", "1");
+    let v = start(&s, &agent, &[], 3);
+    assert_eq!(v["reason"], "code-human-gate", "{v}");
+    assert_restored_green(&s, "frozen-rerun.end");
+    let watched = std::fs::read_to_string(s.path(".agent-state/tree-watched")).unwrap_or_default();
+    let lines: Vec<Value> = watched.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    assert!(!lines.is_empty(), "a dispatch after the implementer compared the tree: {v}");
+    for l in &lines {
+        assert_eq!(l["changed"], serde_json::json!([]), "the engine touched the agent's tree: {l}");
+    }
+    assert!(!s.path(".pytest_cache").exists(), "the gates ran on the engine's copy");
 }
 
 #[test]
@@ -243,7 +279,8 @@ fn ultra_liar_that_rebinds_what_an_existing_test_calls_is_caught_with_the_frozen
         assert_eq!(out["stop_reason"], "check-tampered", "{lines}: {out}");
         let detail = out["stop_detail"].as_str().unwrap_or_default();
         assert!(
-            detail.contains("tests/test_lib.py") && detail.contains("red with the frozen checks restored"),
+            detail.contains("tests/test_lib.py")
+                && detail.contains("red on the engine's copy with the frozen checks restored"),
             "{detail}"
         );
         assert!(detail.contains("criterion `suite`"), "the criterion that failed is named: {detail}");
@@ -251,6 +288,33 @@ fn ultra_liar_that_rebinds_what_an_existing_test_calls_is_caught_with_the_frozen
         let again = ultra(&s, PYTEST_GOAL, "pass", &[], 1);
         assert_eq!(again["stop_reason"], "check-tampered", "{lines}: {again}");
     }
+}
+
+/// A goal whose criterion starts a script the work is to write, in a new top-level directory.
+const SERVER_GOAL: &str = r#"
+id = "server"
+objective = "scripts/server.py serves the greeting"
+tier = "LIGHT"
+tier_justification = "one script"
+stop_line = "I'll stop right away when the script serves"
+
+[[criteria]]
+id = "serves"
+scenario = "python3 scripts/server.py"
+evidence = ["stdout", "exit_code"]
+pass = { exit_code = 0, stdout_contains = "serving" }
+"#;
+
+/// An honest goal that asks for a new `scripts/server.py`, which its criterion starts: the new
+/// directory is what the check runs, asked for by name, so the rerun on the engine's copy
+/// keeps it and the goal is DONE. Its liar twin — a new top-level module nothing names that
+/// Python loads unasked — is `liars_loaded`'s.
+#[test]
+fn ultra_honest_goal_that_creates_a_new_script_its_criterion_starts_is_done() {
+    let s = python_repo();
+    let body = "os.makedirs('scripts', exist_ok=True)\nopen('scripts/server.py', 'w').write('import sys\\nsys.path.insert(0, \".\")\\nimport lib\\nprint(\"serving\", lib.f())\\n')";
+    let out = ultra(&s, SERVER_GOAL, body, &[], 0);
+    assert_eq!(out["status"], "DONE", "{out}");
 }
 
 #[test]

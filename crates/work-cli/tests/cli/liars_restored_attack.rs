@@ -47,7 +47,7 @@ fn why(v: &Value) -> String {
 
 fn assert_caught_restored(what: &str, why: &str) {
     assert!(
-        why.contains("tests/test_lib.py") && why.contains("red with the frozen checks restored"),
+        why.contains("tests/test_lib.py") && why.contains("red on the engine's copy with the frozen checks restored"),
         "{what}: caught by the rerun with the frozen checks restored: {why}"
     );
 }
@@ -290,26 +290,33 @@ fn implement_and_edit_honest_twins_behind_a_symlinked_test_directory_are_done() 
 
 // --------------------------------------------------- an interruption during the rerun
 
-/// A verify that interrupts `work` (SIGINT to the `work` process above it) when it runs over the
-/// fixed code with the frozen test written back, i.e. during the rerun; green over the fixed code
-/// otherwise, red before the fix.
+/// A verify that interrupts `work` (SIGINT to the `work` process above it, or SIGKILL when
+/// `WORK_TEST_KILL` is set) when it runs over the fixed code with the frozen test put back,
+/// i.e. during the rerun on the engine's copy; green over the fixed code otherwise, red before
+/// the fix.
 const INTERRUPT_IN_RERUN: &str = r#"import os, signal, sys, time
 if 'return 1' not in open('lib.py').read():
     sys.exit(1)
 if 'test_f_twice' in open('tests/test_lib.py').read():
     sys.exit(0)
+sig = signal.SIGKILL if os.environ.get('WORK_TEST_KILL') else signal.SIGINT
 pid = os.getpid()
 while pid > 1:
     stat = open('/proc/%d/stat' % pid).read()
     if stat[stat.index('(') + 1:stat.rindex(')')] == 'work':
-        os.kill(pid, signal.SIGINT)
+        os.kill(pid, sig)
         time.sleep(30)
     pid = int(stat[stat.rindex(')') + 2:].split()[1])
 sys.exit(1)
 "#;
 
-#[test]
-fn an_interruption_during_the_rerun_puts_the_agents_versions_back() {
+/// The engine's copies left in the git directory.
+fn copies(s: &Scenario) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(s.path(".git/work-copies")).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default()
+}
+
+/// An until run whose verify interrupts `work` during the rerun (`kill`: with SIGKILL).
+fn interrupted_in_rerun(kill: bool) -> (Scenario, i32, String, String) {
     let s = python_repo();
     s.write("verify_interrupt.py", INTERRUPT_IN_RERUN);
     s.commit("a verify that interrupts the rerun");
@@ -317,63 +324,31 @@ fn an_interruption_during_the_rerun_puts_the_agents_versions_back() {
         "worker.py",
         &format!("{FIX}\n{ADD_TEST}\nprint(json.dumps({{\"status\": \"done\", \"summary\": \"done\"}}))"),
     );
-    let (code, out, err) = s.run(&[
-        "until",
-        "the suite passes",
-        "--goal",
-        "g",
-        "--verify",
-        "python3 verify_interrupt.py",
-        "--agent",
-        &agent,
-        "--json",
-    ]);
-    assert_eq!(code, 130, "work was interrupted during the rerun: {out}{err}");
-    assert!(
-        s.read("tests/test_lib.py").contains("test_f_twice"),
-        "the agent's version of the frozen test is back after the interruption"
-    );
-    assert_eq!(s.read("lib.py"), "def f():\n    return 1\n", "the agent's code is untouched");
+    let verify = if kill { "WORK_TEST_KILL=1 python3 verify_interrupt.py" } else { "python3 verify_interrupt.py" };
+    let until = ["until", "the suite passes", "--goal", "g", "--verify", verify, "--agent", &agent, "--json"];
+    let (code, out, err) = s.run(&until);
+    (s, code, format!("{out}{err}"), agent)
 }
 
-/// [`INTERRUPT_IN_RERUN`] with SIGKILL, once (a marker in the git directory): no signal handler
-/// runs, so only the pending record in the git directory knows what to put back.
-const KILL_IN_RERUN_ONCE: &str = r#"import os, signal, sys, time
-if 'return 1' not in open('lib.py').read():
-    sys.exit(1)
-if 'test_f_twice' in open('tests/test_lib.py').read() or os.path.exists('.git/killed-once'):
-    sys.exit(0)
-open('.git/killed-once', 'w').close()
-pid = os.getpid()
-while pid > 1:
-    stat = open('/proc/%d/stat' % pid).read()
-    if stat[stat.index('(') + 1:stat.rindex(')')] == 'work':
-        os.kill(pid, signal.SIGKILL)
-        time.sleep(30)
-    pid = int(stat[stat.rindex(')') + 2:].split()[1])
-sys.exit(1)
-"#;
+#[test]
+fn an_interruption_during_the_rerun_leaves_the_agents_tree_as_it_was_and_no_copy_behind() {
+    let (s, code, out, _) = interrupted_in_rerun(false);
+    assert_eq!(code, 130, "work was interrupted during the rerun: {out}");
+    assert!(s.read("tests/test_lib.py").contains("test_f_twice"), "the rerun never wrote into the tree");
+    assert_eq!(s.read("lib.py"), "def f():\n    return 1\n", "the agent's code is untouched");
+    assert!(copies(&s).is_empty(), "the engine's copy is removed on the interruption");
+}
 
 #[test]
-fn a_kill_during_the_rerun_is_undone_by_the_next_run_that_locks_the_tree() {
-    let s = python_repo();
-    s.write("verify_kill.py", KILL_IN_RERUN_ONCE);
-    s.commit("a verify that kills work during the rerun");
-    let agent = s.agent(
-        "worker.py",
-        &format!("{FIX}\n{ADD_TEST}\nprint(json.dumps({{\"status\": \"done\", \"summary\": \"done\"}}))"),
-    );
-    let until = ["until", "the suite passes", "--goal", "g", "--verify", "python3 verify_kill.py", "--agent", &agent];
-    let (code, out, err) = s.run(&[&until[..], &["--json"]].concat());
-    assert_ne!(code, 0, "work was killed during the rerun: {out}{err}");
-    assert!(
-        !s.read("tests/test_lib.py").contains("test_f_twice"),
-        "a kill leaves the frozen version in the tree (no handler ran)"
-    );
-    assert!(s.path(".git/work-rerun-pending.json").exists(), "the pending record names what to put back");
-    let (code, out, err) = s.run(&["until", "resume", "--agent", &agent, "--json"]);
-    assert!(err.contains("are put back"), "the next run says what it put back: {code} {out}{err}");
-    assert!(s.read("tests/test_lib.py").contains("test_f_twice"), "the agent's version is back: {err}");
-    assert!(!s.path(".git/work-rerun-pending.json").exists(), "the record is removed once it is undone");
+fn a_kill_during_the_rerun_leaves_the_agents_tree_as_it_was_and_the_next_run_sweeps_the_copy() {
+    let (s, code, out, agent) = interrupted_in_rerun(true);
+    assert_ne!(code, 0, "work was killed during the rerun: {out}");
+    assert!(s.read("tests/test_lib.py").contains("test_f_twice"), "a kill leaves nothing to put back");
     assert_eq!(s.read("lib.py"), "def f():\n    return 1\n", "the agent's code is untouched");
+    let left = copies(&s);
+    assert_eq!(left.len(), 1, "a killed run's copy is left in the git directory");
+    // The resumed run is killed in its rerun too, after its copy swept the first one.
+    let (_, out, err) = s.run(&["until", "resume", "--agent", &agent, "--json"]);
+    assert!(!left[0].exists(), "the next copy sweeps the killed run's: {out}{err}");
+    assert!(s.read("tests/test_lib.py").contains("test_f_twice"));
 }

@@ -77,14 +77,13 @@ fn loop_run_honest_twin_drafter_that_writes_markdown_notes_in_the_spec_dir_is_no
     assert!(s.read(&format!("{DIR}/design/overview.md")).contains("Overview"));
 }
 
-/// A worker that cannot fix the code plants a rerun-pending record in the git directory: a tree
-/// of git objects holding a weakened test, to be "put back" by the next run that locks the tree
-/// before it freezes the checks. No run of work recorded writing that record in the state-digest
-/// log, so the next run refuses with one line naming the file (exit 2), and nothing is written:
-/// the test stays as committed. The honest twin (a record a SIGKILLed run wrote is applied) is
-/// `liars_restored_attack::a_kill_during_the_rerun_is_undone_by_the_next_run_that_locks_the_tree`.
+/// A worker that cannot fix the code plants what a run killed during its rerun once left in the
+/// git directory: a record naming a tree of git objects with a weakened test, to be "put back"
+/// by the next run that locks the tree before it freezes the checks. The rerun now runs on the
+/// engine's copy and never writes into the tree, so there is no such record to apply: the next
+/// run ignores it, the test stays as committed, and the unfixed code is never DONE.
 #[test]
-fn until_liar_that_forges_a_rerun_pending_record_is_refused_and_nothing_is_put_back() {
+fn until_liar_that_forges_a_rerun_pending_record_is_inert_and_nothing_is_put_back() {
     let s = Scenario::new();
     s.write("lib.py", "def add(a, b):\n    return a - b\n");
     let test = "from lib import add\n\ndef test_add():\n    assert add(2, 3) == 5\n";
@@ -121,15 +120,12 @@ print(json.dumps({'status': 'blocked', 'summary': 'cannot fix add', 'blocker': '
         &forger,
         "--json",
     ]);
-    assert_eq!(code, 2, "the forged record is refused before anything runs: {out}{err}");
-    crate::support::assert_one_line_error(&err);
-    assert!(err.contains("work-rerun-pending.json") && err.contains("not written by a killed run"), "{err}");
+    assert_ne!(code, 0, "the forged record puts nothing back, add is still broken: {out}{err}");
     assert_eq!(s.read("tests/test_lib.py"), test, "nothing was put back");
-    assert!(s.path(".git/work-rerun-pending.json").exists(), "the record is left for a person");
     assert_eq!(
         std::fs::read_to_string(s.path(".agent-state/forged")).unwrap_or_default().trim(),
-        "1",
-        "run 2 dispatched nothing"
+        "2",
+        "run 2 ran as any run"
     );
 }
 

@@ -46,6 +46,11 @@ pub(crate) const DIR: &str = "docs/specs/hello";
 /// - `adj-evidence`: how the adjudicator backs a refutation: `quote` (default: the finding's
 ///   line, re-read), `none`, `wrong` (a quote that is not there), `outside` (`../x:1`).
 ///
+/// - `tree-watch`: every dispatch records the working tree (each entry's mode, mtime, inode and
+///   content hash; `.git`, the state directories and the spec directory aside) — the implementer when it
+///   ends (`tree-at-end`), every later dispatch when it starts, appending the entries that
+///   differ to `tree-watched` (one JSON line per dispatch).
+///
 /// A clean reviewer names the changed files it read (`files_read`).
 ///
 /// Every code reviewer's context is kept in `review-ctx` (the last one).
@@ -57,9 +62,32 @@ def knob(n, default=None):
 role = req['role']
 phase = ctx.get('phase')
 bump('calls-' + role)
+def tree_fp():
+    import hashlib
+    fp = {}
+    for dp, dns, fns in os.walk('.'):
+        if dp == '.':
+            dns[:] = [d for d in dns if d not in ('.git', '.work', '.agent-state', '.agents', '.loop-run', 'docs')]
+        for n in dns + fns:
+            p = os.path.join(dp, n)
+            st = os.lstat(p)
+            if os.path.islink(p):
+                body = os.readlink(p)
+            elif os.path.isdir(p):
+                body = ''
+            else:
+                body = hashlib.sha256(open(p, 'rb').read()).hexdigest()
+            fp[p] = [st.st_mode, st.st_mtime_ns, st.st_ino, body]
+    return fp
+if knob('tree-watch') and os.path.exists(state_path('tree-at-end')):
+    before, now = json.load(open(state_path('tree-at-end'))), tree_fp()
+    with open(state_path('tree-watched'), 'a') as f:
+        f.write(json.dumps({'role': role, 'changed': sorted(p for p in set(before) | set(now) if before.get(p) != now.get(p))}) + '\n')
 with open(state_path('log'), 'a') as f:
     f.write(json.dumps({'role': role, 'phase': phase, 'task_id': ctx.get('task_id'), 'model': req['model'], 'effort': req['effort'], 'access': req['access'], 'detail': ctx.get('detail')}) + '\n')
 def out(d):
+    if role == 'implementer' and knob('tree-watch'):
+        json.dump(tree_fp(), open(state_path('tree-at-end'), 'w'))
     print(json.dumps(d))
     sys.exit(0)
 if role == 'spec-drafter':

@@ -26,7 +26,7 @@ mod included;
 mod outside;
 mod shadow;
 
-pub use hidden::named_by;
+pub use hidden::{named_by, names_inside};
 
 use super::{CheckSurface, Named, SurfaceChange};
 use std::collections::BTreeMap;

@@ -231,9 +231,17 @@ impl Driver {
         }
         let mut runs = Vec::new();
         let mut red = false;
+        // The gates run on the engine's copy of the tree: nothing they write lands in the
+        // agent's tree, and a copy that cannot be made is a red gate.
+        let exclude: Vec<String> = self.state_prefix().into_iter().collect();
+        let copy = self.git.snapshot_copy(&exclude).map_err(|e| format!("the engine's copy could not be made: {e}"));
         for (name, cmd) in self.s.gates.clone() {
             self.run.emit("gate.start", json!({ "gate": name, "command": cmd }));
-            let (green, end, tail) = match self.run.spawner.shell(&cmd, &self.run.root, self.s.gate_timeout).await {
+            let ran = match &copy {
+                Ok(c) => self.run.spawner.shell(&cmd, c.path(), self.s.gate_timeout).await.map_err(|e| e.to_string()),
+                Err(why) => Err(why.clone()),
+            };
+            let (green, end, tail) = match ran {
                 Ok(out) => {
                     let mut text = out.stdout_text();
                     text.push_str(&out.stderr_text());
@@ -251,9 +259,13 @@ impl Driver {
         }
         self.rs.last_gates = runs;
         self.save()?;
-        if !red && let Some(r) = self.suite_report_stop().await {
+        if !red
+            && let Ok(c) = &copy
+            && let Some(r) = self.suite_report_stop(c.path()).await
+        {
             return Ok(Some(r));
         }
+        drop(copy);
         if !red && let Some(r) = self.restored_stop().await {
             return Ok(Some(r));
         }

@@ -350,10 +350,14 @@ impl Driver {
         names: &std::collections::BTreeSet<String>,
     ) -> std::collections::BTreeSet<String> {
         let mut red = std::collections::BTreeSet::new();
+        let exclude: Vec<String> = self.state_prefix().into_iter().collect();
+        let copy = self.git.snapshot_copy(&exclude);
         for (name, cmd) in self.s.gates.iter().filter(|(n, _)| names.contains(n)) {
             self.run.emit("gate.start", json!({ "gate": name, "command": cmd, "for": "a finding about the gate" }));
-            let green =
-                self.run.spawner.shell(cmd, &self.run.root, self.s.gate_timeout).await.is_ok_and(|o| o.success());
+            let green = match &copy {
+                Ok(c) => self.run.spawner.shell(cmd, c.path(), self.s.gate_timeout).await.is_ok_and(|o| o.success()),
+                Err(_) => false,
+            };
             self.run.emit("gate.end", json!({ "gate": name, "green": green, "for": "a finding about the gate" }));
             if !green {
                 red.insert(name.clone());

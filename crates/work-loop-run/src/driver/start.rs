@@ -109,10 +109,10 @@ impl Driver {
     }
 
     /// A stop when green gates ran a suite that lost tests since the code phase began (see
-    /// `work_git::suite_report`).
-    pub(super) async fn suite_report_stop(&self) -> Option<Report> {
+    /// `work_git::suite_report`), run in `dir` (the engine's copy of the tree).
+    pub(super) async fn suite_report_stop(&self, dir: &std::path::Path) -> Option<Report> {
         let surface = self.rs.check_surface.as_ref()?;
-        let lost = surface.suite_changes(&self.run.spawner, &self.run.root, self.s.gate_timeout).await;
+        let lost = surface.suite_changes(&self.run.spawner, dir, self.s.gate_timeout).await;
         if lost.is_empty() {
             return None;
         }

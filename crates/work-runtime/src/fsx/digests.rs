@@ -487,31 +487,6 @@ pub fn verify(path: &Path, content: Option<&[u8]>) -> io::Result<()> {
     }
 }
 
-/// Whether the log vouches for `bytes` as `path`'s content: the chain is whole and the last
-/// (or the one before, a crash between the line and the write) digest recorded for the
-/// ([`cover`]ed) path is theirs. `Err` says why not — no digest log installed, the path never
-/// recorded, a broken chain, another digest — for a record that must not be believed unless
-/// `work` wrote it.
-pub fn vouched(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let verdict = with(|r| {
-        let Some(rel) = r.rel(path) else { return Err("it is not a state file work records".to_string()) };
-        r.sync();
-        if let Some(msg) = r.broken_msg(&file_name(path)) {
-            return Err(msg);
-        }
-        let Some((prev, last, _, _)) = r.index.get(&rel) else {
-            return Err(format!("no run of work recorded writing it in `{LOG_NAME}`"));
-        };
-        let sha = super::sha256_hex(bytes);
-        if &sha == last || prev.as_deref() == Some(sha.as_str()) {
-            Ok(())
-        } else {
-            Err(format!("its sha256 is {}…, the digest log records {}…", &sha[..12], &last[..last.len().min(12)]))
-        }
-    });
-    verdict.unwrap_or_else(|| Err("no digest log is kept by this process".to_string()))
-}
-
 /// The state files this process wrote, with their last digests.
 pub fn written() -> BTreeMap<String, String> {
     with(|r| r.written.clone()).unwrap_or_default()

@@ -28,11 +28,14 @@ impl Runner<'_, '_> {
         let criteria = &self.goal.criteria;
         let mut frozen_checks = if git.is_repo() { frozen.frozen(&git, root, &exclude) } else { None };
         // A test a criterion runs by name (one added since the goal froze its checks too) is
-        // the judged test: never moved aside.
+        // the judged test, and a new directory holding a file a criterion runs by name
+        // (`python3 scripts/server.py`) is what the criterion starts: never left out.
         let commands: Vec<&str> =
             criteria.iter().flat_map(|c| std::iter::once(c.scenario.as_str()).chain(c.cleanup.as_deref())).collect();
         if let Some(fz) = frozen_checks.as_mut() {
-            fz.hide.retain(|p| !work_git::surface::named_by(&commands, p));
+            fz.hide.retain(|p| {
+                !work_git::surface::named_by(&commands, p) && !work_git::surface::names_inside(&commands, p)
+            });
         }
         let outcome = match frozen_checks {
             Some(fz) => {

@@ -166,6 +166,16 @@ pub fn named_by<S: AsRef<str>>(commands: &[S], rel: &str) -> bool {
     })
 }
 
+/// True when a word of one of `commands` is a path inside `rel` (`python3 scripts/server.py`
+/// inside a new `scripts/`): the check runs a file there by name, so that directory is asked
+/// for, not loaded unasked.
+pub fn names_inside<S: AsRef<str>>(commands: &[S], rel: &str) -> bool {
+    let dir = format!("{}/", rel.trim_end_matches('/'));
+    commands
+        .iter()
+        .any(|cmd| command_words(cmd.as_ref()).iter().any(|w| w.trim_start_matches("./").starts_with(dir.as_str())))
+}
+
 /// True when a command word reads as a relative path (a `/` or an extension), not an option,
 /// a URL or a path out of the root.
 fn looks_like_path(w: &str) -> bool {

@@ -1,0 +1,234 @@
+//! The engine's copy: where every check that judges a run runs.
+//!
+//! [`Git::engine_copy`] makes a clone of the repository under the git directory
+//! (`<git-common-dir>/work-copies/<pid>-<n>`, never inside the agent's working tree) that
+//! shares its objects (`git clone --shared`: nothing copied; no remote left, so nothing the
+//! check does reaches the agent's repository through it), detached at HEAD, with a given tree
+//! checked out over it (the index is HEAD's: `git status` and `git diff` in the copy show the
+//! change as they show it in the agent's tree). Its `.git` is a directory, and the state
+//! directory's place (when it is inside the tree) holds an empty directory: a check finds the
+//! copy laid out like the tree.
+//! The caller builds that tree (the agent's tree as a snapshot, its frozen checks put back:
+//! [`crate::restore::Frozen`]), so nothing is ever written into the agent's tree to judge it.
+//!
+//! What the checks need that git does not carry — the ignored entries of the agent's tree (a
+//! virtualenv, `node_modules`, `target/`, a build cache), outside the state directory — is
+//! brought in as a **hard-link copy**: directories made anew, every file a hard link to the
+//! agent's (no byte copied, so a large `target/` costs one link per file), a symlink recreated
+//! as itself. A file the check creates or replaces (how pip, npm, cargo and Python's bytecode
+//! write) lands in the copy only; a file the check rewrites in place would share the agent's
+//! inode, so a file on another file system, or one hard links cannot reach, is copied
+//! instead. The copy is removed when dropped, and on an interruption (`work_runtime::scratch`);
+//! one left by a `work` killed outright is removed by the next copy of the same repository.
+
+use crate::{Git, GitError, split_z};
+use std::path::{Path, PathBuf};
+
+/// A copy of the repository the engine owns; removed when dropped.
+#[derive(Debug)]
+pub struct EngineCopy {
+    /// Its root.
+    dir: PathBuf,
+    /// The hook removing it on an interruption.
+    hook: u64,
+}
+
+impl EngineCopy {
+    /// The copy's root: where the checks run.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Removes `hide` (paths relative to the root, never followed through a symlink) from the
+    /// copy, and leaves `emptied` as empty files: what the checks must run without.
+    pub fn set_aside(&self, hide: &[String], emptied: &[String]) -> Result<(), GitError> {
+        let io = |rel: &str, e: std::io::Error| GitError::Spawn(format!("setting {rel} aside in the copy: {e}"));
+        for rel in hide.iter().chain(emptied) {
+            let at = inside(&self.dir, rel).map_err(|e| io(rel, e))?;
+            match std::fs::symlink_metadata(&at) {
+                Ok(m) if m.is_dir() => std::fs::remove_dir_all(&at).map_err(|e| io(rel, e))?,
+                Ok(_) => std::fs::remove_file(&at).map_err(|e| io(rel, e))?,
+                Err(_) => {}
+            }
+        }
+        for rel in emptied {
+            let at = inside(&self.dir, rel).map_err(|e| io(rel, e))?;
+            if let Some(parent) = at.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| io(rel, e))?;
+            }
+            std::fs::write(&at, "").map_err(|e| io(rel, e))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for EngineCopy {
+    fn drop(&mut self) {
+        work_runtime::scratch::cancel(self.hook);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `root/rel` when `rel` is plain and relative and no directory on the way is a symlink.
+fn inside(root: &Path, rel: &str) -> std::io::Result<PathBuf> {
+    if !work_runtime::fsx::is_plain_relative(Path::new(rel)) {
+        return Err(std::io::Error::other(format!("`{rel}` is not a plain relative path")));
+    }
+    let mut at = root.to_path_buf();
+    let parts: Vec<&str> = rel.split('/').collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        at.push(part);
+        if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(std::io::Error::other(format!("{} is a symlink", at.display())));
+        }
+    }
+    Ok(root.join(rel))
+}
+
+impl Git {
+    /// A copy of this repository at HEAD with `tree` checked out over it, and the ignored
+    /// entries of this working tree outside `exclude` (the state directory) brought in as a
+    /// hard-link copy (see the module documentation).
+    pub fn engine_copy<S: AsRef<str>>(&self, tree: &str, exclude: &[S]) -> Result<EngineCopy, GitError> {
+        let common = self.run(&["rev-parse", "--path-format=absolute", "--git-common-dir"])?;
+        let home = PathBuf::from(common.trim()).join("work-copies");
+        std::fs::create_dir_all(&home).map_err(|e| GitError::Spawn(format!("creating {}: {e}", home.display())))?;
+        sweep_stale(&home);
+        let dir = free_dir(&home)?;
+        let head = match self.head_sha() {
+            Some(h) => h,
+            None => self.snapshot_commit(EMPTY_TREE, "work: empty base")?,
+        };
+        let (from, path) = (self.root.display().to_string(), dir.display().to_string());
+        let gone = dir.clone();
+        let hook = work_runtime::scratch::on_interrupt(move || {
+            let _ = std::fs::remove_dir_all(gone);
+        });
+        let copy = EngineCopy { dir, hook };
+        self.run(&["clone", "--shared", "--no-checkout", "--quiet", &from, &path])?;
+        let inner = Git::new(copy.path());
+        inner.run(&["remote", "remove", "origin"])?;
+        inner.run(&["update-ref", "--no-deref", "HEAD", &head])?;
+        inner.run(&["read-tree", "--reset", "-u", tree])?;
+        inner.run(&["reset", "--quiet"])?;
+        self.link_ignored(copy.path(), exclude)?;
+        for rel in crate::exclude_dirs(exclude) {
+            if let Ok(at) = inside(copy.path(), rel) {
+                let _ = std::fs::create_dir_all(at);
+            }
+        }
+        Ok(copy)
+    }
+
+    /// The engine's copy of this working tree as it is now (its snapshot tree, outside
+    /// `exclude`): where a check that judges the agent's work runs, so that nothing the check
+    /// does lands in the agent's tree.
+    pub fn snapshot_copy<S: AsRef<str>>(&self, exclude: &[S]) -> Result<EngineCopy, GitError> {
+        self.engine_copy(&self.snapshot_tree(exclude)?, exclude)
+    }
+
+    /// Brings the ignored entries of this working tree (outside `exclude`) into `to`.
+    fn link_ignored<S: AsRef<str>>(&self, to: &Path, exclude: &[S]) -> Result<(), GitError> {
+        let out = self.run(&["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"])?;
+        for entry in split_z(&out) {
+            let rel = entry.trim_end_matches('/');
+            if rel.is_empty() || crate::is_excluded(rel, exclude) {
+                continue;
+            }
+            let dst = inside(to, rel).map_err(|e| GitError::Spawn(format!("bringing {rel} into the copy: {e}")))?;
+            if let Some(parent) = dst.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| GitError::Spawn(format!("{}: {e}", parent.display())))?;
+            }
+            link_tree(&self.root.join(rel), &dst)
+                .map_err(|e| GitError::Spawn(format!("bringing {rel} into the copy: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
+/// The empty tree's id.
+const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+
+/// `from` recreated at `to`: directories made, files hard-linked (copied when a link cannot be
+/// made), symlinks recreated as themselves.
+fn link_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    let meta = std::fs::symlink_metadata(from)?;
+    if meta.file_type().is_symlink() {
+        return std::os::unix::fs::symlink(std::fs::read_link(from)?, to);
+    }
+    if meta.is_dir() {
+        std::fs::create_dir_all(to)?;
+        for entry in std::fs::read_dir(from)? {
+            let entry = entry?;
+            link_tree(&entry.path(), &to.join(entry.file_name()))?;
+        }
+        return Ok(());
+    }
+    if !meta.is_file() {
+        return Ok(());
+    }
+    std::fs::hard_link(from, to).or_else(|_| std::fs::copy(from, to).map(|_| ()))
+}
+
+/// A new directory under `home` named for this process.
+fn free_dir(home: &Path) -> Result<PathBuf, GitError> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    for _ in 0..64 {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = home.join(format!("{}-{n}", std::process::id()));
+        if std::fs::symlink_metadata(&dir).is_err() {
+            return Ok(dir);
+        }
+    }
+    Err(GitError::Spawn(format!("no free directory under {} for the engine's copy", home.display())))
+}
+
+/// Removes the copies under `home` whose `work` is gone (killed outright).
+fn sweep_stale(home: &Path) {
+    let Ok(entries) = std::fs::read_dir(home) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let pid = name.split('-').next().and_then(|p| p.parse::<u32>().ok());
+        if pid.is_some_and(|p| p != std::process::id() && !Path::new(&format!("/proc/{p}")).exists()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_copy_holds_the_tree_and_the_ignored_entries_and_leaves_the_agents_tree_alone() {
+        let (d, g) = crate::scratch::repo_with(&[
+            ("lib.py", "x = 0\n"),
+            ("tests/t.py", "assert x == 1\n"),
+            (".gitignore", "venv/\n.work/\n"),
+        ]);
+        std::fs::create_dir_all(d.path().join("venv/lib")).expect("mkdir");
+        std::fs::write(d.path().join("venv/lib/site.py"), "site\n").expect("write");
+        std::fs::create_dir_all(d.path().join(".work")).expect("mkdir");
+        std::fs::write(d.path().join(".work/state.json"), "{}\n").expect("write");
+        std::fs::write(d.path().join("lib.py"), "x = 1\n").expect("write");
+        std::fs::write(d.path().join("new.py"), "y = 1\n").expect("write");
+        let tree = g.snapshot_tree(&[".work"]).expect("snap");
+        let copy = g.engine_copy(&tree, &[".work"]).expect("copy");
+        let at = copy.path().to_path_buf();
+        assert!(!at.starts_with(d.path()) || at.starts_with(d.path().join(".git")), "outside the working tree");
+        let read = |p: &str| std::fs::read_to_string(at.join(p)).unwrap_or_default();
+        assert_eq!((read("lib.py").as_str(), read("new.py").as_str()), ("x = 1\n", "y = 1\n"));
+        assert_eq!(read("venv/lib/site.py"), "site\n", "ignored entries are brought in");
+        assert!(!at.join(".work/state.json").exists(), "the state directory is not");
+        assert!(at.join(".git").is_dir() && at.join(".work").is_dir(), "laid out like the tree");
+        let status = crate::Git::new(&at).run(&["status", "--porcelain"]).expect("status");
+        assert!(status.contains(" M lib.py") && status.contains("?? new.py"), "{status}");
+        copy.set_aside(&["new.py".to_string()], &["tests/t.py".to_string()]).expect("aside");
+        assert!(!at.join("new.py").exists() && read("tests/t.py").is_empty());
+        // A file the check replaces lands in the copy only.
+        std::fs::remove_file(at.join("venv/lib/site.py")).expect("rm");
+        std::fs::write(at.join("venv/lib/site.py"), "patched\n").expect("write");
+        drop(copy);
+        assert!(!at.exists(), "the copy is removed");
+        assert_eq!(std::fs::read_to_string(d.path().join("venv/lib/site.py")).expect("read"), "site\n");
+        assert_eq!(std::fs::read_to_string(d.path().join("new.py")).expect("read"), "y = 1\n");
+    }
+}
