@@ -303,22 +303,24 @@ fn find_on_path(program: &str) -> Option<PathBuf> {
 /// The directories a confined process gets private, empty copies of.
 const PRIVATE_MOUNTS: [&str; 3] = ["/tmp", "/run", "/dev/shm"];
 
-/// What of `named` (the program and arguments the user gave an agent) the private mounts would
-/// hide from it: an existing absolute path under `/tmp`, `/run` or `/dev/shm` and outside the
-/// root — its directory, or the file itself when that directory is a private mount's top.
-/// Bound read-only, so `command:/tmp/x/finder.sh` runs confined as it runs unconfined.
+/// What of `named` (the program and arguments an agent's command line gives) the private mounts
+/// would hide from it: a regular file under `/tmp`, `/run` or `/dev/shm` (by its real path) and
+/// outside the root. Bound read-only, so `command:/tmp/x/finder.sh` runs confined as it runs
+/// unconfined. Only regular files: a directory or a socket named there (a repository's
+/// `work.toml` can write that command line) would hand the agent what the private mounts hide —
+/// a tmux or `ssh-agent` socket.
 fn named_paths<'a>(c: &Confine, named: impl IntoIterator<Item = &'a str>) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     for n in named {
         let p = Path::new(n);
-        if !p.is_absolute() || p.starts_with(&c.root) || std::fs::symlink_metadata(p).is_err() {
+        if !p.is_absolute() {
             continue;
         }
-        let Some(top) = PRIVATE_MOUNTS.iter().find(|m| p.starts_with(m) && p != Path::new(m)) else { continue };
-        let dir = p.parent().filter(|d| d != &Path::new(top) && std::fs::metadata(p).is_ok_and(|m| m.is_file()));
-        let visible = dir.map_or_else(|| p.to_path_buf(), Path::to_path_buf);
-        if !out.contains(&visible) {
-            out.push(visible);
+        let Ok(real) = std::fs::canonicalize(p) else { continue };
+        let hidden = PRIVATE_MOUNTS.iter().any(|m| real.starts_with(m));
+        let file = std::fs::metadata(&real).is_ok_and(|m| m.is_file());
+        if hidden && file && !real.starts_with(&c.root) && !out.contains(&real) {
+            out.push(real);
         }
     }
     out
@@ -415,7 +417,16 @@ mod tests {
         let prog = prog.to_string_lossy().into_owned();
         let inside = root.path().join("x").to_string_lossy().into_owned();
         let named = named_paths(&c, [prog.as_str(), "python3", "/usr/bin/env", inside.as_str(), "/tmp/missing"]);
-        assert_eq!(named, vec![dir.path().to_path_buf()], "its directory, not PATH names or the root's files");
+        assert_eq!(
+            named,
+            vec![std::fs::canonicalize(&prog).expect("real")],
+            "the file, not PATH names or the root's files"
+        );
+        let listener = std::os::unix::net::UnixListener::bind(dir.path().join("agent.sock")).expect("a socket");
+        let sock = dir.path().join("agent.sock").to_string_lossy().into_owned();
+        let d = dir.path().to_string_lossy().into_owned();
+        assert!(named_paths(&c, [sock.as_str(), d.as_str()]).is_empty(), "never a socket or a directory");
+        drop(listener);
         assert!(named_paths(&c, ["/tmp", "/run/"]).is_empty(), "a private mount itself is never bound");
     }
 }
