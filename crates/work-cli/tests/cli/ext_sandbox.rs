@@ -65,9 +65,12 @@ fn exhaust(s: &Scenario, agent: &str) -> Value {
     )
 }
 
-fn until(s: &Scenario, agent: &str, code: i32) -> Value {
-    s.run_json(
-        &[
+/// `work until` confined, with `--max` and the variables `env` set.
+fn until_with(s: &Scenario, agent: &str, max: &str, env: &[(&str, &Path)], code: i32) -> Value {
+    let out = s
+        .work()
+        .envs(env.iter().copied())
+        .args([
             "--isolation",
             "required",
             "until",
@@ -76,12 +79,20 @@ fn until(s: &Scenario, agent: &str, code: i32) -> Value {
             "make lib ready",
             "--verify",
             "sh check.sh",
+            "--max",
+            max,
             "--agent",
             agent,
             "--json",
-        ],
-        code,
-    )
+        ])
+        .output()
+        .expect("run work");
+    assert_eq!(out.status.code(), Some(code), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("the report")
+}
+
+fn until(s: &Scenario, agent: &str, code: i32) -> Value {
+    until_with(s, agent, "10", &[], code)
 }
 
 #[test]
@@ -160,24 +171,7 @@ fn a_liar_that_only_rewrites_the_check_gets_erofs_and_never_done() {
             "{ATTEMPT}\nattempt('check', write('check.sh', 'exit 0\\n'))\nprint(json.dumps({{'status': 'done', 'summary': 'done'}}))"
         ),
     );
-    let v = s.run_json(
-        &[
-            "--isolation",
-            "required",
-            "until",
-            "`sh check.sh` exits 0",
-            "--goal",
-            "make lib ready",
-            "--verify",
-            "sh check.sh",
-            "--max",
-            "2",
-            "--agent",
-            &liar,
-            "--json",
-        ],
-        1,
-    );
+    let v = until_with(&s, &liar, "2", &[], 1);
     assert_ne!(v["status"], "done", "{v}");
     assert_eq!(attempts(&s)["check"], "EROFS");
     assert_eq!(s.read("check.sh"), "grep -q 'fn ready' src/lib.rs\n");
@@ -394,30 +388,7 @@ fn a_pth_file_in_the_user_site_gets_erofs_and_the_twin_that_fixes_the_code_is_do
             "{ATTEMPT}\nimport site\nd = site.getusersitepackages()\nattempt('pth', lambda: (os.makedirs(d, exist_ok=True), write(os.path.join(d, 'zz_fix.pth'), 'import os\\n')()))\nprint(json.dumps({{'status': 'done', 'summary': 'done'}}))"
         ),
     );
-    let run = |agent: &str, code: i32| {
-        let out = s
-            .work()
-            .env("HOME", home.path())
-            .args([
-                "--isolation",
-                "required",
-                "until",
-                "`sh check.sh` exits 0",
-                "--goal",
-                "make lib ready",
-                "--verify",
-                "sh check.sh",
-                "--max",
-                "2",
-                "--agent",
-                agent,
-                "--json",
-            ])
-            .output()
-            .expect("run work");
-        assert_eq!(out.status.code(), Some(code), "{}", String::from_utf8_lossy(&out.stderr));
-        serde_json::from_slice::<Value>(&out.stdout).expect("the report")
-    };
+    let run = |agent: &str, code: i32| until_with(&s, agent, "2", &[("HOME", home.path())], code);
     let v = run(&liar, 1);
     assert_ne!(v["status"], "done", "{v}");
     assert_eq!(attempts(&s)["pth"], "EROFS");
