@@ -87,21 +87,12 @@ fn planned(path: &str, text: &str, touches: &[String]) -> bool {
     false
 }
 
-/// The paths of `changed` that `text` does not plan and that are not tests (a path with a
-/// `test`, `tests`, `spec` or `__tests__` directory, or a file named `test_*`, `*_test.*`,
-/// `*.test.*` or `*_spec.*`): what a task touched outside its text.
+/// The paths of `changed` that `text` does not plan and that are not tests (in the test tree
+/// as the check surface reads it: [`crate::surface::is_test_path`]): what a task touched
+/// outside its text.
 pub fn unplanned(changed: &[String], text: &str) -> Vec<String> {
     let touches = touches(text);
-    changed.iter().filter(|p| !is_test(p) && !planned(p, text, &touches)).cloned().collect()
-}
-
-fn is_test(path: &str) -> bool {
-    let (dirs, file) = path.rsplit_once('/').unwrap_or(("", path));
-    dirs.split('/').any(|d| matches!(d, "test" | "tests" | "spec" | "__tests__"))
-        || file.starts_with("test_")
-        || file.contains("_test.")
-        || file.contains(".test.")
-        || file.contains("_spec.")
+    changed.iter().filter(|p| !crate::surface::is_test_path(p) && !planned(p, text, &touches)).cloned().collect()
 }
 
 /// Whether `text` names the directory `dir` (ending in `/`) as a word of its own: `docs/`

@@ -24,7 +24,7 @@
 //! each, [`MAX_SCAN`] source files scanned for importers) and goes through the runtime's
 //! confined read: below the root, no symlink followed, regular files only.
 
-use crate::surface::{SKIP_DIRS, is_test_dir, is_test_name};
+use crate::surface::{SKIP_DIRS, is_test_path};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::Path;
@@ -91,13 +91,6 @@ pub fn reads_as_support(rel: &str) -> bool {
     rel.to_ascii_lowercase()
         .split(|c: char| !c.is_ascii_alphanumeric())
         .any(|w| w.starts_with("test") || SUPPORT_WORDS.contains(&w))
-}
-
-/// True when `rel` is in the test tree (frozen as a test file by [`crate::surface`]).
-fn is_test_path(rel: &str) -> bool {
-    let mut parts: Vec<&str> = rel.split('/').collect();
-    let name = parts.pop().unwrap_or_default();
-    parts.iter().any(|d| is_test_dir(d)) || is_test_name(name)
 }
 
 /// The repository's files as the resolver sees them: read below the root without following a

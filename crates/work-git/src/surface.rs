@@ -344,6 +344,14 @@ fn hook_files(root: &Path) -> Vec<String> {
     out
 }
 
+/// True when `rel` is in the test tree (frozen as a test file by this module): under a test
+/// directory, or a test file by its name.
+pub(crate) fn is_test_path(rel: &str) -> bool {
+    let mut parts: Vec<&str> = rel.split('/').collect();
+    let name = parts.pop().unwrap_or_default();
+    parts.iter().any(|d| is_test_dir(d)) || is_test_name(name)
+}
+
 /// True when a directory name holds tests.
 pub(crate) fn is_test_dir(name: &str) -> bool {
     matches!(name, "tests" | "test" | "spec" | "__tests__" | "testdata")
