@@ -17,8 +17,14 @@ fn run(s: &Scenario, agent: &str, extra: &[&str]) -> (i32, String, String) {
             .map(|l| {
                 let l = l.replace(&root, "ROOT");
                 let l = l.split(" · work report").next().unwrap_or(&l).to_string();
-                match l.find("20260101T000000000Z-loop-") {
-                    Some(i) => format!("{}RUN{}", &l[..i], &l[i + 29..]),
+                let prefix = "20260101T000000000Z-loop-";
+                match l.find(prefix) {
+                    Some(i) => {
+                        // The run id ends where its hexadecimal suffix does (its length varies).
+                        let rest = &l[i + prefix.len()..];
+                        let end = rest.find(|c: char| !c.is_ascii_hexdigit()).unwrap_or(rest.len());
+                        format!("{}RUN{}", &l[..i], &rest[end..])
+                    }
                     None => l,
                 }
             })
