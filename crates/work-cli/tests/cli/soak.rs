@@ -5,8 +5,10 @@
 //! must be exactly the uninterrupted result: the same exit code and status, the same state
 //! files (timestamps, run ids, dispatch numbers and the `Incidents` list of the ledger, which
 //! records the crash, set aside), the same tree, and no committed iteration or DONE task
-//! dispatched again. Each kill point is tried twice: once with a clean rerun, once with a
-//! rerun killed at the same call number before the clean one (a crash during the recovery).
+//! dispatched again. Each kill point is tried with a clean rerun or with a rerun killed at the
+//! same call number before the clean one (a crash during the recovery): odd calls the first
+//! way and even calls the second, so every call is killed once; with
+//! `WORK_TEST_SOAK_EVERY_CALL=1` every call is tried both ways (twice the time).
 
 use crate::support::Scenario;
 use std::collections::BTreeMap;
@@ -131,18 +133,22 @@ fn meta_json(text: &str) -> serde_json::Value {
     v
 }
 
-/// Runs `trial(n, twice)` for n = 1, 2, … (both variants) until it reports that the run was
-/// not killed, a few trials at a time; returns the trial count and the failures.
+/// Runs `trial(n, twice)` for n = 1, 2, … until it reports that the run was not killed, a few
+/// trials at a time: odd n with a clean rerun (`twice` false), even n with a killed rerun first
+/// — or every n both ways with `WORK_TEST_SOAK_EVERY_CALL=1`. Returns the trial count and the
+/// failures.
 pub(crate) fn soak(trial: impl Fn(u64, bool) -> Option<Result<(), String>> + Sync) -> (usize, Vec<String>) {
     const PAR: u64 = 3;
+    let every_call = std::env::var_os("WORK_TEST_SOAK_EVERY_CALL").is_some_and(|v| v == "1");
+    let stride = if every_call { 1 } else { 2 };
     let mut trials = 0;
     let mut failures = Vec::new();
     for twice in [false, true] {
-        let mut n = 1;
+        let mut n = if every_call { 1 } else { 1 + u64::from(twice) };
         'calls: while n <= MAX_CALLS {
             let results: Vec<Option<Result<(), String>>> = std::thread::scope(|sc| {
                 let t = &trial;
-                let hs: Vec<_> = (n..n + PAR).map(|k| sc.spawn(move || t(k, twice))).collect();
+                let hs: Vec<_> = (0..PAR).map(|i| sc.spawn(move || t(n + i * stride, twice))).collect();
                 hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Some(Err("a trial panicked".into())))).collect()
             });
             for r in results {
@@ -152,7 +158,7 @@ pub(crate) fn soak(trial: impl Fn(u64, bool) -> Option<Result<(), String>> + Syn
                     failures.push(e);
                 }
             }
-            n += PAR;
+            n += PAR * stride;
         }
     }
     (trials, failures)
