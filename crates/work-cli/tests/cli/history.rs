@@ -359,6 +359,11 @@ fn completions_man_and_version_come_from_the_command_definitions() {
     let (code, _, err) = s.run(&["man", "--out-dir", "man1"]);
     assert_eq!(code, 0, "{err}");
     assert!(s.read("man1/work-report.1").contains("work\\-report"));
+    // Nested commands have their own pages, named as git names them.
+    for page in ["work-loop-run", "work-runs-gc", "work-agents-check", "work-loop-cohort-approve-plan"] {
+        assert!(s.read(&format!("man1/{page}.1")).contains(&page.replace('-', "\\-")), "{page}");
+    }
+    assert!(!s.path("man1/work-help.1").exists() && !s.path("man1/work-loop-help.1").exists());
     let (code, v, _) = s.run(&["--version"]);
     assert_eq!(code, 0);
     let v = v.trim();
