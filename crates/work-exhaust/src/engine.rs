@@ -49,6 +49,24 @@ pub(crate) fn seen_summary(items: &[Value]) -> Vec<Value> {
     recent.iter().map(|it| json!({"id": it.get("id"), "location": it.get("location")})).collect()
 }
 
+/// A finder's brief: the goal, its angle, the round, and how many items are known already
+/// (`shown` of them are listed in the request's `context.seen`).
+pub fn finder_prompt(what: &str, context: Option<&str>, angle: &str, round: u32, known: usize, shown: usize) -> String {
+    format!(
+        "You are one finder in an exhaustive discovery loop.\n\
+         GOAL: find {what}.\n{context}\
+         YOUR ANGLE: {angle} — search only through this angle; other finders cover the others.\n\
+         Round {round}. {known} item(s) are already known (context.seen lists the {shown} most recent); \
+         do not repeat them.\n\
+         Work read-only. For every item give a stable kebab-case `id`, a `title`, a `location` as \
+         PATH:LINE relative to the repository root (or a named concept when no file applies), the \
+         `evidence` you saw, and a `severity` (critical|high|medium|low). The engine re-reads every \
+         PATH:LINE itself and rejects locations that do not exist.\n\
+         Answer with ONE JSON object: {{\"angle\": \"{angle}\", \"items\": [...], \"roundNotes\": \"what this angle covered and where it felt thin\"}}.",
+        context = context.map(|c| format!("CONTEXT: {c}\n")).unwrap_or_default(),
+    )
+}
+
 /// The line a rerun of a finished task prints.
 pub fn already_stopped(reason: &str) -> String {
     format!("exhaust: task already stopped ({reason}); nothing to do (pass --fresh to start over)")
@@ -405,22 +423,7 @@ impl<'a> Engine<'a> {
         let p = self.params;
         let j = &self.journal;
         let seen_summary = seen_summary(&j.items);
-        let prompt = format!(
-            "You are one finder in an exhaustive discovery loop.\n\
-             GOAL: find {what}.\n{context}\
-             YOUR ANGLE: {angle} — search only through this angle; other finders cover the others.\n\
-             Round {round}. {n} item(s) are already known (context.seen lists the {shown} most recent); \
-             do not repeat them.\n\
-             Work read-only. For every item give a stable kebab-case `id`, a `title`, a `location` as \
-             PATH:LINE relative to the repository root (or a named concept when no file applies), the \
-             `evidence` you saw, and a `severity` (critical|high|medium|low). The engine re-reads every \
-             PATH:LINE itself and rejects locations that do not exist.\n\
-             Answer with ONE JSON object: {{\"angle\": \"{angle}\", \"items\": [...], \"roundNotes\": \"what this angle covered and where it felt thin\"}}.",
-            what = p.what,
-            context = p.context.as_deref().map(|c| format!("CONTEXT: {c}\n")).unwrap_or_default(),
-            n = j.seen.len(),
-            shown = seen_summary.len(),
-        );
+        let prompt = finder_prompt(&p.what, p.context.as_deref(), angle, round, j.seen.len(), seen_summary.len());
         DispatchSpec {
             role: "finder".into(),
             model: p.model.clone(),

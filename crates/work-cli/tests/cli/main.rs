@@ -6,6 +6,7 @@ mod support;
 mod agents;
 mod color;
 mod containment;
+mod dry_run;
 mod exhaust;
 mod exhaust_truth;
 mod ext_chromium;
