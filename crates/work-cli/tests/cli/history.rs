@@ -278,9 +278,15 @@ fn gc_prunes_old_runs_never_a_running_one_and_killed_runs_read_as_interrupted() 
     assert_eq!(code, 0, "{err}");
     let r: Value = serde_json::from_str(&out).expect("gc json");
     assert_eq!(r["removed"], Value::Array(vec![]));
+    // A dry run names what would go and removes nothing.
+    let (code, out, err) = at(&s, "2026-01-05T00:00:00Z", &["runs", "gc", "--older-than", "1d", "--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("would remove {real}")) && out.contains("2 run(s) would be removed"), "{out}");
+    assert!(s.path(&format!(".work/runs/{real}/events.jsonl")).exists(), "a dry run removed a run");
     let (code, out, err) = at(&s, "2026-01-05T00:00:00Z", &["runs", "gc", "--older-than", "1d", "--json"]);
     assert_eq!(code, 0, "{err}");
     let r: Value = serde_json::from_str(&out).expect("gc json");
+    assert_eq!(r["dry_run"], false);
     let mut removed: Vec<&str> = r["removed"].as_array().expect("removed").iter().filter_map(Value::as_str).collect();
     removed.sort();
     let mut expected = vec![killed.as_str(), real.as_str()];
