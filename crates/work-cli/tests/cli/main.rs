@@ -37,6 +37,7 @@ mod liars_loop;
 mod liars_lost;
 mod liars_matrix;
 mod liars_pulled_in;
+mod liars_rename;
 mod liars_rerun;
 mod liars_restored_attack;
 mod liars_review_parts;
