@@ -121,12 +121,24 @@ const CALL_SITE_CAP: u64 = 1 << 20;
 
 /// The definition site's line number and its text, read before the dispatch.
 fn def_line(env: &Env, input: &EditInput) -> (usize, String) {
-    let n = input.def_site.rsplit_once(':').and_then(|(_, l)| l.parse::<usize>().ok()).unwrap_or(0);
-    let text = work_runtime::fsx::read_confined(&env.run.root, &input.def_site_path, CALL_SITE_CAP)
+    def_site_line(&env.run.root, &input.def_site, &input.def_site_path)
+}
+
+/// `PATH:LINE`'s line number and its text under `root` (empty when unreadable).
+fn def_site_line(root: &std::path::Path, def_site: &str, def_site_path: &str) -> (usize, String) {
+    let n = def_site.rsplit_once(':').and_then(|(_, l)| l.parse::<usize>().ok()).unwrap_or(0);
+    let text = work_runtime::fsx::read_confined(root, def_site_path, CALL_SITE_CAP)
         .ok()
         .and_then(|b| String::from_utf8_lossy(&b).lines().nth(n.checked_sub(1)?).map(str::to_string))
         .unwrap_or_default();
     (n, text)
+}
+
+/// The editor's first brief, as [`run_edit`] sends it (`work edit --dry-run` shows it).
+pub fn first_brief(root: &std::path::Path, description: &str, def_site: &str, def_site_path: &str) -> String {
+    let (_, line) = def_site_line(root, def_site, def_site_path);
+    let rename = rename::recognise(description, &line);
+    prompts::editor(description, def_site, None, rename.as_ref().map(|r| (r.old.as_str(), r.new.as_str())))
 }
 
 /// The rename the description asks for, and where its old name stands before the dispatch

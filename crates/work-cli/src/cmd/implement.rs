@@ -647,7 +647,7 @@ pub fn run_edit(global: &Global, a: EditArgs) -> CmdResult {
         if let Some(b) = &set.build_cmd {
             plan.row("build", b);
         }
-        plan.prompt("editor", work_implement::prompts::editor(&description, &def_site, None));
+        plan.prompt("editor", work_implement::edit::first_brief(&ctx.root, &description, &def_site, &def_site_path));
         return plan.print(a.run.json);
     }
     let (run_id, _iteration, _tree) = lock_iteration(&ctx, "edit", &iter_id)?;

@@ -99,6 +99,11 @@ fn verbose_shows_the_first_brief_and_json_is_one_document() {
     assert!(out.contains("YOUR ANGLE: one"), "{out}");
     let (_, quiet, _) = s.run(&["exhaust", "unwrap calls", "--agent", &agent, "--dry-run"]);
     assert!(!quiet.contains("You are one finder") && quiet.contains("(-v shows the first brief)"), "{quiet}");
+    // The editor's brief is the one the run sends: a recognised rename carries its rule.
+    let edit = ["-v", "edit", "--description", "Rename `add` to `plus`", "--def-site", "src/lib.py:1"];
+    let (code, out, _) = s.run(&[&edit[..], &["--test-cmd", "true", "--agent", &agent, "--dry-run"]].concat());
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("----- brief: editor -----") && out.contains("one may change only by this rename"), "{out}");
     let (code, out, _) = s.run(&[
         "implement",
         "--plan",
