@@ -1,12 +1,99 @@
-//! Oracle commands (gates 1 and 3): deterministic enumerations run with `sh -c` in the
-//! repository root. Their stdout is a JSON array of items, or `PATH:LINE[:TEXT]` lines
-//! (what `grep -n` and `rg -n` print).
+//! Oracle commands (gates 1 and 3): deterministic enumerations run with `sh -c` at the root
+//! of the engine's copy of the tree as the run started ([`OracleTree`]), never in the tree the
+//! finders can write. Their stdout is a JSON array of items, or `PATH:LINE[:TEXT]` lines (what
+//! `grep -n` and `rg -n` print).
 
 use crate::items::parse_file_line;
 use serde_json::{Map, Value};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+use work_git::copy::EngineCopy;
 use work_runtime::spawn::Spawner;
+use work_runtime::tree_guard::TreeSnapshot;
+
+/// Where a run's oracles search: the engine's copy of the tree as the run started (git's
+/// snapshot of it — HEAD and any uncommitted change, the state directory left out — checked out
+/// under the git directory, the ignored entries brought in as a hard-link copy:
+/// [`work_git::Git::engine_copy`]). Made once per run, before any finder runs; removed when
+/// dropped and on an interruption. A finder that deletes or rewrites the file an oracle greps
+/// changes its own tree, not this one; one that writes into the copy itself (it lies in the git
+/// directory, which only the sandbox makes read-only) is seen before the next oracle runs, and
+/// the copy is made again from the tree the run started with. Outside a git repository there is
+/// no copy: the oracles run in the tree itself, and a dry stop is then never `confirmed`.
+#[derive(Debug, Default)]
+pub struct OracleTree {
+    copy: Option<Copied>,
+}
+
+/// The copy and what it is made from.
+#[derive(Debug)]
+struct Copied {
+    git: work_git::Git,
+    /// The state directory, left out of the copy.
+    exclude: Vec<String>,
+    /// The snapshot of the tree when the run started.
+    tree: String,
+    /// Where the copies are made ([`work_git::Git::copies_home`]).
+    home: PathBuf,
+    copy: EngineCopy,
+    /// The copy as the engine last left it.
+    seen: TreeSnapshot,
+}
+
+impl OracleTree {
+    /// The copy of `root`'s tree now (`state_dir` left out when it lies inside `root`); no copy
+    /// outside a git repository.
+    pub fn at_start(root: &Path, state_dir: &Path) -> Result<Self, OracleError> {
+        let git = work_git::Git::new(root);
+        if !git.is_repo() {
+            return Ok(OracleTree { copy: None });
+        }
+        let no_copy = |e: work_git::GitError| OracleError::NoCopy(e.to_string());
+        let exclude: Vec<String> = state_dir
+            .strip_prefix(root)
+            .ok()
+            .map(|p| p.to_string_lossy().into_owned())
+            .filter(|p| !p.is_empty())
+            .into_iter()
+            .collect();
+        let tree = git.snapshot_tree(&exclude).map_err(no_copy)?;
+        let home = git.copies_home().map_err(no_copy)?;
+        let copy = git.engine_copy(&tree, &exclude).map_err(no_copy)?;
+        let seen = walk(copy.path())?;
+        Ok(OracleTree { copy: Some(Copied { git, exclude, tree, home, copy, seen }) })
+    }
+
+    /// The copy's root, where the oracles run (`None` outside a git repository), and what in it
+    /// changed since the engine last left it — then it was made again from the tree the run
+    /// started with.
+    pub fn ready(&mut self) -> Result<(Option<PathBuf>, Vec<String>), OracleError> {
+        let Some(c) = &mut self.copy else { return Ok((None, Vec::new())) };
+        let changes = c.seen.changes(&walk(c.copy.path())?);
+        if !changes.is_empty() {
+            c.copy = c.git.engine_copy(&c.tree, &c.exclude).map_err(|e| OracleError::NoCopy(e.to_string()))?;
+            c.seen = walk(c.copy.path())?;
+        }
+        Ok((Some(c.copy.path().to_path_buf()), changes))
+    }
+
+    /// Records the copy as the oracles left it (what they write there is the engine's own).
+    pub fn settle(&mut self) {
+        if let Some(c) = &mut self.copy
+            && let Ok(now) = TreeSnapshot::take(c.copy.path(), &[])
+        {
+            c.seen = now;
+        }
+    }
+
+    /// The directory the copies are made in: left out of the read-only walks of the tree.
+    pub fn home(&self) -> Option<&Path> {
+        self.copy.as_ref().map(|c| c.home.as_path())
+    }
+}
+
+fn walk(dir: &Path) -> Result<TreeSnapshot, OracleError> {
+    TreeSnapshot::take(dir, &[]).map_err(|e| OracleError::NoCopy(format!("reading {}: {e}", dir.display())))
+}
 
 /// Why an oracle gave no usable answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -19,6 +106,9 @@ pub enum OracleError {
         /// Why.
         reason: String,
     },
+    /// The engine's copy the oracles search could not be made.
+    #[error("make the engine's copy of the tree the oracles search: {0}")]
+    NoCopy(String),
     /// The output is neither a JSON array of items nor `PATH:LINE[:TEXT]` lines.
     #[error("read oracle `{command}` output: {reason}")]
     BadOutput {

@@ -35,6 +35,7 @@ mod liars_loaded;
 mod liars_loop;
 mod liars_lost;
 mod liars_matrix;
+mod liars_oracle_copy;
 mod liars_pulled_in;
 mod liars_rerun;
 mod liars_restored_attack;
