@@ -118,3 +118,33 @@ fn exhaust_honest_twin_with_scratch_files_is_confirmed_with_the_oracle_s_site() 
     assert_eq!(master["completenessGaps"], serde_json::json!([]), "{master}");
     assert!(s.path("scratch-a.txt").exists(), "the finder ran in the tree");
 }
+
+/// Outside a git repository there is no copy to search: the oracles run in the tree itself,
+/// which a finder can write, so the same honest run is never reported as confirmed.
+#[test]
+fn exhaust_outside_a_git_repository_runs_its_oracles_in_the_tree_and_never_confirms() {
+    let s = repo();
+    let finder = s.agent("finder.py", "print(json.dumps({'angle': ctx['angle'], 'items': []}))");
+    std::fs::remove_dir_all(s.path(".git")).expect("rm .git");
+    let args = [
+        "exhaust",
+        "state changes",
+        "-k",
+        "2",
+        "--angles",
+        "a,b,c,d,e",
+        "--final-oracle",
+        "grep -rn 'setState(' src lib",
+        "--agent",
+        &finder,
+        "--json",
+    ];
+    let (code, out, err) = s.run(&args);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let master: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(seen(&master), vec!["lib/orphan.rs:1"], "{master}");
+    assert_eq!(master["stoppedReason"], "k-consecutive-dry", "{master}");
+    assert_eq!(master["completeness"], "unconfirmed", "{master}");
+    assert!(master["completenessGaps"].to_string().contains("not a git repository"), "{master}");
+    assert!(err.contains("UNCONFIRMED: not a git repository"), "{err}");
+}
