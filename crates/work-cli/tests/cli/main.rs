@@ -65,6 +65,7 @@ mod settings;
 mod soak;
 mod soak_loop_run;
 mod state_digests;
+mod tree_untouched;
 mod ultra;
 mod ultra_resume;
 mod until;
