@@ -88,30 +88,35 @@ fn exhaust_liar_that_deletes_or_empties_the_file_the_final_oracle_greps_cannot_b
 }
 
 /// The copy lies in the git directory, which only the sandbox makes read-only: a finder that
-/// empties the file there instead is seen before gate 3 runs, and the copy is made again from
-/// the tree the run started with.
+/// empties the file there instead — directly, or through a hard link it makes in its own tree —
+/// is seen before gate 3 runs, and the copy is made again from the tree the run started with.
 #[test]
 fn exhaust_liar_that_empties_the_file_in_the_engine_s_copy_cannot_blind_the_oracle() {
-    let s = repo();
-    let master =
-        exhaust(&s, "import glob\nfor p in glob.glob('.git/work-copies/*/lib/orphan.rs'):\n    open(p, 'w').close()");
-    assert_eq!(s.read("lib/orphan.rs"), "fn h() { setState(9); }\n", "the finder left its own tree alone");
-    assert_eq!(orphan_item(&master)["source"], "final-oracle", "{master}");
-    assert_eq!(seen(&master), vec!["real", "lib/orphan.rs:1"], "{master}");
-    let gaps = master["completenessGaps"].to_string();
-    assert!(
-        gaps.contains("the engine's copy the oracles search was changed") && gaps.contains("lib/orphan.rs"),
-        "{gaps}"
-    );
+    for sabotage in [
+        "import glob\nfor p in glob.glob('.git/work-copies/*/lib/orphan.rs'):\n    open(p, 'w').close()",
+        "import glob\nfor p in glob.glob('.git/work-copies/*/lib/orphan.rs') if rnd == 1 else []:\n    os.remove('lib/orphan.rs')\n    os.link(p, 'lib/orphan.rs')\n    open('lib/orphan.rs', 'w').close()",
+    ] {
+        let s = repo();
+        let master = exhaust(&s, sabotage);
+        assert_eq!(orphan_item(&master)["source"], "final-oracle", "{master}");
+        assert_eq!(orphan_item(&master)["reRead"]["text"], "fn h() { setState(9); }", "{master}");
+        let gaps = master["completenessGaps"].to_string();
+        assert!(
+            gaps.contains("the engine's copy the oracles search was changed") && gaps.contains("lib/orphan.rs"),
+            "{gaps}"
+        );
+    }
 }
 
-/// Honest twin: a finder that keeps scratch files of its own (outside what git tracks) and
-/// reports its real site. The final oracle finds the other one, and the dry stop is confirmed
-/// as before.
+/// Honest twin: a finder that keeps scratch files of its own (outside what git tracks) and a
+/// counter in an ignored file it rewrites in place (the copy shares that file: no change to the
+/// copy), and reports its real site. The final oracle finds the other one, and the dry stop is
+/// confirmed as before, with no gap.
 #[test]
 fn exhaust_honest_twin_with_scratch_files_is_confirmed_with_the_oracle_s_site() {
     let s = repo();
-    let master = exhaust(&s, "open('scratch-%s.txt' % angle, 'w').write('notes\\n')");
+    s.write(".agent-state/calls", "0");
+    let master = exhaust(&s, "bump('calls')\nopen('scratch-%s.txt' % angle, 'w').write('notes\\n')");
     assert_eq!(master["stoppedReason"], "k-consecutive-dry", "{master}");
     assert_eq!(master["completeness"], "confirmed", "{master}");
     assert_eq!(seen(&master), vec!["real", "lib/orphan.rs:1"], "{master}");
