@@ -4,7 +4,8 @@
 //! left out) when each dispatch starts and when it ends, and the end of one dispatch must equal
 //! the start of the next — across a verify that fails, one that passes, and the rerun with the
 //! frozen checks restored (the worker added a test file, so the rerun has something to leave
-//! out). What the engine checks, it checks on its own copy.
+//! out). The verify leaves a byproduct (`verify.log`): what the engine checks, it checks on its
+//! own copy, so the byproduct lands there.
 
 use crate::support::Scenario;
 
@@ -28,9 +29,11 @@ def listing():
     return rows
 "#;
 
-/// The worker: iteration 1 writes notes and a new test file (continue); iteration 2 makes the
-/// frozen check pass without the fix and says done (green in its tree, red on the engine's copy
-/// with the check put back); iteration 3 puts the check back and fixes the code (done).
+/// The worker: iteration 1 writes notes and a new test file (continue); iteration 2 says done
+/// without the fix (the verify fails); iteration 3 makes the frozen check pass without the fix
+/// and says done (blocked: the worker changed what judges it); after the resume, iteration 4
+/// puts the check back and fixes the code (done, and the rerun with the frozen checks restored
+/// leaves the added test file out of the engine's copy).
 const WORKER: &str = r#"
 CHECK = "import sys\nsys.path.insert(0, '.')\nfrom lib import add\nassert add(2, 3) == 5\n"
 k = bump('dispatches')
@@ -40,9 +43,9 @@ if n == 1:
     open('notes.md', 'w').write('plan\n')
     os.makedirs('tests/more', exist_ok=True)
     open('tests/more/test_add.py', 'w').write('from lib import add\n\ndef test_add():\n    assert add(1, 1) == 2\n')
-if n == 2:
-    open('tests/check.py', 'w').write('print("fine")\n')
 if n == 3:
+    open('tests/check.py', 'w').write('print("fine")\n')
+if n == 4:
     open('tests/check.py', 'w').write(CHECK)
     open('lib.py', 'w').write('def add(a, b):\n    return a + b\n')
 json.dump(listing(), open(os.path.join(OUT, '%d-end.json' % k), 'w'))
@@ -64,10 +67,18 @@ fn until_leaves_the_agents_tree_untouched_between_dispatches() {
         all.extend(["--agent", &agent, "--json"]);
         s.run_json(&all, code)
     };
-    let args =
-        ["until", "the check passes", "--goal", "make add add", "--verify", "python3 tests/check.py", "--max", "5"];
+    let args = [
+        "until",
+        "the check passes",
+        "--goal",
+        "make add add",
+        "--verify",
+        "python3 tests/check.py > verify.log",
+        "--max",
+        "5",
+    ];
     let v = until(&args, 1);
-    assert_eq!(v["status"], "blocked", "the check the worker rewrote fails on the engine's copy: {v}");
+    assert_eq!(v["status"], "blocked", "the worker rewrote the check: {v}");
     let v = until(&["until", "resume", "make-add-add"], 0);
     assert_eq!(v["status"], "done", "{v}");
     let read = |name: &str| -> Vec<String> {
@@ -75,7 +86,7 @@ fn until_leaves_the_agents_tree_untouched_between_dispatches() {
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
     };
     let dispatches = (1..).take_while(|k| out.path().join(format!("{k}-start.json")).exists()).count();
-    assert_eq!(dispatches, 3, "continue, a done the rerun refuses, and after the resume a done that holds");
+    assert_eq!(dispatches, 4, "continue, a done that fails its verify, a blocked done, and after the resume a done");
     // The tree after `work` exited, against the last dispatch's end.
     #[expect(clippy::disallowed_methods, reason = "the test lists the tree as the worker does")]
     let after = std::process::Command::new("python3")
@@ -94,5 +105,6 @@ fn until_leaves_the_agents_tree_untouched_between_dispatches() {
         assert!(gone.is_empty() && came.is_empty(), "from {end} to {next}: was {gone:#?}, now {came:#?}");
     }
     assert!(read("1-end.json").iter().any(|r| r.starts_with("tests/more/test_add.py ")), "the listing sees the tree");
-    assert_ne!(read("2-start.json"), read("2-end.json"), "and what a dispatch changes");
+    assert_ne!(read("3-start.json"), read("3-end.json"), "and what a dispatch changes");
+    assert!(!s.path("verify.log").exists(), "the verify's byproduct stayed in the engine's copy");
 }
