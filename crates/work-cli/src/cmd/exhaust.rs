@@ -285,15 +285,6 @@ fn run_locked(
     };
     let concurrency = a.concurrency.or(ctx.config.concurrency).unwrap_or(DEFAULT_CONCURRENCY).max(1);
     let budget = a.budget.budget();
-    // The oracles search the engine's copy of the tree as it is now, made once for the run
-    // (dropped when it ends, and removed on an interruption): a finder cannot blind them.
-    let oracles_left =
-        !journal.is_final() && (!a.final_oracle.is_empty() || (!journal.seed_done && !a.seed_oracle.is_empty()));
-    let mut oracle_tree = match oracles_left {
-        true => work_exhaust::oracle::OracleTree::at_start(&ctx.root, &ctx.state_dir)
-            .map_err(|e| CliError::Runtime(format!("start exhaust: {e}")))?,
-        false => work_exhaust::oracle::OracleTree::default(),
-    };
     let params = Params {
         what: a.what.clone(),
         context: a.context.clone(),
@@ -310,6 +301,15 @@ fn run_locked(
         scope: resolve_scope(ctx, &a.scope)?,
     };
     let oracle_timeout = params.oracle_timeout;
+    // The oracles search the engine's copy of the tree as it is now, made once for the run
+    // (dropped when it ends, and removed on an interruption): a finder cannot blind them.
+    let oracles_left =
+        !journal.is_final() && (!a.final_oracle.is_empty() || (!journal.seed_done && !a.seed_oracle.is_empty()));
+    let mut oracle_tree = match oracles_left {
+        true => work_exhaust::oracle::OracleTree::at_start(&ctx.root, &ctx.state_dir)
+            .map_err(|e| CliError::Runtime(format!("start exhaust: {e}")))?,
+        false => work_exhaust::oracle::OracleTree::default(),
+    };
     if !journal.is_final() {
         preflight_final_oracles(ctx, &mut oracle_tree, &params.final_oracles, oracle_timeout)?;
     }
