@@ -164,18 +164,27 @@ fn resolve_scope(ctx: &Ctx, scope: &[String]) -> Result<Vec<String>, CliError> {
         .collect()
 }
 
-/// Runs each final oracle once before anything is dispatched, so that a broken gate 3 is bad
-/// input (exit 2) and not a surprise after the finders have spent their budget. Its items are
-/// not used: gate 3 proper runs when the dry counter would reach K.
-fn preflight_final_oracles(ctx: &Ctx, oracles: &[String], timeout: Duration) -> Result<(), CliError> {
+/// Runs each final oracle once (on the engine's copy) before anything is
+/// dispatched, so that a broken gate 3 is bad input (exit 2) and not a surprise after the
+/// finders have spent their budget. Its items are not used: gate 3 proper runs when the dry
+/// counter would reach K.
+fn preflight_final_oracles(
+    ctx: &Ctx,
+    tree: &mut work_exhaust::oracle::OracleTree,
+    oracles: &[String],
+    timeout: Duration,
+) -> Result<(), CliError> {
     if oracles.is_empty() {
         return Ok(());
     }
     let spawner = work_runtime::spawn::Spawner;
     let rt = ctx::runtime()?;
+    let root = tree.ready().map_err(|e| CliError::Runtime(format!("start exhaust: {e}")))?.0;
+    let root = root.as_deref().unwrap_or(&ctx.root);
     for o in oracles {
-        rt.block_on(work_exhaust::oracle::run_oracle(&spawner, &ctx.root, o, timeout))
-            .map_err(|e| CliError::bad(format!("{e} (checked before the first round)")))?;
+        let ran = rt.block_on(work_exhaust::oracle::run_oracle(&spawner, root, o, timeout));
+        tree.settle();
+        ran.map_err(|e| CliError::bad(format!("{e} (checked before the first round)")))?;
     }
     Ok(())
 }
@@ -262,8 +271,17 @@ fn run_locked(
         scope: resolve_scope(ctx, &a.scope)?,
     };
     let oracle_timeout = params.oracle_timeout;
+    // The oracles search the engine's copy of the tree as it is now, made once for the run
+    // (dropped when it ends, and removed on an interruption): a finder cannot blind them.
+    let oracles_left =
+        !journal.is_final() && (!a.final_oracle.is_empty() || (!journal.seed_done && !a.seed_oracle.is_empty()));
+    let mut oracle_tree = match oracles_left {
+        true => work_exhaust::oracle::OracleTree::at_start(&ctx.root, &ctx.state_dir)
+            .map_err(|e| CliError::Runtime(format!("start exhaust: {e}")))?,
+        false => work_exhaust::oracle::OracleTree::default(),
+    };
     if !journal.is_final() {
-        preflight_final_oracles(ctx, &params.final_oracles, oracle_timeout)?;
+        preflight_final_oracles(ctx, &mut oracle_tree, &params.final_oracles, oracle_timeout)?;
     }
     let rt = ctx::runtime()?;
     let agent = match (agent, &a.queue) {
@@ -286,7 +304,7 @@ fn run_locked(
                            "resumed": resumed, "journal": journal_path.display().to_string()}),
     );
     let fresh_seed = !journal.seed_done;
-    let result = rt.block_on(Engine::new(&run, &d, &params, journal).drive());
+    let result = rt.block_on(Engine::new(&run, &d, &params, journal, oracle_tree).drive());
     match result {
         Ok(j) => {
             let reason = j.stopped_reason.clone().unwrap_or_default();
