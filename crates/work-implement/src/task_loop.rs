@@ -195,6 +195,7 @@ pub async fn run_task(env: &Env, iter: &str, task: &TaskSpec, start: Option<Opti
 /// the breach.
 pub fn head_guard(env: &Env, task_id: &str, during: &str) -> Result<(), Stop> {
     match env.head_moved() {
+        None if env.git_failed().is_err() => Err(blocked("git", format!("task {task_id}: git failed judging HEAD"))),
         None => Ok(()),
         Some(m) => Err(Stop::Blocked {
             kind: "head-moved",
@@ -277,6 +278,9 @@ async fn implementer_turn(
     head_guard(env, &task.id, &format!("the implementer's {phase} dispatch"))?;
     if let Some(why) = env.git_tampered() {
         return Err(blocked("git-tampered", format!("task {} ({phase}): {why}", task.id)));
+    }
+    if env.git_failed().is_err() {
+        return Err(blocked("git", format!("task {}: git failed reading its view of the tree", task.id)));
     }
     if let Some(why) = nested_repositories(env, &task.text) {
         return Err(blocked(work_git::nested::NESTED, format!("task {} ({phase}): {why}", task.id)));
