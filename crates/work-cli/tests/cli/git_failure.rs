@@ -143,3 +143,74 @@ fn until_ends_with_an_error_when_git_fails_judging_a_commit_and_an_honest_twin_i
     assert_eq!(code, 0, "the twin needs no ancestry check\nstdout:\n{out}\nstderr:\n{err}");
     assert!(out.contains("\"done\""), "{out}");
 }
+
+const GOAL: &str = r#"
+id = "greet"
+objective = "greet.sh prints hello, world"
+tier = "LIGHT"
+tier_justification = "one script"
+stop_line = "I'll stop right away when sh check.sh passes"
+
+[[criteria]]
+id = "happy"
+scenario = "sh check.sh"
+evidence = ["stdout", "exit_code"]
+pass = { exit_code = 0 }
+"#;
+
+fn ultra(commit: bool) -> (i32, String, String) {
+    let s = Scenario::new();
+    s.write("GOAL.toml", GOAL);
+    s.write("check.sh", "test \"$(sh greet.sh 2>/dev/null)\" = 'hello, world'\n");
+    s.commit("goal and its check");
+    let agent = s.agent(
+        "implementer.py",
+        &format!(
+            "{}\nprint(json.dumps({{\"status\": \"done\", \"summary\": \"wrote greet.sh\", \"claims\": [], \"cleanup\": []}}))",
+            fix("greet.sh", "echo \"hello, world\"\\n", commit)
+        ),
+    );
+    let (_dir, path) = failing_git();
+    run_with(&s, &path, &["ultra", "GOAL.toml", "--agent", &agent, "--json"])
+}
+
+#[test]
+fn ultra_ends_with_an_error_when_git_fails_judging_a_commit_and_an_honest_twin_is_done() {
+    assert_git_error("ultra", ultra(true));
+    let (code, out, err) = ultra(false);
+    assert_eq!(code, 0, "the twin needs no ancestry check\nstdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("all-green"), "{out}");
+}
+
+/// `loop run` to the plan gate with the real git (no HEAD is judged before the code phase),
+/// then the code phase with the failing one.
+fn loop_run(commit: bool) -> (i32, String, String) {
+    use crate::loop_run::{knob, run, setup};
+    let s = Scenario::new();
+    let agent = setup(&s, "test -f hello.txt", true);
+    let write = "printf 'hello\\n' > hello.txt";
+    let sh = if commit { format!("{write} && git add hello.txt && git commit -q -m 'the fix'") } else { write.into() };
+    knob(&s, "impl-task-1", &sh);
+    assert_eq!(run(&s, &agent, &["--light"], 3)["reason"], "spec-human-gate");
+    assert_eq!(run(&s, &agent, &["--light", "--resume"], 3)["reason"], "plan-human-gate");
+    let (_dir, path) = failing_git();
+    run_with(&s, &path, &["loop", "run", crate::loop_run::DIR, "--agent", &agent, "--json", "--light", "--resume"])
+}
+
+/// `loop run` ends every error of its driver with its JSON report, reason `git` here: the
+/// message names git's command, how it ended and what it said; no verdict about the agent.
+#[test]
+fn loop_run_ends_with_an_error_when_git_fails_judging_a_commit_and_an_honest_twin_is_not() {
+    let (code, out, err) = loop_run(true);
+    assert_eq!(code, 1, "stdout:\n{out}\nstderr:\n{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("the report");
+    assert_eq!(v["reason"], "git", "{v:#}");
+    let message = v["message"].as_str().unwrap_or_default();
+    for needle in ["git merge-base --is-ancestor", "exit code 128", "injected failure"] {
+        assert!(message.contains(needle), "`{needle}` named: {message}");
+    }
+    assert!(!out.contains("head-moved") && !out.contains("history-rewritten"), "no verdict: {out}");
+    let (code, out, err) = loop_run(false);
+    assert_eq!(code, 3, "the twin reaches the merge gate\nstdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("code-human-gate"), "{out}");
+}
