@@ -20,7 +20,9 @@
 //!   runs in `acceptEdits` with the edit tools and `Bash` allowed.
 //! - The answer is the result object's `structured_output` (with a schema) or its `result` text
 //!   read as JSON (without). Usage is the object's `usage` (cache reads and writes counted as
-//!   input) and `total_cost_usd`.
+//!   input) and `total_cost_usd`. A run that printed no result object (killed at its timeout)
+//!   is charged the assistant messages of its session transcripts in its private state
+//!   directory ([`transcript`]; tokens only, the cost unknown).
 //! - Classification: a timeout, a non-zero exit, an error subtype (`error_max_turns`,
 //!   `error_during_execution`, `error_max_budget_usd`, …) or `is_error` fails the attempt;
 //!   `error_max_structured_output_retries`, a null `structured_output` or stdout without a
@@ -34,6 +36,8 @@ use work_config::AgentDef;
 use work_runtime::budget::Usage;
 use work_runtime::dispatch::{Access, Agent, AgentError, AgentReply, DispatchRequest, InvokeOptions};
 use work_runtime::spawn::{ProcessSpec, Spawner};
+
+mod transcript;
 
 /// Tools a read-only dispatch may use without asking. No `Bash(…)` rule: a prefix rule such
 /// as `Bash(git log:*)` also allows `git log --output=FILE`, which writes anywhere; without
@@ -361,7 +365,16 @@ impl Agent for ClaudeAgent {
             ));
         }
         let end = (!out.success()).then(|| out.describe_end());
-        classify(out.stdout_text(), &out.stderr_text(), end, request.schema.is_some())
+        let mut result = classify(out.stdout_text(), &out.stderr_text(), end, request.schema.is_some());
+        // No result object (killed at the timeout, crashed): what the transcripts say was billed.
+        if result_object(&out.stdout_text()).is_none()
+            && let Some(billed) = home.as_ref().and_then(|h| transcript::billed(h.path()))
+            && let Err(AgentError::Failed { usage, .. } | AgentError::Malformed { usage, .. }) = &mut result
+            && billed.total_tokens() > usage.total_tokens()
+        {
+            *usage = billed;
+        }
+        result
     }
 }
 

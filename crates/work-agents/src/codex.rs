@@ -17,7 +17,9 @@
 //! - Access: `--sandbox read-only` or `--sandbox workspace-write` (exec never asks for approval).
 //! - The schema is written to a temporary file for `--output-schema` in OpenAI's strict form
 //!   ([`crate::schema::openai_strict`]: Codex always sends it with `strict: true`), and removed
-//!   afterwards; nulls the model wrote for properties the original schema made optional are
+//!   afterwards; a schema whose root is not an object can never be sent that way and is
+//!   refused ([`schema_refusal`]) before the first dispatch (`Agent::schema_refusal`) and,
+//!   should one reach a dispatch, before Codex runs; nulls the model wrote for properties the original schema made optional are
 //!   dropped from the answer ([`crate::schema::drop_optional_nulls`]) before the engine
 //!   validates it against the original schema.
 //! - Cost: Codex reports tokens only; with `input_usd_per_mtok` and `output_usd_per_mtok` set
@@ -198,6 +200,21 @@ impl CodexAgent {
     }
 }
 
+/// Why Codex can never answer `schema`: it sends `--output-schema` in OpenAI's strict mode,
+/// whose root must be an object schema (`"type": "object"`, or `properties` without a type).
+pub fn schema_refusal(schema: &Value) -> Option<String> {
+    if crate::schema::openai_strict(schema).is_some() {
+        return None;
+    }
+    let root = match schema.get("type") {
+        Some(t) => format!("`\"type\": {t}`"),
+        None => "no `type` and no `properties`".to_string(),
+    };
+    Some(format!(
+        "Codex sends --output-schema in strict mode, which needs an object at the root (`\"type\": \"object\"`), and this schema's root has {root}: wrap the value in an object property"
+    ))
+}
+
 /// What a `codex exec --json` stream said.
 #[derive(Debug, Default)]
 struct Events {
@@ -255,6 +272,10 @@ impl Agent for CodexAgent {
         crate::preflight_cli(&self.program, &self.root, "Codex: npm install -g @openai/codex", &self.version)
     }
 
+    fn schema_refusal(&self, schema: &Value) -> Option<String> {
+        schema_refusal(schema)
+    }
+
     async fn invoke(&self, request: &DispatchRequest, options: InvokeOptions) -> Result<AgentReply, AgentError> {
         if self.version.get().is_none() {
             let v = crate::version_async(&self.program, &self.root).await;
@@ -263,7 +284,10 @@ impl Agent for CodexAgent {
         let failed = |reason: String| AgentError::Failed { reason, raw: String::new(), usage: Usage::default() };
         session::sweep_stale_schema_files();
         // Codex sends the schema in strict mode: write the strict form (an object root is
-        // required; any other root goes as it is and the engine judges the answer).
+        // required: any other is refused before Codex runs, as it is before the first dispatch).
+        if let Some(why) = request.schema.as_ref().and_then(schema_refusal) {
+            return Err(failed(why));
+        }
         let strict = request.schema.as_ref().and_then(crate::schema::openai_strict);
         let home = crate::confine::codex_home(self.project_config.then_some(self.root.as_path()))
             .map_err(|e| failed(format!("create Codex's private home: {e}")))?;

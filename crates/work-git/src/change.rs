@@ -96,7 +96,7 @@ impl Git {
         spec.output_cap = MAX_PATCH_BYTES + 1;
         let out = Spawner.run_blocking(&spec).map_err(|e| GitError::Spawn(e.to_string()))?;
         if !out.success() {
-            return Err(GitError::Failed { args: args.join(" "), stderr: out.stderr_text().trim().to_string() }.into());
+            return Err(GitError::ended(&args, &out).into());
         }
         if out.stdout_truncated || out.stdout.len() > MAX_PATCH_BYTES {
             return Err(ChangeError::TooLarge { max: MAX_PATCH_BYTES });

@@ -8,7 +8,7 @@
 //! [`HeadBreach`] named: HEAD reset below the base, the base's history rewritten (an amended
 //! base, an unrelated commit), or another branch checked out (or HEAD detached).
 
-use crate::Git;
+use crate::{Git, GitError};
 use serde::Serialize;
 
 /// Where HEAD stood when a run started: its commit and its branch.
@@ -103,45 +103,54 @@ impl HeadVerdict {
 }
 
 impl Git {
-    /// Where HEAD stands now.
+    /// Where HEAD stands now (a failing git reads as unborn and detached: see
+    /// [`Git::try_head_at`] for a judgement).
     pub fn head_at(&self) -> HeadAt {
         HeadAt { sha: self.head_sha(), branch: self.branch() }
     }
 
-    /// Judges HEAD now against `base` by the one rule (see the module docs).
-    pub fn judge_head(&self, base: &HeadAt) -> HeadVerdict {
-        let now = self.head_at();
+    /// Where HEAD stands now; an error when git fails.
+    pub fn try_head_at(&self) -> Result<HeadAt, GitError> {
+        Ok(HeadAt { sha: self.try_head_sha()?, branch: self.try_branch()? })
+    }
+
+    /// Judges HEAD now against `base` by the one rule (see the module docs). A git that fails
+    /// (exit 128, killed) is an error, never a breach: only git's documented `no` (exit 1 of
+    /// `merge-base --is-ancestor`, of `symbolic-ref -q`, of `rev-parse --verify -q`) is an
+    /// answer.
+    pub fn judge_head(&self, base: &HeadAt) -> Result<HeadVerdict, GitError> {
+        let now = self.try_head_at()?;
         let breach = |breach| HeadVerdict::Breach { breach, to: now.sha.clone(), branch: now.branch.clone() };
         if now.branch != base.branch {
-            return breach(HeadBreach::BranchSwitched);
+            return Ok(breach(HeadBreach::BranchSwitched));
         }
         if now.sha == base.sha {
-            return HeadVerdict::Unmoved;
+            return Ok(HeadVerdict::Unmoved);
         }
         let (Some(b), Some(n)) = (base.sha.as_deref(), now.sha.as_deref()) else {
-            return match base.sha {
+            return Ok(match base.sha {
                 // An unborn branch's first commits are all the agent's.
-                None => HeadVerdict::Committed { commits: self.commits(now.sha.as_deref().unwrap_or_default()) },
+                None => HeadVerdict::Committed { commits: self.commits(now.sha.as_deref().unwrap_or_default())? },
                 Some(_) => breach(HeadBreach::HistoryRewritten),
-            };
+            });
         };
-        if self.is_ancestor(b, n) {
-            HeadVerdict::Committed { commits: self.commits(&format!("{b}..{n}")) }
-        } else if self.is_ancestor(n, b) {
+        Ok(if self.is_ancestor(b, n)? {
+            HeadVerdict::Committed { commits: self.commits(&format!("{b}..{n}"))? }
+        } else if self.is_ancestor(n, b)? {
             breach(HeadBreach::BelowBase)
         } else {
             breach(HeadBreach::HistoryRewritten)
-        }
+        })
     }
 
-    fn is_ancestor(&self, a: &str, b: &str) -> bool {
-        self.run(&["merge-base", "--is-ancestor", a, b]).is_ok()
+    /// `git merge-base --is-ancestor a b`: exit 0 yes, exit 1 no, anything else an error.
+    pub fn is_ancestor(&self, a: &str, b: &str) -> Result<bool, GitError> {
+        Ok(self.query(&["merge-base", "--is-ancestor", a, b])?.is_some())
     }
 
-    fn commits(&self, range: &str) -> Vec<String> {
-        self.run(&["log", "--format=%h %s", "--no-color", "-n", "20", range, "--"])
-            .map(|t| t.lines().filter(|l| !l.is_empty()).map(str::to_string).collect())
-            .unwrap_or_default()
+    fn commits(&self, range: &str) -> Result<Vec<String>, GitError> {
+        let t = self.run(&["log", "--format=%h %s", "--no-color", "-n", "20", range, "--"])?;
+        Ok(t.lines().filter(|l| !l.is_empty()).map(str::to_string).collect())
     }
 }
 
@@ -168,16 +177,44 @@ mod tests {
     fn a_commit_on_top_is_the_agents_change_and_every_other_move_is_named() {
         let (_d, g) = repo();
         let base = g.head_at();
-        assert_eq!(g.judge_head(&base), HeadVerdict::Unmoved);
+        assert_eq!(g.judge_head(&base).expect("judged"), HeadVerdict::Unmoved);
         g.run(&["commit", "-q", "--allow-empty", "-m", "fix"]).expect("commit");
-        assert!(matches!(g.judge_head(&base), HeadVerdict::Committed { commits } if commits.len() == 1));
+        assert!(
+            matches!(g.judge_head(&base).expect("judged"), HeadVerdict::Committed { commits } if commits.len() == 1)
+        );
         g.run(&["reset", "-q", "--hard", "HEAD~2"]).expect("reset");
-        assert_eq!(g.judge_head(&base).breach(), Some(HeadBreach::BelowBase));
+        assert_eq!(g.judge_head(&base).expect("judged").breach(), Some(HeadBreach::BelowBase));
         g.run(&["reset", "-q", "--hard", base.sha.as_deref().expect("sha")]).expect("reset");
         g.run(&["commit", "-q", "--amend", "--allow-empty", "-m", "two, amended"]).expect("amend");
-        assert_eq!(g.judge_head(&base).breach(), Some(HeadBreach::HistoryRewritten));
+        assert_eq!(g.judge_head(&base).expect("judged").breach(), Some(HeadBreach::HistoryRewritten));
         g.run(&["checkout", "-q", "-b", "other"]).expect("branch");
-        assert_eq!(g.judge_head(&base).breach(), Some(HeadBreach::BranchSwitched));
-        assert!(g.judge_head(&base).describe(&base).expect("line").contains("branch-switched"));
+        assert_eq!(g.judge_head(&base).expect("judged").breach(), Some(HeadBreach::BranchSwitched));
+        assert!(g.judge_head(&base).expect("judged").describe(&base).expect("line").contains("branch-switched"));
+    }
+
+    #[test]
+    fn a_failing_git_is_an_error_never_a_breach() {
+        let (_d, g) = repo();
+        let base = g.head_at();
+        g.run(&["commit", "-q", "--allow-empty", "-m", "fix"]).expect("commit");
+        // exit 1 is git's `no`; an unknown commit is exit 128: a failure, not an answer.
+        let (b, n) = (base.sha.clone().expect("sha"), g.head_sha().expect("sha"));
+        assert!(g.is_ancestor(&b, &n).expect("yes"));
+        assert!(!g.is_ancestor(&n, &b).expect("no"));
+        let missing = "0123456789abcdef0123456789abcdef01234567";
+        let e = g.is_ancestor(missing, &n).expect_err("a missing commit fails git");
+        assert_eq!(e.code(), Some(128), "{e}");
+        assert!(
+            e.to_string().contains("run git merge-base --is-ancestor") && e.to_string().contains("exit code 128"),
+            "{e}"
+        );
+        // A base HEAD git cannot read fails the judgement instead of naming a breach.
+        let gone = HeadAt { sha: Some(missing.into()), branch: base.branch.clone() };
+        let e = g.judge_head(&gone).expect_err("not a breach");
+        assert_eq!(e.code(), Some(128), "{e}");
+        // A directory that is no repository at all: `rev-parse` exits 128, no `unborn` reading.
+        let plain = tempfile::tempdir().expect("tmp");
+        let e = Git::new(plain.path()).try_head_sha().expect_err("not a repository");
+        assert_eq!(e.code(), Some(128), "{e}");
     }
 }

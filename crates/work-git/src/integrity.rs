@@ -113,7 +113,7 @@ impl Git {
     /// The seal, and every file it was read from.
     fn seal_and_inputs(&self) -> Result<(Seal, Vec<PathBuf>), GitError> {
         let mut seal = Seal { flags: self.index_flags()?, ..Seal::default() };
-        seal.config = self.view_config();
+        seal.config = self.view_config()?;
         // `commondir` says where the rest is found (a linked worktree's, or one an agent writes
         // into a git directory outside the tree): pointed elsewhere, every other path moves.
         let [exclude, attributes, sparse, hooks, index, config, worktree_config, commondir] = self.git_paths([
@@ -162,7 +162,7 @@ impl Git {
             seal.files.insert(format!(".gitattributes {rel}"), digest_file(&self.root.join(&rel)));
             inputs.push(self.root.join(&rel));
         }
-        for rel in self.sealed_ignores(ignores) {
+        for rel in self.sealed_ignores(ignores)? {
             seal.files.insert(format!("{GITIGNORE}{rel}"), digest_file(&self.root.join(&rel)));
             inputs.push(self.root.join(&rel));
         }
@@ -171,7 +171,7 @@ impl Git {
 
     /// The `.gitignore` files of `found` that can hide a file from the snapshots: not in a
     /// tool's cache directory, and not in a directory ignored anyway (by the rules outside it).
-    fn sealed_ignores(&self, found: Vec<String>) -> Vec<String> {
+    fn sealed_ignores(&self, found: Vec<String>) -> Result<Vec<String>, GitError> {
         let dir_of = |rel: &str| rel.rsplit_once('/').map(|(d, _)| d.to_string());
         let candidates: Vec<String> = found
             .into_iter()
@@ -182,12 +182,13 @@ impl Git {
         for chunk in dirs.chunks(200) {
             let mut args = vec!["-c", "core.quotePath=false", "check-ignore", "--"];
             args.extend(chunk.iter().map(String::as_str));
-            // Exit 1 (none ignored) or a failure: every one stays sealed.
-            if let Ok(out) = self.run(&args) {
+            // Exit 1: none ignored, every one stays sealed; a failing git is an error (a seal
+            // read from a failure would differ from the run's and read as tampering).
+            if let Some(out) = self.query(&args)? {
                 ignored.extend(out.lines().map(str::to_string));
             }
         }
-        candidates.into_iter().filter(|rel| dir_of(rel).is_none_or(|d| !ignored.contains(&d))).collect()
+        Ok(candidates.into_iter().filter(|rel| dir_of(rel).is_none_or(|d| !ignored.contains(&d))).collect())
     }
 
     /// The flagged index entries: path ⇒ `assume-unchanged`, `skip-worktree` or both.
@@ -212,9 +213,10 @@ impl Git {
         Ok(flags)
     }
 
-    /// The configuration that changes what git shows (no match is an empty map).
-    fn view_config(&self) -> BTreeMap<String, String> {
-        let out = self.run(&["config", "-z", "--get-regexp", CONFIG_KEYS]).unwrap_or_default();
+    /// The configuration that changes what git shows (no match, git's exit 1, is an empty map;
+    /// a git that fails otherwise is an error, never an empty configuration).
+    fn view_config(&self) -> Result<BTreeMap<String, String>, GitError> {
+        let out = self.query(&["config", "-z", "--get-regexp", CONFIG_KEYS])?.unwrap_or_default();
         let mut config: BTreeMap<String, String> = BTreeMap::new();
         for entry in split_z(&out) {
             let (key, value) = entry.split_once('\n').unwrap_or((entry.as_str(), ""));
@@ -224,7 +226,7 @@ impl Git {
             }
             slot.push_str(value);
         }
-        config
+        Ok(config)
     }
 
     /// Where git keeps each of `names` (`git rev-parse --git-path`, one git for all of them).
@@ -238,7 +240,7 @@ impl Git {
         let mut paths: [PathBuf; N] = std::array::from_fn(|_| PathBuf::new());
         for (slot, name) in paths.iter_mut().zip(names) {
             let Some(line) = lines.next() else {
-                return Err(GitError::Failed { args: args.join(" "), stderr: format!("no path for {name}") });
+                return Err(GitError::message(&args, &format!("no path for {name}")));
             };
             let p = PathBuf::from(line);
             *slot = if p.is_absolute() { p } else { self.root.join(p) };

@@ -26,19 +26,48 @@ use std::path::{Path, PathBuf};
 use work_runtime::spawn::{ProcessSpec, Spawner};
 
 /// Why a git query failed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum GitError {
     /// `git` could not be started.
     #[error("run git: {0}")]
     Spawn(String),
-    /// `git` exited non-zero.
-    #[error("run git {args}: {stderr}")]
+    /// `git` exited non-zero, or was killed.
+    #[error("run git {args} ({end}): {stderr}")]
     Failed {
         /// The arguments.
         args: String,
+        /// The exit code (`None`: killed by a signal, or the engine's own message).
+        code: Option<i32>,
+        /// How it ended: `exit code 128`, `killed by signal 9`.
+        end: String,
         /// What git said.
         stderr: String,
     },
+}
+
+impl GitError {
+    /// A failure the engine found in git's answer rather than in how git ended.
+    pub fn message(args: &[&str], what: &str) -> Self {
+        GitError::Failed { args: args.join(" "), code: None, end: "unusable answer".into(), stderr: what.into() }
+    }
+
+    /// The failure of a git that ended as `out` says (not a success).
+    pub(crate) fn ended(args: &[&str], out: &work_runtime::spawn::ProcessOutput) -> Self {
+        GitError::Failed {
+            args: args.join(" "),
+            code: if out.timed_out { None } else { out.code },
+            end: out.describe_end(),
+            stderr: out.stderr_text().trim().to_string(),
+        }
+    }
+
+    /// The exit code, when git exited with one.
+    pub fn code(&self) -> Option<i32> {
+        match self {
+            GitError::Failed { code, .. } => *code,
+            GitError::Spawn(_) => None,
+        }
+    }
 }
 
 /// One entry of `git status --porcelain`.
@@ -179,17 +208,44 @@ impl Git {
         Ok(entries)
     }
 
-    /// The HEAD commit sha, or `None` on an unborn branch.
-    pub fn head_sha(&self) -> Option<String> {
-        self.run(&["rev-parse", "--verify", "-q", "HEAD"]).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+    /// Runs `git <args>` whose documented answer is its exit code: `Ok(Some(stdout))` on exit
+    /// 0, `Ok(None)` on `no` (exit 1: not an ancestor, no such ref, detached, differs), and an
+    /// error for anything else — exit 128, a signal, a git that could not start — which is a
+    /// failure of git, never an answer.
+    pub fn query(&self, args: &[&str]) -> Result<Option<String>, GitError> {
+        match self.run(args) {
+            Ok(out) => Ok(Some(out)),
+            Err(e) if e.code() == Some(1) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
-    /// The current branch name, or `None` when detached.
-    pub fn branch(&self) -> Option<String> {
-        self.run(&["symbolic-ref", "--short", "-q", "HEAD"])
-            .ok()
+    /// The HEAD commit sha, or `None` on an unborn branch; `None` too when git fails (see
+    /// [`Git::try_head_sha`] for a judgement).
+    pub fn head_sha(&self) -> Option<String> {
+        self.try_head_sha().ok().flatten()
+    }
+
+    /// The HEAD commit sha, `Ok(None)` on an unborn branch, an error when git fails.
+    pub fn try_head_sha(&self) -> Result<Option<String>, GitError> {
+        Ok(self
+            .query(&["rev-parse", "--verify", "-q", "HEAD"])?
             .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
+            .filter(|s| !s.is_empty()))
+    }
+
+    /// The current branch name, or `None` when detached; `None` too when git fails (see
+    /// [`Git::try_branch`] for a judgement).
+    pub fn branch(&self) -> Option<String> {
+        self.try_branch().ok().flatten()
+    }
+
+    /// The current branch name, `Ok(None)` when detached, an error when git fails.
+    pub fn try_branch(&self) -> Result<Option<String>, GitError> {
+        Ok(self
+            .query(&["symbolic-ref", "--short", "-q", "HEAD"])?
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty()))
     }
 
     /// `git diff --name-only --no-renames -z <revs>`: the paths that differ between two
@@ -308,11 +364,7 @@ pub(crate) fn run_bytes(
     if out.stdout_truncated {
         return Err(GitError::Spawn(format!("git {}: its output went past the cap", args.join(" "))));
     }
-    if out.success() {
-        Ok(out.stdout)
-    } else {
-        Err(GitError::Failed { args: args.join(" "), stderr: out.stderr_text().trim().to_string() })
-    }
+    if out.success() { Ok(out.stdout) } else { Err(GitError::ended(args, &out)) }
 }
 
 fn split_z(out: &str) -> Vec<String> {

@@ -21,7 +21,7 @@ use crate::prompts;
 use crate::rename::{self, Rename};
 use crate::report::{EndReport, Status, TaskOutcome, TaskStatus};
 use crate::standard::fill_stats;
-use crate::state_write::StateWriteError;
+use crate::state_write::RunError;
 use crate::tree::Preflight;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -210,7 +210,7 @@ fn renaming(rename: Option<&(Rename, rename::Before)>) -> Option<(&str, &str)> {
 }
 
 /// Runs an edit.
-pub async fn run_edit(env: &Env, input: EditInput) -> Result<EndReport, StateWriteError> {
+pub async fn run_edit(env: &Env, input: EditInput) -> Result<EndReport, RunError> {
     let mut report = EndReport::new(Status::Blocked, Mode::Edit, Some(input.iter_id.clone()), String::new());
     report.preflight = Some(input.preflight.clone());
     let mut task = TaskOutcome::new("edit", &input.description);
@@ -441,7 +441,8 @@ fn edited(env: &Env) -> bool {
     env.tree.dirty_paths().map(|p| p.iter().any(|p| !b.is_byproduct(p))).unwrap_or(false)
 }
 
-fn end(env: &Env, mut report: EndReport, mut task: TaskOutcome, detail: Value) -> Result<EndReport, StateWriteError> {
+fn end(env: &Env, mut report: EndReport, mut task: TaskOutcome, detail: Value) -> Result<EndReport, RunError> {
+    env.git_failed()?;
     let budget = env.budget_refused();
     if budget.is_some() {
         task.status = TaskStatus::Blocked;

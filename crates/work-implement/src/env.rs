@@ -118,6 +118,8 @@ pub struct Env {
     pub(crate) frozen_tree: std::sync::Mutex<Option<String>>,
     /// The last HEAD an agent's commits were reported at (`head.committed`).
     head_seen: std::sync::Mutex<Option<String>>,
+    /// The first git that failed judging the run (see [`Env::git_failed`]).
+    git_failure: std::sync::Mutex<Option<work_git::GitError>>,
 }
 
 /// A check command run once before the first dispatch as its runner's report command.
@@ -218,11 +220,16 @@ impl Env {
     /// the run started: an index flag (`assume-unchanged`, `skip-worktree`), `info/exclude`, a
     /// `.gitattributes`, a hook, or a filter or diff driver in the configuration — each can hide
     /// a change from `git status` and `git diff` without touching the file.
+    /// A git that fails reading the view again is no verdict: it is recorded as the run's
+    /// failure ([`Env::git_failed`]) and `None` is returned.
     pub fn git_tampered(&self) -> Option<String> {
         let seal = self.seal()?;
         let now = match self.tree.git().seal() {
             Ok(s) => s,
-            Err(e) => return Some(format!("git's view of the tree could not be read again: {e}")),
+            Err(e) => {
+                self.fail_git(e);
+                return None;
+            }
         };
         let changes = seal.changes(&now);
         if changes.is_empty() {
@@ -325,6 +332,7 @@ impl Env {
             baseline_report: std::sync::Mutex::new(None),
             frozen_tree: std::sync::Mutex::new(None),
             head_seen: std::sync::Mutex::new(base_head_seen),
+            git_failure: std::sync::Mutex::default(),
         }
     }
 
@@ -332,8 +340,18 @@ impl Env {
     /// rewritten, another branch checked out; see `work_git::head`): emits `head.moved` when it
     /// did. An agent's commits on top of the base are its change, measured with the rest of
     /// the tree against the base; they emit `head.committed` once per new HEAD.
+    ///
+    /// A git that fails judging HEAD is no verdict: it is recorded as the run's failure
+    /// ([`Env::git_failed`]) and `None` is returned.
     pub fn head_moved(&self) -> Option<crate::tree::HeadMove> {
-        match self.tree.judge_head() {
+        let verdict = match self.tree.judge_head() {
+            Ok(v) => v,
+            Err(e) => {
+                self.fail_git(e);
+                return None;
+            }
+        };
+        match verdict {
             work_git::head::HeadVerdict::Committed { commits } => {
                 let now = self.tree.git().head_sha();
                 let mut seen = self.head_seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -346,14 +364,31 @@ impl Env {
                 }
                 None
             }
-            _ => {
-                let m = self.tree.head_move()?;
+            v => {
+                let m = self.tree.head_move(v)?;
                 self.run.emit(
                     "head.moved",
                     serde_json::json!({"from": m.from, "to": m.to, "breach": m.breach, "branch": m.branch}),
                 );
                 Some(m)
             }
+        }
+    }
+
+    /// Records `e`, a git the engine ran to judge the run that failed (the first one is kept),
+    /// and emits `git.failed`.
+    pub fn fail_git(&self, e: work_git::GitError) {
+        self.run.emit("git.failed", serde_json::json!({"error": e.to_string()}));
+        let mut slot = self.git_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        slot.get_or_insert(e);
+    }
+
+    /// The run's end when a git the engine ran to judge it failed: `Err` with that failure (an
+    /// error of the run, exit 1 — never a verdict about an agent), else `Ok`.
+    pub fn git_failed(&self) -> Result<(), work_git::GitError> {
+        match self.git_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone() {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
     }
 

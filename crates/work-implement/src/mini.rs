@@ -15,7 +15,7 @@ use crate::env::{Counter, Env};
 use crate::prompts;
 use crate::report::{EndReport, Status, TaskOutcome, TaskStatus};
 use crate::standard::fill_stats;
-use crate::state_write::StateWriteError;
+use crate::state_write::RunError;
 use crate::tree::Preflight;
 use serde_json::json;
 use work_runtime::dispatch::Access;
@@ -41,7 +41,7 @@ fn blocked(report: &mut EndReport, kind: &str, reason: String) {
 }
 
 /// Runs mini mode.
-pub async fn run_mini(env: &Env, input: MiniInput) -> Result<EndReport, StateWriteError> {
+pub async fn run_mini(env: &Env, input: MiniInput) -> Result<EndReport, RunError> {
     let mut report = EndReport::new(Status::Blocked, Mode::Mini, Some(input.iter_id.clone()), String::new());
     report.preflight = Some(input.preflight.clone());
     let red_cmd = env.red_test_command(&input.red_test);
@@ -202,7 +202,8 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> Result<EndReport, StateWri
     end(env, report)
 }
 
-fn end(env: &Env, mut report: EndReport) -> Result<EndReport, StateWriteError> {
+fn end(env: &Env, mut report: EndReport) -> Result<EndReport, RunError> {
+    env.git_failed()?;
     if let Some(refused) = env.budget_refused() {
         report.stop_for_budget(&refused, &env.run.budget.stop_line());
     }

@@ -24,14 +24,19 @@ impl Guard {
     }
 
     /// What changed since [`Guard::take`], each as `~path` (content), the walk's `+`/`-`/`~`
-    /// for git's files and the state directory, or `?why` when it could not be compared (a
-    /// change, fail closed). Empty: nothing changed.
+    /// for git's files and the state directory, or `?why` when the tree could not be walked (a
+    /// change, fail closed). Empty: nothing changed. A git that failed snapshotting or
+    /// comparing the tree is no verdict: it is the run's failure ([`Env::fail_git`]).
     pub(crate) fn writes(self, env: &Env) -> Vec<String> {
         let after = (env.tree.snapshot_tree(), TreeSnapshot::take(&env.run.root, &self.keep_out));
         let mut out = Vec::new();
-        match env.tree.git().snapshot_changes(&self.tree, &after.0) {
-            Ok(names) => out.extend(names.into_iter().map(|n| format!("~{n}"))),
-            Err(why) => out.push(format!("?{why}")),
+        match (self.tree, after.0) {
+            (Ok(a), Ok(b)) if a == b => {}
+            (Ok(a), Ok(b)) => match env.tree.git().tree_diff_names(&a, &b) {
+                Ok(names) => out.extend(names.into_iter().map(|n| format!("~{n}"))),
+                Err(e) => env.fail_git(e),
+            },
+            (Err(e), _) | (_, Err(e)) => env.fail_git(e),
         }
         let state = env.run.state_dir.strip_prefix(&env.run.root).ok().map(|p| p.to_string_lossy().into_owned());
         match (self.walk, after.1) {

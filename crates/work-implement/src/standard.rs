@@ -15,7 +15,7 @@ use crate::env::{Counter, Env};
 use crate::extract::{self, SelectBlocked};
 use crate::progress::{self, InProgress, Progress};
 use crate::report::{EndReport, Stats, Status, TaskOutcome, TaskStatus};
-use crate::state_write::StateWriteError;
+use crate::state_write::{RunError, StateWriteError};
 use crate::task_loop::{self, TaskSpec};
 use crate::tree::{Preflight, Snapshot, lost_paths};
 use serde_json::{Value, json};
@@ -77,7 +77,7 @@ pub fn fill_stats(env: &Env, report: &mut EndReport, extraction: Counter) {
 }
 
 /// Runs standard mode.
-pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, StateWriteError> {
+pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, RunError> {
     let iter = input.iter_id.clone();
     let mut report = EndReport::new(Status::Blocked, Mode::Standard, Some(iter.clone()), String::new());
     report.preflight = Some(input.preflight.clone());
@@ -127,6 +127,8 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
         progress.start_task(InProgress { task_id: t.id.clone(), start: start_fp });
         progress::save(&env.run, &mut progress)?;
         let outcome = task_loop::run_task(env, &iter, t, start).await;
+        // A git that failed judging the task leaves it unjudged: not recorded, run again.
+        env.git_failed()?;
         let ok = outcome.status == TaskStatus::Done;
         // With HEAD moved off the base's line, the snapshot comparison would read paths as
         // lost that the move took away. The head-moved verdict stands alone.
@@ -423,8 +425,10 @@ fn lines_lost_verdict(report: &mut EndReport, prev: &Snapshot, next: &Snapshot, 
     }));
 }
 
-/// A state write that fails stops the run ([`StateWriteError`]).
-fn end(env: &Env, mut report: EndReport, extraction: Counter) -> Result<EndReport, StateWriteError> {
+/// A state write that fails stops the run ([`StateWriteError`]), and so does a git that failed
+/// judging it ([`RunError::Git`]): no report is written.
+fn end(env: &Env, mut report: EndReport, extraction: Counter) -> Result<EndReport, RunError> {
+    env.git_failed()?;
     if let Some(refused) = env.budget_refused() {
         report.stop_for_budget(&refused, &env.run.budget.stop_line());
     }

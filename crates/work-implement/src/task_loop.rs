@@ -195,6 +195,7 @@ pub async fn run_task(env: &Env, iter: &str, task: &TaskSpec, start: Option<Opti
 /// the breach.
 pub fn head_guard(env: &Env, task_id: &str, during: &str) -> Result<(), Stop> {
     match env.head_moved() {
+        None if env.git_failed().is_err() => Err(blocked("git", format!("task {task_id}: git failed judging HEAD"))),
         None => Ok(()),
         Some(m) => Err(Stop::Blocked {
             kind: "head-moved",
@@ -280,6 +281,10 @@ async fn implementer_turn(
     }
     if let Some(why) = nested_repositories(env, &task.text) {
         return Err(blocked(work_git::nested::NESTED, format!("task {} ({phase}): {why}", task.id)));
+    }
+    // A git that failed above judged nothing: the run ends with its error (`Env::git_failed`).
+    if env.git_failed().is_err() {
+        return Err(blocked("git", format!("task {}: git failed judging the implementer's turn", task.id)));
     }
     absorb(out, &doc, phase)?;
     Ok(doc)
@@ -646,7 +651,11 @@ fn nested_repositories(env: &Env, text: &str) -> Option<String> {
     };
     let changed: Vec<String> = match env.tree.git().tree_state(against, &none) {
         Ok(st) => st.paths.into_keys().collect(),
-        Err(e) => return Some(format!("the tree could not be read for nested repositories: {e}")),
+        Err(e) => {
+            // No verdict about the implementer: the run ends with git's error.
+            env.fail_git(e);
+            return None;
+        }
     };
     let nested = work_git::nested::unnamed(&env.run.root, &changed, text);
     (!nested.is_empty()).then(|| work_git::nested::message(&nested, "the task", "run again"))

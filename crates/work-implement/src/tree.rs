@@ -125,13 +125,12 @@ impl Tree {
     }
 
     /// How HEAD moved since the view was made, judged by the one rule (`work_git::head`).
-    pub fn judge_head(&self) -> HeadVerdict {
+    pub fn judge_head(&self) -> Result<HeadVerdict, GitError> {
         self.git.judge_head(&self.base)
     }
 
-    /// HEAD moved dishonestly since the view was made, and how.
-    pub fn head_move(&self) -> Option<HeadMove> {
-        let v = self.judge_head();
+    /// HEAD moved dishonestly since the view was made, and how (judged as `v`).
+    pub fn head_move(&self, v: HeadVerdict) -> Option<HeadMove> {
         let line = v.describe(&self.base)?;
         let HeadVerdict::Breach { breach, to, branch } = v else { return None };
         Some(HeadMove { from: self.base.sha.clone(), to, breach, branch, line })
@@ -177,10 +176,7 @@ impl Tree {
     /// The preflight verdict.
     pub fn preflight(&self) -> Result<Preflight, GitError> {
         if !self.git.is_repo() {
-            return Err(GitError::Failed {
-                args: "rev-parse --is-inside-work-tree".into(),
-                stderr: "not a git repository".into(),
-            });
+            return Err(GitError::message(&["rev-parse", "--is-inside-work-tree"], "not a git repository"));
         }
         let dirty_paths = self.dirty_paths()?;
         Ok(Preflight {

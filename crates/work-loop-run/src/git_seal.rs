@@ -12,17 +12,15 @@ use work_git::integrity::{Seal, describe};
 /// The stop reason.
 pub const TAMPERED: &str = "git-tampered";
 
-/// Why the run stops `git-tampered` when git's view changed since `seal`; `None` otherwise.
-pub fn tampered(git: &Git, seal: &Seal) -> Option<String> {
-    let changes = match git.seal() {
-        Ok(now) => seal.changes(&now),
-        Err(e) => vec![format!("git's view could not be read again: {e}")],
-    };
+/// Why the run stops `git-tampered` when git's view changed since `seal`; `None` otherwise. A
+/// git that fails reading the view again is an error of the run, never a change.
+pub fn tampered(git: &Git, seal: &Seal) -> Result<Option<String>, work_git::GitError> {
+    let changes = seal.changes(&git.seal()?);
     if changes.is_empty() {
-        return None;
+        return Ok(None);
     }
-    Some(format!(
+    Ok(Some(format!(
         "the implementation changed git's view of the tree ({}); an index flag, an exclude line, an attribute, a hook or a driver hides a change from the diff the reviewers read: undo it (e.g. `git update-index --no-skip-worktree <path>`, `git update-index --no-assume-unchanged <path>`), then resume",
         describe(&changes)
-    ))
+    )))
 }

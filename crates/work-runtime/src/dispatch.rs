@@ -162,6 +162,12 @@ pub trait Agent: Send + Sync {
         Ok(())
     }
 
+    /// Why this backend can never answer a dispatch bound by `schema` (one line), checked
+    /// before the first dispatch: a schema it cannot serve is refused, never sent.
+    fn schema_refusal(&self, _schema: &serde_json::Value) -> Option<String> {
+        None
+    }
+
     /// True when the backend can price what a dispatch cost (a CLI that reports USD, or an
     /// HTTP backend with configured prices). A backend that cannot makes `--budget-usd`
     /// meaningless, and commands refuse that combination rather than never stopping.

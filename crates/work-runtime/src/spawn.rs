@@ -122,9 +122,10 @@ pub struct ProcessOutput {
     pub code: Option<i32>,
     /// The signal that ended it, when one did.
     pub signal: Option<i32>,
-    /// Captured stdout (at most the cap).
+    /// Captured stdout (at most the cap; for a process killed at its timeout, what it wrote
+    /// before the kill).
     pub stdout: Vec<u8>,
-    /// Captured stderr (at most the cap).
+    /// Captured stderr (at most the cap; the same).
     pub stderr: Vec<u8>,
     /// stdout went past the cap.
     pub stdout_truncated: bool,
@@ -340,8 +341,7 @@ impl Spawner {
         if let Some(g) = guard {
             g.end().await;
         }
-        let out = collect(out_task, timed_out).await;
-        let err = collect(err_task, timed_out).await;
+        let ((stdout, so_t), (stderr, se_t)) = (collect(out_task).await, collect(err_task).await);
         if let Some(t) = stdin_task {
             t.abort();
         }
@@ -350,17 +350,16 @@ impl Spawner {
             return Ok(ProcessOutput {
                 code: None,
                 signal: Some(9),
-                stdout: Vec::new(),
-                stderr: Vec::new(),
-                stdout_truncated: false,
-                stderr_truncated: false,
+                stdout,
+                stderr,
+                stdout_truncated: so_t,
+                stderr_truncated: se_t,
                 timed_out: true,
                 elapsed,
                 limit: spec.timeout,
             });
         }
         let status = status.map_err(|e| SpawnError::Io { program: spec.program.clone(), source: e })?;
-        let ((stdout, so_t), (stderr, se_t)) = (out, err);
         Ok(ProcessOutput {
             code: status.code(),
             signal: status.signal(),
@@ -495,12 +494,10 @@ pub fn kill_all_children() {
 
 /// The captured stream of a process that has ended, and whose leftovers have been ended: every
 /// writer is gone, so the read ends at once; bounded anyway, in case one was not ours to kill.
-async fn collect(task: Option<tokio::task::JoinHandle<(Vec<u8>, bool)>>, timed_out: bool) -> (Vec<u8>, bool) {
+/// A process killed at its timeout keeps what it wrote before the kill (an agent CLI's usage
+/// lines: what the backend billed is charged however the attempt ended).
+async fn collect(task: Option<tokio::task::JoinHandle<(Vec<u8>, bool)>>) -> (Vec<u8>, bool) {
     let Some(mut t) = task else { return (Vec::new(), false) };
-    if timed_out {
-        t.abort();
-        return (Vec::new(), false);
-    }
     match tokio::time::timeout(Duration::from_secs(2), &mut t).await {
         Ok(r) => r.unwrap_or_default(),
         Err(_) => {

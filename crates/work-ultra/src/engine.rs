@@ -52,6 +52,10 @@ pub enum UltraError {
         /// Why.
         source: std::io::Error,
     },
+    /// A git the engine ran to judge an attempt failed (exit 128, killed): an error of the
+    /// run, never a verdict about the implementer.
+    #[error(transparent)]
+    Git(#[from] work_git::GitError),
 }
 
 /// What the engine runs with.
@@ -521,7 +525,7 @@ impl Runner<'_, '_> {
                 );
                 return self.stop(GoalStatus::Blocked, StopReason::CheckTampered, detail, attempts_this_run, true);
             }
-            if let Some(what) = git_tampered(&git, seal.as_ref()) {
+            if let Some(what) = git_tampered(&git, seal.as_ref())? {
                 self.note(&format!(
                     "- dispatch {}: the implementer changed git's view of the tree: {what}\n",
                     outcome.dispatch_id()
@@ -531,7 +535,8 @@ impl Runner<'_, '_> {
                 );
                 return self.stop(GoalStatus::Blocked, StopReason::GitTampered, detail, attempts_this_run, true);
             }
-            if let Some(why) = head.as_ref().and_then(|base| git.judge_head(base).describe(base)) {
+            let verdict = head.as_ref().map(|base| git.judge_head(base).map(|v| v.describe(base))).transpose()?;
+            if let Some(why) = verdict.flatten() {
                 self.note(&format!("- dispatch {}: {why}\n", outcome.dispatch_id()))?;
                 let detail = format!("the implementer moved HEAD during attempt {n}: {why}");
                 return self.stop(GoalStatus::Blocked, StopReason::HeadMoved, detail, attempts_this_run, true);
@@ -1264,11 +1269,11 @@ fn one_line(s: &str, max: usize) -> String {
 }
 
 /// What changed in git's view of the tree since `seal` (one line), if anything.
-fn git_tampered(git: &work_git::Git, seal: Option<&work_git::integrity::Seal>) -> Option<String> {
-    let seal = seal?;
-    let changes = match git.seal() {
-        Ok(now) => seal.changes(&now),
-        Err(e) => vec![format!("git's view could not be read again: {e}")],
-    };
-    if changes.is_empty() { None } else { Some(work_git::integrity::describe(&changes)) }
+fn git_tampered(
+    git: &work_git::Git,
+    seal: Option<&work_git::integrity::Seal>,
+) -> Result<Option<String>, work_git::GitError> {
+    let Some(seal) = seal else { return Ok(None) };
+    let changes = seal.changes(&git.seal()?);
+    Ok(if changes.is_empty() { None } else { Some(work_git::integrity::describe(&changes)) })
 }

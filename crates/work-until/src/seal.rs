@@ -35,19 +35,21 @@ pub(crate) fn session_seal(
     Ok(Some(seal))
 }
 
-/// Why the session stops BLOCKED `git-tampered`, when git's view changed since the seal.
-pub(crate) fn tampered(env: &LoopEnv<'_>, seal: Option<&Seal>, git: Option<&Git>) -> Option<String> {
-    let (seal, git) = (seal?, git?);
-    let changes = match git.seal() {
-        Ok(now) => seal.changes(&now),
-        Err(e) => vec![format!("git's view could not be read again: {e}")],
-    };
+/// Why the session stops BLOCKED `git-tampered`, when git's view changed since the seal; a
+/// git that fails reading it again is an error of the run, not a change.
+pub(crate) fn tampered(
+    env: &LoopEnv<'_>,
+    seal: Option<&Seal>,
+    git: Option<&Git>,
+) -> Result<Option<String>, work_git::GitError> {
+    let (Some(seal), Some(git)) = (seal, git) else { return Ok(None) };
+    let changes = seal.changes(&git.seal()?);
     if changes.is_empty() {
-        return None;
+        return Ok(None);
     }
     env.run.emit("until.git-tampered", json!({"changes": changes}));
-    Some(format!(
+    Ok(Some(format!(
         "git-tampered: the worker changed git's view of the tree ({}); an index flag, an exclude line, an attribute, a hook or a driver hides a change from the ground truth: undo it (e.g. `git update-index --no-skip-worktree <path>`, `git update-index --no-assume-unchanged <path>`)",
         describe(&changes)
-    ))
+    )))
 }

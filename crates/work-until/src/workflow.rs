@@ -86,6 +86,10 @@ pub enum UntilError {
     /// A session file could not be read or written.
     #[error(transparent)]
     Session(#[from] SessionError),
+    /// A git the engine ran to judge the iteration failed (exit 128, killed): an error of the
+    /// run, never a verdict about the worker.
+    #[error(transparent)]
+    Git(#[from] work_git::GitError),
 }
 
 /// The working tree at one instant, by content: every tracked and untracked (not ignored) file
@@ -457,7 +461,7 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
         let mut record = ground_truth(n, dispatch_id, report, git_ok, changed);
 
         // Decide.
-        let (status, reason) = decide(&cx, session, &mut record).await;
+        let (status, reason) = decide(&cx, session, &mut record).await?;
         if let Some(v) = &record.verify {
             last_verify = Some(v.clone());
         }
@@ -556,17 +560,17 @@ async fn decide(
     cx: &Ctx<'_, '_>,
     session: &mut Session,
     record: &mut IterationRecord,
-) -> (Option<SessionStatus>, String) {
-    if let Some(why) = crate::seal::tampered(cx.env, cx.seal.as_ref(), cx.git.as_ref()) {
+) -> Result<(Option<SessionStatus>, String), UntilError> {
+    if let Some(why) = crate::seal::tampered(cx.env, cx.seal.as_ref(), cx.git.as_ref())? {
         record.decision = "git-tampered".to_string();
-        return (Some(SessionStatus::Blocked), why);
+        return Ok((Some(SessionStatus::Blocked), why));
     }
     if let (Some(g), Some(base)) = (cx.git.as_ref(), cx.head.as_ref())
-        && let Some(why) = g.judge_head(base).describe(base)
+        && let Some(why) = g.judge_head(base)?.describe(base)
     {
         cx.env.run.emit("head.moved", json!({"from": base.sha, "to": g.head_sha(), "branch": g.branch()}));
         record.decision = "head-moved".to_string();
-        return (Some(SessionStatus::Blocked), format!("head-moved: {why}"));
+        return Ok((Some(SessionStatus::Blocked), format!("head-moved: {why}")));
     }
     let meta = &mut session.meta;
     let rep = &record.report;
@@ -692,7 +696,7 @@ async fn decide(
         decision
     };
     record.decision = decision;
-    (status, reason)
+    Ok((status, reason))
 }
 
 async fn recon(

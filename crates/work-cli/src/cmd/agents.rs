@@ -124,6 +124,11 @@ fn try_one(global: &Global, args: TryArgs) -> CmdResult {
         return Err(CliError::bad("run `work agents try`: the prompt is empty"));
     }
     let (role, agent) = ctx.resolve_agent(&args.role, args.agent.as_deref())?;
+    if let (Some(s), Some(p)) = (&schema, &args.schema)
+        && let Some(why) = agent.schema_refusal(s)
+    {
+        return Err(CliError::bad(format!("use schema `{}` with {}: {why}", p.display(), agent.describe())));
+    }
     let rt = ctx::runtime()?;
     let run = ctx.start_run("agents-try", Budget::default(), Spent::default())?;
     let dispatcher = ctx::dispatcher(&run, &role, agent.clone());

@@ -242,11 +242,11 @@ fn lock_iteration(
     Ok((run_id, it, tree))
 }
 
-/// The report of a run, or — a state write failed — the run ended (`run.end` says why) and
-/// its one error line (exit 1).
+/// The report of a run, or — a state write failed, or a git that judged it — the run ended
+/// (`run.end` says why) and its one error line (exit 1).
 fn stopped(
     run: &work_runtime::run::RunContext,
-    r: Result<EndReport, work_implement::state_write::StateWriteError>,
+    r: Result<EndReport, work_implement::state_write::RunError>,
 ) -> Result<EndReport, CliError> {
     r.map_err(|e| {
         run.finish("error", serde_json::json!({"error": e.to_string()}));

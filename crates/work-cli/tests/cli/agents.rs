@@ -743,3 +743,31 @@ fn a_mistyped_agent_or_key_is_refused_with_a_did_you_mean_naming_where() {
     let last = text.lines().rev().find(|l| l.starts_with('[')).expect("a table in work init's file");
     assert!(err.contains(&format!("unknown key `tmeout` in {last} of work.toml")), "{err}");
 }
+
+/// A schema Codex can never answer — its root is not an object, and Codex sends
+/// `--output-schema` in strict mode, which needs one — is refused with one line, exit 2, before
+/// any dispatch or run is started; its twin, the same values wrapped in an object property,
+/// is dispatched and answered.
+#[test]
+fn a_schema_codex_cannot_serve_is_refused_before_the_first_dispatch() {
+    let s = Scenario::new();
+    let f = fakes(&s);
+    s.write(".agents/array.json", r#"{"type": "array", "items": {"type": "string"}}"#);
+    let out = s
+        .work()
+        .env("PATH", f.path())
+        .env("WORK_TEST_WANT_CWD", root(&s))
+        .args(["agents", "try", "--agent", "codex", "--schema", ".agents/array.json", "--json", "brief: list"])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_one_line_error(&err);
+    assert!(err.contains(".agents/array.json") && err.contains("strict mode") && err.contains("\"array\""), "{err}");
+    assert!(out.stdout.is_empty(), "no report: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(!s.path(".work/runs").exists(), "no run was started, nothing was dispatched");
+    // The honest twin: an object root is dispatched.
+    let (code, v, err) = try_with(&s, &f, "codex", "ok", &[]);
+    assert_eq!(code, 0, "{v}\n{err}");
+    assert_eq!(v["output"], json!({"items": ["x", "y"]}));
+}

@@ -633,6 +633,34 @@ pub fn a_failed_attempt_is_charged_what_was_billed(which: Cli) {
     assert!(tokens("input_tokens") >= 100 && tokens("output_tokens") >= 10, "the answered call is charged: {failed}");
 }
 
+/// A worker whose first model call is answered (a command, billed by the server) and whose
+/// second hangs until the dispatch timeout kills the CLI: the timed-out attempt is charged what
+/// the CLI was billed before the kill (Claude Code's session transcript, Codex's session file),
+/// not 0.
+pub fn a_timed_out_attempt_is_charged_what_was_billed(which: Cli) {
+    let s = Scenario::new();
+    s.write("notes.md", "todo\n");
+    s.commit("notes");
+    let cli = RealCli::new(
+        which,
+        Script::new(vec![Rule::new("You are the worker for iteration 1", vec![Step::Bash("ls".into()), Step::Hang])]),
+    );
+    let args = ["until", "file READY exists", "--goal", "g", "--max", "1", "-c", "timeouts.dispatch_secs=20"];
+    let (code, _out, err) = cli.run(&s, &[&args[..], &["--agent", which.name(), "--json"]].concat());
+    assert_eq!(code, 1, "{err}\n{}", cli.summary());
+    assert!(
+        cli.server.requests_for(0).iter().any(|r| r.tool_results == 1),
+        "the hanging call was made: {}",
+        cli.summary()
+    );
+    let ev = events(&s);
+    let end = of_kind(&ev, "dispatch.end");
+    let failed = end.iter().find(|e| e["outcome"] == "failed").unwrap_or_else(|| panic!("a failed attempt: {ev:?}"));
+    assert!(failed.to_string().contains("timed out"), "the attempt timed out: {failed}");
+    let tokens = |k: &str| failed["usage"][k].as_u64().unwrap_or(0);
+    assert!(tokens("input_tokens") >= 100 && tokens("output_tokens") >= 10, "the answered call is charged: {failed}");
+}
+
 /// Codex reading its key from a variable whose name does not look like a key's: when the
 /// server's error quotes the key, nothing `work` prints or writes quotes it.
 pub fn a_key_the_server_quotes_is_redacted(which: Cli) {
@@ -858,7 +886,8 @@ macro_rules! every_scenario_through {
             implement_without_credentials_fails_fast,
             ultra_without_credentials_stops_agent_failing,
             loop_run_without_credentials_fails_fast,
-            a_failed_attempt_is_charged_what_was_billed
+            a_failed_attempt_is_charged_what_was_billed,
+            a_timed_out_attempt_is_charged_what_was_billed
             $($(, $own)*)?
         );
     };

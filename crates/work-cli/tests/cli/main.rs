@@ -21,6 +21,7 @@ mod ext_real_model;
 mod ext_sandbox;
 mod ext_workflows;
 mod fs_safety;
+mod git_failure;
 mod harness;
 mod head_rule;
 mod help;

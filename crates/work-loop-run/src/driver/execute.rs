@@ -194,7 +194,7 @@ impl Driver {
             if let Some(m) = self.approved_drift()? {
                 return Ok(Err(("approved-artifacts-changed".into(), m)));
             }
-            if let Some(why) = self.head_breach() {
+            if let Some(why) = self.head_breach()? {
                 return Ok(Err(("head-moved".into(), format!("{label}: {why}"))));
             }
             let after = self.snapshot_since(&base)?;
@@ -223,7 +223,8 @@ impl Driver {
     }
 
     pub(super) async fn verify(&mut self) -> Step {
-        if let Some(msg) = self.rs.git_seal.as_ref().and_then(|seal| crate::git_seal::tampered(&self.git, seal)) {
+        let tampered = self.rs.git_seal.as_ref().map(|seal| crate::git_seal::tampered(&self.git, seal)).transpose();
+        if let Some(msg) = tampered.map_err(super::plumbing::git_failed)?.flatten() {
             return Ok(Some(self.blocked(crate::git_seal::TAMPERED, msg)));
         }
         if let Some(r) = self.check_surface_stop() {

@@ -294,15 +294,17 @@ impl Driver {
     /// below its base, the base rewritten, another branch checked out), if it did; commits on
     /// top of the base are the implementer's change (`work_git::head`). A run recorded
     /// before the branch was kept is judged on the branch it is on.
-    pub(super) fn head_breach(&self) -> Option<String> {
-        let sha = self.rs.code_base.clone()?;
+    ///
+    /// A git that fails judging HEAD ends the run with an error (exit 1), never a breach.
+    pub(super) fn head_breach(&self) -> Result<Option<String>, LoopError> {
+        let Some(sha) = self.rs.code_base.clone() else { return Ok(None) };
         let base = work_git::head::HeadAt {
             sha: Some(sha).filter(|s| !s.is_empty()),
             branch: self.rs.code_branch.clone().or_else(|| self.git.branch()),
         };
-        let why = self.git.judge_head(&base).describe(&base)?;
+        let Some(why) = self.git.judge_head(&base).map_err(git_failed)?.describe(&base) else { return Ok(None) };
         self.run.emit("head.moved", json!({"from": base.sha, "to": self.git.head_sha(), "branch": self.git.branch()}));
-        Some(why)
+        Ok(Some(why))
     }
 
     /// The change against `base` (`""`: no commit), outside the spec and state directories:
@@ -406,4 +408,10 @@ pub(super) struct ReadOnlyBefore {
     status: TreeState,
     snapshot: Result<String, work_git::GitError>,
     seal: Result<work_git::integrity::Seal, work_git::GitError>,
+}
+
+/// The run's error when a git the engine ran to judge it failed (exit 128, killed): exit 1 with
+/// git's command and stderr, never a verdict about the implementer.
+pub(super) fn git_failed(e: work_git::GitError) -> LoopError {
+    LoopError::refused(e.to_string(), json!({"reason": "git"}))
 }

@@ -1,0 +1,216 @@
+//! A git the engine runs that fails is an error of the run — one `error:` line naming git, its
+//! command and what it said, exit 1 — never a verdict about the agent (docs/ground-truth.md,
+//! "A failing git is no verdict"). The fault is the engine's side: `work` runs with a `git` on
+//! its PATH that fails `merge-base --is-ancestor` (exit 128) and passes everything else to the
+//! real git, so the agent's own git (it commits its fix on top of the base, an honest move)
+//! works. Before, the failed ancestry check read as "HEAD no longer descends from the base":
+//! BLOCKED `head-moved`. The honest twin runs with the same `git` and writes its fix without
+//! committing: no ancestry check is needed, and the run ends as it always did.
+
+use crate::support::{Scenario, assert_one_line_error};
+use std::path::PathBuf;
+
+/// A directory holding a `git` that fails `merge-base --is-ancestor` and runs the real git
+/// otherwise; the PATH to run `work` with.
+fn failing_git() -> (tempfile::TempDir, String) {
+    let old = std::env::var("PATH").unwrap_or_default();
+    let real = old
+        .split(':')
+        .map(|d| PathBuf::from(d).join("git"))
+        .find(|p| p.is_absolute() && p.is_file())
+        .expect("git on PATH")
+        .display()
+        .to_string();
+    let dir = tempfile::tempdir().expect("tmp");
+    let script = format!(
+        "#!/bin/sh\nfor a in \"$@\"; do\n  if [ \"$a\" = --is-ancestor ]; then echo 'fatal: injected failure' >&2; exit 128; fi\ndone\nexec {real} \"$@\"\n"
+    );
+    let path: PathBuf = dir.path().join("git");
+    std::fs::write(&path, script).expect("write git");
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    let path = format!("{}:{old}", dir.path().display());
+    (dir, path)
+}
+
+/// Runs `work -q args…` with `path` as PATH: (exit code, stdout, stderr).
+fn run_with(s: &Scenario, path: &str, args: &[&str]) -> (i32, String, String) {
+    // `-q`: no progress lines, so stderr holds the error line alone.
+    let out = s.work().env("PATH", path).arg("-q").args(args).output().expect("run work");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The run ended with git's failure: exit 1, one line naming the command, how it ended and
+/// what git said; no verdict about the agent anywhere.
+fn assert_git_error(what: &str, (code, out, err): (i32, String, String)) {
+    assert_eq!(code, 1, "{what}: exit 1\nstdout:\n{out}\nstderr:\n{err}");
+    assert_one_line_error(&err);
+    for needle in ["git merge-base --is-ancestor", "exit code 128", "injected failure"] {
+        assert!(err.contains(needle), "{what}: `{needle}` named: {err}");
+    }
+    for verdict in ["head-moved", "history-rewritten", "git-tampered", "BLOCKED", "blocked"] {
+        assert!(!out.contains(verdict) && !err.contains(verdict), "{what}: no verdict `{verdict}`:\n{out}\n{err}");
+    }
+}
+
+/// The shell the agent runs: writes `text` to `path`, committing it when `commit`.
+fn fix(path: &str, text: &str, commit: bool) -> String {
+    let write = format!("printf '{text}' > {path}");
+    let sh = if commit { format!("{write} && git add {path} && git commit -q -m 'the fix'") } else { write };
+    format!("import subprocess\nsubprocess.run(['sh', '-c', {sh:?}], check=True)")
+}
+
+fn implement(commit: bool) -> (i32, String, String) {
+    let s = crate::implement::repo_with_plan(&[("1", "Edit shared", "Append a line to shared.txt.")]);
+    let body = format!(
+        "if role == 'implementer':\n    {}\n    out(DONE)",
+        fix("shared.txt", "base\\nmore\\n", commit).replace('\n', "\n    ")
+    );
+    let a = crate::implement::agent(&s, &body);
+    let (_dir, path) = failing_git();
+    let args =
+        ["implement", "--plan", "PLAN.md", "--iter-id", "it-1", "--agent", &a, "--test-cmd", "grep -q more shared.txt"];
+    let mut args = args.to_vec();
+    args.push("--json");
+    run_with(&s, &path, &args)
+}
+
+#[test]
+fn implement_ends_with_an_error_when_git_fails_judging_a_commit_and_an_honest_twin_is_done() {
+    assert_git_error("implement", implement(true));
+    let (code, out, err) = implement(false);
+    assert_eq!(code, 0, "the twin needs no ancestry check\nstdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("\"DONE\""), "{out}");
+}
+
+fn edit(commit: bool) -> (i32, String, String) {
+    let s = Scenario::new();
+    s.write("src/lib.txt", "struct Foo\n");
+    s.commit("lib");
+    let body = format!(
+        "if role == 'editor':\n    {}\n    out({{'status': 'DONE', 'applied_changes': True, 'sites': 0, 'hole': None}})",
+        fix("src/lib.txt", "struct Bar\\n", commit).replace('\n', "\n    ")
+    );
+    let a = crate::implement::agent(&s, &body);
+    let (_dir, path) = failing_git();
+    let args = [
+        "edit",
+        "--iter-id",
+        "e-1",
+        "--description",
+        "rename Foo to Bar",
+        "--def-site",
+        "src/lib.txt:1",
+        "--agent",
+        &a,
+        "--test-cmd",
+        "grep -q Bar src/lib.txt",
+        "--json",
+    ];
+    run_with(&s, &path, &args)
+}
+
+#[test]
+fn edit_ends_with_an_error_when_git_fails_judging_a_commit_and_an_honest_twin_is_done() {
+    assert_git_error("edit", edit(true));
+    let (code, out, err) = edit(false);
+    assert_eq!(code, 0, "the twin needs no ancestry check\nstdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("\"DONE\""), "{out}");
+}
+
+fn until(commit: bool) -> (i32, String, String) {
+    let s = crate::liars_matrix::until_repo();
+    let agent = s.agent(
+        "worker.py",
+        &format!(
+            "{}\nprint(json.dumps({{\"status\": \"done\", \"summary\": \"done\"}}))",
+            fix("src/lib.rs", "pub fn f() {}\\npub fn ready() {}\\n", commit)
+        ),
+    );
+    let (_dir, path) = failing_git();
+    let args =
+        ["until", "`sh check.sh` exits 0", "--goal", "g", "--verify", "sh check.sh", "--agent", &agent, "--json"];
+    run_with(&s, &path, &args)
+}
+
+#[test]
+fn until_ends_with_an_error_when_git_fails_judging_a_commit_and_an_honest_twin_is_done() {
+    assert_git_error("until", until(true));
+    let (code, out, err) = until(false);
+    assert_eq!(code, 0, "the twin needs no ancestry check\nstdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("\"done\""), "{out}");
+}
+
+const GOAL: &str = r#"
+id = "greet"
+objective = "greet.sh prints hello, world"
+tier = "LIGHT"
+tier_justification = "one script"
+stop_line = "I'll stop right away when sh check.sh passes"
+
+[[criteria]]
+id = "happy"
+scenario = "sh check.sh"
+evidence = ["stdout", "exit_code"]
+pass = { exit_code = 0 }
+"#;
+
+fn ultra(commit: bool) -> (i32, String, String) {
+    let s = Scenario::new();
+    s.write("GOAL.toml", GOAL);
+    s.write("check.sh", "test \"$(sh greet.sh 2>/dev/null)\" = 'hello, world'\n");
+    s.commit("goal and its check");
+    let agent = s.agent(
+        "implementer.py",
+        &format!(
+            "{}\nprint(json.dumps({{\"status\": \"done\", \"summary\": \"wrote greet.sh\", \"claims\": [], \"cleanup\": []}}))",
+            fix("greet.sh", "echo \"hello, world\"\\n", commit)
+        ),
+    );
+    let (_dir, path) = failing_git();
+    run_with(&s, &path, &["ultra", "GOAL.toml", "--agent", &agent, "--json"])
+}
+
+#[test]
+fn ultra_ends_with_an_error_when_git_fails_judging_a_commit_and_an_honest_twin_is_done() {
+    assert_git_error("ultra", ultra(true));
+    let (code, out, err) = ultra(false);
+    assert_eq!(code, 0, "the twin needs no ancestry check\nstdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("all-green"), "{out}");
+}
+
+/// `loop run` to the plan gate with the real git (no HEAD is judged before the code phase),
+/// then the code phase with the failing one.
+fn loop_run(commit: bool) -> (i32, String, String) {
+    use crate::loop_run::{knob, run, setup};
+    let s = Scenario::new();
+    let agent = setup(&s, "test -f hello.txt", true);
+    let write = "printf 'hello\\n' > hello.txt";
+    let sh = if commit { format!("{write} && git add hello.txt && git commit -q -m 'the fix'") } else { write.into() };
+    knob(&s, "impl-task-1", &sh);
+    assert_eq!(run(&s, &agent, &["--light"], 3)["reason"], "spec-human-gate");
+    assert_eq!(run(&s, &agent, &["--light", "--resume"], 3)["reason"], "plan-human-gate");
+    let (_dir, path) = failing_git();
+    run_with(&s, &path, &["loop", "run", crate::loop_run::DIR, "--agent", &agent, "--json", "--light", "--resume"])
+}
+
+/// `loop run` ends every error of its driver with its JSON report, reason `git` here: the
+/// message names git's command, how it ended and what it said; no verdict about the agent.
+#[test]
+fn loop_run_ends_with_an_error_when_git_fails_judging_a_commit_and_an_honest_twin_is_not() {
+    let (code, out, err) = loop_run(true);
+    assert_eq!(code, 1, "stdout:\n{out}\nstderr:\n{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("the report");
+    assert_eq!(v["reason"], "git", "{v:#}");
+    let message = v["message"].as_str().unwrap_or_default();
+    for needle in ["git merge-base --is-ancestor", "exit code 128", "injected failure"] {
+        assert!(message.contains(needle), "`{needle}` named: {message}");
+    }
+    assert!(!out.contains("head-moved") && !out.contains("history-rewritten"), "no verdict: {out}");
+    let (code, out, err) = loop_run(false);
+    assert_eq!(code, 3, "the twin reaches the merge gate\nstdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("code-human-gate"), "{out}");
+}
