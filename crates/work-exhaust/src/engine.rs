@@ -377,7 +377,7 @@ impl<'a> Engine<'a> {
                 );
             } else if moved {
                 self.run.progress(
-                    "Dry, UNCONFIRMED: the tree changed while no finder ran (see the gaps); the rounds saw another tree",
+                    "Dry, UNCONFIRMED: the tree changed while no finder ran, or could not be checked (see the gaps)",
                 );
             } else if !confirmed {
                 self.run.progress(

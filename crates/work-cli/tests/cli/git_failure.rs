@@ -214,3 +214,72 @@ fn loop_run_ends_with_an_error_when_git_fails_judging_a_commit_and_an_honest_twi
     assert_eq!(code, 3, "the twin reaches the merge gate\nstdout:\n{out}\nstderr:\n{err}");
     assert!(out.contains("code-human-gate"), "{out}");
 }
+
+/// A `git` that fails `ls-files` (how git's sealed view is read) once `marker` exists, and runs
+/// the real git otherwise; the PATH to run `work` with.
+fn git_failing_once(marker: &std::path::Path) -> (tempfile::TempDir, String) {
+    let old = std::env::var("PATH").unwrap_or_default();
+    let real = old
+        .split(':')
+        .map(|d| PathBuf::from(d).join("git"))
+        .find(|p| p.is_absolute() && p.is_file())
+        .expect("git on PATH")
+        .display()
+        .to_string();
+    let dir = tempfile::tempdir().expect("tmp");
+    let script = format!(
+        "#!/bin/sh\nif [ -e {marker} ]; then\n  for a in \"$@\"; do\n    if [ \"$a\" = ls-files ]; then echo 'fatal: injected failure' >&2; exit 128; fi\n  done\nfi\nexec {real} \"$@\"\n",
+        marker = marker.display()
+    );
+    let path: PathBuf = dir.path().join("git");
+    std::fs::write(&path, script).expect("write git");
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    (dir, format!("{}:{}", path.parent().map(|p| p.display().to_string()).unwrap_or_default(), old))
+}
+
+/// exhaust: when git's view cannot be read after a wave (git fails for the engine), the wave's
+/// answers are dropped as unverified, the gap names git's failure and the run is never
+/// `confirmed` — and no finder is said to have changed the tree. Before, the failed reading was
+/// dropped silently and the wave's answers were accepted unchecked. The twin, whose git never
+/// fails, keeps its answer and ends confirmed.
+#[test]
+fn exhaust_drops_a_wave_it_could_not_check_and_never_blames_the_finder() {
+    for failing in [true, false] {
+        let s = Scenario::new();
+        s.write("src/jobs.rs", "fn a() { transition(1); }\n");
+        s.commit("jobs");
+        let outside = tempfile::tempdir().expect("tmp");
+        let marker = outside.path().join("fail-now");
+        let touch =
+            if failing { format!("open({:?}, 'w').close()\n", marker.display().to_string()) } else { String::new() };
+        let agent = s.agent(
+            "finder.py",
+            &format!(
+                "{touch}items = [{{'id': 'a', 'title': 't', 'location': 'src/jobs.rs:1'}}] if ctx['round'] == 1 else []\nprint(json.dumps({{'angle': ctx['angle'], 'items': items, 'roundNotes': 'n'}}))"
+            ),
+        );
+        let (_dir, path) = git_failing_once(&marker);
+        let out = s
+            .work()
+            .env("PATH", &path)
+            .args(["exhaust", "transitions", "-k", "2", "--angles", "a,b,c", "--final-oracle", "true"])
+            .args(["--agent", &agent, "--json"])
+            .output()
+            .expect("run work");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let master: serde_json::Value =
+            serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}\n{stdout}\n{stderr}"));
+        let gaps = master["completenessGaps"].to_string();
+        let seen = master["items"].as_array().map(Vec::len).unwrap_or(0);
+        if failing {
+            assert!(gaps.contains("could not run") && gaps.contains("injected failure"), "{gaps}\n{stderr}");
+            assert_eq!(seen, 0, "the unchecked wave's answer was dropped: {stdout}");
+            assert_ne!(master["completeness"], "confirmed", "{stdout}");
+            assert!(!stderr.contains("changed the tree") && !gaps.contains("changed the tree"), "{gaps}\n{stderr}");
+        } else {
+            assert_eq!(seen, 1, "{stdout}\n{stderr}");
+            assert_eq!(master["completeness"], "confirmed", "{gaps}\n{stderr}");
+        }
+    }
+}

@@ -8,9 +8,16 @@ use work_runtime::tree_guard::{TreeSnapshot, describe_changes};
 /// The tree and git's seal at one instant.
 pub(super) type Seen = (TreeSnapshot, Option<work_git::integrity::SealReading>);
 
+/// One look at the tree: its snapshot and git's seal, or why the seal could not be read.
+type Looked = (TreeSnapshot, Result<work_git::integrity::SealReading, String>);
+
 /// How a gap about a change outside every finder begins: such a gap makes a dry stop
 /// unconfirmed, also when the run is resumed.
 const MOVED: &str = "the tree changed while no finder ran";
+
+/// What a gap about a look at the tree that failed says: such a gap, too, makes a dry stop
+/// unconfirmed (what the finders did there was never checked).
+const UNCHECKED: &str = "the read-only check could not run";
 
 impl Engine<'_> {
     /// Runs read-only finders and enforces read-only. The tree (tracked, untracked, ignored, the
@@ -27,14 +34,25 @@ impl Engine<'_> {
         self.checkpoint(&format!("before round {n}"));
         let before = self.last_seen.take();
         let outcomes = self.dispatcher.dispatch_waves(specs, self.params.concurrency).await;
-        let Some(before) = before else { return outcomes };
-        let Some((after, mut changes)) = self.look(Some(&before)) else { return outcomes };
+        let Some(before) = before else {
+            // The look before the wave failed (a gap says why): nothing to compare with.
+            return self.unchecked(n, "the tree could not be read before the wave", outcomes);
+        };
+        let (after, mut changes) = match self.look(Some(&before)) {
+            Ok(seen) => seen,
+            Err(e) => return self.unchecked(n, &e, outcomes),
+        };
         // git's view (index flags, excludes, attributes, hooks, drivers): the index file itself
         // is left out of the walk (any `git status` refreshes it), its flags are not.
-        if let (Some(seal), Some(now)) = (&before.1, &after.1) {
-            changes.extend(self.seal_changes(&seal.seal, &now.seal));
+        match (&before.1, &after.1) {
+            (Some(seal), Ok(now)) => changes.extend(self.seal_changes(&seal.seal, &now.seal)),
+            (Some(_), Err(e)) => {
+                let e = e.clone();
+                return self.unchecked(n, &e, outcomes);
+            }
+            (None, _) => {}
         }
-        self.last_seen = Some(after);
+        self.last_seen = Some((after.0, after.1.ok()));
         if changes.is_empty() {
             return outcomes;
         }
@@ -62,6 +80,26 @@ impl Engine<'_> {
             .collect()
     }
 
+    /// A wave whose read-only check could not run (the tree could not be walked, git's view
+    /// could not be read): its answers are dropped as unverified — never as a finding about a
+    /// finder — and the run says why; the next look starts afresh.
+    fn unchecked(&mut self, n: u32, why: &str, outcomes: Vec<DispatchOutcome>) -> Vec<DispatchOutcome> {
+        self.last_seen = None;
+        self.run.progress(&format!(
+            "Round {n}: the tree could not be checked after the finders ({why}); their answers are dropped"
+        ));
+        self.gap(format!("round {n}: {UNCHECKED} ({why}); the answers of its wave were dropped"));
+        outcomes
+            .into_iter()
+            .map(|o| match o {
+                DispatchOutcome::Ok { dispatch_id, .. } => {
+                    DispatchOutcome::Failed { dispatch_id, reason: format!("the read-only check could not run: {why}") }
+                }
+                other => other,
+            })
+            .collect()
+    }
+
     /// What changed in git's view from `was` to `now`, as tree changes (`~.git/ (…)`). A
     /// `.gitattributes` or `.gitignore` in the run's own directory is left out: it applies to the
     /// engine's files only, and the directory is not walked (it grows with every dispatch).
@@ -73,16 +111,16 @@ impl Engine<'_> {
         changes.into_iter().map(|c| format!("~.git/ ({c})")).collect()
     }
 
-    /// The tree and git's seal now (`None` when the tree cannot be walked), and the tree's
-    /// changes since the `last` look. git's seal is read again only when one of its inputs
+    /// The tree and git's seal now (an error when the tree cannot be walked; the seal's own
+    /// reading, which may have failed, beside it), and the tree's changes since the `last` look. git's seal is read again only when one of its inputs
     /// changed since, or the tree did where it can change the seal (the engine's own journal
     /// writes between waves cannot). The run directory is not walked: it grows with every
     /// dispatch, and what git sees in it is left out of every comparison
     /// ([`Engine::seal_changes`]). Nor is the directory of the engine's copies.
-    fn look(&self, last: Option<&Seen>) -> Option<(Seen, Vec<String>)> {
+    fn look(&self, last: Option<&Seen>) -> Result<(Looked, Vec<String>), String> {
         // Nor is the engine's copy the oracles search (checked before each oracle runs).
         let exclude: Vec<_> = std::iter::once(self.run.run_dir()).chain(self.oracles.home().map(Into::into)).collect();
-        let snap = TreeSnapshot::take(&self.run.root, &exclude).ok()?;
+        let snap = TreeSnapshot::take(&self.run.root, &exclude).map_err(|e| format!("walk the tree: {e}"))?;
         let git = work_git::Git::new(&self.run.root);
         let changes = last.map(|(was, _)| was.changes(&snap)).unwrap_or_default();
         let seal = match last {
@@ -92,7 +130,7 @@ impl Engine<'_> {
             }
             _ => git.read_seal(),
         };
-        Some(((snap, seal.ok()), changes))
+        Ok(((snap, seal.map_err(|e| e.to_string())), changes))
     }
 
     /// Compares the tree now with the tree as the engine last saw it (after the last wave or
@@ -102,13 +140,21 @@ impl Engine<'_> {
     /// rounds found may not hold for the tree the run started with. It is a gap, and a dry stop
     /// is then never `confirmed`. The state directory is left out: the engine writes it.
     pub(super) fn checkpoint(&mut self, when: &str) {
-        let Some((now, mut changes)) = self.look(self.last_seen.as_ref()) else {
-            self.last_seen = None;
-            return;
+        let (now, mut changes) = match self.look(self.last_seen.as_ref()) {
+            Ok(seen) => seen,
+            Err(e) => {
+                self.last_seen = None;
+                self.gap(format!("{UNCHECKED} {when} ({e}); completeness cannot be confirmed"));
+                return;
+            }
         };
         if let Some((_, seal)) = &self.last_seen {
-            if let (Some(seal), Some(seal_now)) = (seal, &now.1) {
-                changes.extend(self.seal_changes(&seal.seal, &seal_now.seal));
+            match (seal, &now.1) {
+                (Some(seal), Ok(seal_now)) => changes.extend(self.seal_changes(&seal.seal, &seal_now.seal)),
+                (Some(_), Err(e)) => self.gap(format!(
+                    "{UNCHECKED} {when}: git's view could not be read ({e}); completeness cannot be confirmed"
+                )),
+                (None, _) => {}
             }
             if !changes.is_empty() {
                 let protected = self.protected(&changes, false);
@@ -123,12 +169,13 @@ impl Engine<'_> {
                 }
             }
         }
-        self.last_seen = Some(now);
+        self.last_seen = Some((now.0, now.1.ok()));
     }
 
-    /// True when a change outside every finder was seen in this run (or the run it resumes).
+    /// True when a change outside every finder was seen in this run (or the run it resumes), or
+    /// a look at the tree failed.
     pub(super) fn tree_moved(&self) -> bool {
-        self.journal.completeness_gaps.iter().any(|g| g.starts_with(MOVED))
+        self.journal.completeness_gaps.iter().any(|g| g.starts_with(MOVED) || g.contains(UNCHECKED))
     }
 
     /// The changes a read-only run may not make: tracked files, git's own files and (when
