@@ -63,6 +63,7 @@ mod self_contained;
 mod settings;
 mod soak;
 mod soak_loop_run;
+mod soak_ultra;
 mod state_digests;
 mod ultra;
 mod ultra_resume;
