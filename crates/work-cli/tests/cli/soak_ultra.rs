@@ -53,11 +53,11 @@ struct UltraEnd {
 }
 
 /// Drops what differs between two scenarios: run ids (and the runs a goal lists: a killed run
-/// is one more) and commit ids.
+/// is one more), commit ids, and the count of committed receipts (it counts the recovery's).
 fn scrub(v: &mut Value) {
     match v {
         Value::Object(o) => {
-            for k in ["run_id", "runs", "head", "sha", "commit"] {
+            for k in ["run_id", "runs", "head", "sha", "commit", "receipts_committed"] {
                 o.remove(k);
             }
             o.values_mut().for_each(scrub);
@@ -124,13 +124,12 @@ fn trial(n: u64, twice: bool, baseline: &UltraEnd) -> Option<Result<(), String>>
     })
 }
 
-/// Ignored until `work ultra` is crash-exact: 17 of 29 trials fail. 16: killed between the
-/// implementer's answer and the attempt's record in `state.json` (its evidence, receipts and
-/// notepad writes), the rerun's check finds the criterion green and ends DONE with 0 attempts,
-/// the attempt's evidence and its `attempt_log` entry lost (the answer is in the killed run's
-/// `dispatches.jsonl`; the rerun should take it from there). 1 (call 10, the rerun killed there
-/// too): the RED receipt is missing from `receipts.json` though `state.json` holds the RED.
-/// Kills before the answer otherwise end exact. Run it with
+/// Ignored until `work ultra` keeps an attempt a kill cuts off after its answer: 16 of 29 trials
+/// fail, every one killed between the implementer's answer and the attempt's record in
+/// `state.json` (its evidence, receipts and notepad writes): the rerun's check finds the
+/// criterion green and ends DONE with 0 attempts, the attempt's evidence and its `attempt_log`
+/// entry lost (the answer is in the killed run's `dispatches.jsonl`; the rerun should take it
+/// from there). Every kill before the answer ends exact. Run it with
 /// `cargo nextest run -p work-cli --run-ignored all -E 'test(/soak_ultra/)'`.
 #[test]
 #[ignore = "ultra loses an attempt killed after its answer (issue 29); see the doc comment"]
@@ -146,4 +145,32 @@ fn ultra_survives_a_kill_at_every_state_changing_call() {
     }
     assert!(trials > 10, "the hook killed too few runs: {trials}");
     assert!(failures.is_empty(), "{} failure(s) in {trials} trials; first:\n{}", failures.len(), failures[0]);
+}
+
+/// The RED step's receipt survives a kill at every state-changing call before the first
+/// dispatch: the goal's run ends with exactly one `red` receipt, as the uninterrupted run does.
+/// (`receipts.json` was written after `state.json`: a kill between the two left a state holding
+/// the RED and no receipt of it, and the rerun, keeping the RED, never receipted it.)
+#[test]
+fn ultra_killed_before_its_first_dispatch_keeps_one_red_receipt() {
+    let red_receipts = |s: &Scenario| {
+        let text = std::fs::read_to_string(s.path(".work/goals/greet/receipts.json")).unwrap_or_default();
+        let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        v["receipts"].as_array().map(|l| l.iter().filter(|r| r["during"] == "red").count()).unwrap_or(0)
+    };
+    let mut failures = Vec::new();
+    for n in 1..=12 {
+        let (s, args) = scenario();
+        if let End::Exited(..) = run(&s, &args, Some(n)) {
+            break;
+        }
+        if log_lines(&s) > 0 {
+            break;
+        }
+        let End::Exited(code, _) = run(&s, &args, None) else { panic!("the clean rerun was killed") };
+        if (code, red_receipts(&s)) != (0, 1) {
+            failures.push(format!("kill at {n}: exit {code}, {} red receipt(s)", red_receipts(&s)));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
 }
