@@ -154,7 +154,7 @@ fn one(n: usize, dir: &Path) {
     let journal = work_exhaust::Journal::new("bench", "bench", 2, angles);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let (t, cpu0) = (Instant::now(), cpu_s());
-    let j = rt.block_on(work_exhaust::Engine::new(&run, &d, &params, journal).drive()).unwrap();
+    let j = rt.block_on(work_exhaust::Engine::new(&run, &d, &params, journal, Default::default()).drive()).unwrap();
     let (wall, cpu) = (t.elapsed().as_secs_f64(), cpu_s() - cpu0);
     run.finish(j.stopped_reason.as_deref().unwrap_or(""), json!({"seen": j.seen.len()}));
     assert_eq!(j.seen.len(), n, "every finder adds one item");

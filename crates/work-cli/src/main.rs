@@ -8,6 +8,7 @@
 mod budget_args;
 mod cmd;
 mod ctx;
+mod dry_run;
 mod examples;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};

@@ -8,15 +8,16 @@ use crate::items::{
     dedup_keys, gate2_with, normalize_id,
 };
 use crate::journal::{Gate3Record, Journal, RoundRecord};
-use crate::oracle::{OracleError, run_oracle};
+use crate::oracle::{OracleError, OracleTree};
 use crate::store::Store;
 use serde_json::{Map, Value, json};
 use std::collections::HashSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
 use work_runtime::run::RunContext;
 
+mod oracles;
 mod readonly;
 
 /// The stop reasons of the master object.
@@ -47,6 +48,24 @@ pub const SEEN_CONTEXT_CAP: usize = 100;
 pub(crate) fn seen_summary(items: &[Value]) -> Vec<Value> {
     let recent = &items[items.len().saturating_sub(SEEN_CONTEXT_CAP)..];
     recent.iter().map(|it| json!({"id": it.get("id"), "location": it.get("location")})).collect()
+}
+
+/// A finder's brief: the goal, its angle, the round, and how many items are known already
+/// (`shown` of them are listed in the request's `context.seen`).
+pub fn finder_prompt(what: &str, context: Option<&str>, angle: &str, round: u32, known: usize, shown: usize) -> String {
+    format!(
+        "You are one finder in an exhaustive discovery loop.\n\
+         GOAL: find {what}.\n{context}\
+         YOUR ANGLE: {angle} — search only through this angle; other finders cover the others.\n\
+         Round {round}. {known} item(s) are already known (context.seen lists the {shown} most recent); \
+         do not repeat them.\n\
+         Work read-only. For every item give a stable kebab-case `id`, a `title`, a `location` as \
+         PATH:LINE relative to the repository root (or a named concept when no file applies), the \
+         `evidence` you saw, and a `severity` (critical|high|medium|low). The engine re-reads every \
+         PATH:LINE itself and rejects locations that do not exist.\n\
+         Answer with ONE JSON object: {{\"angle\": \"{angle}\", \"items\": [...], \"roundNotes\": \"what this angle covered and where it felt thin\"}}.",
+        context = context.map(|c| format!("CONTEXT: {c}\n")).unwrap_or_default(),
+    )
 }
 
 /// The line a rerun of a finished task prints.
@@ -165,11 +184,19 @@ pub struct Engine<'a> {
     failing: Option<(String, std::collections::BTreeSet<String>)>,
     /// The tree (and git's seal) as the engine last saw it: after the last wave or oracle.
     last_seen: Option<readonly::Seen>,
+    /// Where the oracles run: the engine's copy of the tree as the run started.
+    oracles: OracleTree,
 }
 
 impl<'a> Engine<'a> {
-    /// An engine resuming `journal` (a fresh one for a new task).
-    pub fn new(run: &'a RunContext, dispatcher: &'a Dispatcher, params: &'a Params, mut journal: Journal) -> Self {
+    /// An engine resuming `journal` (a fresh one for a new task), its oracles run on `oracles`.
+    pub fn new(
+        run: &'a RunContext,
+        dispatcher: &'a Dispatcher,
+        params: &'a Params,
+        mut journal: Journal,
+        oracles: OracleTree,
+    ) -> Self {
         if !journal.is_final() && journal.stopped_reason.is_some() {
             // A budget or caller-target stop is resumable: the reasons are recomputed.
             journal.stopped_reason = None;
@@ -199,6 +226,7 @@ impl<'a> Engine<'a> {
             tracked: None,
             failing: None,
             last_seen: None,
+            oracles,
         }
     }
 
@@ -240,17 +268,20 @@ impl<'a> Engine<'a> {
     /// item (a command the engine runs, never an agent) is deduplicated against the accepted
     /// items only: a finder's rejected item at its location does not make it known, so it is
     /// judged by gate 2 on its own (a rejection repeated for the same keys is recorded once).
-    fn admit(&mut self, raw: &Map<String, Value>, source: &str, round: u32) -> Admission {
+    ///
+    /// `root` is where the item is read: the tree for a finder's, the engine's copy the oracle
+    /// searched for an oracle's (which no finder wrote: the written paths are not refused).
+    fn admit(&mut self, raw: &Map<String, Value>, source: &str, round: u32, root: &Path) -> Admission {
         let id = raw.get("id").and_then(Value::as_str).unwrap_or("").to_string();
         let location = raw.get("location").and_then(Value::as_str).unwrap_or("").to_string();
-        let canonical = canonical_location(&self.run.root, &location);
+        let oracle = !source.starts_with("finder:");
+        let canonical = canonical_location(root, &location);
         let mut keys = dedup_keys(&id, &canonical);
         if classify_location(&location) == Location::Concept
             && let Some(k) = raw.get("title").and_then(Value::as_str).and_then(concept_key)
         {
             keys.push(k);
         }
-        let oracle = !source.starts_with("finder:");
         if keys.iter().any(|k| self.dedup.contains(k) || (!oracle && self.refused.contains(k))) {
             return Admission::Duplicate;
         }
@@ -265,12 +296,12 @@ impl<'a> Engine<'a> {
         };
         let verdict = if normalize_id(&id).is_empty() {
             Gate2::Refused("the id is empty".into())
-        } else if [&cited_path, &as_cited].iter().any(|p| written_through(&self.written, p)) {
+        } else if !oracle && [&cited_path, &as_cited].iter().any(|p| written_through(&self.written, p)) {
             Gate2::Refused(format!(
                 "location `{location}` was written during the finders' round: a read-only finder cannot cite what it wrote"
             ))
         } else {
-            gate2_with(&self.run.root, &location, evidence, &self.rules)
+            gate2_with(root, &location, evidence, &self.rules)
         };
         if let Gate2::Refused(reason) = &verdict {
             if keys.iter().any(|k| self.refused.contains(k)) {
@@ -293,25 +324,6 @@ impl<'a> Engine<'a> {
         self.journal.items.push(accepted_item(raw, &verdict, source, round));
         self.journal.seen.push(id.clone());
         Admission::New(id)
-    }
-
-    async fn run_oracles(
-        &mut self,
-        commands: &[String],
-        source: &str,
-        round: u32,
-    ) -> Result<Vec<String>, ExhaustError> {
-        let mut new = Vec::new();
-        for cmd in commands {
-            let items = run_oracle(&self.run.spawner, &self.run.root, cmd, self.params.oracle_timeout).await?;
-            self.run.emit("oracle.ran", json!({"command": cmd, "source": source, "items": items.len()}));
-            for it in &items {
-                if let Admission::New(id) = self.admit(it, source, round) {
-                    new.push(id);
-                }
-            }
-        }
-        Ok(new)
     }
 
     /// Angles still to run, in order, for a stop record.
@@ -351,13 +363,18 @@ impl<'a> Engine<'a> {
         if reason == stop::K_DRY {
             let moved = self.tree_moved();
             let given_up = self.journal.given_up.clone();
-            let confirmed = !self.params.final_oracles.is_empty() && !moved && given_up.is_empty();
+            let in_tree = self.oracles_in_tree();
+            let confirmed = !self.params.final_oracles.is_empty() && !moved && !in_tree && given_up.is_empty();
             self.journal.completeness = Some(if confirmed { "confirmed" } else { "unconfirmed" }.into());
             if !given_up.is_empty() {
                 self.run.progress(&format!(
                     "Dry, UNCONFIRMED: angle(s) {} given up (their finder failed twice); the dry does not cover them",
                     given_up.join(", ")
                 ));
+            } else if in_tree && !self.params.final_oracles.is_empty() {
+                self.run.progress(
+                    "Dry, UNCONFIRMED: not a git repository, so the final oracle searched the tree the finders could write",
+                );
             } else if moved {
                 self.run.progress(
                     "Dry, UNCONFIRMED: the tree changed while no finder ran (see the gaps); the rounds saw another tree",
@@ -405,22 +422,7 @@ impl<'a> Engine<'a> {
         let p = self.params;
         let j = &self.journal;
         let seen_summary = seen_summary(&j.items);
-        let prompt = format!(
-            "You are one finder in an exhaustive discovery loop.\n\
-             GOAL: find {what}.\n{context}\
-             YOUR ANGLE: {angle} — search only through this angle; other finders cover the others.\n\
-             Round {round}. {n} item(s) are already known (context.seen lists the {shown} most recent); \
-             do not repeat them.\n\
-             Work read-only. For every item give a stable kebab-case `id`, a `title`, a `location` as \
-             PATH:LINE relative to the repository root (or a named concept when no file applies), the \
-             `evidence` you saw, and a `severity` (critical|high|medium|low). The engine re-reads every \
-             PATH:LINE itself and rejects locations that do not exist.\n\
-             Answer with ONE JSON object: {{\"angle\": \"{angle}\", \"items\": [...], \"roundNotes\": \"what this angle covered and where it felt thin\"}}.",
-            what = p.what,
-            context = p.context.as_deref().map(|c| format!("CONTEXT: {c}\n")).unwrap_or_default(),
-            n = j.seen.len(),
-            shown = seen_summary.len(),
-        );
+        let prompt = finder_prompt(&p.what, p.context.as_deref(), angle, round, j.seen.len(), seen_summary.len());
         DispatchSpec {
             role: "finder".into(),
             model: p.model.clone(),
@@ -573,7 +575,7 @@ impl<'a> Engine<'a> {
                         .map(|a| a.iter().filter_map(|v| v.as_object().cloned()).collect())
                         .unwrap_or_default();
                     for it in &items {
-                        match self.admit(it, &format!("finder:{angle}"), n) {
+                        match self.admit(it, &format!("finder:{angle}"), n, &self.run.root) {
                             Admission::New(id) => rec.new_items.push(id),
                             Admission::Duplicate => rec.duplicates += 1,
                             Admission::Rejected(id) => rec.rejected_items.push(id),
@@ -709,36 +711,6 @@ impl<'a> Engine<'a> {
             self.save()?;
         }
         Ok(stopped)
-    }
-
-    /// Gate 3: every final oracle; returns the new ids and the oracles run, or `None` when an
-    /// oracle failed (then gate 3 could not confirm anything: recorded as a gap, and the round
-    /// does not count as dry).
-    async fn gate3(&mut self) -> Result<Option<(Vec<String>, Vec<String>)>, ExhaustError> {
-        let oracles = self.params.final_oracles.clone();
-        if oracles.is_empty() {
-            self.gap("gate 3: no final oracle configured (--final-oracle); dry rests on finder rounds alone".into());
-            return Ok(Some((Vec::new(), Vec::new())));
-        }
-        let n = self.journal.rounds.len() as u32 + 1;
-        self.checkpoint(&format!("before the final oracle of round {n}"));
-        let ran = self.run_oracles(&oracles, "final-oracle", n).await;
-        self.checkpoint(&format!("while the final oracle of round {n} ran"));
-        let new = match ran {
-            Ok(new) => new,
-            Err(ExhaustError::Oracle(e)) => {
-                self.run.emit("gate3.failed", json!({"round": n, "error": e.to_string()}));
-                self.gap(format!("gate 3 could not run in round {n}: {e}"));
-                return Ok(None);
-            }
-            Err(e) => return Err(e),
-        };
-        for o in &oracles {
-            if !self.journal.final_oracles_run.contains(o) {
-                self.journal.final_oracles_run.push(o.clone());
-            }
-        }
-        Ok(Some((new, oracles)))
     }
 
     /// A round that runs only gate 3 (no fresh angle left, an oracle not yet run). Returns

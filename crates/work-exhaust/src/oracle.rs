@@ -1,12 +1,135 @@
-//! Oracle commands (gates 1 and 3): deterministic enumerations run with `sh -c` in the
-//! repository root. Their stdout is a JSON array of items, or `PATH:LINE[:TEXT]` lines
-//! (what `grep -n` and `rg -n` print).
+//! Oracle commands (gates 1 and 3): deterministic enumerations run with `sh -c` at the root
+//! of the engine's copy of the tree as the run started ([`OracleTree`]), never in the tree the
+//! finders can write. Their stdout is a JSON array of items, or `PATH:LINE[:TEXT]` lines (what
+//! `grep -n` and `rg -n` print).
 
 use crate::items::parse_file_line;
 use serde_json::{Map, Value};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+use work_git::copy::EngineCopy;
 use work_runtime::spawn::Spawner;
+use work_runtime::tree_guard::TreeSnapshot;
+
+/// Where a run's oracles search: the engine's copy of the tree as the run started (git's
+/// snapshot of it — HEAD and any uncommitted change, the state directory left out — checked out
+/// under the git directory, the ignored entries brought in as a hard-link copy:
+/// [`work_git::Git::engine_copy`]). Made once per run, before any finder runs; removed when
+/// dropped and on an interruption. A finder that deletes or rewrites the file an oracle greps
+/// changes its own tree, not this one; one that writes into the copy itself (it lies in the git
+/// directory, which only the sandbox makes read-only) is seen before the next oracle runs, and
+/// the copy is made again from the tree the run started with (an ignored entry that still is
+/// the tree's own file, rewritten in place there, is no change to the copy). Outside a git repository there is
+/// no copy: the oracles run in the tree itself, and a dry stop is then never `confirmed`.
+#[derive(Debug, Default)]
+pub struct OracleTree {
+    copy: Option<Copied>,
+}
+
+/// The copy and what it is made from.
+#[derive(Debug)]
+struct Copied {
+    /// The tree's root.
+    root: PathBuf,
+    git: work_git::Git,
+    /// The state directory, left out of the copy.
+    exclude: Vec<String>,
+    /// The ignored entries brought in as hard links to the tree's files (as git lists them:
+    /// a directory ends with `/`).
+    ignored: Vec<String>,
+    /// The snapshot of the tree when the run started.
+    tree: String,
+    /// Where the copies are made ([`work_git::Git::copies_home`]).
+    home: PathBuf,
+    copy: EngineCopy,
+    /// The copy as the engine last left it.
+    seen: TreeSnapshot,
+}
+
+impl OracleTree {
+    /// The copy of `root`'s tree now (`state_dir` left out when it lies inside `root`); no copy
+    /// outside a git repository.
+    pub fn at_start(root: &Path, state_dir: &Path) -> Result<Self, OracleError> {
+        let git = work_git::Git::new(root);
+        if !git.is_repo() {
+            return Ok(OracleTree { copy: None });
+        }
+        let no_copy = |e: work_git::GitError| OracleError::NoCopy(e.to_string());
+        let exclude: Vec<String> = state_dir
+            .strip_prefix(root)
+            .ok()
+            .map(|p| p.to_string_lossy().into_owned())
+            .filter(|p| !p.is_empty())
+            .into_iter()
+            .collect();
+        let tree = git.snapshot_tree(&exclude).map_err(no_copy)?;
+        let listed = git
+            .run(&["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"])
+            .map_err(no_copy)?;
+        let ignored = listed.split('\0').filter(|p| !p.is_empty()).map(str::to_string).collect();
+        let home = git.copies_home().map_err(no_copy)?;
+        let copy = git.engine_copy(&tree, &exclude).map_err(no_copy)?;
+        let seen = walk(copy.path())?;
+        Ok(OracleTree {
+            copy: Some(Copied { root: root.to_path_buf(), git, exclude, ignored, tree, home, copy, seen }),
+        })
+    }
+
+    /// The copy's root, where the oracles run (`None` outside a git repository), and what in it
+    /// was changed since the engine last left it — then it was made again from the tree the
+    /// run started with. An ignored entry that still is the tree's own file (a hard link to it)
+    /// is no change to the copy: it changed in the tree (see the module documentation).
+    pub fn ready(&mut self) -> Result<(Option<PathBuf>, Vec<String>), OracleError> {
+        let Some(c) = &mut self.copy else { return Ok((None, Vec::new())) };
+        let now = walk(c.copy.path())?;
+        let changes: Vec<String> = c.seen.changes(&now).into_iter().filter(|ch| !c.tree_s_own(ch)).collect();
+        c.seen = now;
+        if !changes.is_empty() {
+            c.copy = c.git.engine_copy(&c.tree, &c.exclude).map_err(|e| OracleError::NoCopy(e.to_string()))?;
+            c.seen = walk(c.copy.path())?;
+        }
+        Ok((Some(c.copy.path().to_path_buf()), changes))
+    }
+
+    /// Records the copy as the oracles left it (what they write there is the engine's own).
+    pub fn settle(&mut self) {
+        if let Some(c) = &mut self.copy
+            && let Ok(now) = TreeSnapshot::take(c.copy.path(), &[])
+        {
+            c.seen = now;
+        }
+    }
+
+    /// The directory the copies are made in: left out of the read-only walks of the tree.
+    pub fn home(&self) -> Option<&Path> {
+        self.copy.as_ref().map(|c| c.home.as_path())
+    }
+}
+
+impl Copied {
+    /// True when `change` (`~path`) is to an ignored entry that still is the tree's own file.
+    fn tree_s_own(&self, change: &str) -> bool {
+        let Some(rel) = change.strip_prefix('~') else { return false };
+        let brought = self
+            .ignored
+            .iter()
+            .any(|i| rel == i.trim_end_matches('/') || (i.ends_with('/') && rel.starts_with(i.as_str())));
+        brought && same_file(&self.root.join(rel), &self.copy.path().join(rel))
+    }
+}
+
+/// True when `a` and `b` are one regular file (hard links to one inode).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::symlink_metadata(a), std::fs::symlink_metadata(b)) {
+        (Ok(a), Ok(b)) => a.is_file() && b.is_file() && a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+fn walk(dir: &Path) -> Result<TreeSnapshot, OracleError> {
+    TreeSnapshot::take(dir, &[]).map_err(|e| OracleError::NoCopy(format!("reading {}: {e}", dir.display())))
+}
 
 /// Why an oracle gave no usable answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -19,6 +142,9 @@ pub enum OracleError {
         /// Why.
         reason: String,
     },
+    /// The engine's copy the oracles search could not be made.
+    #[error("make the engine's copy of the tree the oracles search: {0}")]
+    NoCopy(String),
     /// The output is neither a JSON array of items nor `PATH:LINE[:TEXT]` lines.
     #[error("read oracle `{command}` output: {reason}")]
     BadOutput {

@@ -90,8 +90,7 @@ impl Git {
     /// entries of this working tree outside `exclude` (the state directory) brought in as a
     /// hard-link copy (see the module documentation).
     pub fn engine_copy<S: AsRef<str>>(&self, tree: &str, exclude: &[S]) -> Result<EngineCopy, GitError> {
-        let common = self.run(&["rev-parse", "--path-format=absolute", "--git-common-dir"])?;
-        let home = PathBuf::from(common.trim()).join("work-copies");
+        let home = self.copies_home()?;
         std::fs::create_dir_all(&home).map_err(|e| GitError::Spawn(format!("creating {}: {e}", home.display())))?;
         sweep_stale(&home);
         let dir = free_dir(&home)?;
@@ -118,6 +117,13 @@ impl Git {
             }
         }
         Ok(copy)
+    }
+
+    /// The directory every engine copy of this repository is made in
+    /// (`<git-common-dir>/work-copies`): the engine's own, never the agent's.
+    pub fn copies_home(&self) -> Result<PathBuf, GitError> {
+        let common = self.run(&["rev-parse", "--path-format=absolute", "--git-common-dir"])?;
+        Ok(PathBuf::from(common.trim()).join("work-copies"))
     }
 
     /// The engine's copy of this working tree as it is now (its snapshot tree, outside

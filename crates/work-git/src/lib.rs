@@ -283,6 +283,17 @@ pub(crate) const GIT_ENV: [(&str, &str); 3] =
     [("GIT_TERMINAL_PROMPT", "0"), ("LC_ALL", "C"), ("GIT_NO_REPLACE_OBJECTS", "1")];
 
 fn run_in_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String, GitError> {
+    run_bytes(dir, args, env, None).map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+/// Runs `git <args>` in `dir` with `stdin` and returns stdout as bytes (an error when it went
+/// past the spawner's cap: a truncated blob is never taken for the file).
+pub(crate) fn run_bytes(
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    stdin: Option<Vec<u8>>,
+) -> Result<Vec<u8>, GitError> {
     let mut spec = ProcessSpec::new("git", args.iter().map(|s| s.to_string()).collect(), dir);
     for (k, v) in GIT_ENV {
         spec = spec.with_env(k, v);
@@ -290,9 +301,15 @@ fn run_in_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String,
     for (k, v) in env {
         spec = spec.with_env(*k, *v);
     }
+    if let Some(bytes) = stdin {
+        spec = spec.with_stdin(bytes);
+    }
     let out = Spawner.run_blocking(&spec).map_err(|e| GitError::Spawn(e.to_string()))?;
+    if out.stdout_truncated {
+        return Err(GitError::Spawn(format!("git {}: its output went past the cap", args.join(" "))));
+    }
     if out.success() {
-        Ok(out.stdout_text())
+        Ok(out.stdout)
     } else {
         Err(GitError::Failed { args: args.join(" "), stderr: out.stderr_text().trim().to_string() })
     }

@@ -74,6 +74,49 @@ impl Git {
         Ok((self.run_env(&["write-tree"], &env)?.trim().to_string(), restored))
     }
 
+    /// The content of the regular file at `path` in `tree`: `None` when `tree` holds no
+    /// regular file there (absent, a symlink, a directory, a submodule) or it cannot be read.
+    pub fn file_in_tree(&self, tree: &str, path: &str) -> Option<Vec<u8>> {
+        let (_, sha) = self.regular_entry(tree, path)?;
+        crate::run_bytes(&self.root, &["cat-file", "blob", &sha], &[], None).ok()
+    }
+
+    /// `tree` with each of `files` (path, content) written where `tree` holds a regular file
+    /// (its mode kept): how the engine puts its own version of a frozen check into the tree the
+    /// rerun checks out ([`Frozen::tree`]). Written as it is (`--no-filters`: no clean filter
+    /// or attribute of the repository sees it); a path `tree` holds no regular file at is an
+    /// error.
+    pub fn tree_with(&self, tree: &str, files: &[(String, Vec<u8>)]) -> Result<String, GitError> {
+        if files.is_empty() {
+            return Ok(tree.to_string());
+        }
+        let (_guard, index) = self.temp_index()?;
+        let env = [("GIT_INDEX_FILE", index.as_str())];
+        self.run_env(&["read-tree", tree], &env)?;
+        for (path, content) in files {
+            let (mode, _) = self
+                .regular_entry(tree, path)
+                .ok_or_else(|| GitError::Spawn(format!("`{path}` is not a regular file of tree {tree}")))?;
+            let args = ["hash-object", "-w", "--no-filters", "--stdin"];
+            let sha = crate::run_bytes(&self.root, &args, &[], Some(content.clone()))?;
+            let sha = String::from_utf8_lossy(&sha).trim().to_string();
+            let info = format!("{mode},{sha},{path}");
+            self.run_env(&["update-index", "--cacheinfo", &info], &env)?;
+        }
+        Ok(self.run_env(&["write-tree"], &env)?.trim().to_string())
+    }
+
+    /// `(mode, blob)` of the regular file at `path` in `tree`.
+    fn regular_entry(&self, tree: &str, path: &str) -> Option<(String, String)> {
+        let out = self.run(&["ls-tree", "-z", "--full-tree", tree, "--", path]).ok()?;
+        let line = split_z(&out).into_iter().next()?;
+        let (meta, at) = line.split_once('\t')?;
+        let mut m = meta.split_whitespace();
+        let (mode, kind, sha) = (m.next()?, m.next()?, m.next()?);
+        (at == path && kind == "blob" && matches!(mode, "100644" | "100755"))
+            .then(|| (mode.to_string(), sha.to_string()))
+    }
+
     /// `path ⇒ (mode, blob)` of every file of `tree`.
     fn tree_entries(&self, tree: &str) -> Result<BTreeMap<String, (String, String)>, GitError> {
         let out = self.run(&["ls-tree", "-r", "-z", "--full-tree", tree])?;
@@ -301,6 +344,22 @@ mod tests {
         // Index flags are the agent's business: untouched.
         assert_eq!(g.run(&["ls-files", "-v", "tests/test_lib.py"]).expect("ls"), "S tests/test_lib.py\n");
         assert!(tree != now);
+    }
+
+    #[test]
+    fn a_tree_with_the_engines_version_of_a_file_keeps_every_other_file() {
+        let (d, g) = crate::scratch::repo_with(&[("lib.py", "x = 0\n"), ("tests/t.py", "assert add(1) == 1\n")]);
+        let tree = g.snapshot_tree::<&str>(&[]).expect("snap");
+        assert_eq!(g.file_in_tree(&tree, "tests/t.py").as_deref(), Some(&b"assert add(1) == 1\n"[..]));
+        assert_eq!((g.file_in_tree(&tree, "tests"), g.file_in_tree(&tree, "t.py")), (None, None));
+        let ours = vec![("tests/t.py".to_string(), b"assert plus(1) == 1\n".to_vec())];
+        let renamed = g.tree_with(&tree, &ours).expect("tree");
+        assert_eq!(g.file_in_tree(&renamed, "tests/t.py").as_deref(), Some(&b"assert plus(1) == 1\n"[..]));
+        assert_eq!(g.file_in_tree(&renamed, "lib.py").as_deref(), Some(&b"x = 0\n"[..]));
+        assert_eq!(g.tree_diff_names(&tree, &renamed).expect("diff"), ["tests/t.py"]);
+        assert!(g.tree_with(&tree, &[("new.py".to_string(), Vec::new())]).is_err(), "only a file the tree holds");
+        let t = std::fs::read_to_string(d.path().join("tests/t.py")).expect("read");
+        assert_eq!(t, "assert add(1) == 1\n", "the working tree is untouched");
     }
 
     #[tokio::test(flavor = "multi_thread")]

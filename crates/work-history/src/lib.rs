@@ -29,5 +29,5 @@ pub mod store;
 pub mod summary;
 pub mod svg;
 
-pub use store::{HistoryError, Store};
+pub use store::{Gc, HistoryError, Store};
 pub use summary::{RunState, RunSummary};

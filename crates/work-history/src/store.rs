@@ -57,12 +57,23 @@ pub struct Store {
 /// What `gc` did.
 #[derive(Debug, Default, Clone, serde::Serialize)]
 pub struct GcReport {
-    /// Run ids removed.
+    /// True when nothing was removed on purpose ([`Gc::Preview`]): `removed` lists what would be.
+    pub dry_run: bool,
+    /// Run ids removed (or, in a dry run, that would be).
     pub removed: Vec<String>,
     /// Old enough but still running (never removed).
     pub kept_running: Vec<String>,
     /// Runs younger than the cut-off.
     pub kept: usize,
+}
+
+/// What `gc` does with the runs it selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gc {
+    /// Remove them.
+    Remove,
+    /// Only report them (`work runs gc --dry-run`).
+    Preview,
 }
 
 fn is_plain_name(s: &str) -> bool {
@@ -155,8 +166,8 @@ impl Store {
 
     /// Removes the run directories that started more than `older_than_secs` before `now`,
     /// except running ones. A run whose start cannot be read is judged by its id's time.
-    pub fn gc(&self, older_than_secs: i64, now: DateTime<Utc>) -> Result<GcReport, HistoryError> {
-        let mut report = GcReport::default();
+    pub fn gc(&self, older_than_secs: i64, now: DateTime<Utc>, mode: Gc) -> Result<GcReport, HistoryError> {
+        let mut report = GcReport { dry_run: mode == Gc::Preview, ..GcReport::default() };
         for run in self.list()? {
             let started = run.started.as_deref().and_then(parse_ts).or_else(|| id_time(&run.run_id));
             let old = started.is_some_and(|t| (now - t).num_seconds() > older_than_secs);
@@ -164,6 +175,8 @@ impl Store {
                 report.kept += 1;
             } else if run.state == RunState::Running {
                 report.kept_running.push(run.run_id);
+            } else if mode == Gc::Preview {
+                report.removed.push(run.run_id);
             } else {
                 work_runtime::fsx::remove_state_dir(&run.run_dir)
                     .map_err(|source| HistoryError::Remove { path: run.run_dir.display().to_string(), source })?;
@@ -206,7 +219,11 @@ mod tests {
         assert!(matches!(store.resolve("2026"), Err(HistoryError::Ambiguous { count: 3, .. })));
         assert!(matches!(store.resolve("../x"), Err(HistoryError::NotFound(_))));
         let now = parse_ts("2026-01-06T00:00:00Z").expect("ts");
-        let r = store.gc(2 * 86_400, now).expect("gc");
+        let preview = store.gc(2 * 86_400, now, Gc::Preview).expect("gc --dry-run");
+        assert_eq!(preview.removed, ["20260101T000000000Z-until-7ffffffe"]);
+        assert_eq!(store.run_ids().expect("ids").len(), 3, "a dry run removes nothing");
+        let r = store.gc(2 * 86_400, now, Gc::Remove).expect("gc");
+        assert!(!r.dry_run);
         assert_eq!(r.removed, ["20260101T000000000Z-until-7ffffffe"]);
         assert_eq!(r.kept_running, [format!("20260101T000000001Z-exhaust-{me}")]);
         assert_eq!(r.kept, 1);

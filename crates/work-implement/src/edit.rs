@@ -8,7 +8,10 @@
 //! `sites: 0`, and 0 it stays. `applied_changes` may come as a boolean or as the list of
 //! changed paths (non-empty ⇒ true). An edit agent that commits (HEAD moves) is BLOCKED
 //! `head-moved`. A tree changed only elsewhere — the definition site's file as at HEAD — is
-//! BLOCKED `def-site-untouched`.
+//! BLOCKED `def-site-untouched`. A rename (`` Rename `old` to `new` ``, see [`crate::rename`])
+//! may change a frozen check by the rename alone: the engine renames the frozen file itself
+//! and the rerun with the frozen checks restored writes that version back (see
+//! `renamed_checks`); any other change to a frozen check is `check-tampered`.
 //!
 //! An edit is an iteration of one task kept in the progress record ([`crate::resume`], as
 //! standard mode's): a killed edit is continued by the same command — the dirty tree it left
@@ -31,6 +34,7 @@ use crate::state_write::StateWriteError;
 use crate::tree::Preflight;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
+use work_git::surface::{CheckSurface, TestEdits};
 use work_runtime::dispatch::Access;
 
 /// What an edit run is asked.
@@ -131,12 +135,24 @@ fn def_line_no(input: &EditInput) -> usize {
 
 /// The definition site's line number and its text, read before the dispatch.
 fn def_line(env: &Env, input: &EditInput) -> (usize, String) {
-    let n = def_line_no(input);
-    let text = work_runtime::fsx::read_confined(&env.run.root, &input.def_site_path, CALL_SITE_CAP)
+    def_site_line(&env.run.root, &input.def_site, &input.def_site_path)
+}
+
+/// `PATH:LINE`'s line number and its text under `root` (empty when unreadable).
+fn def_site_line(root: &std::path::Path, def_site: &str, def_site_path: &str) -> (usize, String) {
+    let n = def_site.rsplit_once(':').and_then(|(_, l)| l.parse::<usize>().ok()).unwrap_or(0);
+    let text = work_runtime::fsx::read_confined(root, def_site_path, CALL_SITE_CAP)
         .ok()
         .and_then(|b| String::from_utf8_lossy(&b).lines().nth(n.checked_sub(1)?).map(str::to_string))
         .unwrap_or_default();
     (n, text)
+}
+
+/// The editor's first brief, as [`run_edit`] sends it (`work edit --dry-run` shows it).
+pub fn first_brief(root: &std::path::Path, description: &str, def_site: &str, def_site_path: &str) -> String {
+    let (_, line) = def_site_line(root, def_site, def_site_path);
+    let rename = rename::recognise(description, &line);
+    prompts::editor(description, def_site, None, rename.as_ref().map(|r| (r.old.as_str(), r.new.as_str())))
 }
 
 /// What the edit reads before its first dispatch: the definition site's line, and where the old
@@ -169,7 +185,7 @@ pub fn request(description: &str, def_site: &str, test_cmd: &str, build_cmd: Opt
 fn rename_left(
     env: &Env,
     input: &EditInput,
-    surface: &work_git::surface::CheckSurface,
+    surface: &CheckSurface,
     rename: Option<&(Rename, rename::Before)>,
     def_line_no: usize,
     detail: &mut Value,
@@ -183,6 +199,43 @@ fn rename_left(
     detail["rename"] = json!({"old": r.old, "new": r.new, "keep": r.keep, "use_sites_before": left.use_sites_before,
                               "files_before": left.files_before, "left": left.sites});
     (!left.sites.is_empty()).then(|| rename::verdict(r, &left))
+}
+
+/// The frozen check files a rename edit changed by the rename alone ([`rename::only_renamed`]:
+/// the frozen file with every word occurrence of the old name replaced by the new one, read
+/// from the tree the checks were frozen in and from a snapshot of the tree now), with the
+/// engine's renamed version of each put into the frozen tree: the rerun with the frozen checks
+/// restored writes that version back from then on, never the agent's file. Any other change to
+/// a frozen check stays `check-tampered`; a tree that cannot be written leaves none allowed.
+fn renamed_checks(env: &Env, surface: &CheckSurface, rename: Option<&(Rename, rename::Before)>) -> Vec<String> {
+    let Some((r, _)) = rename else { return Vec::new() };
+    let frozen = env.frozen_tree.lock().ok().and_then(|t| t.clone()).or_else(|| env.tree.base_tree().ok());
+    let (Some(frozen), Ok(now)) = (frozen, env.tree.snapshot_tree()) else { return Vec::new() };
+    let git = env.tree.git();
+    let text = |tree: &str, path: &str| git.file_in_tree(tree, path).and_then(|b| String::from_utf8(b).ok());
+    let paths: BTreeSet<&str> = surface.paths().into_iter().collect();
+    let mut ours = Vec::new();
+    for c in surface.changes(&env.run.root, TestEdits::Add) {
+        if !paths.contains(c.path.as_str()) {
+            continue;
+        }
+        let (Some(was), Some(is)) = (text(&frozen, &c.path), text(&now, &c.path)) else { continue };
+        if let Some(v) = rename::renamed_check(&was, r).filter(|_| rename::only_renamed(&was, &is, r)) {
+            ours.push((c.path, v.into_bytes()));
+        }
+    }
+    let Ok(tree) = git.tree_with(&frozen, &ours) else { return Vec::new() };
+    let renamed: Vec<String> = ours.into_iter().map(|(p, _)| p).collect();
+    if !renamed.is_empty() {
+        env.rename_frozen_checks(tree);
+        env.run.emit("check-surface.renamed", json!({"old": r.old, "new": r.new, "paths": renamed}));
+    }
+    renamed
+}
+
+/// The old and new names of a rename, for the editor's brief.
+fn renaming(rename: Option<&(Rename, rename::Before)>) -> Option<(&str, &str)> {
+    rename.map(|(r, _)| (r.old.as_str(), r.new.as_str()))
 }
 
 /// Runs an edit.
@@ -216,7 +269,7 @@ pub async fn run_edit(env: &Env, input: EditInput) -> Result<EndReport, StateWri
             &mut task.spent,
             "editor",
             Access::WorkspaceWrite,
-            prompts::editor(&input.description, &input.def_site, None),
+            prompts::editor(&input.description, &input.def_site, None, renaming(rename.as_ref())),
             prompts::editor_schema(),
             ctx(0),
             "edit",
@@ -280,6 +333,7 @@ pub async fn run_edit(env: &Env, input: EditInput) -> Result<EndReport, StateWri
                         &input.description,
                         &input.def_site,
                         Some(&format!("{}\n{}", build.end, build.tail)),
+                        renaming(rename.as_ref()),
                     ),
                     prompts::editor_schema(),
                     ctx(round),
@@ -309,7 +363,9 @@ pub async fn run_edit(env: &Env, input: EditInput) -> Result<EndReport, StateWri
         report.blocked_detail = Some(json!({"kind": "git-tampered", "reason": why}));
         return end(env, report, task, detail);
     }
-    if let Some(why) = env.check_tampered(&surface) {
+    let checks_renamed = renamed_checks(env, &surface, rename.as_ref());
+    detail["checks_renamed"] = json!(checks_renamed);
+    if let Some(why) = env.check_tampered_except(&surface, &checks_renamed) {
         report.status = crate::report::Status::Blocked;
         report.kind = Some("check-tampered".into());
         report.reason = why.clone();
@@ -382,10 +438,14 @@ pub async fn run_edit(env: &Env, input: EditInput) -> Result<EndReport, StateWri
     task.status = TaskStatus::Done;
     report.status = Status::Done;
     let claimed_sites = doc["sites"].as_u64().map(|n| n.to_string()).unwrap_or_else(|| "unknown".into());
+    let in_checks = match checks_renamed.as_slice() {
+        [] => String::new(),
+        paths => format!(", and in the frozen checks {} by the engine's substitution", paths.join(", ")),
+    };
     let sites = match &detail["rename"] {
         Value::Null => format!("{claimed_sites} use site(s) claimed"),
         r => format!(
-            "`{}` renamed at {} use site(s) in {} file(s) read before and after; {claimed_sites} claimed",
+            "`{}` renamed at {} use site(s) in {} file(s) read before and after{in_checks}; {claimed_sites} claimed",
             r["old"].as_str().unwrap_or_default(),
             r["use_sites_before"],
             r["files_before"]

@@ -192,7 +192,18 @@ impl Env {
     /// Why the run is BLOCKED `check-tampered` when an agent changed what judges it (a test
     /// may be added; a check script, the configuration or an existing test may not change).
     pub fn check_tampered(&self, surface: &work_git::surface::CheckSurface) -> Option<String> {
-        let changes = surface.changes(&self.run.root, work_git::surface::TestEdits::Add);
+        self.check_tampered_except(surface, &[])
+    }
+
+    /// [`Env::check_tampered`], but a change to one of `allowed` (frozen check files a rename
+    /// edit changed by the rename alone, see `crate::edit`) is not one.
+    pub fn check_tampered_except(
+        &self,
+        surface: &work_git::surface::CheckSurface,
+        allowed: &[String],
+    ) -> Option<String> {
+        let mut changes = surface.changes(&self.run.root, work_git::surface::TestEdits::Add);
+        changes.retain(|c| !allowed.contains(&c.path));
         if changes.is_empty() {
             return None;
         }

@@ -44,6 +44,16 @@ pub enum Rerun {
 }
 
 impl Env {
+    /// From now on the rerun writes the frozen checks back from `tree`: the tree the checks
+    /// were frozen in with the engine's own renamed version of the check files a rename edit
+    /// changed by the rename alone (see `crate::edit`). A file that differs from that version
+    /// in the agent's tree is written back as the engine's version.
+    pub(crate) fn rename_frozen_checks(&self, tree: String) {
+        if let Ok(mut t) = self.frozen_tree.lock() {
+            *t = Some(tree);
+        }
+    }
+
     /// Runs `cmds` (each must exit 0) over the agent's tree with the frozen files of `surface`
     /// written back (see the module documentation and `work_git::restore`).
     pub async fn frozen_rerun(&self, surface: &CheckSurface, cmds: &[String]) -> Rerun {

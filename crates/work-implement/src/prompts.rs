@@ -304,7 +304,7 @@ The engine re-runs the RED test and the suite itself."
 }
 
 /// The edit agent's brief.
-pub fn editor(description: &str, def_site: &str, build_error: Option<&str>) -> String {
+pub fn editor(description: &str, def_site: &str, build_error: Option<&str>, rename: Option<(&str, &str)>) -> String {
     let build = match build_error {
         Some(e) => format!(
             "\n\nTHE BUILD FAILS AFTER YOUR EDIT:\n{}\nPropagate the edit mechanically to the use sites. If fixing it \
@@ -314,10 +314,18 @@ route `tdd`.",
         ),
         None => String::new(),
     };
+    let checks = match rename {
+        Some((old, new)) => format!(
+            "\nThe tests and check scripts are frozen: one may change only by this rename — every `{old}` standing as a \
+whole word in it (code, strings and comments alike) replaced by `{new}`, nothing else; any other change to it stops \
+the edit BLOCKED check-tampered."
+        ),
+        None => String::new(),
+    };
     format!(
         "You are the COMPILER-DRIVEN EDITOR. Make this edit at the definition site `{def_site}`:\n-----\n{description}\n\
 -----\nthen propagate it mechanically to every use site the compiler finds. A behaviour-preserving edit may touch \
-only the definition site (`sites`: 0).{build}\n{NO_DISCARD}\n\
+only the definition site (`sites`: 0).{build}{checks}\n{NO_DISCARD}\n\
 Answer with one JSON object: {{\"status\": \"DONE\"|\"HOLE\"|\"BLOCKED\", \"applied_changes\": true|false, \"sites\": \
 N, \"hole\": null|{{\"route\": \"specify\"|\"tdd\", \"detail\": \"…\"}}, \"summary\": \"…\"}}.\n\
 The engine checks the tree, builds and runs the suite itself."

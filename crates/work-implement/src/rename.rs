@@ -14,6 +14,13 @@
 //! scripts the edit may not change). The old name may stay in the definition site's file when
 //! the description says to keep it (`` keep `greet_user` as an alias ``) or when a frozen check
 //! still uses it (the alias is then what keeps the unchangeable check working).
+//!
+//! A rename may also rename the frozen checks, and only by the rename: [`renamed_check`] is
+//! the engine's version of a frozen check file — every word occurrence of the old name
+//! replaced by the new one, none when the new name already stands in it — and
+//! [`only_renamed`] says whether the agent's file is that version (comment lines may be left
+//! as they were). `crate::edit` allows such a change and has the checks run the engine's
+//! version on its copy; any other change to a frozen check is `check-tampered`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -84,22 +91,71 @@ pub fn is_prose(path: &str) -> bool {
         || ["CHANGELOG", "CHANGES", "NEWS", "HISTORY"].iter().any(|p| upper.starts_with(p))
 }
 
-/// The byte offsets where `name` stands as a word in `line`, outside a comment.
-pub fn occurrences(line: &str, name: &str) -> Vec<usize> {
+/// Whether `line` is a comment line (it starts with a comment marker).
+fn is_comment_line(line: &str) -> bool {
     let trimmed = line.trim_start();
-    if ["#", "//", "--", ";", "/*", "*"].iter().any(|m| trimmed.starts_with(m)) {
-        return Vec::new();
-    }
+    ["#", "//", "--", ";", "/*", "*"].iter().any(|m| trimmed.starts_with(m))
+}
+
+/// The byte offsets where `name` stands as a word in `text` (no letter, digit, `_` or `$`
+/// either side), comments and strings included.
+fn words(text: &str, name: &str) -> Vec<usize> {
     let word = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
-    line.match_indices(name)
+    text.match_indices(name)
         .map(|(i, _)| i)
         .filter(|&i| {
-            let before = line[..i].chars().next_back();
-            let after = line[i + name.len()..].chars().next();
+            let before = text[..i].chars().next_back();
+            let after = text[i + name.len()..].chars().next();
             !before.is_some_and(word) && !after.is_some_and(word)
         })
-        .filter(|&i| !after_comment_marker(&line[..i]))
         .collect()
+}
+
+/// The byte offsets where `name` stands as a word in `line`, outside a comment.
+pub fn occurrences(line: &str, name: &str) -> Vec<usize> {
+    if is_comment_line(line) {
+        return Vec::new();
+    }
+    words(line, name).into_iter().filter(|&i| !after_comment_marker(&line[..i])).collect()
+}
+
+/// The engine's version of a frozen check under `rename`: `frozen` with every word occurrence
+/// of the old name — in code, strings and comments alike (a string can name the symbol:
+/// `mock.patch("lib.add")`; no language is parsed) — replaced by the new name. `None` when the
+/// old name does not stand in it, or the new one already does: renamed, such a check could
+/// compare the new name with itself (`assert add(2, 2) == plus(2, 2)` beside a `plus` of its
+/// own becomes `plus(2, 2) == plus(2, 2)`).
+pub fn renamed_check(frozen: &str, rename: &Rename) -> Option<String> {
+    let at = words(frozen, &rename.old);
+    if at.is_empty() || !words(frozen, &rename.new).is_empty() {
+        return None;
+    }
+    let mut out = String::with_capacity(frozen.len() + at.len() * rename.new.len());
+    let mut from = 0;
+    for i in at {
+        out.push_str(&frozen[from..i]);
+        out.push_str(&rename.new);
+        from = i + rename.old.len();
+    }
+    out.push_str(&frozen[from..]);
+    Some(out)
+}
+
+/// Whether `now` is the frozen check `frozen` changed by `rename` and nothing else:
+/// [`renamed_check`]'s version byte for byte, or that version with some comment lines of
+/// `frozen` (a line starting with a comment marker) left as they were — an editor may leave
+/// `# add must stay exact` alone. Either way the checks then run the engine's version, never
+/// `now`.
+pub fn only_renamed(frozen: &str, now: &str, rename: &Rename) -> bool {
+    let Some(ours) = renamed_check(frozen, rename) else { return false };
+    if now == ours {
+        return true;
+    }
+    let lines = |t: &str| t.split_inclusive('\n').map(str::to_string).collect::<Vec<_>>();
+    let (was, ours, now) = (lines(frozen), lines(&ours), lines(now));
+    was.len() == now.len()
+        && ours.len() == now.len()
+        && was.iter().zip(&ours).zip(&now).all(|((w, o), n)| n == o || (n == w && is_comment_line(w)))
 }
 
 /// Whether text before an occurrence holds a trailing-comment marker (`  # …`, `// …`).
@@ -212,6 +268,32 @@ mod tests {
         assert!(occurrences("let x = 1; // greet_user", "greet_user").is_empty());
         assert_eq!(occurrences("getattr(lib, \"greet_user\")", "greet_user").len(), 1);
         assert!(is_prose("docs/CHANGELOG") && is_prose("README.md") && !is_prose("app.py"));
+    }
+
+    #[test]
+    fn a_frozen_check_may_change_by_the_rename_alone() {
+        let r = recognise("Rename `add` to `plus`", "def add(a, b):").expect("rename");
+        let frozen = "from lib import add\n\n# add is exact\ndef test_add():\n    assert add(1, 2) == 3  # add\n    assert getattr(lib, 'add')\n    s.adds(1); s.add_one(); $add\n";
+        let ours = renamed_check(frozen, &r).expect("renamed");
+        assert_eq!(
+            ours,
+            "from lib import plus\n\n# plus is exact\ndef test_add():\n    assert plus(1, 2) == 3  # plus\n    assert getattr(lib, 'plus')\n    s.adds(1); s.add_one(); $add\n"
+        );
+        assert!(only_renamed(frozen, &ours, &r));
+        // A comment line left as it was is the rename; a trailing comment left is not.
+        let kept = ours.replace("# plus is exact", "# add is exact");
+        assert!(only_renamed(frozen, &kept, &r));
+        assert!(!only_renamed(frozen, &ours.replace("3  # plus", "3  # add"), &r));
+        // Anything else is not: a weakened assertion, a test removed, an appended rebinding, a
+        // use left unrenamed, the file untouched.
+        assert!(!only_renamed(frozen, &ours.replace("== 3", "== plus(1, 2)"), &r));
+        assert!(!only_renamed(frozen, &ours.replace("def test_add():\n", ""), &r));
+        assert!(!only_renamed(frozen, &format!("{ours}plus = lambda a, b: 3\n"), &r));
+        assert!(!only_renamed(frozen, &ours.replacen("plus(1, 2)", "add(1, 2)", 1), &r));
+        assert!(!only_renamed(frozen, frozen, &r));
+        // The new name already in the check: no renamed version (it could compare it with itself).
+        assert_eq!(renamed_check("plus = lambda a, b: a + b\nassert add(2, 2) == plus(2, 2)\n", &r), None);
+        assert_eq!(renamed_check("assert adder(1)\n", &r), None, "the old name does not stand");
     }
 
     #[test]

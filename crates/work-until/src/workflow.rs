@@ -253,10 +253,31 @@ impl Ctx<'_, '_> {
         self.store.lock().map(|st| st.due()).unwrap_or(true)
     }
 
-    async fn verify(&self, cmd: &str) -> VerifyResult {
+    /// Where a verdict runs: the engine's copy of the agent's tree as it is now (its snapshot,
+    /// the state directory left out: nothing the verify writes lands in the agent's tree), the
+    /// tree itself outside a git repository. `Err` says why the copy could not be made.
+    fn verdict_copy(&self) -> Result<Option<work_git::copy::EngineCopy>, String> {
+        match &self.git {
+            Some(g) => g
+                .snapshot_copy(&self.exclude)
+                .map(Some)
+                .map_err(|e| format!("the engine's copy could not be made: {e}")),
+            None => Ok(None),
+        }
+    }
+
+    async fn verify(&self, cmd: &str, dir: Result<&Path, &str>) -> VerifyResult {
         let run = self.env.run;
         run.emit("until.verify.start", json!({"command": cmd}));
-        let res = run.spawner.shell(cmd, &run.root, Some(self.env.verify_timeout)).await;
+        let dir = match dir {
+            Ok(dir) => dir,
+            Err(why) => {
+                let v = VerifyResult { command: cmd.into(), passed: false, end: why.to_string(), tail: Vec::new() };
+                run.emit("until.verify.end", json!({"command": cmd, "passed": false, "end": v.end}));
+                return v;
+            }
+        };
+        let res = run.spawner.shell(cmd, dir, Some(self.env.verify_timeout)).await;
         let v = match res {
             Ok(out) => {
                 let mut text = out.stdout_text();
@@ -578,16 +599,23 @@ async fn decide(
                 )
             }
             Some(cmd) => {
-                let v = cx.verify(&cmd).await;
+                let copy = cx.verdict_copy();
+                let dir = match &copy {
+                    Ok(Some(c)) => Ok(c.path()),
+                    Ok(None) => Ok(cx.env.run.root.as_path()),
+                    Err(why) => Err(why.as_str()),
+                };
+                let v = cx.verify(&cmd, dir).await;
                 let passed = v.passed;
                 let end = v.end.clone();
                 record.verify = Some(v);
-                let lost = match (&cx.surface, passed) {
-                    (Some(s), true) => {
-                        s.suite_changes(&cx.env.run.spawner, &cx.env.run.root, Some(cx.env.verify_timeout)).await
+                let lost = match (&cx.surface, passed, dir) {
+                    (Some(s), true, Ok(dir)) => {
+                        s.suite_changes(&cx.env.run.spawner, dir, Some(cx.env.verify_timeout)).await
                     }
                     _ => Vec::new(),
                 };
+                drop(copy);
                 if passed && !lost.is_empty() {
                     let what = work_git::surface::describe(&lost);
                     cx.env.run.emit("until.check-tampered", json!({"changes": what}));

@@ -22,7 +22,8 @@ pub struct Args {
 #[derive(Debug, clap::Args)]
 #[command(after_help = "EXAMPLES:\n  work man | man -l -\n  work man --out-dir /usr/local/share/man/man1")]
 pub struct ManArgs {
-    /// Write `work.1` and one `work-COMMAND.1` per command into DIR instead of printing `work.1`.
+    /// Write `work.1` and one page per command and subcommand (`work-loop-run.1` for `work loop
+    /// run`) into DIR instead of printing `work.1`.
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
 }
@@ -65,10 +66,21 @@ pub fn run_man(args: ManArgs) -> CmdResult {
         Ok::<(), CliError>(())
     };
     cmd.build();
-    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
-        let name = format!("work-{}", sub.get_name());
-        write(format!("{name}.1"), page(sub.clone().display_name(&name))?)?;
+    let mut pages = Vec::new();
+    subcommand_pages(&cmd, "work", &mut pages);
+    for (name, sub) in pages {
+        write(format!("{name}.1"), page(sub.display_name(&name))?)?;
     }
     write("work.1".into(), page(cmd.clone())?)?;
     Ok(ExitStatus::Done)
+}
+
+/// Every visible subcommand under `cmd`, at any depth, named as git names its pages
+/// (`work-loop-run` for `work loop run`).
+fn subcommand_pages(cmd: &clap::Command, prefix: &str, pages: &mut Vec<(String, clap::Command)>) {
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set() && s.get_name() != "help") {
+        let name = format!("{prefix}-{}", sub.get_name());
+        pages.push((name.clone(), sub.clone()));
+        subcommand_pages(sub, &name, pages);
+    }
 }

@@ -61,6 +61,11 @@ pub struct Args {
     /// Print the master object as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Check everything and print the plan — the finders' agent and model, the next angles,
+    /// k, the oracles, the budget (and with `-v` the first brief) — then stop: nothing is
+    /// dispatched, locked or written.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// A slug of WHAT for the journal name: lowercase letters and digits (any script) joined by
@@ -159,18 +164,27 @@ fn resolve_scope(ctx: &Ctx, scope: &[String]) -> Result<Vec<String>, CliError> {
         .collect()
 }
 
-/// Runs each final oracle once before anything is dispatched, so that a broken gate 3 is bad
-/// input (exit 2) and not a surprise after the finders have spent their budget. Its items are
-/// not used: gate 3 proper runs when the dry counter would reach K.
-fn preflight_final_oracles(ctx: &Ctx, oracles: &[String], timeout: Duration) -> Result<(), CliError> {
+/// Runs each final oracle once (on the engine's copy) before anything is
+/// dispatched, so that a broken gate 3 is bad input (exit 2) and not a surprise after the
+/// finders have spent their budget. Its items are not used: gate 3 proper runs when the dry
+/// counter would reach K.
+fn preflight_final_oracles(
+    ctx: &Ctx,
+    tree: &mut work_exhaust::oracle::OracleTree,
+    oracles: &[String],
+    timeout: Duration,
+) -> Result<(), CliError> {
     if oracles.is_empty() {
         return Ok(());
     }
     let spawner = work_runtime::spawn::Spawner;
     let rt = ctx::runtime()?;
+    let root = tree.ready().map_err(|e| CliError::Runtime(format!("start exhaust: {e}")))?.0;
+    let root = root.as_deref().unwrap_or(&ctx.root);
     for o in oracles {
-        rt.block_on(work_exhaust::oracle::run_oracle(&spawner, &ctx.root, o, timeout))
-            .map_err(|e| CliError::bad(format!("{e} (checked before the first round)")))?;
+        let ran = rt.block_on(work_exhaust::oracle::run_oracle(&spawner, root, o, timeout));
+        tree.settle();
+        ran.map_err(|e| CliError::bad(format!("{e} (checked before the first round)")))?;
     }
     Ok(())
 }
@@ -204,6 +218,9 @@ fn run_in(ctx: &Ctx, a: Args) -> CmdResult {
     }
     let task = a.task.clone().unwrap_or_else(|| slug(&a.what));
     let journal_path = ctx.state_path(format!("quality-journals/work-exhaust-{task}.json"));
+    if a.dry_run {
+        return dry_run(ctx, &a, &role, agent.as_deref(), &task, &journal_path);
+    }
     // The lock comes before the journal is read: a run that read it before another finished
     // would overwrite that run's rounds.
     let lock_path = journal_path.with_extension("json.lock");
@@ -226,54 +243,16 @@ fn run_locked(
     task: String,
     journal_path: std::path::PathBuf,
 ) -> CmdResult {
-    let pool: Vec<String> = match &a.angles {
-        Some(v) => v.iter().map(|s| s.trim().to_string()).collect(),
-        None => work_exhaust::angles::default_pool(),
-    };
-    let load_error = |e| match e {
-        work_exhaust::store::LoadError::Read(e) => {
-            CliError::bad(format!("read journal {}: {e}", journal_path.display()))
-        }
-        work_exhaust::store::LoadError::Corrupt(e) => CliError::bad(format!(
-            "resume journal {}: it is corrupt ({e}); it was left untouched — move it away or pass --fresh",
-            journal_path.display()
-        )),
-    };
     // A finished task is reported from its journal's head; the journal is read whole only when
     // it can go on, or its master object is asked for (--json).
     if !a.fresh
         && !a.json
         && a.queue.is_none()
-        && let (Some(agent), Some(head)) =
-            (&agent, work_exhaust::store::Store::finished(&journal_path).map_err(load_error)?)
+        && let (Some(agent), Some(head)) = (&agent, finished_head(&a, &journal_path)?)
     {
         return rerun_finished(ctx, &a, agent.as_ref(), head, &journal_path);
     }
-    let existing = if a.fresh { None } else { work_exhaust::store::Store::load(&journal_path).map_err(load_error)? };
-    let resumed = existing.is_some();
-    let journal = match existing {
-        Some((mut j, _)) => {
-            if j.what.is_empty() {
-                j.what = a.what.clone();
-            }
-            if j.task.is_empty() {
-                j.task = task.clone();
-            }
-            if j.what != a.what {
-                return Err(other_discovery(&journal_path, &j.what, &a.what));
-            }
-            // New angles join the pool; angles already used are never re-run as fresh ones.
-            let mut known: std::collections::HashSet<String> =
-                j.pool.iter().chain(j.angles_used.iter()).cloned().collect();
-            for angle in pool {
-                if known.insert(angle.clone()) {
-                    j.pool.push(angle);
-                }
-            }
-            j
-        }
-        None => Journal::new(&task, &a.what, a.k, pool),
-    };
+    let (journal, resumed) = journal_for(&a, &task, &journal_path)?;
     let concurrency = a.concurrency.or(ctx.config.concurrency).unwrap_or(DEFAULT_CONCURRENCY).max(1);
     let budget = a.budget.budget();
     let params = Params {
@@ -292,8 +271,17 @@ fn run_locked(
         scope: resolve_scope(ctx, &a.scope)?,
     };
     let oracle_timeout = params.oracle_timeout;
+    // The oracles search the engine's copy of the tree as it is now, made once for the run
+    // (dropped when it ends, and removed on an interruption): a finder cannot blind them.
+    let oracles_left =
+        !journal.is_final() && (!a.final_oracle.is_empty() || (!journal.seed_done && !a.seed_oracle.is_empty()));
+    let mut oracle_tree = match oracles_left {
+        true => work_exhaust::oracle::OracleTree::at_start(&ctx.root, &ctx.state_dir)
+            .map_err(|e| CliError::Runtime(format!("start exhaust: {e}")))?,
+        false => work_exhaust::oracle::OracleTree::default(),
+    };
     if !journal.is_final() {
-        preflight_final_oracles(ctx, &params.final_oracles, oracle_timeout)?;
+        preflight_final_oracles(ctx, &mut oracle_tree, &params.final_oracles, oracle_timeout)?;
     }
     let rt = ctx::runtime()?;
     let agent = match (agent, &a.queue) {
@@ -316,7 +304,7 @@ fn run_locked(
                            "resumed": resumed, "journal": journal_path.display().to_string()}),
     );
     let fresh_seed = !journal.seed_done;
-    let result = rt.block_on(Engine::new(&run, &d, &params, journal).drive());
+    let result = rt.block_on(Engine::new(&run, &d, &params, journal, oracle_tree).drive());
     match result {
         Ok(j) => {
             let reason = j.stopped_reason.clone().unwrap_or_default();
@@ -350,6 +338,129 @@ fn run_locked(
             Err(CliError::Runtime(e.to_string()))
         }
     }
+}
+
+fn load_error(journal_path: &std::path::Path) -> impl Fn(work_exhaust::store::LoadError) -> CliError + '_ {
+    move |e| match e {
+        work_exhaust::store::LoadError::Read(e) => {
+            CliError::bad(format!("read journal {}: {e}", journal_path.display()))
+        }
+        work_exhaust::store::LoadError::Corrupt(e) => CliError::bad(format!(
+            "resume journal {}: it is corrupt ({e}); it was left untouched — move it away or pass --fresh",
+            journal_path.display()
+        )),
+    }
+}
+
+/// The head of a finished journal for this task (`None` with `--fresh` or when it can go on).
+fn finished_head(a: &Args, journal_path: &std::path::Path) -> Result<Option<work_exhaust::head::Head>, CliError> {
+    if a.fresh {
+        return Ok(None);
+    }
+    work_exhaust::store::Store::finished(journal_path).map_err(load_error(journal_path))
+}
+
+/// The journal this run goes on with (and whether it was resumed): the task's existing one,
+/// its pool joined by new angles, or a new one (`--fresh`, or none yet).
+fn journal_for(a: &Args, task: &str, journal_path: &std::path::Path) -> Result<(Journal, bool), CliError> {
+    let pool: Vec<String> = match &a.angles {
+        Some(v) => v.iter().map(|s| s.trim().to_string()).collect(),
+        None => work_exhaust::angles::default_pool(),
+    };
+    let existing = if a.fresh {
+        None
+    } else {
+        work_exhaust::store::Store::load(journal_path).map_err(load_error(journal_path))?
+    };
+    let Some((mut j, _)) = existing else { return Ok((Journal::new(task, &a.what, a.k, pool), false)) };
+    if j.what.is_empty() {
+        j.what = a.what.clone();
+    }
+    if j.task.is_empty() {
+        j.task = task.to_string();
+    }
+    if j.what != a.what {
+        return Err(other_discovery(journal_path, &j.what, &a.what));
+    }
+    // New angles join the pool; angles already used are never re-run as fresh ones.
+    let mut known: std::collections::HashSet<String> = j.pool.iter().chain(j.angles_used.iter()).cloned().collect();
+    for angle in pool {
+        if known.insert(angle.clone()) {
+            j.pool.push(angle);
+        }
+    }
+    Ok((j, true))
+}
+
+/// `work exhaust --dry-run`: the discovery that would run, and its first briefs.
+fn dry_run(
+    ctx: &Ctx,
+    a: &Args,
+    role: &work_config::ResolvedRole,
+    agent: Option<&dyn work_runtime::dispatch::Agent>,
+    task: &str,
+    journal_path: &std::path::Path,
+) -> CmdResult {
+    let mut plan = crate::dry_run::DryRun::new("exhaust");
+    match (agent, &a.queue) {
+        (Some(agent), _) => {
+            plan.role(role, agent);
+        }
+        (None, q) => {
+            plan.row("finder", format!("on the workers of {}", q.as_deref().unwrap_or("?")));
+        }
+    }
+    plan.row("what", &a.what);
+    if let Some(head) = finished_head(a, journal_path)? {
+        let reason = head.stopped_reason.clone().unwrap_or_default();
+        plan.row(
+            "journal",
+            format!("{} (finished: {reason}; nothing would run without --fresh)", journal_path.display()),
+        );
+        return plan.print(a.json);
+    }
+    let (j, resumed) = journal_for(a, task, journal_path)?;
+    let concurrency = a.concurrency.or(ctx.config.concurrency).unwrap_or(DEFAULT_CONCURRENCY).max(1);
+    plan.row(
+        "journal",
+        match resumed {
+            true => format!("{} (resumed: {} seen, {} round(s))", journal_path.display(), j.seen.len(), j.rounds.len()),
+            false => format!("{} (new)", journal_path.display()),
+        },
+    );
+    let round = j.rounds.len() as u32 + 1;
+    let mut next: Vec<&String> = Vec::new();
+    for angle in j.retry_queue.iter().chain(j.pool.iter().skip(j.cursor)) {
+        if next.len() < a.angles_per_round.max(1) && !j.angles_used.contains(angle) && !next.contains(&angle) {
+            next.push(angle);
+        }
+    }
+    let next_text: Vec<&str> = next.iter().map(|s| s.as_str()).collect();
+    plan.row("round", format!("{round}: angle(s) {}", next_text.join(", ")))
+        .row("angles", format!("{} in the pool, {} used", j.pool.len(), j.angles_used.len()))
+        .row(
+            "stop",
+            format!(
+                "after k = {} consecutive dry rounds{}",
+                j.k,
+                a.max_rounds.map(|n| format!(", or after {n} round(s)")).unwrap_or_default()
+            ),
+        )
+        .row("concurrency", concurrency.to_string());
+    if !a.seed_oracle.is_empty() && !j.seed_done {
+        plan.row("seed oracles", a.seed_oracle.join(" · "));
+    }
+    if !a.final_oracle.is_empty() {
+        plan.row("final oracles", a.final_oracle.join(" · "));
+    }
+    plan.budget(&a.budget);
+    let shown = j.items.len().min(work_exhaust::engine::SEEN_CONTEXT_CAP);
+    for angle in next {
+        let brief =
+            work_exhaust::engine::finder_prompt(&a.what, a.context.as_deref(), angle, round, j.seen.len(), shown);
+        plan.prompt(format!("finder, angle {angle}"), brief);
+    }
+    plan.print(a.json)
 }
 
 fn other_discovery(journal_path: &std::path::Path, recorded: &str, asked: &str) -> CliError {

@@ -91,6 +91,11 @@ pub struct RunFlags {
     /// Print the end-report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Check everything and print the plan — each role's agent and model, the tasks, the
+    /// suite, the budget (and with `-v` the first brief) — then stop: nothing is dispatched,
+    /// locked or written.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// `work edit`: a compiler-driven edit at a definition site.
@@ -447,6 +452,16 @@ fn resolve_all(ctx: &Ctx, names: &[&str], agent: Option<&str>, budget: &BudgetAr
     Ok(resolved)
 }
 
+/// The `--dry-run` plan every implement and edit run shares: the roles, the suite, the budget.
+fn dry_plan(workflow: &'static str, resolved: &[Resolved], set: &Settings, flags: &RunFlags) -> crate::dry_run::DryRun {
+    let mut plan = crate::dry_run::DryRun::new(workflow);
+    for (role, agent) in resolved {
+        plan.role(role, agent.as_ref());
+    }
+    plan.row("suite", &set.test_cmd).budget(&flags.budget);
+    plan
+}
+
 fn settings(ctx: &Ctx, test_cmd: String, max_repairs: u32) -> Settings {
     Settings {
         test_cmd,
@@ -548,6 +563,14 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
     match c.mode {
         Mode::Mini => {
             let resolved = resolve_all(&ctx, &["implementer"], a.run.agent.as_deref(), &a.run.budget)?;
+            if a.run.dry_run {
+                let mut plan = dry_plan("implement", &resolved, &set, &a.run);
+                let (red, cause) =
+                    (c.red_test_path.clone().unwrap_or_default(), c.cause_summary.clone().unwrap_or_default());
+                plan.row("mode", "mini").row("red test", &red).row("cause", &cause);
+                plan.prompt("implementer", work_implement::prompts::mini(&iter_id, &red, &cause));
+                return plan.print(a.run.json);
+            }
             let (run_id, _iteration, _tree) = lock_iteration(&ctx, "implement", &iter_id)?;
             let run =
                 ctx.start_run_as(run_id, "implement", a.run.budget.budget(), Spent::default(), Default::default())?;
@@ -582,6 +605,28 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
                     .map_err(|e| CliError::bad(format!("use --range `{}-{}`: {}", r.0, r.1, e.reason)))?;
             }
             let resolved = resolve_all(&ctx, names, a.run.agent.as_deref(), &a.run.budget)?;
+            if a.run.dry_run {
+                let mut plan = dry_plan("implement", &resolved, &set, &a.run);
+                plan.row("plan", &plan_arg).row("scope", if set.scope_strict { "strict" } else { "named" });
+                match &kind {
+                    work_implement::standard::PlanKind::Parsed(p) => {
+                        let tasks = work_implement::extract::select_parsed(p, range).unwrap_or_default();
+                        for (i, t) in tasks.iter().enumerate() {
+                            plan.row(format!("task {}", i + 1), format!("{}: {}", t.id, t.title));
+                        }
+                        if let Some(t) = tasks.first() {
+                            plan.prompt(
+                                format!("implementer, task {}", t.id),
+                                work_implement::prompts::implementer(&iter_id, &t.id, &t.title, &t.text),
+                            );
+                        }
+                    }
+                    work_implement::standard::PlanKind::FreeForm => {
+                        plan.row("tasks", "a free-form plan: the plan-index and plan-extract roles list them first");
+                    }
+                }
+                return plan.print(a.run.json);
+            }
             let (run_id, _iteration, _tree) = lock_iteration(&ctx, "implement", &iter_id)?;
             let run =
                 ctx.start_run_as(run_id, "implement", a.run.budget.budget(), Spent::default(), Default::default())?;
@@ -639,6 +684,17 @@ pub fn run_edit(global: &Global, a: EditArgs) -> CmdResult {
     let mut set = settings(&ctx, test_cmd, a.max_repairs);
     set.build_cmd = build_cmd;
     let resolved = resolve_all(&ctx, &["editor"], a.run.agent.as_deref(), &a.run.budget)?;
+    if a.run.dry_run {
+        let mut plan = dry_plan("edit", &resolved, &set, &a.run);
+        let (description, def_site) =
+            (c.edit_description.clone().unwrap_or_default(), c.def_site.clone().unwrap_or_default());
+        plan.row("edit", &description).row("definition site", &def_site);
+        if let Some(b) = &set.build_cmd {
+            plan.row("build", b);
+        }
+        plan.prompt("editor", work_implement::edit::first_brief(&ctx.root, &description, &def_site, &def_site_path));
+        return plan.print(a.run.json);
+    }
     let (run_id, _iteration, _tree) = lock_iteration(&ctx, "edit", &iter_id)?;
     let run = ctx.start_run_as(run_id, "edit", a.run.budget.budget(), Spent::default(), Default::default())?;
     let env = Env::new(run.clone(), roles(&run, resolved), set);

@@ -85,6 +85,10 @@ pub struct RunArgs {
     /// change against HEAD. The drafter and the implementer run here.
     #[arg(long, value_name = "URL")]
     pub queue: Option<String>,
+    /// Check everything and print the plan — each role's agent and model, where the run
+    /// stands, the gates, the budget — then stop: nothing is dispatched, locked or written.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// The roles whose dispatches go to the queue with `--queue`: the read-only review round.
@@ -117,6 +121,38 @@ fn resolve_roles(ctx: &Ctx, a: &RunArgs, rt: &tokio::runtime::Runtime, key: &str
     let agent: std::sync::Arc<dyn work_runtime::dispatch::Agent> = std::sync::Arc::new(queue);
     local.extend(pins.into_iter().map(|role| (role, agent.clone())));
     Ok(local)
+}
+
+/// `work loop run --dry-run`: where the run stands and who would serve each role.
+fn dry_run(ctx: &Ctx, a: &RunArgs, settings: &Settings) -> CmdResult {
+    let sd = work_loop_run::preflight(&ctx.root, settings).map_err(loop_err)?;
+    let mut plan = crate::dry_run::DryRun::new("loop run");
+    for r in ROLES {
+        match &a.queue {
+            Some(q) if QUEUE_ROLES.contains(r) => {
+                crate::cmd::queue::role(ctx, r, a.agent.as_deref())?;
+                plan.row(*r, format!("on the workers of {q}"));
+            }
+            _ => {
+                let (role, agent) = ctx.resolve_agent(r, a.agent.as_deref())?;
+                a.budget.check_agent(agent.as_ref())?;
+                plan.role(&role, agent.as_ref());
+            }
+        }
+    }
+    let stands = match work_loop::engine::load(&sd).map_err(loop_err)? {
+        Some(st) => format!("{} (run {}, {} mode)", st.state, st.run_id, st.mode),
+        None => "no run yet: a new one starts".to_string(),
+    };
+    plan.row("spec directory", &settings.spec_dir).row("state", stands);
+    for (name, cmd) in &settings.gates {
+        plan.row(format!("{name} gate"), cmd);
+    }
+    if settings.gates.is_empty() {
+        plan.row("gates", "none");
+    }
+    plan.budget(&a.budget);
+    plan.print(a.json)
 }
 
 fn settings(ctx: &Ctx, a: &RunArgs) -> Result<Settings, CliError> {
@@ -190,6 +226,9 @@ pub fn run(global: &Global, a: RunArgs) -> CmdResult {
         use sha2::Digest;
         hex::encode(sha2::Sha256::digest(settings.spec_dir.as_bytes()))[..16].to_string()
     };
+    if a.dry_run {
+        return dry_run(&ctx, &a, &settings);
+    }
     let lock_path = ctx.state_path(format!("locks/loop-run-{key}.lock"));
     let lock_existed = lock_path.exists();
     let state_dir_existed = ctx.state_dir.exists();

@@ -16,7 +16,7 @@ use work_runtime::ExitStatus;
 /// Arguments of `work runs`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "EXAMPLES:\n  work runs list\n  work runs list --json | jq '.[0].run_id'\n  work runs gc --older-than 30d"
+    after_help = "EXAMPLES:\n  work runs list\n  work runs list --json | jq '.[0].run_id'\n  work runs gc --older-than 30d --dry-run\n  work runs gc --older-than 30d"
 )]
 pub struct Args {
     /// What to do.
@@ -41,6 +41,9 @@ pub enum RunsCommand {
         /// Print what was removed as JSON on stdout.
         #[arg(long)]
         json: bool,
+        /// List what would be removed, and remove nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -48,7 +51,7 @@ pub enum RunsCommand {
 pub fn run(global: &Global, args: Args) -> CmdResult {
     match args.command {
         RunsCommand::List { json } => list(global, json),
-        RunsCommand::Gc { older_than, json } => gc(global, &older_than, json),
+        RunsCommand::Gc { older_than, json, dry_run } => gc(global, &older_than, json, dry_run),
     }
 }
 
@@ -114,23 +117,26 @@ pub fn clip(s: &str, n: usize) -> String {
     if s.chars().count() <= n { s.to_string() } else { format!("{}…", s.chars().take(n - 1).collect::<String>()) }
 }
 
-fn gc(global: &Global, older_than: &str, json: bool) -> CmdResult {
+fn gc(global: &Global, older_than: &str, json: bool, dry_run: bool) -> CmdResult {
     let secs = work_history::duration::parse_duration(older_than)
         .map_err(|e| CliError::bad(format!("parse --older-than: {e}")))?;
     let ctx = Ctx::new(global)?;
-    let report = Store::new(&ctx.state_dir).gc(secs, ctx.clock.now()).map_err(|e| CliError::Runtime(e.to_string()))?;
+    let mode = if dry_run { work_history::Gc::Preview } else { work_history::Gc::Remove };
+    let report =
+        Store::new(&ctx.state_dir).gc(secs, ctx.clock.now(), mode).map_err(|e| CliError::Runtime(e.to_string()))?;
     if json {
         work_run::output::json(&serde_json::to_value(&report).unwrap_or_default());
         return Ok(ExitStatus::Done);
     }
+    let (verb, done) = if dry_run { ("would remove", "would be removed") } else { ("removed", "removed") };
     for id in &report.removed {
-        work_run::output::human(format!("removed {id}"));
+        work_run::output::human(format!("{verb} {id}"));
     }
     for id in &report.kept_running {
         work_run::output::human(format!("kept {id} (still running)"));
     }
     work_run::output::human(format!(
-        "{} run(s) removed, {} still running kept, {} younger than {older_than} kept.",
+        "{} run(s) {done}, {} still running kept, {} younger than {older_than} kept.",
         report.removed.len(),
         report.kept_running.len(),
         report.kept

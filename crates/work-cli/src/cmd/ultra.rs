@@ -45,6 +45,58 @@ pub struct Args {
     /// Print the result as one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Check everything and print the plan — the implementer's agent and model, the criteria,
+    /// the budget (and with `-v` the first brief) — then stop: nothing is dispatched, locked or
+    /// written.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `work ultra --dry-run`: the goal that would run, and the first brief (every criterion a
+/// target, as when each is RED: the RED run decides which are).
+fn dry_run(
+    goal: &goal::Goal,
+    dir: &Path,
+    role: &work_config::ResolvedRole,
+    agent: &dyn work_runtime::dispatch::Agent,
+    args: &Args,
+) -> CmdResult {
+    let mut plan = crate::dry_run::DryRun::new("ultra");
+    plan.role(role, agent)
+        .row("goal", format!("{} · tier {}", goal.id, goal.tier.as_str()))
+        .row("objective", &goal.objective)
+        .row(
+            "state",
+            match (args.fresh, dir.join("state.json").exists()) {
+                (true, _) => "started over (--fresh)".to_string(),
+                (false, true) => format!("resumed from {}", dir.display()),
+                (false, false) => "new".to_string(),
+            },
+        );
+    for c in &goal.criteria {
+        let kind = match c.kind {
+            goal::CriterionKind::Change => "change: RED first, then GREEN",
+            goal::CriterionKind::Pin => "pin: GREEN throughout",
+        };
+        plan.row(
+            format!("criterion {}", c.id),
+            format!("{} ({kind}; at most {} attempt(s))", c.scenario, c.max_attempts),
+        );
+    }
+    plan.budget(&args.budget);
+    let targets: Vec<work_ultra::brief::TargetView<'_>> = goal
+        .criteria
+        .iter()
+        .filter(|c| matches!(c.kind, goal::CriterionKind::Change))
+        .map(|criterion| work_ultra::brief::TargetView {
+            criterion,
+            latest: "RED (as the RED run would find it)".into(),
+            stdout_tail: String::new(),
+            stderr_tail: String::new(),
+        })
+        .collect();
+    plan.prompt("implementer, attempt 1", work_ultra::brief::prompt(goal, &targets, 1, &[], &[]));
+    plan.print(args.json)
 }
 
 fn goal_path(global: &Global, file: &Path) -> Result<PathBuf, CliError> {
@@ -86,6 +138,9 @@ pub fn run(global: &Global, args: Args) -> CmdResult {
     let (role, agent) = ctx.resolve_agent("implementer", agent_flag.as_deref())?;
     args.budget.check_agent(agent.as_ref())?;
     let dir = state::goal_dir(&ctx.state_dir, &goal.id);
+    if args.dry_run {
+        return dry_run(&goal, &dir, &role, agent.as_ref(), &args);
+    }
     // One run per goal at a time (a kernel flock, released when the process dies; the lock
     // file is never deleted once a run has used it). Taken before the state is read, so a
     // second run can neither read a state the first is about to change nor write over it.

@@ -93,6 +93,10 @@ pub struct Args {
     /// Print the result as one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Check everything and print the plan — the worker's agent and model, the check, the
+    /// budget (and with `-v` the first brief) — then stop: nothing is dispatched or written.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 fn limits(b: &BudgetArgs) -> BudgetLimits {
@@ -172,6 +176,37 @@ fn run_new(global: &Global, args: Args, until: String) -> CmdResult {
     refuse_unfinished(&ctx, &args, &goal, verify.as_deref())?;
     let (role, agent) = ctx.resolve_agent("worker", agent_flag.as_deref())?;
     args.budget.check_agent(agent.as_ref())?;
+    let new_meta = |id: String, now: String| Meta {
+        id,
+        goal: goal.clone(),
+        until: until.clone(),
+        instructions: instructions.clone(),
+        verify: verify.clone(),
+        verify_source: verify_source.clone(),
+        mode: match args.mode {
+            Some(ModeArg::HumanGate) => Mode::HumanGate,
+            _ => Mode::Auto,
+        },
+        max: args.max.unwrap_or(10),
+        recon: args.recon,
+        recon_done: false,
+        agent: agent_flag.clone(),
+        status: SessionStatus::Active,
+        iteration_count: 0,
+        in_progress: None,
+        empty_streak: 0,
+        blockers_seen: Vec::new(),
+        stopped_reason: None,
+        created: now.clone(),
+        updated: now,
+        runs: Vec::new(),
+        budget: limits(&args.budget),
+        spent: Spent::default(),
+    };
+    if args.dry_run {
+        let id = args.slug.clone().unwrap_or_else(|| session::free_id(&ctx.state_dir, &session::slugify(&goal)));
+        return dry_run(&new_meta(id, String::new()), &role, agent.as_ref(), &args);
+    }
     let run_id = ctx.new_run_id("until");
     // The worker writes the tree: one writer per tree, whatever the state directory.
     let _tree = ctx.lock_tree(&run_id)?;
@@ -187,34 +222,7 @@ fn run_new(global: &Global, args: Args, until: String) -> CmdResult {
     let _session_lock = session_lock;
     work_run::signals::set_resume_hint(format!("work until resume {id}"));
     let run = ctx.start_run_as(run_id, "until", args.budget.budget(), Spent::default(), Default::default())?;
-    let now = run.clock.now_rfc3339();
-    let meta = Meta {
-        id,
-        goal,
-        until,
-        instructions,
-        verify,
-        verify_source,
-        mode: match args.mode {
-            Some(ModeArg::HumanGate) => Mode::HumanGate,
-            _ => Mode::Auto,
-        },
-        max: args.max.unwrap_or(10),
-        recon: args.recon,
-        recon_done: false,
-        agent: agent_flag,
-        status: SessionStatus::Active,
-        iteration_count: 0,
-        in_progress: None,
-        empty_streak: 0,
-        blockers_seen: Vec::new(),
-        stopped_reason: None,
-        created: now.clone(),
-        updated: now,
-        runs: Vec::new(),
-        budget: limits(&args.budget),
-        spent: Spent::default(),
-    };
+    let meta = new_meta(id, run.clock.now_rfc3339());
     let mut s = session::init_session(&ctx.state_dir, meta, &|p, t| run.write_text(p, t))
         .map_err(|e| CliError::Runtime(e.to_string()))?;
     let m = &s.meta;
@@ -236,6 +244,44 @@ fn run_new(global: &Global, args: Args, until: String) -> CmdResult {
         crate::ctx::runtime()?.block_on(workflow::drive(&env, &mut s)).map_err(|e| CliError::Runtime(e.to_string()))?;
     run.finish(outcome.status.as_str(), json!({"session": s.meta.id, "reason": outcome.stopped_reason}));
     Ok(render(&s, &outcome, &run, args.json))
+}
+
+/// `work until --dry-run`: the session that would start, and its first brief.
+fn dry_run(
+    meta: &Meta,
+    role: &work_config::ResolvedRole,
+    agent: &dyn work_runtime::dispatch::Agent,
+    args: &Args,
+) -> CmdResult {
+    let mut plan = crate::dry_run::DryRun::new("until");
+    plan.role(role, agent)
+        .row("session", format!("{} (new)", meta.id))
+        .row("until", one_line(&meta.until))
+        .row(
+            "verify",
+            match (&meta.verify, &meta.verify_source) {
+                (Some(v), Some(src)) => format!("{v} ({src})"),
+                (Some(v), None) => v.clone(),
+                (None, _) => "(none: the until-clause is checked as written)".into(),
+            },
+        )
+        .row("goal", one_line(&meta.goal))
+        .row(
+            "iterations",
+            format!(
+                "at most {} · mode {} · recon {}",
+                meta.max,
+                meta.mode.as_str(),
+                if meta.recon { "yes" } else { "no" }
+            ),
+        )
+        .budget(&args.budget);
+    if meta.recon {
+        plan.prompt("recon (iteration 0)", work_until::templates::recon_prompt(meta));
+    }
+    let handoff = work_until::templates::handoff(meta, &work_until::ledger::Ledger::default(), 1, None);
+    plan.prompt("worker (iteration 1)", work_until::templates::worker_prompt(meta, &handoff, 1));
+    plan.print(args.json)
 }
 
 /// Refuses (exit 2) a new session that would silently replace an unfinished one with the same

@@ -278,9 +278,15 @@ fn gc_prunes_old_runs_never_a_running_one_and_killed_runs_read_as_interrupted() 
     assert_eq!(code, 0, "{err}");
     let r: Value = serde_json::from_str(&out).expect("gc json");
     assert_eq!(r["removed"], Value::Array(vec![]));
+    // A dry run names what would go and removes nothing.
+    let (code, out, err) = at(&s, "2026-01-05T00:00:00Z", &["runs", "gc", "--older-than", "1d", "--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("would remove {real}")) && out.contains("2 run(s) would be removed"), "{out}");
+    assert!(s.path(&format!(".work/runs/{real}/events.jsonl")).exists(), "a dry run removed a run");
     let (code, out, err) = at(&s, "2026-01-05T00:00:00Z", &["runs", "gc", "--older-than", "1d", "--json"]);
     assert_eq!(code, 0, "{err}");
     let r: Value = serde_json::from_str(&out).expect("gc json");
+    assert_eq!(r["dry_run"], false);
     let mut removed: Vec<&str> = r["removed"].as_array().expect("removed").iter().filter_map(Value::as_str).collect();
     removed.sort();
     let mut expected = vec![killed.as_str(), real.as_str()];
@@ -290,7 +296,7 @@ fn gc_prunes_old_runs_never_a_running_one_and_killed_runs_read_as_interrupted() 
     assert!(!s.path(&format!(".work/runs/{real}")).exists());
     assert!(s.path(&format!(".work/runs/{running}/events.jsonl")).exists());
 
-    let (code, _, err) = s.run(&["runs", "gc", "--older-than", "5 years"]);
+    let (code, _, err) = s.run(&["runs", "gc", "--older-than", "a while"]);
     assert_eq!(code, 2);
     assert_one_line_error(&err);
 }
@@ -359,6 +365,11 @@ fn completions_man_and_version_come_from_the_command_definitions() {
     let (code, _, err) = s.run(&["man", "--out-dir", "man1"]);
     assert_eq!(code, 0, "{err}");
     assert!(s.read("man1/work-report.1").contains("work\\-report"));
+    // Nested commands have their own pages, named as git names them.
+    for page in ["work-loop-run", "work-runs-gc", "work-agents-check", "work-loop-cohort-approve-plan"] {
+        assert!(s.read(&format!("man1/{page}.1")).contains(&page.replace('-', "\\-")), "{page}");
+    }
+    assert!(!s.path("man1/work-help.1").exists() && !s.path("man1/work-loop-help.1").exists());
     let (code, v, _) = s.run(&["--version"]);
     assert_eq!(code, 0);
     let v = v.trim();

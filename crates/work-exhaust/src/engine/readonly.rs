@@ -78,9 +78,10 @@ impl Engine<'_> {
     /// changed since, or the tree did where it can change the seal (the engine's own journal
     /// writes between waves cannot). The run directory is not walked: it grows with every
     /// dispatch, and what git sees in it is left out of every comparison
-    /// ([`Engine::seal_changes`]).
+    /// ([`Engine::seal_changes`]). Nor is the directory of the engine's copies.
     fn look(&self, last: Option<&Seen>) -> Option<(Seen, Vec<String>)> {
-        let exclude = [self.run.run_dir()];
+        // Nor is the engine's copy the oracles search (checked before each oracle runs).
+        let exclude: Vec<_> = std::iter::once(self.run.run_dir()).chain(self.oracles.home().map(Into::into)).collect();
         let snap = TreeSnapshot::take(&self.run.root, &exclude).ok()?;
         let git = work_git::Git::new(&self.run.root);
         let changes = last.map(|(was, _)| was.changes(&snap)).unwrap_or_default();

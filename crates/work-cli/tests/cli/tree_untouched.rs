@@ -1,0 +1,110 @@
+//! The engine never writes into the agent's tree between its dispatches: a scripted `work until`
+//! worker lists the whole tree (every file's content hash, mode, inode and mtime; every
+//! directory's mode, inode and mtime; `.git`, the state directory and the agents' own counters
+//! left out) when each dispatch starts and when it ends, and the end of one dispatch must equal
+//! the start of the next — across a verify that fails, one that passes, and the rerun with the
+//! frozen checks restored (the worker added a test file, so the rerun has something to leave
+//! out). The verify leaves a byproduct (`verify.log`): what the engine checks, it checks on its
+//! own copy, so the byproduct lands there.
+
+use crate::support::Scenario;
+
+/// Python for the worker: `listing()` of the tree as described above.
+const LISTING: &str = r#"
+import hashlib, stat
+def listing():
+    rows = []
+    for d, dirs, files in os.walk('.'):
+        dirs[:] = sorted(x for x in dirs if not (d == '.' and x in ('.git', '.work', '.agent-state')))
+        for name in dirs + sorted(files):
+            p = os.path.join(d, name)[2:]
+            st = os.lstat(p)
+            if stat.S_ISLNK(st.st_mode):
+                what = 'link:' + os.readlink(p)
+            elif stat.S_ISREG(st.st_mode):
+                what = hashlib.sha256(open(p, 'rb').read()).hexdigest()
+            else:
+                what = 'dir'
+            rows.append('%s %o %d %s %d' % (p, st.st_mode, st.st_ino, what, st.st_mtime_ns))
+    return rows
+"#;
+
+/// The worker: iteration 1 writes notes and a new test file (continue); iteration 2 says done
+/// without the fix (the verify fails); iteration 3 makes the frozen check pass without the fix
+/// and says done (blocked: the worker changed what judges it); after the resume, iteration 4
+/// puts the check back and fixes the code (done, and the rerun with the frozen checks restored
+/// leaves the added test file out of the engine's copy).
+const WORKER: &str = r#"
+CHECK = "import sys\nsys.path.insert(0, '.')\nfrom lib import add\nassert add(2, 3) == 5\n"
+k = bump('dispatches')
+json.dump(listing(), open(os.path.join(OUT, '%d-start.json' % k), 'w'))
+n = ctx['iteration']
+if n == 1:
+    open('notes.md', 'w').write('plan\n')
+    os.makedirs('tests/more', exist_ok=True)
+    open('tests/more/test_add.py', 'w').write('from lib import add\n\ndef test_add():\n    assert add(1, 1) == 2\n')
+if n == 3:
+    open('tests/check.py', 'w').write('print("fine")\n')
+if n == 4:
+    open('tests/check.py', 'w').write(CHECK)
+    open('lib.py', 'w').write('def add(a, b):\n    return a + b\n')
+json.dump(listing(), open(os.path.join(OUT, '%d-end.json' % k), 'w'))
+status = 'continue' if n == 1 else 'done'
+print(json.dumps({'status': status, 'summary': 'step %d' % n, 'changes_claimed': ['lib.py'], 'blocker': None,
+                  'next_steps': [], 'decisions': [], 'evidence': []}))
+"#;
+
+#[test]
+fn until_leaves_the_agents_tree_untouched_between_dispatches() {
+    let s = Scenario::new();
+    s.write("lib.py", "def add(a, b):\n    return a - b\n");
+    s.write("tests/check.py", "import sys\nsys.path.insert(0, '.')\nfrom lib import add\nassert add(2, 3) == 5\n");
+    s.commit("code and check");
+    let out = tempfile::tempdir().expect("tempdir");
+    let agent = s.agent("worker.py", &format!("{LISTING}\nOUT = {:?}\n{WORKER}", out.path().display().to_string()));
+    let until = |args: &[&str], code: i32| {
+        let mut all = args.to_vec();
+        all.extend(["--agent", &agent, "--json"]);
+        s.run_json(&all, code)
+    };
+    let args = [
+        "until",
+        "the check passes",
+        "--goal",
+        "make add add",
+        "--verify",
+        "python3 tests/check.py > verify.log",
+        "--max",
+        "5",
+    ];
+    let v = until(&args, 1);
+    assert_eq!(v["status"], "blocked", "the worker rewrote the check: {v}");
+    let v = until(&["until", "resume", "make-add-add"], 0);
+    assert_eq!(v["status"], "done", "{v}");
+    let read = |name: &str| -> Vec<String> {
+        let text = std::fs::read_to_string(out.path().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    let dispatches = (1..).take_while(|k| out.path().join(format!("{k}-start.json")).exists()).count();
+    assert_eq!(dispatches, 4, "continue, a done that fails its verify, a blocked done, and after the resume a done");
+    // The tree after `work` exited, against the last dispatch's end.
+    #[expect(clippy::disallowed_methods, reason = "the test lists the tree as the worker does")]
+    let after = std::process::Command::new("python3")
+        .args(["-c", &format!("import json, os\n{LISTING}\nprint(json.dumps(listing()))")])
+        .current_dir(s.root())
+        .output()
+        .expect("list the tree");
+    std::fs::write(out.path().join("after.json"), &after.stdout).expect("write");
+    let mut pairs: Vec<(String, String)> =
+        (1..dispatches).map(|k| (format!("{k}-end.json"), format!("{}-start.json", k + 1))).collect();
+    pairs.push((format!("{dispatches}-end.json"), "after.json".into()));
+    for (end, next) in pairs {
+        let (was, now) = (read(&end), read(&next));
+        let gone: Vec<&String> = was.iter().filter(|r| !now.contains(r)).collect();
+        let came: Vec<&String> = now.iter().filter(|r| !was.contains(r)).collect();
+        assert!(gone.is_empty() && came.is_empty(), "from {end} to {next}: was {gone:#?}, now {came:#?}");
+    }
+    assert!(read("1-end.json").iter().any(|r| r.starts_with("tests/more/test_add.py ")), "the listing sees the tree");
+    assert_ne!(read("3-start.json"), read("3-end.json"), "and what a dispatch changes");
+    assert!(!s.path("verify.log").exists(), "the verify's byproduct stayed in the engine's copy");
+}
