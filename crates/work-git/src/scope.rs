@@ -10,7 +10,7 @@
 use serde::Serialize;
 
 /// What kind of damage a path is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DamageKind {
     /// A document deleted: a `*.md`, `*.rst` or `*.adoc` file, or anything under `docs/` or
@@ -22,7 +22,7 @@ pub enum DamageKind {
 }
 
 /// One damaged path.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Damage {
     /// The path (repository-relative).
     pub path: String,

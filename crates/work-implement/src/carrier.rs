@@ -12,11 +12,11 @@
 //! | mini | `iter_id`, `red_test_path`, `cause_summary` |
 //! | edit | `edit_description`, `def_site` |
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// Which pipeline a carrier asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// A plan of tasks through the per-task loop.

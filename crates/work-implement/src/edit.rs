@@ -12,14 +12,23 @@
 //! may change a frozen check by the rename alone: the engine renames the frozen file itself
 //! and the rerun with the frozen checks restored writes that version back (see
 //! `renamed_checks`); any other change to a frozen check is `check-tampered`.
+//!
+//! An edit is an iteration of one task kept in the progress record ([`crate::resume`], as
+//! standard mode's): a killed edit is continued by the same command — the dirty tree it left
+//! accepted, the edit redone from the first editor dispatch on top of it, judged by what the
+//! first run read and froze (the definition site's line, a rename's old sites, the check
+//! surface, the seal, the suite's residue) — and a finished one rerun over the tree it left
+//! prints its report again.
 
 use crate::answers;
 use crate::artifacts;
 use crate::carrier::Mode;
 use crate::env::{Counter, Env};
+use crate::progress::{self, EditFrozen, InProgress};
 use crate::prompts;
 use crate::rename::{self, Rename};
 use crate::report::{EndReport, Status, TaskOutcome, TaskStatus};
+use crate::resume;
 use crate::standard::fill_stats;
 use crate::state_write::RunError;
 use crate::tree::Preflight;
@@ -119,6 +128,11 @@ fn edit_work(env: &Env, input: &EditInput, def_line: &str) -> String {
 /// The most of a file the test command names that [`edit_work`] reads.
 const CALL_SITE_CAP: u64 = 1 << 20;
 
+/// The definition site's line number.
+fn def_line_no(input: &EditInput) -> usize {
+    input.def_site.rsplit_once(':').and_then(|(_, l)| l.parse::<usize>().ok()).unwrap_or(0)
+}
+
 /// The definition site's line number and its text, read before the dispatch.
 fn def_line(env: &Env, input: &EditInput) -> (usize, String) {
     def_site_line(&env.run.root, &input.def_site, &input.def_site_path)
@@ -141,14 +155,29 @@ pub fn first_brief(root: &std::path::Path, description: &str, def_site: &str, de
     prompts::editor(description, def_site, None, rename.as_ref().map(|r| (r.old.as_str(), r.new.as_str())))
 }
 
-/// The rename the description asks for, and where its old name stands before the dispatch
-/// ([`crate::rename`]).
-fn rename_before(env: &Env, input: &EditInput, def_line: &str) -> Option<(Rename, rename::Before)> {
-    let r = rename::recognise(&input.description, def_line)?;
-    let tracked = env.tree.git().run(&["ls-files", "-z"]).unwrap_or_default();
-    let tracked: Vec<String> = tracked.split('\0').filter(|p| !p.is_empty()).map(str::to_string).collect();
-    let before = rename::before(&env.run.root, &tracked, &r);
-    Some((r, before))
+/// What the edit reads before its first dispatch: the definition site's line, and where the old
+/// name of the rename the description asks for stands ([`crate::rename`]). A redone edit (its
+/// run was killed) takes what the first run read, not the tree the killed editor left.
+fn read_before(env: &Env, input: &EditInput) -> EditFrozen {
+    let (_, line) = def_line(env, input);
+    let rename_before = rename::recognise(&input.description, &line).map(|r| {
+        let tracked = env.tree.git().run(&["ls-files", "-z"]).unwrap_or_default();
+        let tracked: Vec<String> = tracked.split('\0').filter(|p| !p.is_empty()).map(str::to_string).collect();
+        rename::before(&env.run.root, &tracked, &r).sites
+    });
+    EditFrozen { def_line: line, rename_before }
+}
+
+/// The rename the description asks for, and where its old name stood before the dispatch.
+fn rename_of(input: &EditInput, frozen: &EditFrozen) -> Option<(Rename, rename::Before)> {
+    let r = rename::recognise(&input.description, &frozen.def_line)?;
+    Some((r, rename::Before { sites: frozen.rename_before.clone().unwrap_or_default() }))
+}
+
+/// The digest of what an edit is asked: the description, the definition site, the suite and
+/// build commands ([`resume::request_digest`]).
+pub fn request(description: &str, def_site: &str, test_cmd: &str, build_cmd: Option<&str>) -> String {
+    resume::request_digest(&["edit", description, def_site, test_cmd, build_cmd.unwrap_or_default()])
 }
 
 /// Why a rename is not done: the old name still stands where it stood, or where the edit wrote
@@ -214,13 +243,23 @@ pub async fn run_edit(env: &Env, input: EditInput) -> Result<EndReport, RunError
     let mut report = EndReport::new(Status::Blocked, Mode::Edit, Some(input.iter_id.clone()), String::new());
     report.preflight = Some(input.preflight.clone());
     let mut task = TaskOutcome::new("edit", &input.description);
+    // The iteration's record: a killed edit is redone on top of what its editor left, judged by
+    // what the first run read and froze ([`resume`]).
+    let asked = request(&input.description, &input.def_site, &env.settings.test_cmd, env.settings.build_cmd.as_deref());
+    let mut progress = resume::resume_progress(env, &input.iter_id, &asked, &mut report)?;
+    let read = progress.edit.is_none();
+    let frozen = progress.edit.clone().unwrap_or_else(|| read_before(env, &input));
+    progress.edit = Some(frozen.clone());
+    let def_line_no = def_line_no(&input);
+    let work = edit_work(env, &input, &frozen.def_line);
     // The suite once, by the engine, before the dispatch: what it leaves (`__pycache__`, a
     // cache) is residue, never an edit (it also gives the suite report's baseline).
-    env.baseline_suite("baseline").await;
-    let (def_line_no, def_line) = def_line(env, &input);
-    let work = edit_work(env, &input, &def_line);
-    let surface = env.freeze_checks(&[], &work).await;
-    let rename = rename_before(env, &input, &def_line);
+    resume::freeze_ground_truth(env, &mut progress, &work, read).await?;
+    let surface = progress.check_surface.clone().unwrap_or_default();
+    let rename = rename_of(&input, &frozen);
+    let start = progress.start_of("edit").unwrap_or_else(|| env.tree.fingerprint().ok());
+    progress.start_task(InProgress { task_id: "edit".into(), start });
+    progress::save(&env.run, &mut progress)?;
     let ctx =
         |round: u32| json!({"task_id": "edit", "iter_id": input.iter_id, "def_site": input.def_site, "round": round});
     let mut detail = json!({"def_site": input.def_site, "sites": null, "applied_changes": null,
@@ -469,6 +508,8 @@ fn end(env: &Env, mut report: EndReport, mut task: TaskOutcome, detail: Value) -
     report.detail = Some(detail);
     fill_stats(env, &mut report, Counter::default());
     artifacts::finalize(&env.run, &mut report)?;
+    // The last write of the run: the iteration's record finished, its report kept.
+    resume::finish(env, &report)?;
     env.run.emit("iteration.end", json!({"status": report.status, "kind": report.kind, "reason": report.reason}));
     Ok(report)
 }

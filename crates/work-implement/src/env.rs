@@ -75,7 +75,7 @@ pub struct Counter {
 pub const NO_SUITE: &str = "no test command configured or detected (set `[gates].test` in work.toml or pass --test-cmd): DONE needs the engine's own suite run";
 
 /// One run of a gate command.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct GateRun {
     /// The command line.
     pub command: String,

@@ -19,7 +19,9 @@
 //! - [`parts`]: a task diff too large for one reviewer brief reviewed in parts, the verdicts
 //!   combined;
 //! - [`answers`]: the lenient reading of every role's answer;
-//! - [`state_write`]: a state write that fails stops the run at once, naming the file.
+//! - [`state_write`]: a state write that fails stops the run at once, naming the file;
+//! - [`resume`]: a killed run continued by the next run of its iteration, a finished one's
+//!   report kept (standard mode and edit).
 //!
 //! Two more rules hold in every mode:
 //!
@@ -77,6 +79,7 @@ pub mod prompts;
 mod read_only;
 pub mod rename;
 pub mod report;
+pub mod resume;
 pub mod standard;
 pub mod state_write;
 pub mod task_loop;

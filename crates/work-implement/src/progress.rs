@@ -11,8 +11,12 @@
 //! - every DONE task is taken from the record and never dispatched again;
 //! - the in-progress task is redone on top of its own edits, its change measured from the
 //!   recorded start fingerprint;
-//! - the record of a run that ended (any status) is marked finished as the run's last write:
-//!   a later run of the same iteration starts afresh, with the preflight's usual dirty check;
+//! - the record of a run that ended (any status) is marked finished as the run's last write,
+//!   with the run's end report: a later run of the same request over the very tree the run left
+//!   prints that report again ([`crate::resume::finished_report`]); any other later run of the
+//!   iteration starts afresh, with the preflight's usual dirty check;
+//! - every record carries what the iteration had spent ([`Progress::spent`]): a rerun starts from
+//!   it, so its stats and budget count the whole iteration;
 //! - the snapshot guard compares the next boundary with the last recorded snapshot, and the
 //!   report shows the original preflight and every boundary snapshot.
 //!
@@ -46,6 +50,7 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
+use work_runtime::budget::Spent;
 use work_runtime::fsx::sha256_hex;
 use work_runtime::run::RunContext;
 
@@ -81,9 +86,33 @@ pub struct Progress {
     /// What the engine's baseline suite run left in the tree (never evidence).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub byproducts: Option<work_git::byproducts::Byproducts>,
+    /// What the iteration had spent at its last write (the runs before this one, for a resume).
+    #[serde(default)]
+    pub spent: Spent,
+    /// The digest of what the iteration was asked ([`crate::resume::request_digest`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+    /// An edit's reading of the tree before its first dispatch (a redone edit is judged by it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edit: Option<EditFrozen>,
+    /// The end report of the run that finished the iteration (a rerun over the tree it left
+    /// prints it again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<Value>,
     /// Where the files on disk stand (not part of the record).
     #[serde(skip)]
     log: Log,
+}
+
+/// What an edit read before its first dispatch: the definition site's line and where the old
+/// name of a rename stood (`crate::rename::before`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EditFrozen {
+    /// The definition site's line.
+    pub def_line: String,
+    /// Repository-relative path ⇒ the lines where the old name stood, for a rename.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rename_before: Option<std::collections::BTreeMap<String, Vec<usize>>>,
 }
 
 /// A task the record says was started and not ended.
@@ -188,6 +217,9 @@ impl BoundaryRecord {
 #[derive(Debug, Serialize, Deserialize)]
 struct Record {
     seq: u64,
+    /// What the iteration had spent when the step was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    spent: Option<Spent>,
     #[serde(flatten)]
     step: Step,
 }
@@ -238,6 +270,9 @@ pub fn read(state_dir: &Path, iter_id: &str) -> io::Result<Option<Progress>> {
                 break;
             };
             p.log.seq = rec.seq;
+            if let Some(s) = rec.spent {
+                p.spent = s;
+            }
             p.apply(rec.step);
         }
     }
@@ -268,6 +303,10 @@ impl Progress {
             check_surface: None,
             git_seal: None,
             byproducts: None,
+            spent: Spent::default(),
+            request: None,
+            edit: None,
+            report: None,
             log: Log::default(),
         }
     }
@@ -325,13 +364,14 @@ pub fn save(run: &RunContext, p: &mut Progress) -> Result<(), StateWriteError> {
     if p.iter_id.is_empty() {
         return Ok(());
     }
+    p.spent = run.budget.spent();
     let pending = std::mem::take(&mut p.log.pending);
     if pending.is_empty() || !p.log.based || p.log.log_bytes >= p.log.snapshot_bytes {
         return snapshot(run, p);
     }
     let log = log_path(&run.state_dir, &p.iter_id);
     for step in pending {
-        let rec = Record { seq: p.log.seq + 1, step };
+        let rec = Record { seq: p.log.seq + 1, spent: Some(p.spent), step };
         let line = serde_json::to_value(&rec)
             .and_then(|v| serde_json::to_vec(&run.redactor.redact_json(&v)))
             .map_err(|e| StateWriteError::at(&log)(io::Error::other(e)))?;

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// How an iteration ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Status {
     /// Every task done, files touched, suite green (or the mode's equivalent).
     #[serde(rename = "DONE")]
@@ -129,7 +129,7 @@ impl TaskOutcome {
 }
 
 /// The artifacts carried in the end-report (and written under `.work/iterations/<iter-id>/`).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Artifacts {
     /// The rendered `stats.json` (null on DONE and clean no-ops).
     pub stats_json: Option<String>,
@@ -140,7 +140,7 @@ pub struct Artifacts {
 }
 
 /// Spend figures for the closing note: dispatches and tokens per DONE task.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Stats {
     /// All dispatches of the run (each attempt counts).
     pub dispatches: u64,
@@ -159,7 +159,7 @@ pub struct Stats {
 }
 
 /// The end-report.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EndReport {
     /// DONE | BLOCKED | PARTIAL | NEEDS_CONTEXT.
     pub status: Status,

@@ -13,9 +13,10 @@ use crate::artifacts;
 use crate::carrier::Mode;
 use crate::env::{Counter, Env};
 use crate::extract::{self, SelectBlocked};
-use crate::progress::{self, InProgress, Progress};
+use crate::progress::{self, InProgress};
 use crate::report::{EndReport, Stats, Status, TaskOutcome, TaskStatus};
-use crate::state_write::{RunError, StateWriteError};
+use crate::resume;
+use crate::state_write::RunError;
 use crate::task_loop::{self, TaskSpec};
 use crate::tree::{Preflight, Snapshot, lost_paths};
 use serde_json::{Value, json};
@@ -76,6 +77,13 @@ pub fn fill_stats(env: &Env, report: &mut EndReport, extraction: Counter) {
     report.run_id = Some(env.run.run_id.clone());
 }
 
+/// The digest of what a standard run is asked: the plan, the range and the suite command
+/// ([`resume::request_digest`]).
+pub fn request(plan_text: &str, range: Option<(u64, u64)>, test_cmd: &str) -> String {
+    let range = range.map(|(a, b)| format!("{a}-{b}")).unwrap_or_default();
+    resume::request_digest(&["standard", plan_text, &range, test_cmd])
+}
+
 /// Runs standard mode.
 pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, RunError> {
     let iter = input.iter_id.clone();
@@ -105,8 +113,9 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
     };
     env.run.emit("plan.selected", json!({"tasks": tasks.iter().map(|t| &t.id).collect::<Vec<_>>()}));
     let multi = tasks.len() > 1;
-    let mut progress = resume_progress(env, &iter, &mut report)?;
-    freeze_ground_truth(env, &mut progress, &input.plan_text).await?;
+    let asked = request(&input.plan_text, input.range, &env.settings.test_cmd);
+    let mut progress = resume::resume_progress(env, &iter, &asked, &mut report)?;
+    resume::freeze_ground_truth(env, &mut progress, &input.plan_text, false).await?;
     let surface = progress.check_surface.clone().unwrap_or_default();
     let mut prev: Option<Snapshot> = progress.snapshots.last().cloned();
     report.snapshots = progress.snapshots.clone();
@@ -306,71 +315,6 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
     end(env, report, extraction)
 }
 
-/// Freezes what judges the iteration before its first dispatch, or takes what its first run
-/// froze: the check surface, git's sealed view, and the residue of a baseline suite run by the
-/// engine (never evidence). One progress write for all three.
-async fn freeze_ground_truth(env: &Env, progress: &mut Progress, plan: &str) -> Result<(), StateWriteError> {
-    let mut fresh = false;
-    match progress.git_seal.clone() {
-        Some(seal) => env.pin_seal(seal),
-        None => {
-            // A `.gitignore` the plan names is the work.
-            progress.git_seal = env.seal().map(|mut seal| {
-                seal.allow_named_by(plan);
-                seal
-            });
-            if let Some(seal) = progress.git_seal.clone() {
-                env.pin_seal(seal);
-            }
-            fresh = true;
-        }
-    }
-    match progress.byproducts.clone() {
-        Some(b) => env.pin_byproducts(b),
-        None if !env.no_suite() => {
-            // The suite once, by the engine, before any dispatch: what it leaves is residue,
-            // and its runner's report (when it gives one) is the suite report's baseline.
-            env.baseline_suite("baseline").await;
-            progress.byproducts = Some(env.byproducts());
-            progress.tree = env.tree.fingerprint().ok();
-            fresh = true;
-        }
-        None => {}
-    }
-    // After the baseline run, which gave the suite report's baseline when it could (a
-    // compound suite command's runners report in a run of their own).
-    if progress.check_surface.is_none() {
-        progress.check_surface = Some(env.freeze_checks(&[], plan).await);
-        fresh = true;
-    }
-    if fresh {
-        progress::save(&env.run, progress)?;
-    }
-    Ok(())
-}
-
-/// The iteration's progress record: the one a killed run left (its preflight shown in the
-/// report), else a fresh one, written before the first task.
-fn resume_progress(env: &Env, iter: &str, report: &mut EndReport) -> Result<Progress, StateWriteError> {
-    if let Some(p) = progress::load(&env.run.state_dir, iter).ok().flatten()
-        && p.head == env.base_head
-    {
-        env.run.emit("iteration.resumed", json!({"ended": p.ended.len(), "in_progress": p.in_progress}));
-        report.preflight = Some(p.preflight.clone());
-        return Ok(p);
-    }
-    let pf = report.preflight.clone().unwrap_or_else(|| Preflight {
-        clean: true,
-        head_sha: env.base_head.clone(),
-        branch: None,
-        dirty_paths: Vec::new(),
-        excluded_paths: Vec::new(),
-    });
-    let mut p = Progress::new(iter, env.base_head.clone(), pf, env.tree.fingerprint().ok());
-    progress::save(&env.run, &mut p)?;
-    Ok(p)
-}
-
 fn mark_rest(report: &mut EndReport, tasks: &[TaskSpec]) {
     for t in tasks.iter().skip(report.tasks.len()) {
         report.tasks.push(TaskOutcome::new(&t.id, &t.title));
@@ -441,13 +385,8 @@ fn end(env: &Env, mut report: EndReport, extraction: Counter) -> Result<EndRepor
     }
     fill_stats(env, &mut report, extraction);
     artifacts::finalize(&env.run, &mut report)?;
-    // The last write of the run: its progress record is spent.
-    if let Some(iter) = report.iter_id.as_deref()
-        && let Some(mut p) = progress::load(&env.run.state_dir, iter).ok().flatten()
-    {
-        p.finished = true;
-        progress::save(&env.run, &mut p)?;
-    }
+    // The last write of the run: its progress record is spent, its report kept.
+    resume::finish(env, &report)?;
     env.run.emit("iteration.end", json!({"status": report.status, "kind": report.kind, "reason": report.reason}));
     Ok(report)
 }

@@ -21,8 +21,8 @@
 //!   budget spent ⇒ BLOCKED budget
 //! ```
 //!
-//! Every step is written before the next starts: evidence, `state.json`, `receipts.json`
-//! atomically, the notepad by appending. A run killed anywhere is resumed by running the goal
+//! Every step is written before the next starts: evidence, `receipts.json`, then `state.json`
+//! (the commit point: it counts the receipts it goes with) atomically, the notepad by appending. A run killed anywhere is resumed by running the goal
 //! again: kept REDs are not re-captured, attempts continue their numbering.
 
 use crate::brief::{self, Answer, CleanupClaim, TargetView};
@@ -184,12 +184,16 @@ impl Runner<'_, '_> {
         self.notepad.append(entry).map_err(werr(self.notepad.path()))
     }
 
+    /// Writes `receipts.json`, then `state.json`, which commits it (it records how many
+    /// receipts it goes with: a kill between the two leaves receipts no state counts, dropped
+    /// when the goal is read again, so a re-observed step is not receipted twice).
     fn save(&mut self) -> Result<(), UltraError> {
         self.state.updated = self.now();
-        let p = self.env.dir.join("state.json");
-        self.env.run.write_state(&p, &*self.state).map_err(werr(&p))?;
         let p = self.env.dir.join("receipts.json");
-        self.env.run.write_state(&p, &*self.receipts).map_err(werr(&p))
+        self.env.run.write_state(&p, &*self.receipts).map_err(werr(&p))?;
+        self.state.receipts_committed = Some(self.receipts.receipts.len());
+        let p = self.env.dir.join("state.json");
+        self.env.run.write_state(&p, &*self.state).map_err(werr(&p))
     }
 
     fn receipt(&mut self, source: ReceiptSource, during: &str, criterion: Option<&str>, r: ReceiptParts) {

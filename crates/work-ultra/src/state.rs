@@ -169,6 +169,11 @@ pub struct GoalState {
     /// one stops BLOCKED `check-tampered` before anything runs.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub frozen_criteria: BTreeMap<String, FrozenCriterion>,
+    /// How many receipts `receipts.json` held when this state was written: `receipts.json` is
+    /// written first and `state.json` commits it, so receipts beyond this count (a run killed
+    /// between the two writes) were never committed and are dropped when the goal is read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipts_committed: Option<usize>,
 }
 
 /// What judges a criterion, as frozen: its kind, scenario, observable and teardown.
@@ -236,6 +241,7 @@ impl GoalState {
             check_surface: None,
             check_surface_sha256: None,
             frozen_criteria: BTreeMap::new(),
+            receipts_committed: None,
         }
     }
 

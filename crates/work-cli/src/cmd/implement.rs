@@ -2,9 +2,11 @@
 //! carriers in, the pipeline of [`work_implement`] run, the end-report out.
 //!
 //! Order of checks: malformed flags (exit 2) → carrier guards (BLOCKED, zero dispatches) →
-//! preflight (a dirty tree is BLOCKED before the plan is read; the plan file itself, when it
-//! is uncommitted inside the repository, is left out of the check and of every later tree
-//! measurement, and the report says so) → plan, suite command and agents (exit 2) → the run.
+//! preflight (a dirty tree is BLOCKED before the plan is read — unless a killed run of the
+//! iteration left it, which the run continues, or the iteration's finished run left it exactly
+//! so, whose report is printed again; the plan file itself, when it is uncommitted inside the
+//! repository, is left out of the check and of every later tree measurement, and the report
+//! says so) → plan, suite command and agents (exit 2) → the run.
 //!
 //! A budget (`--budget-dispatches`, `--budget-tokens`, `--budget-usd`) that refuses a dispatch
 //! ends the run BLOCKED with kind `budget`; the reason names the refused dispatch and what was
@@ -99,7 +101,8 @@ pub struct RunFlags {
 /// `work edit`: a compiler-driven edit at a definition site.
 #[derive(Debug, clap::Args)]
 pub struct EditArgs {
-    /// The iteration id (default: `edit-<timestamp>`).
+    /// The iteration id (default: `edit-` and 12 hex digits of what is asked and HEAD, so the
+    /// same command continues a killed edit).
     #[arg(long, value_name = "ID")]
     pub iter_id: Option<String>,
     /// What to change.
@@ -327,6 +330,52 @@ fn next_step(report: &EndReport) -> String {
     }
 }
 
+/// What a run of an iteration does with the tree it finds.
+enum Gate {
+    /// Run (the tree is clean, or a killed run of the iteration left it).
+    Run,
+    /// The iteration's last run finished over this very tree: print its report again.
+    Replay(Box<EndReport>),
+    /// Refused: the tree is dirty with work no run of the iteration left.
+    Dirty,
+}
+
+/// The gate before a run of iteration `iter` ([`work_implement::resume`]): its progress record
+/// is state (one changed outside a run is refused); an unfinished iteration continues only from
+/// the HEAD it started at, over the tree its killed run left; a finished one whose `request`
+/// and tree are unchanged is answered with its report; a dirty tree is otherwise refused.
+fn iteration_gate(ctx: &Ctx, iter: &str, request: Option<&str>, pf: &Preflight) -> Result<Gate, CliError> {
+    let record = work_implement::progress::read(&ctx.state_dir, iter)
+        .map_err(|e| CliError::bad(format!("read the progress of iteration `{iter}`: {e}")))?;
+    // An unfinished iteration continues from the HEAD it started at (its base): a commit
+    // made since must not turn the rerun into a fresh start whose checks are frozen from
+    // that commit.
+    if let Some(p) = record.filter(|p| !p.finished)
+        && p.head != pf.head_sha
+    {
+        let short = |h: &Option<String>| h.as_deref().map_or("(none)".to_string(), |h| h.chars().take(12).collect());
+        return Err(CliError::bad(format!(
+            "continue iteration `{iter}`: it started at HEAD {} and HEAD is now {}: `git reset --soft {}` (keeps the work, uncommitted) to continue it, or start a new iteration with another --iter-id",
+            short(&p.head),
+            short(&pf.head_sha),
+            short(&p.head)
+        )));
+    }
+    if let Some(asked) = request
+        && let Some(report) = work_implement::resume::finished_report(&ctx.root, &ctx.state_dir, iter, asked, pf)
+            .map_err(|e| CliError::bad(format!("read the progress of iteration `{iter}`: {e}")))?
+    {
+        return Ok(Gate::Replay(Box::new(report)));
+    }
+    // A dirty tree a killed run of this iteration left is its own: the run continues it.
+    let tree = Tree::new(&ctx.root, &ctx.state_dir).excluding(&pf.excluded_paths);
+    if pf.clean || work_implement::progress::owns_tree(&ctx.state_dir, Some(iter), &tree) {
+        Ok(Gate::Run)
+    } else {
+        Ok(Gate::Dirty)
+    }
+}
+
 /// Runs the folded preflight; a non-repository is bad input.
 fn preflight(ctx: &Ctx) -> Result<Preflight, CliError> {
     Tree::new(&ctx.root, &ctx.state_dir)
@@ -489,36 +538,21 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
     {
         pf.exclude(&rel);
     }
-    // The iteration's progress record is state: one changed outside a run is refused.
     if c.mode == Mode::Standard
         && let Some(i) = c.iter_id.as_deref()
     {
-        let record = work_implement::progress::read(&ctx.state_dir, i)
-            .map_err(|e| CliError::bad(format!("read the progress of iteration `{i}`: {e}")))?;
-        // An unfinished iteration continues from the HEAD it started at (its base): a commit
-        // made since must not turn the rerun into a fresh start whose checks are frozen from
-        // that commit.
-        if let Some(p) = record.filter(|p| !p.finished)
-            && p.head != pf.head_sha
-        {
-            let short =
-                |h: &Option<String>| h.as_deref().map_or("(none)".to_string(), |h| h.chars().take(12).collect());
-            return Err(CliError::bad(format!(
-                "continue iteration `{i}`: it started at HEAD {} and HEAD is now {}: `git reset --soft {}` (keeps the work, uncommitted) to continue it, or start a new iteration with another --iter-id",
-                short(&p.head),
-                short(&pf.head_sha),
-                short(&p.head)
-            )));
+        // Read leniently here: an unreadable plan is refused below, after the dirty check.
+        let plan = c.plan_path.as_deref().map(|p| resolve_path(&base, &ctx.root, p));
+        let text = plan.and_then(|p| work_runtime::fsx::read_user_string(&p, work_runtime::fsx::USER_FILE_CAP).ok());
+        let asked = text.map(|t| work_implement::standard::request(&t, range, &test_command(&ctx, &a.run.test_cmd)));
+        match iteration_gate(&ctx, i, asked.as_deref(), &pf)? {
+            Gate::Run => {}
+            Gate::Replay(report) => return emit(&ctx, a.run.json, &report, None),
+            Gate::Dirty => {
+                return early_exit(&ctx, "implement", a.run.json, dirty_report(c.mode, c.iter_id.clone(), pf));
+            }
         }
-    }
-    // A dirty tree a killed run of this iteration left is its own: the run continues it.
-    let resumes = c.mode == Mode::Standard
-        && work_implement::progress::owns_tree(
-            &ctx.state_dir,
-            c.iter_id.as_deref(),
-            &Tree::new(&ctx.root, &ctx.state_dir).excluding(&pf.excluded_paths),
-        );
-    if !pf.clean && !resumes {
+    } else if !pf.clean {
         return early_exit(&ctx, "implement", a.run.json, dirty_report(c.mode, c.iter_id.clone(), pf));
     }
     let iter_id = c.iter_id.clone().unwrap_or_default();
@@ -631,13 +665,24 @@ pub fn run_edit(global: &Global, a: EditArgs) -> CmdResult {
     let test_cmd = test_command(&ctx, &a.run.test_cmd);
     require_suite("edit", &test_cmd)?;
     let def_site_path = check_def_site(&ctx.root, &base, c.def_site.as_deref().unwrap_or_default())?;
-    let iter_id = c.iter_id.clone().unwrap_or_else(|| format!("edit-{}", ctx.clock.now().format("%Y%m%dT%H%M%SZ")));
+    let build_cmd = a.build_cmd.clone().or(ctx.config.gates.typecheck.clone()).filter(|s| !s.trim().is_empty());
+    let description = c.edit_description.clone().unwrap_or_default();
+    let def_site = c.def_site.clone().unwrap_or_default();
+    let asked = work_implement::edit::request(&description, &def_site, &test_cmd, build_cmd.as_deref());
     let pf = preflight(&ctx)?;
-    if !pf.clean {
-        return early_exit(&ctx, "edit", a.run.json, dirty_report(Mode::Edit, Some(iter_id), pf));
+    // Without --iter-id, the same command over the same HEAD is the same iteration: a killed
+    // edit is continued by running it again.
+    let iter_id = c.iter_id.clone().unwrap_or_else(|| {
+        let head = pf.head_sha.clone().unwrap_or_default();
+        format!("edit-{}", &work_implement::resume::request_digest(&[&asked, &head])[..12])
+    });
+    match iteration_gate(&ctx, &iter_id, Some(&asked), &pf)? {
+        Gate::Run => {}
+        Gate::Replay(report) => return emit(&ctx, a.run.json, &report, None),
+        Gate::Dirty => return early_exit(&ctx, "edit", a.run.json, dirty_report(Mode::Edit, Some(iter_id), pf)),
     }
     let mut set = settings(&ctx, test_cmd, a.max_repairs);
-    set.build_cmd = a.build_cmd.clone().or(ctx.config.gates.typecheck.clone()).filter(|s| !s.trim().is_empty());
+    set.build_cmd = build_cmd;
     let resolved = resolve_all(&ctx, &["editor"], a.run.agent.as_deref(), &a.run.budget)?;
     if a.run.dry_run {
         let mut plan = dry_plan("edit", &resolved, &set, &a.run);
@@ -653,13 +698,7 @@ pub fn run_edit(global: &Global, a: EditArgs) -> CmdResult {
     let (run_id, _iteration, _tree) = lock_iteration(&ctx, "edit", &iter_id)?;
     let run = ctx.start_run_as(run_id, "edit", a.run.budget.budget(), Spent::default(), Default::default())?;
     let env = Env::new(run.clone(), roles(&run, resolved), set);
-    let input = work_implement::edit::EditInput {
-        iter_id,
-        description: c.edit_description.clone().unwrap_or_default(),
-        def_site: c.def_site.clone().unwrap_or_default(),
-        def_site_path,
-        preflight: pf,
-    };
+    let input = work_implement::edit::EditInput { iter_id, description, def_site, def_site_path, preflight: pf };
     let report = stopped(&run, ctx::runtime()?.block_on(work_implement::edit::run_edit(&env, input)))?;
     run.finish(report.status.as_str(), serde_json::json!({"kind": report.kind}));
     emit(&ctx, a.run.json, &report, Some(&run))

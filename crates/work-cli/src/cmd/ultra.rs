@@ -252,7 +252,11 @@ fn next_step(args: &Args, shown: &str, outcome: &Outcome, dir: &Path, spent: &Sp
 fn load_state(dir: &Path, goal: &Goal, shown: &str) -> Result<(Option<GoalState>, Receipts), CliError> {
     let fresh_hint = |e: String| CliError::bad(format!("{e} (`work ultra {shown} --fresh` starts the goal over)"));
     let existing = GoalState::load(dir).map_err(fresh_hint)?;
-    let receipts = Receipts::load(dir, &goal.id).map_err(fresh_hint)?;
+    let mut receipts = Receipts::load(dir, &goal.id).map_err(fresh_hint)?;
+    // Receipts written ahead of a state a crash lost were never committed.
+    if let Some(n) = existing.as_ref().and_then(|st| st.receipts_committed) {
+        receipts.receipts.truncate(n);
+    }
     if let Some(st) = &existing {
         st.check_records(dir).map_err(fresh_hint)?;
     }

@@ -67,6 +67,7 @@ mod self_contained;
 mod settings;
 mod soak;
 mod soak_loop_run;
+mod soak_ultra;
 mod state_digests;
 mod tree_untouched;
 mod ultra;

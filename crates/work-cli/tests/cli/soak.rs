@@ -343,16 +343,14 @@ struct ImplementEnd {
 }
 
 /// Drops what differs between runs: run ids, commit shas (each scenario's commits, and the
-/// snapshots' dangling commits, carry the wall time), the run-level spend (a resumed run spends only what it redoes; per-task figures stay).
+/// snapshots' dangling commits, carry the wall time; so does an edit's default iteration id,
+/// made from HEAD). The spend stays: a resumed run counts
+/// what the iteration's committed steps spent, as the uninterrupted run did.
 fn scrub(v: &mut serde_json::Value) {
     match v {
         serde_json::Value::Object(o) => {
-            for k in ["run_id", "sha", "snapshot_sha", "recovery", "head_sha"] {
+            for k in ["run_id", "sha", "snapshot_sha", "recovery", "head_sha", "iter_id"] {
                 o.remove(k);
-            }
-            if let Some(serde_json::Value::Object(st)) = o.get_mut("stats") {
-                st.remove("dispatches");
-                st.remove("tokens");
             }
             o.values_mut().for_each(scrub);
         }
@@ -421,6 +419,31 @@ fn implement_survives_a_kill_at_every_state_changing_call() {
     assert!(failures.is_empty(), "{} failure(s) in {trials} trials; first:\n{}", failures.len(), failures[0]);
 }
 
+/// A run killed after its last write (the record finished, the report not yet printed) left
+/// what the uninterrupted run leaves: the same command again prints that run's report — DONE,
+/// the same stats — and dispatches nothing (it used to refuse the tree the run left as dirty).
+/// Twins: a tree changed since, or another plan, is no rerun of that run and is refused as dirty.
+#[test]
+fn implement_killed_after_its_last_write_reruns_to_the_same_report() {
+    let (s, args) = implement_scenario();
+    let baseline = implement_end(&s, run(&s, &args, None));
+    assert_eq!(baseline.report["stats"]["dispatches"], 6, "{baseline:#?}");
+    let logged = log_lines(&s).len();
+    let again = implement_end(&s, run(&s, &args, None));
+    assert_eq!(again, baseline);
+    assert_eq!(log_lines(&s).len(), logged, "nothing is dispatched again");
+    let dirty = |s: &Scenario, args: &[String]| match run(s, args, None) {
+        End::Exited(code, out) => code != 0 && out.contains("dirty-tree"),
+        End::Killed => false,
+    };
+    let mut other = args.clone();
+    let at = other.iter().position(|a| a == "test -f t2.txt").expect("the suite command");
+    other[at] = "test -f t2.txt && true".into();
+    assert!(dirty(&s, &other), "another request over the same tree is refused as dirty");
+    s.write("shared.txt", "base\none\nmore\n");
+    assert!(dirty(&s, &args), "a tree changed since the run is refused as dirty");
+}
+
 /// A run whose disk is full from the n-th state-changing call on (`WORK_TEST_FAIL_AT`, ENOSPC):
 /// `Ok(None)` when no write was left to fail (the run ended as the baseline did), `Ok(Some(()))`
 /// when it stopped at once with one `error:` line naming the file that failed and exit 1.
@@ -476,6 +499,125 @@ fn implement_stops_at_a_full_disk_and_resumes_once_it_has_room() {
     }
     assert!(trials > 5, "too few writes failed: {trials}");
     assert!(failures.is_empty(), "{} failure(s) in {trials} trials; first:\n{}", failures.len(), failures[0]);
+}
+
+// ------------------------------------------------------------------------------------ edit
+
+/// A rename of `Foo` at its definition site and its one use site, a green build, the suite.
+/// The editor writes what the description asks whatever the tree holds, so a redone edit
+/// leaves the tree as the first attempt did; the rename's use sites are read before the first
+/// dispatch (a redone edit must be judged by that reading, not by the tree it finds).
+fn edit_scenario() -> (Scenario, Vec<String>) {
+    edit_scenario_with("")
+}
+
+/// [`edit_scenario`] with `then` run by the editor after it wrote the edit.
+fn edit_scenario_with(then: &str) -> (Scenario, Vec<String>) {
+    let s = Scenario::new();
+    s.write("src/lib.sh", "struct Foo\n");
+    s.write("src/use.sh", "echo Foo\n");
+    s.commit("lib");
+    let agent = s.agent(
+        "editor.py",
+        &format!(
+            r#"
+open(state_path('log'), 'a').write('%s %s\n' % (req['role'], ctx.get('round')))
+if req['role'] != 'editor':
+    sys.exit(3)
+open('src/lib.sh', 'w').write('struct Bar\n')
+open('src/use.sh', 'w').write('echo Bar\n')
+{then}
+print(json.dumps({{'work_result': {{'status': 'DONE', 'applied_changes': True, 'sites': 1, 'hole': None}},
+                  'usage': {{'input_tokens': 100, 'output_tokens': 10}}}}))
+"#
+        ),
+    );
+    let args = [
+        "edit",
+        "--description",
+        "rename `Foo` to `Bar`",
+        "--def-site",
+        "src/lib.sh:1",
+        "--build-cmd",
+        "test -f src/use.sh",
+        "--test-cmd",
+        "grep -q Bar src/lib.sh",
+        "--json",
+        "--agent",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .chain([agent])
+    .collect();
+    (s, args)
+}
+
+/// Whether the edit's iteration (its one record under `iterations/`) has finished.
+fn edit_finished(s: &Scenario) -> bool {
+    let Ok(dirs) = std::fs::read_dir(s.path(".work/iterations")) else { return false };
+    dirs.flatten().any(|d| {
+        let id = d.file_name().to_string_lossy().into_owned();
+        work_implement::progress::read(&s.path(".work"), &id).ok().flatten().is_some_and(|p| p.finished)
+    })
+}
+
+fn edit_trial(n: u64, twice: bool, baseline: &ImplementEnd) -> Option<Result<(), String>> {
+    let (s, args) = edit_scenario();
+    if let End::Exited(..) = run(&s, &args, Some(n)) {
+        return None;
+    }
+    let end = match twice.then(|| run(&s, &args, Some(n))) {
+        Some(e @ End::Exited(..)) => implement_end(&s, e),
+        _ => {
+            let finished = edit_finished(&s);
+            let logged_before = log_lines(&s).len();
+            let end = implement_end(&s, run(&s, &args, None));
+            if finished && log_lines(&s).len() > logged_before {
+                return Some(Err(format!("kill at {n} (twice: {twice}): the finished edit was dispatched again")));
+            }
+            end
+        }
+    };
+    Some(if &end != baseline {
+        Err(format!("kill at {n} (twice: {twice}): ended with\n{end:#?}\ninstead of\n{baseline:#?}"))
+    } else {
+        Ok(())
+    })
+}
+
+/// `work edit` killed at every state-changing call, then the same command again (no
+/// `--iter-id`: the same command over the same HEAD is the same iteration): the end is the
+/// uninterrupted edit's — report, stats and tree.
+#[test]
+fn edit_survives_a_kill_at_every_state_changing_call() {
+    let (s, args) = edit_scenario();
+    let baseline = implement_end(&s, run(&s, &args, None));
+    assert_eq!((baseline.code, &baseline.report["status"]), (0, &serde_json::json!("DONE")), "{baseline:#?}");
+    assert_eq!(log_lines(&s), vec!["editor 0"], "one edit dispatch");
+    let before = &baseline.report["detail"]["rename"]["use_sites_before"];
+    assert!(before.as_u64().is_some_and(|n| n > 0), "the rename was read before the dispatch: {before}");
+    let (trials, failures) = soak(|n, twice| edit_trial(n, twice, &baseline));
+    eprintln!("edit soak: {} failure(s) in {trials} trials", failures.len());
+    for f in &failures {
+        eprintln!("  {}", f.lines().next().unwrap_or_default());
+    }
+    assert!(trials > 5, "the hook killed too few runs: {trials}");
+    assert!(failures.is_empty(), "{} failure(s) in {trials} trials; first:\n{}", failures.len(), failures[0]);
+}
+
+/// The kill the hook cannot place: `work` dies while its editor works, the edit already in the
+/// tree (the editor kills it). The same command again continues the edit — it used to refuse
+/// the tree the killed run left as dirty — and ends as the uninterrupted edit did.
+#[test]
+fn edit_killed_while_its_editor_works_is_continued_by_the_same_command() {
+    let (s, args) = edit_scenario();
+    let baseline = implement_end(&s, run(&s, &args, None));
+    let kill = "if not os.path.exists(state_path('killed')):\n    open(state_path('killed'), 'w').write('1')\n    os.kill(os.getppid(), 9)\n    sys.exit(0)";
+    let (s, args) = edit_scenario_with(kill);
+    assert!(matches!(run(&s, &args, None), End::Killed), "the editor killed work");
+    assert_eq!(s.read("src/lib.sh"), "struct Bar\n", "the killed run left the edit in the tree");
+    let end = implement_end(&s, run(&s, &args, None));
+    assert_eq!(end, baseline);
 }
 
 // --------------------------------------------------------------------------------- exhaust
