@@ -99,22 +99,6 @@ impl Git {
         Ok(split_z(&self.run(&["diff-tree", "-r", "-z", "--name-only", "--no-renames", from, to])?))
     }
 
-    /// The paths that differ between two whole-tree snapshots taken around an agent's
-    /// dispatch ([`Git::snapshot_tree`] before and after), or why they cannot be told (either
-    /// snapshot failed, or the comparison did): a caller that guards a read-only role treats
-    /// that as a change (fail closed).
-    pub fn snapshot_changes(
-        &self,
-        before: &Result<String, GitError>,
-        after: &Result<String, GitError>,
-    ) -> Result<Vec<String>, String> {
-        match (before, after) {
-            (Ok(a), Ok(b)) if a == b => Ok(Vec::new()),
-            (Ok(a), Ok(b)) => self.tree_diff_names(a, b).map_err(|e| format!("the tree could not be compared: {e}")),
-            (Err(e), _) | (_, Err(e)) => Err(format!("the tree could not be read: {e}")),
-        }
-    }
-
     /// The diff between two trees as a reviewer reads it (no external diff, no text
     /// conversion, no renames).
     pub fn tree_diff_text(&self, from: &str, to: &str) -> Result<String, GitError> {

@@ -283,3 +283,35 @@ fn exhaust_drops_a_wave_it_could_not_check_and_never_blames_the_finder() {
         }
     }
 }
+
+/// loop run: a git that fails re-reading the tree after the read-only reviewers (git's view
+/// cannot be read) ends the run with reason `git` and git's line — never `read-only-violated`,
+/// which said the reviewers changed the tree. The twin, whose git never fails, reaches the merge
+/// gate.
+#[test]
+fn loop_run_ends_with_git_s_error_when_the_reviewers_guard_cannot_read_the_tree() {
+    use crate::loop_run::{DIR, knob, run, setup};
+    for failing in [true, false] {
+        let s = Scenario::new();
+        let agent = setup(&s, "test -f hello.txt", true);
+        assert_eq!(run(&s, &agent, &["--light"], 3)["reason"], "spec-human-gate");
+        assert_eq!(run(&s, &agent, &["--light", "--resume"], 3)["reason"], "plan-human-gate");
+        let outside = tempfile::tempdir().expect("tmp");
+        let marker = outside.path().join("fail-now");
+        if failing {
+            knob(&s, "reviewer-marker", &marker.display().to_string());
+        }
+        let (_dir, path) = git_failing_once(&marker);
+        let (code, out, err) =
+            run_with(&s, &path, &["loop", "run", DIR, "--agent", &agent, "--json", "--light", "--resume"]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}\n{err}"));
+        if failing {
+            assert_eq!((code, v["reason"].as_str()), (1, Some("git")), "{v:#}");
+            let message = v["message"].as_str().unwrap_or_default();
+            assert!(message.contains("ls-files") && message.contains("injected failure"), "{message}");
+            assert!(!out.contains("read-only-violated"), "no verdict about the reviewers: {out}");
+        } else {
+            assert_eq!((code, v["reason"].as_str()), (3, Some("code-human-gate")), "{v:#}");
+        }
+    }
+}

@@ -150,6 +150,8 @@ if role == 'implementer':
             time.sleep(0.1)
     out({'status': status, 'summary': 'did it'})
 if role in ('adversarial-reviewer', 'quality-reviewer'):
+    if knob('reviewer-marker'):
+        open(knob('reviewer-marker'), 'w').close()
     if phase == 'code':
         open(state_path('review-ctx'), 'w').write(json.dumps(ctx))
         if knob('reviewer-tamper') and role == 'adversarial-reviewer':

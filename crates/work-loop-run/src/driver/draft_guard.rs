@@ -14,11 +14,13 @@
 //! `drafter-wrote-tree` too.
 
 use super::Driver;
+use super::plumbing::git_failed;
 use crate::Report;
 use crate::state::STATE_FILE;
 use std::collections::BTreeMap;
 use std::path::Path;
 use work_git::integrity::{Seal, describe};
+use work_loop::LoopError;
 
 /// The stop reason.
 pub const DRAFTER_WROTE_TREE: &str = "drafter-wrote-tree";
@@ -76,8 +78,9 @@ impl Driver {
     }
 
     /// The stop, when the drafter changed anything outside the spec directory, or anything
-    /// but markdown inside it (or it cannot be told: fail closed).
-    pub(super) fn drafted_outside(&self, before: DraftGuard) -> Option<Report> {
+    /// but markdown inside it. A git that fails reading the tree or its view again is the run's
+    /// error (`reason` `git`), never a change the drafter made.
+    pub(super) fn drafted_outside(&self, before: DraftGuard) -> Result<Option<Report>, LoopError> {
         let mut changed = Vec::new();
         let after = non_markdown(self.sd.dir());
         for (rel, digest) in &after {
@@ -88,29 +91,25 @@ impl Driver {
         for rel in before.spec_dir.keys().filter(|r| !after.contains_key(*r)) {
             changed.push(format!("{} removed (not markdown)", self.rel(rel)));
         }
-        match self.git.snapshot_changes(&before.tree, &self.git.snapshot_tree(&self.review_excludes())) {
-            Ok(names) => changed.extend(names),
-            Err(why) => changed.push(format!("({why})")),
+        let was = before.tree.map_err(git_failed)?;
+        let is = self.git.snapshot_tree(&self.review_excludes()).map_err(git_failed)?;
+        if was != is {
+            changed.extend(self.git.tree_diff_names(&was, &is).map_err(git_failed)?);
         }
-        match (before.seal, self.git.seal()) {
-            (Ok(a), Ok(b)) => {
-                let c = a.changes(&b);
-                if !c.is_empty() {
-                    changed.push(format!("git's view: {}", describe(&c)));
-                }
-            }
-            (Err(e), _) | (_, Err(e)) => changed.push(format!("(git's view could not be read: {e})")),
+        let c = before.seal.map_err(git_failed)?.changes(&self.git.seal().map_err(git_failed)?);
+        if !c.is_empty() {
+            changed.push(format!("git's view: {}", describe(&c)));
         }
         if changed.is_empty() {
-            return None;
+            return Ok(None);
         }
-        Some(self.blocked(
+        Ok(Some(self.blocked(
             DRAFTER_WROTE_TREE,
             format!(
                 "the drafter changed the tree outside `{}` or wrote there what is not markdown ({}); it writes only markdown (spec.md, plan.md, notes) there, and a change made before the code phase would be frozen as the baseline: undo it, then resume",
                 self.sd.rel(),
                 changed.join(", ")
             ),
-        ))
+        )))
     }
 }

@@ -27,7 +27,7 @@ impl Driver {
             let guard = self.draft_guard();
             let asked =
                 self.ask(DRAFTER, Access::WorkspaceWrite, brief, prompts::drafter_schema(), context, "draft").await;
-            if let Some(stop) = self.drafted_outside(guard) {
+            if let Some(stop) = self.drafted_outside(guard)? {
                 return Ok(Some(stop));
             }
             let out = match asked {

@@ -164,22 +164,20 @@ impl Driver {
         })
     }
 
-    /// What changed since `before` (empty: nothing), each named; a part that cannot be read
-    /// again counts as changed (fail closed).
+    /// What changed since `before` (empty: nothing), each named. A git that fails reading a
+    /// part again is the run's error (`reason` `git`), never a change the dispatch made.
     fn read_only_changes(&self, before: &ReadOnlyBefore) -> Result<Vec<String>, LoopError> {
         let now = self.read_only_before()?;
         let mut changed = now.status.changed_since(&before.status, Compare::StatusAndContent);
         if now.status.head != before.status.head {
             changed.push("<HEAD>".into());
         }
-        match self.git.snapshot_changes(&before.snapshot, &now.snapshot) {
-            Ok(names) => changed.extend(names),
-            Err(why) => changed.push(why),
+        let (was, is) = (before.snapshot.clone().map_err(git_failed)?, now.snapshot.map_err(git_failed)?);
+        if was != is {
+            changed.extend(self.git.tree_diff_names(&was, &is).map_err(git_failed)?);
         }
-        match (&before.seal, &now.seal) {
-            (Ok(b), Ok(n)) => changed.extend(b.changes(n)),
-            (Err(e), _) | (_, Err(e)) => changed.push(format!("git's view could not be read: {e}")),
-        }
+        let (was, is) = (before.seal.clone().map_err(git_failed)?, now.seal.map_err(git_failed)?);
+        changed.extend(was.changes(&is));
         changed.sort();
         changed.dedup();
         Ok(changed)
@@ -271,7 +269,7 @@ impl Driver {
             ));
         }
         if let Some(before) = tree_before {
-            let changed = self.read_only_changes(before).map_err(|e| AskError::failed(e.to_string()))?;
+            let changed = self.read_only_changes(before).map_err(|e| AskError::fatal("git", e.to_string()))?;
             if !changed.is_empty() {
                 let list = changed.join(", ");
                 return Err(AskError::fatal(
