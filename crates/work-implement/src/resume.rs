@@ -120,13 +120,16 @@ pub async fn freeze_ground_truth(
 
 /// The run's last write: the iteration's record marked finished, with the end report and the
 /// tree the run leaves (a later run of the iteration starts afresh, or — the same request
-/// over this very tree — prints `report` again).
+/// over this very tree — prints `report` again). A run stopped by its budget is not finished:
+/// its record keeps the tree it leaves, and the same command (with a larger budget) goes on
+/// from the first task not done.
 pub fn finish(env: &Env, report: &EndReport) -> Result<(), StateWriteError> {
     if let Some(iter) = report.iter_id.as_deref()
         && let Some(mut p) = progress::load(&env.run.state_dir, iter).ok().flatten()
     {
-        p.finished = true;
-        p.report = Some(report.to_json());
+        let budget_stop = report.kind.as_deref() == Some("budget");
+        p.finished = !budget_stop;
+        p.report = (!budget_stop).then(|| report.to_json());
         p.tree = env.tree.fingerprint().ok();
         progress::save(&env.run, &mut p)?;
     }

@@ -315,17 +315,28 @@ fn outcome_line(report: &EndReport) -> String {
 /// What to do after the run: review a finished change; read why it stopped and run the same
 /// command again.
 fn next_step(report: &EndReport) -> String {
-    let larger = if report.kind.as_deref() == Some("budget") { " and a larger budget" } else { "" };
-    let again = match report.iter_id.as_deref() {
-        Some(id) => format!("the same command with --iter-id {id}{larger} continues task by task"),
-        None => format!("the same command{larger} runs again"),
+    // A budget stop leaves its iteration open: a larger budget goes on from the first task not
+    // done. Any other stop finishes it: the same command over the same tree prints this report
+    // again, and over a clean tree runs the iteration afresh.
+    let again = match (report.kind.as_deref(), report.iter_id.as_deref()) {
+        (Some("budget"), Some(id)) => {
+            format!("the same command with --iter-id {id} and a larger budget continues task by task")
+        }
+        (Some("budget"), None) => "the same command with a larger budget runs again".to_string(),
+        _ => {
+            "once the tree is clean (commit the change, or `git stash` it), the same command runs the iteration afresh"
+                .to_string()
+        }
     };
     match (report.status, &report.artifacts.dir) {
         (Status::Done, _) => "review the change (`git diff`) and commit it".into(),
         (_, Some(dir)) => format!("read {dir}/BLOCKED.md; {again}"),
-        (_, None) if report.kind.as_deref() == Some("dirty-tree") => {
-            format!("commit or stash what `git status` shows; {again}")
-        }
+        (_, None) if report.kind.as_deref() == Some("dirty-tree") => match report.iter_id.as_deref() {
+            Some(id) => format!(
+                "commit or stash what `git status` shows; the same command with --iter-id {id} continues task by task"
+            ),
+            None => "commit or stash what `git status` shows; the same command runs again".into(),
+        },
         (_, None) => format!("fix what the outcome names; {again}"),
     }
 }

@@ -1232,6 +1232,11 @@ fn a_dispatch_budget_stops_implement_blocked_budget_naming_what_was_not_done() {
     assert!(reason.contains("task 2") && reason.contains("the end-verify suite run"), "{reason}");
     assert_eq!(r["blocked_detail"]["kind"], "budget");
     assert!(r["suite"].is_null(), "no suite run after a budget stop");
+    // The same command with a larger budget goes on from task 2, as the summary says.
+    let r = implement(&s, &a, "true", &["--budget-dispatches", "20"], 0);
+    assert_eq!(r["status"], "DONE", "{r}");
+    assert_eq!(dispatches(&s), 3 + 3, "task 2 alone (implementer, spec and quality reviews): {r}");
+    assert_eq!(r["stats"]["dispatches"], 6, "the whole iteration is counted: {r}");
 }
 
 #[test]
