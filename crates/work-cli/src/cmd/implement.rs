@@ -463,6 +463,21 @@ fn resolve_all(ctx: &Ctx, names: &[&str], agent: Option<&str>, budget: &BudgetAr
     Ok(resolved)
 }
 
+/// `--dry-run` over an iteration that finished over this very tree: a run would print its
+/// report again and dispatch nothing.
+fn dry_replay(report: &EndReport, flags: &RunFlags) -> CmdResult {
+    let workflow = if report.mode == Mode::Edit { "edit" } else { "implement" };
+    let mut plan = crate::dry_run::DryRun::new(workflow);
+    plan.row("iteration", report.iter_id.clone().unwrap_or_default()).row(
+        "finished",
+        format!(
+            "{} over this very tree: the run prints its report again and dispatches nothing",
+            report.status.as_str()
+        ),
+    );
+    plan.print(flags.json)
+}
+
 /// The `--dry-run` plan every implement and edit run shares: the roles, the suite, the budget.
 fn dry_plan(workflow: &'static str, resolved: &[Resolved], set: &Settings, flags: &RunFlags) -> crate::dry_run::DryRun {
     let mut plan = crate::dry_run::DryRun::new(workflow);
@@ -558,6 +573,7 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
         let asked = text.map(|t| work_implement::standard::request(&t, range, &test_command(&ctx, &a.run.test_cmd)));
         match iteration_gate(&ctx, i, asked.as_deref(), &pf)? {
             Gate::Run => {}
+            Gate::Replay(report) if a.run.dry_run => return dry_replay(&report, &a.run),
             Gate::Replay(report) => return emit(&ctx, a.run.json, &report, None),
             Gate::Dirty => {
                 return early_exit(&ctx, "implement", a.run.json, dirty_report(c.mode, c.iter_id.clone(), pf));
@@ -689,6 +705,7 @@ pub fn run_edit(global: &Global, a: EditArgs) -> CmdResult {
     });
     match iteration_gate(&ctx, &iter_id, Some(&asked), &pf)? {
         Gate::Run => {}
+        Gate::Replay(report) if a.run.dry_run => return dry_replay(&report, &a.run),
         Gate::Replay(report) => return emit(&ctx, a.run.json, &report, None),
         Gate::Dirty => return early_exit(&ctx, "edit", a.run.json, dirty_report(Mode::Edit, Some(iter_id), pf)),
     }

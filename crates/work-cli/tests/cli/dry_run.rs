@@ -141,3 +141,22 @@ fn a_dry_run_refuses_bad_input_like_the_run_itself() {
     assert_eq!(code, 2, "{err}");
     assert!(!s.path(".work").exists() && !s.path(".agent-state/ran").exists());
 }
+
+#[test]
+fn a_dry_run_over_a_finished_iteration_says_the_run_would_print_its_report_again() {
+    let s = crate::implement::repo_with_plan(&[("1", "Edit shared", "Append a line to shared.txt.")]);
+    let a = crate::implement::agent(
+        &s,
+        "if role == 'implementer':\n    write('shared.txt', 'base\\nmore\\n')\n    out(DONE)",
+    );
+    let args =
+        ["implement", "--plan", "PLAN.md", "--iter-id", "it-1", "--agent", &a, "--test-cmd", "grep -q more shared.txt"];
+    let (code, _, err) = s.run(&args);
+    assert_eq!(code, 0, "{err}");
+    let asked = || std::fs::read_to_string(s.path(".agent-state/log")).unwrap_or_default().lines().count();
+    let before = asked();
+    let (code, out, err) = s.run(&[&args[..], &["--dry-run"]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("finished   DONE over this very tree: the run prints its report again"), "{out}");
+    assert_eq!(asked(), before, "nothing dispatched");
+}
