@@ -778,3 +778,62 @@ fn exhaust_survives_a_kill_at_every_state_changing_call_over_the_appended_log() 
     assert!(with_records >= 4, "only {with_records} trial(s) were killed with records in the journal's log");
     assert!(failures.is_empty(), "{} failure(s) in {trials} trials; first:\n{}", failures.len(), failures[0]);
 }
+
+// ------------------------------------------------------------------------- full disk, all
+
+/// One full-disk trial of a workflow: every state write fails from call `n` on; the run must
+/// stop at once (exit 1, one `error:` line naming the file under `.work/`), and the rerun a
+/// person makes once the disk has room (`rerun`) must end as the run that never failed.
+/// `None` when the run made fewer than `n` state-changing calls.
+fn full_disk_trial<E: PartialEq + std::fmt::Debug>(
+    n: u64,
+    scenario: fn() -> (Scenario, Vec<String>),
+    rerun: fn(&Scenario, &[String]) -> Vec<String>,
+    end: fn(&Scenario, End) -> E,
+    baseline: &E,
+) -> Option<Result<(), String>> {
+    let (s, args) = scenario();
+    match full_disk_run(&s, &args, n) {
+        Ok(None) => None,
+        Err(e) => Some(Err(e)),
+        Ok(Some(())) => {
+            let got = end(&s, run(&s, &rerun(&s, &args), None));
+            Some(if &got == baseline {
+                Ok(())
+            } else {
+                Err(format!("disk full from call {n}: the rerun ended with\n{got:#?}\ninstead of\n{baseline:#?}"))
+            })
+        }
+    }
+}
+
+/// `until`, `edit` and `exhaust` stop at a full disk at every state-changing call (each call
+/// once; the calls three at a time) and end as the uninterrupted run once it has room.
+#[test]
+fn until_edit_and_exhaust_stop_at_a_full_disk_and_resume_once_it_has_room() {
+    let mut report = Vec::new();
+    let mut failures = Vec::new();
+    let (s, args) = until_scenario();
+    let until_base = until_end(&s, run(&s, &args, None));
+    let (t, f) = soak(|n, _| full_disk_trial(n, until_scenario, until_rerun, until_end, &until_base));
+    report.push(("until", t));
+    failures.extend(f);
+    let (s, args) = edit_scenario();
+    let edit_base = implement_end(&s, run(&s, &args, None));
+    let (t, f) = soak(|n, _| full_disk_trial(n, edit_scenario, |_, a| a.to_vec(), implement_end, &edit_base));
+    report.push(("edit", t));
+    failures.extend(f);
+    let (s, args) = exhaust_scenario();
+    let exhaust_base = exhaust_end(&s, run(&s, &args, None));
+    let (t, f) = soak(|n, _| full_disk_trial(n, exhaust_scenario, |_, a| a.to_vec(), exhaust_end, &exhaust_base));
+    report.push(("exhaust", t));
+    failures.extend(f);
+    eprintln!("full disk: {report:?} trials, {} failure(s)", failures.len());
+    for f in &failures {
+        eprintln!("  {}", f.lines().next().unwrap_or_default());
+    }
+    for (workflow, trials) in &report {
+        assert!(*trials > 5, "{workflow}: too few writes failed: {trials}");
+    }
+    assert!(failures.is_empty(), "{} failure(s); first:\n{}", failures.len(), failures[0]);
+}
