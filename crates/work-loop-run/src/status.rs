@@ -28,18 +28,7 @@ pub fn set_status(text: &str, value: &str) -> String {
 /// The index of the status line [`set_status`] rewrites: the first line outside a code fence
 /// that reads as one.
 fn status_line_index(text: &str) -> Option<usize> {
-    let mut fence = false;
-    for (i, line) in text.lines().enumerate() {
-        let t = line.trim();
-        if t.starts_with("```") || t.starts_with("~~~") {
-            fence = !fence;
-            continue;
-        }
-        if !fence && read_status(line).is_some() {
-            return Some(i);
-        }
-    }
-    None
+    work_loop::common::unfenced(text.lines()).find(|(_, line)| read_status(line).is_some()).map(|(i, _)| i)
 }
 
 /// A digest of `text` with its one status line left out (the line [`set_status`] rewrites: the

@@ -338,24 +338,27 @@ pub fn uncommented_lines(text: &str) -> Vec<String> {
     out
 }
 
-/// `(1-based line, value)` of every status line outside fenced code and HTML comments.
-pub fn status_lines(text: &str) -> Vec<(usize, String)> {
+/// `(0-based index, line)` of every line outside fenced code blocks (```` ``` ```` or `~~~`
+/// opens and closes one; the fence lines themselves are left out): the one reading of fences
+/// every markdown parser of this crate shares.
+pub fn unfenced<'a>(lines: impl IntoIterator<Item = &'a str>) -> impl Iterator<Item = (usize, &'a str)> {
     let mut fence = false;
-    let mut out = Vec::new();
-    for (i, line) in uncommented_lines(text).iter().enumerate() {
-        let t = line.trim();
+    lines.into_iter().enumerate().filter(move |(_, line)| {
+        let t = line.trim_start();
         if t.starts_with("```") || t.starts_with("~~~") {
             fence = !fence;
-            continue;
+            return false;
         }
-        if fence {
-            continue;
-        }
-        if let Some(word) = status_value(t) {
-            out.push((i + 1, word));
-        }
-    }
-    out
+        !fence
+    })
+}
+
+/// `(1-based line, value)` of every status line outside fenced code and HTML comments.
+pub fn status_lines(text: &str) -> Vec<(usize, String)> {
+    let lines = uncommented_lines(text);
+    unfenced(lines.iter().map(String::as_str))
+        .filter_map(|(i, line)| status_value(line.trim()).map(|word| (i + 1, word)))
+        .collect()
 }
 
 fn status_value(t: &str) -> Option<String> {

@@ -349,16 +349,8 @@ fn status_line(text: &str) -> Option<usize> {
 fn acceptance_criteria(text: &str) -> Vec<(usize, &str, bool)> {
     let mut out = Vec::new();
     let mut section: Option<usize> = None;
-    let mut fence = false;
-    for (i, line) in text.lines().enumerate() {
+    for (i, line) in crate::common::unfenced(text.lines()) {
         let t = line.trim_start();
-        if t.starts_with("```") || t.starts_with("~~~") {
-            fence = !fence;
-            continue;
-        }
-        if fence {
-            continue;
-        }
         let hashes = t.bytes().take_while(|&b| b == b'#').count();
         if hashes > 0 && t[hashes..].starts_with(' ') {
             if let Some(level) = section
@@ -406,16 +398,7 @@ fn deferrals(line: &str) -> Vec<String> {
 }
 
 fn links(repo_root: &Path, dir: &str, file_rel: &str, text: &str, out: &mut Vec<Finding>) {
-    let mut fence = false;
-    for (i, line) in text.lines().enumerate() {
-        let t = line.trim_start();
-        if t.starts_with("```") || t.starts_with("~~~") {
-            fence = !fence;
-            continue;
-        }
-        if fence {
-            continue;
-        }
+    for (i, line) in crate::common::unfenced(text.lines()) {
         let mut rest = line;
         while let Some(p) = rest.find("](") {
             rest = &rest[p + 2..];

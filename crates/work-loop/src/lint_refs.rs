@@ -43,19 +43,8 @@ pub struct RefContext<'a> {
 
 /// Lines outside fenced code and HTML comments, with their 1-based numbers.
 fn visible_lines(text: &str) -> Vec<(usize, String)> {
-    let mut fence = false;
-    let mut out = Vec::new();
-    for (i, line) in uncommented_lines(text).into_iter().enumerate() {
-        let t = line.trim_start();
-        if t.starts_with("```") || t.starts_with("~~~") {
-            fence = !fence;
-            continue;
-        }
-        if !fence {
-            out.push((i + 1, line));
-        }
-    }
-    out
+    let lines = uncommented_lines(text);
+    crate::common::unfenced(lines.iter().map(String::as_str)).map(|(i, line)| (i + 1, line.to_string())).collect()
 }
 
 /// The code-reference and contract findings of one spec.md.

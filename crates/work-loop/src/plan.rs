@@ -276,16 +276,7 @@ fn finish_body(task: &mut Task, lines: &[&str]) {
     let end = lines.iter().rposition(|l| !l.trim().is_empty()).map_or(start, |e| e + 1);
     let kept = &lines[start..end.max(start)];
     task.body = kept.join("\n");
-    let mut in_fence = false;
-    for l in kept {
-        let t = l.trim_start();
-        if t.starts_with("```") || t.starts_with("~~~") {
-            in_fence = !in_fence;
-            continue;
-        }
-        if in_fence {
-            continue;
-        }
+    for (_, l) in crate::common::unfenced(kept.iter().copied()) {
         if let Some(list) = depends_line(l) {
             for d in list {
                 if !task.depends_on.contains(&d) {

@@ -40,16 +40,7 @@ impl Disjoint {
 
 /// The globs of a task's `**Touches:**` line; `None` when it has none (or an empty one).
 pub fn task_touches(task: &Task) -> Option<BTreeSet<String>> {
-    let mut fence = false;
-    for line in task.body.lines() {
-        let t = line.trim_start();
-        if t.starts_with("```") || t.starts_with("~~~") {
-            fence = !fence;
-            continue;
-        }
-        if fence {
-            continue;
-        }
+    for (_, line) in crate::common::unfenced(task.body.lines()) {
         if let Some(value) = line.strip_prefix("**Touches:**") {
             let head = value.split('(').next().unwrap_or("");
             let globs: BTreeSet<String> =

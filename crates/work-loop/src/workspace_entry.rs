@@ -133,16 +133,8 @@ pub(crate) fn parse_needs(v: &toml::Value) -> Result<Vec<Need>, String> {
 /// The `- **Name:** value` fields of a document's preamble (before its first `##` heading),
 /// by lower-case name; the first occurrence wins.
 pub(crate) fn preamble_field(text: &str, name: &str) -> Option<String> {
-    let mut fence = false;
-    for line in text.lines() {
+    for (_, line) in crate::common::unfenced(text.lines()) {
         let t = line.trim_start();
-        if t.starts_with("```") || t.starts_with("~~~") {
-            fence = !fence;
-            continue;
-        }
-        if fence {
-            continue;
-        }
         if t.starts_with("##") {
             return None;
         }
