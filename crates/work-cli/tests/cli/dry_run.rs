@@ -9,20 +9,6 @@ use serde_json::Value;
 /// An agent that would leave a mark if it ever ran.
 const MARKER: &str = "open(state_path('ran'), 'w').write('yes')\nprint('{}')";
 
-const GOAL: &str = r#"
-id = "greet"
-objective = "greet.sh prints hello, world"
-tier = "LIGHT"
-tier_justification = "one script following a known pattern"
-stop_line = "I'll stop right away when sh greet.sh prints hello, world"
-
-[[criteria]]
-id = "happy"
-scenario = "sh greet.sh"
-evidence = ["stdout", "exit_code"]
-pass = { exit_code = 0, stdout_contains = "hello, world" }
-"#;
-
 fn scenario() -> (Scenario, String) {
     let s = Scenario::new();
     s.write("src/lib.py", "def add(a, b):\n    return a + b\n");
@@ -30,7 +16,7 @@ fn scenario() -> (Scenario, String) {
         "PLAN.md",
         "# Plan\n\n## Task 1: Add plus\n\nAdd `plus` to src/lib.py.\n\n## Task 2: Document it\n\nSay so.\n",
     );
-    s.write("GOAL.toml", GOAL);
+    s.write("GOAL.toml", crate::ultra::LIGHT);
     std::fs::create_dir_all(s.path("docs/specs/feature")).expect("mkdir");
     s.write("docs/specs/feature/.keep", "");
     s.commit("base");

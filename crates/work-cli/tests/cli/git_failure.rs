@@ -10,9 +10,9 @@
 use crate::support::{Scenario, assert_one_line_error};
 use std::path::PathBuf;
 
-/// A directory holding a `git` that fails `merge-base --is-ancestor` and runs the real git
-/// otherwise; the PATH to run `work` with.
-fn failing_git() -> (tempfile::TempDir, String) {
+/// A directory holding a `git` that runs `fault` (a shell fragment that may print to stderr and
+/// `exit 128`) before the real git; the PATH to run `work` with.
+fn git_with(fault: &str) -> (tempfile::TempDir, String) {
     let old = std::env::var("PATH").unwrap_or_default();
     let real = old
         .split(':')
@@ -22,14 +22,18 @@ fn failing_git() -> (tempfile::TempDir, String) {
         .display()
         .to_string();
     let dir = tempfile::tempdir().expect("tmp");
-    let script = format!(
-        "#!/bin/sh\nfor a in \"$@\"; do\n  if [ \"$a\" = --is-ancestor ]; then echo 'fatal: injected failure' >&2; exit 128; fi\ndone\nexec {real} \"$@\"\n"
-    );
     let path: PathBuf = dir.path().join("git");
-    std::fs::write(&path, script).expect("write git");
+    std::fs::write(&path, format!("#!/bin/sh\n{fault}\nexec {real} \"$@\"\n")).expect("write git");
     std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
     let path = format!("{}:{old}", dir.path().display());
     (dir, path)
+}
+
+/// A `git` that fails `merge-base --is-ancestor` (exit 128) and runs the real git otherwise.
+fn failing_git() -> (tempfile::TempDir, String) {
+    git_with(
+        "for a in \"$@\"; do\n  if [ \"$a\" = --is-ancestor ]; then echo 'fatal: injected failure' >&2; exit 128; fi\ndone",
+    )
 }
 
 /// Runs `work -q args…` with `path` as PATH: (exit code, stdout, stderr).
@@ -144,32 +148,8 @@ fn until_ends_with_an_error_when_git_fails_judging_a_commit_and_an_honest_twin_i
     assert!(out.contains("\"done\""), "{out}");
 }
 
-const GOAL: &str = r#"
-id = "greet"
-objective = "greet.sh prints hello, world"
-tier = "LIGHT"
-tier_justification = "one script"
-stop_line = "I'll stop right away when sh check.sh passes"
-
-[[criteria]]
-id = "happy"
-scenario = "sh check.sh"
-evidence = ["stdout", "exit_code"]
-pass = { exit_code = 0 }
-"#;
-
 fn ultra(commit: bool) -> (i32, String, String) {
-    let s = Scenario::new();
-    s.write("GOAL.toml", GOAL);
-    s.write("check.sh", "test \"$(sh greet.sh 2>/dev/null)\" = 'hello, world'\n");
-    s.commit("goal and its check");
-    let agent = s.agent(
-        "implementer.py",
-        &format!(
-            "{}\nprint(json.dumps({{\"status\": \"done\", \"summary\": \"wrote greet.sh\", \"claims\": [], \"cleanup\": []}}))",
-            fix("greet.sh", "echo \"hello, world\"\\n", commit)
-        ),
-    );
+    let (s, agent) = crate::head_rule::ultra_repo(&fix("greet.sh", "echo \"hello, world\"\\n", commit));
     let (_dir, path) = failing_git();
     run_with(&s, &path, &["ultra", "GOAL.toml", "--agent", &agent, "--json"])
 }
@@ -216,25 +196,12 @@ fn loop_run_ends_with_an_error_when_git_fails_judging_a_commit_and_an_honest_twi
 }
 
 /// A `git` that fails `ls-files` (how git's sealed view is read) once `marker` exists, and runs
-/// the real git otherwise; the PATH to run `work` with.
+/// the real git otherwise.
 fn git_failing_once(marker: &std::path::Path) -> (tempfile::TempDir, String) {
-    let old = std::env::var("PATH").unwrap_or_default();
-    let real = old
-        .split(':')
-        .map(|d| PathBuf::from(d).join("git"))
-        .find(|p| p.is_absolute() && p.is_file())
-        .expect("git on PATH")
-        .display()
-        .to_string();
-    let dir = tempfile::tempdir().expect("tmp");
-    let script = format!(
-        "#!/bin/sh\nif [ -e {marker} ]; then\n  for a in \"$@\"; do\n    if [ \"$a\" = ls-files ]; then echo 'fatal: injected failure' >&2; exit 128; fi\n  done\nfi\nexec {real} \"$@\"\n",
-        marker = marker.display()
-    );
-    let path: PathBuf = dir.path().join("git");
-    std::fs::write(&path, script).expect("write git");
-    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
-    (dir, format!("{}:{}", path.parent().map(|p| p.display().to_string()).unwrap_or_default(), old))
+    git_with(&format!(
+        "if [ -e {} ]; then\n  for a in \"$@\"; do\n    if [ \"$a\" = ls-files ]; then echo 'fatal: injected failure' >&2; exit 128; fi\n  done\nfi",
+        marker.display()
+    ))
 }
 
 /// exhaust: when git's view cannot be read after a wave (git fails for the engine), the wave's

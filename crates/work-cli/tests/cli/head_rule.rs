@@ -163,7 +163,7 @@ fn until_accepts_a_worker_that_commits_its_fix_and_blocks_every_other_move_of_he
 
 // --------------------------------------------------------------------------------- ultra
 
-const GOAL: &str = r#"
+pub(crate) const GOAL: &str = r#"
 id = "greet"
 objective = "greet.sh prints hello, world"
 tier = "LIGHT"
@@ -177,19 +177,25 @@ evidence = ["stdout", "exit_code"]
 pass = { exit_code = 0 }
 "#;
 
-fn ultra(m: Move) -> (Scenario, String, Value) {
+/// A repository with the goal and its check committed, and an implementer that writes
+/// greet.sh through `python` (a fragment that writes `greet.sh` — and may commit it).
+pub(crate) fn ultra_repo(python: &str) -> (Scenario, String) {
     let s = Scenario::new();
     s.write("GOAL.toml", GOAL);
     s.write("check.sh", "test \"$(sh greet.sh 2>/dev/null)\" = 'hello, world'\n");
     s.commit("goal and its check");
-    let base = head(&s);
     let agent = s.agent(
         "implementer.py",
         &format!(
-            "{}\nprint(json.dumps({{\"status\": \"done\", \"summary\": \"wrote greet.sh\", \"claims\": [], \"cleanup\": []}}))",
-            m.python("greet.sh", "echo \"hello, world\"\\n")
+            "{python}\nprint(json.dumps({{\"status\": \"done\", \"summary\": \"wrote greet.sh\", \"claims\": [], \"cleanup\": []}}))"
         ),
     );
+    (s, agent)
+}
+
+fn ultra(m: Move) -> (Scenario, String, Value) {
+    let (s, agent) = ultra_repo(&m.python("greet.sh", "echo \"hello, world\"\\n"));
+    let base = head(&s);
     let code = if matches!(m, Move::Commit) { 0 } else { 1 };
     let v = s.run_json(&["ultra", "GOAL.toml", "--agent", &agent, "--json"], code);
     (s, base, v)

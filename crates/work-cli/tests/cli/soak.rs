@@ -133,6 +133,17 @@ fn meta_json(text: &str) -> serde_json::Value {
     v
 }
 
+/// Prints a soak's figures and its failures' first lines, then asserts it made more than `min`
+/// trials and that none failed.
+pub(crate) fn assert_soak(name: &str, trials: usize, min: usize, failures: &[String]) {
+    eprintln!("{name}: {} failure(s) in {trials} trials", failures.len());
+    for f in failures {
+        eprintln!("  {}", f.lines().next().unwrap_or_default());
+    }
+    assert!(trials > min, "{name}: too few trials: {trials}");
+    assert!(failures.is_empty(), "{name}: {} failure(s) in {trials} trials; first:\n{}", failures.len(), failures[0]);
+}
+
 /// Runs `trial(n, twice)` for n = 1, 2, … until it reports that the run was not killed, a few
 /// trials at a time: odd n with a clean rerun (`twice` false), even n with a killed rerun first
 /// — or every n both ways with `WORK_TEST_SOAK_EVERY_CALL=1`. Returns the trial count and the
@@ -282,12 +293,7 @@ fn until_survives_a_kill_at_every_state_changing_call() {
     assert_eq!((baseline.code, baseline.status.as_str(), baseline.iterations), (0, "done", 2), "{baseline:#?}");
     assert_eq!(log_lines(&s), vec!["1", "2"]);
     let (trials, failures) = soak(|n, twice| until_trial(n, twice, &baseline));
-    eprintln!("until soak: {} failure(s) in {trials} trials", failures.len());
-    for f in &failures {
-        eprintln!("  {}", f.lines().next().unwrap_or_default());
-    }
-    assert!(trials > 20, "the hook killed too few runs: {trials}");
-    assert!(failures.is_empty(), "{} failure(s) in {trials} trials; first:\n{}", failures.len(), failures[0]);
+    assert_soak("until soak", trials, 20, &failures);
 }
 
 // ------------------------------------------------------------------------------- implement
@@ -411,12 +417,7 @@ fn implement_survives_a_kill_at_every_state_changing_call() {
     assert_eq!((baseline.code, &baseline.report["status"]), (0, &serde_json::json!("DONE")), "{baseline:#?}");
     assert_eq!(log_lines(&s).len(), 6, "three dispatches a task");
     let (trials, failures) = soak(|n, twice| implement_trial(n, twice, &baseline));
-    eprintln!("implement soak: {} failure(s) in {trials} trials", failures.len());
-    for f in &failures {
-        eprintln!("  {}", f.lines().next().unwrap_or_default());
-    }
-    assert!(trials > 10, "the hook killed too few runs: {trials}");
-    assert!(failures.is_empty(), "{} failure(s) in {trials} trials; first:\n{}", failures.len(), failures[0]);
+    assert_soak("implement soak", trials, 10, &failures);
 }
 
 /// A run killed after its last write (the record finished, the report not yet printed) left
@@ -493,12 +494,7 @@ fn implement_stops_at_a_full_disk_and_resumes_once_it_has_room() {
             Err(e) => failures.push(e),
         }
     }
-    eprintln!("implement full disk: {} failure(s) in {trials} trials", failures.len());
-    for f in &failures {
-        eprintln!("  {}", f.lines().next().unwrap_or_default());
-    }
-    assert!(trials > 5, "too few writes failed: {trials}");
-    assert!(failures.is_empty(), "{} failure(s) in {trials} trials; first:\n{}", failures.len(), failures[0]);
+    assert_soak("implement full disk", trials, 5, &failures);
 }
 
 // ------------------------------------------------------------------------------------ edit
@@ -597,12 +593,7 @@ fn edit_survives_a_kill_at_every_state_changing_call() {
     let before = &baseline.report["detail"]["rename"]["use_sites_before"];
     assert!(before.as_u64().is_some_and(|n| n > 0), "the rename was read before the dispatch: {before}");
     let (trials, failures) = soak(|n, twice| edit_trial(n, twice, &baseline));
-    eprintln!("edit soak: {} failure(s) in {trials} trials", failures.len());
-    for f in &failures {
-        eprintln!("  {}", f.lines().next().unwrap_or_default());
-    }
-    assert!(trials > 5, "the hook killed too few runs: {trials}");
-    assert!(failures.is_empty(), "{} failure(s) in {trials} trials; first:\n{}", failures.len(), failures[0]);
+    assert_soak("edit soak", trials, 5, &failures);
 }
 
 /// The kill the hook cannot place: `work` dies while its editor works, the edit already in the

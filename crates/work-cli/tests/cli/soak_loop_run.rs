@@ -9,7 +9,7 @@
 //! already recorded is never asked for again.
 
 use crate::loop_run::{DIR, setup};
-use crate::soak::{End, files, normalize, run, soak};
+use crate::soak::{End, assert_soak, files, normalize, run, soak};
 use crate::support::Scenario;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -237,10 +237,5 @@ fn loop_run_survives_a_kill_at_every_state_changing_call() {
         total += trials;
         failures.extend(f);
     }
-    eprintln!("loop run soak: {} failure(s) in {total} trials", failures.len());
-    for f in &failures {
-        eprintln!("  {}", f.lines().next().unwrap_or_default());
-    }
-    assert!(total > 40, "the hook killed too few runs: {total}");
-    assert!(failures.is_empty(), "{} failure(s) in {total} trials; first:\n{}", failures.len(), failures[0]);
+    assert_soak("loop run soak", total, 40, &failures);
 }

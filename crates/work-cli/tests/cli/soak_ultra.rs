@@ -8,7 +8,7 @@
 //! earlier run captured (its `check-N` evidence and receipts, and the receipt counts of the
 //! result, which count them).
 
-use crate::soak::{End, files, normalize, run, soak};
+use crate::soak::{End, assert_soak, files, normalize, run, soak};
 use crate::support::Scenario;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -139,12 +139,7 @@ fn ultra_survives_a_kill_at_every_state_changing_call() {
     assert_eq!((baseline.code, &baseline.result["status"]), (0, &Value::from("DONE")), "{baseline:#?}");
     assert_eq!(log_lines(&s), 1, "one attempt");
     let (trials, failures) = soak(|n, twice| trial(n, twice, &baseline));
-    eprintln!("ultra soak: {} failure(s) in {trials} trials", failures.len());
-    for f in &failures {
-        eprintln!("  {}", f.lines().next().unwrap_or_default());
-    }
-    assert!(trials > 10, "the hook killed too few runs: {trials}");
-    assert!(failures.is_empty(), "{} failure(s) in {trials} trials; first:\n{}", failures.len(), failures[0]);
+    assert_soak("ultra soak", trials, 10, &failures);
 }
 
 /// The RED step's receipt survives a kill at every state-changing call before the first

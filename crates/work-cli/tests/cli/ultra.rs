@@ -3,7 +3,7 @@
 use crate::support::{Scenario, assert_one_line_error};
 use serde_json::Value;
 
-const LIGHT: &str = r#"
+pub(crate) const LIGHT: &str = r#"
 id = "greet"
 objective = "greet.sh prints hello, world"
 tier = "LIGHT"
