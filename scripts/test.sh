@@ -26,6 +26,19 @@ stop_servers() {
 }
 trap stop_servers EXIT
 
+started_at=$(date +%s)
+# Says every minute that a slow setup step (the real model's first build) is still going.
+heartbeat() {
+    local name=$1 since=$2 nap
+    trap 'kill "$nap" 2>/dev/null; exit 0' TERM
+    while :; do
+        sleep 60 &
+        nap=$!
+        wait "$nap"
+        echo "  … still setting up $name ($(( $(date +%s) - since ))s so far)" >&2
+    done
+}
+
 failed_tools=()
 # An optional tool (marked `# test-tool: optional <nextest filter>`, e.g. the real model, which
 # builds llama.cpp from source) that cannot be set up has its tests left out of this run, said
@@ -35,11 +48,20 @@ excluded=()
 for tool in scripts/test-tools/*.sh; do
     [ -e "$tool" ] || continue
     log=$(mktemp)
-    if exports=$(bash "$tool" start 2>"$log"); then
+    name=$(basename "$tool" .sh)
+    step_start=$(date +%s)
+    echo "setting up test tool $name ($tool) …" >&2
+    heartbeat "$name" "$step_start" &
+    beat=$!
+    # What the tool says on stderr is shown as it happens (indented) and kept for the warning.
+    if exports=$(bash "$tool" start 2> >(tee "$log" | sed -u 's/^/  /' >&2)); then
+        kill "$beat" 2>/dev/null || true
+        wait "$beat" 2>/dev/null || true
         eval "$exports"
-        echo "test tool ready: $tool" >&2
+        echo "test tool ready: $name in $(( $(date +%s) - step_start ))s" >&2
     else
-        cat "$log" >&2
+        kill "$beat" 2>/dev/null || true
+        wait "$beat" 2>/dev/null || true
         failed_tools+=("$tool")
         optional=$(sed -n 's/^# test-tool: optional //p' "$tool")
         if [ -n "$optional" ]; then
@@ -58,6 +80,8 @@ if [ "${#excluded[@]}" -gt 0 ]; then
     for e in "${excluded[@]}"; do expr="$expr - ($e)"; done
     filter=(-E "$expr")
 fi
+setup_done=$(date +%s)
+echo "test tools set up in $(( setup_done - started_at ))s; running the suite" >&2
 status=0
 cargo nextest run --workspace --profile full "${filter[@]}" "$@" || status=$?
 if [ "${#failed_tools[@]}" -gt 0 ]; then
@@ -66,4 +90,6 @@ fi
 if [ "${#excluded[@]}" -gt 0 ]; then
     echo "WARNING: tests left out because their optional tool is missing: ${excluded[*]}" >&2
 fi
+now=$(date +%s)
+echo "suite ran in $(( now - setup_done ))s; scripts/test.sh took $(( now - started_at ))s in all" >&2
 exit "$status"
