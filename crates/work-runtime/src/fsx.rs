@@ -13,7 +13,6 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 mod append;
 pub mod digests;
@@ -126,8 +125,6 @@ pub fn is_plain_relative(path: &Path) -> bool {
     path.components().all(|c| matches!(c, Component::Normal(_)))
 }
 
-static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
 /// Writes `bytes` to `path` atomically: temporary file in the same directory, fsync, rename,
 /// fsync of the directory. Creates missing parent directories. A state file's digest is
 /// recorded first ([`digests`]), and recorded back when the write fails.
@@ -142,35 +139,40 @@ fn write_atomic_unrecorded(path: &Path, bytes: &[u8]) -> io::Result<()> {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    fs::create_dir_all(&dir)?;
-    clean_stale_temps_once(&dir);
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "file".into());
-    let tmp = dir.join(format!(".{name}.tmp-{}-{}", std::process::id(), TMP_COUNTER.fetch_add(1, Ordering::Relaxed)));
-    let result = (|| {
-        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        drop(f);
-        crate::faults::state_write()?;
-        fs::rename(&tmp, path)?;
-        if let Ok(d) = File::open(&dir) {
-            // Some filesystems refuse fsync on a directory; the rename is still atomic.
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+    let mut tmp = temp_beside(&dir, path)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    crate::faults::state_write()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    if let Ok(d) = File::open(&dir) {
+        // Some filesystems refuse fsync on a directory; the rename is still atomic.
+        let _ = d.sync_all();
     }
-    result
+    Ok(())
 }
 
-/// The pid in a temporary file name `.NAME.tmp-PID-N` written by [`write_atomic`].
+/// A new temporary file in `dir` for a whole-file write of `path`, named `.NAME.tmp-PID-XXXXXX`
+/// so that a killed run's leftovers can be told by their PID ([`clean_stale_temps`]); removed
+/// when dropped unless persisted. Created with the mode a plain create gives (0666 less umask),
+/// since it becomes `path`.
+fn temp_beside(dir: &Path, path: &Path) -> io::Result<tempfile::NamedTempFile> {
+    fs::create_dir_all(dir)?;
+    clean_stale_temps_once(dir);
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "file".into());
+    tempfile::Builder::new()
+        .prefix(&format!(".{name}.tmp-{}-", std::process::id()))
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
+        .tempfile_in(dir)
+}
+
+/// The pid in a temporary file name `.NAME.tmp-PID-XXXXXX` written by [`write_atomic`].
 fn temp_owner(file_name: &str) -> Option<i32> {
     let rest = file_name.strip_prefix('.')?;
     let (_, tail) = rest.rsplit_once(".tmp-")?;
-    let (pid, n) = tail.split_once('-')?;
-    n.parse::<u64>().ok()?;
+    let (pid, random) = tail.split_once('-')?;
+    if random.is_empty() || !random.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return None;
+    }
     pid.parse().ok()
 }
 
@@ -221,15 +223,13 @@ pub fn write_line_unsynced(path: &Path, text: &[u8]) -> io::Result<()> {
     let mut bytes = Vec::with_capacity(text.len() + 1);
     bytes.extend_from_slice(text);
     bytes.push(b'\n');
-    let dir = path.parent().unwrap_or(Path::new("."));
-    fs::create_dir_all(dir)?;
-    clean_stale_temps_once(dir);
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "file".into());
-    let tmp = dir.join(format!(".{name}.tmp-{}-{}", std::process::id(), TMP_COUNTER.fetch_add(1, Ordering::Relaxed)));
-    fs::write(&tmp, &bytes)?;
-    fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = fs::remove_file(&tmp);
-    })
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = temp_beside(dir, path)?;
+    tmp.write_all(&bytes)?;
+    tmp.persist(path).map(drop).map_err(|e| e.error)
 }
 
 /// Removes a state file and fsyncs its directory, so that the removal is durable like a write.
@@ -448,6 +448,8 @@ mod tests {
         assert!(mine.exists(), "this process's temp files are kept");
         assert!(other.exists(), "a file not in the temp pattern is kept");
         assert_eq!(temp_owner(".a.b.tmp-12-0"), Some(12));
+        assert_eq!(temp_owner(".a.b.tmp-12-Xy9aQ2"), Some(12));
+        assert_eq!(temp_owner(".a.b.tmp-12-"), None);
     }
 
     #[test]
@@ -459,5 +461,10 @@ mod tests {
         assert_eq!(fs::read_to_string(&p).expect("read"), "two");
         let names: Vec<_> = fs::read_dir(dir.path().join("deep")).expect("ls").collect();
         assert_eq!(names.len(), 1);
+        // It has the mode a plain create gives (a file of the user's tree keeps its usual mode).
+        let plain = dir.path().join("plain");
+        fs::write(&plain, "x").expect("write");
+        let mode = |p: &Path| std::os::unix::fs::PermissionsExt::mode(&fs::metadata(p).expect("stat").permissions());
+        assert_eq!(mode(&p), mode(&plain));
     }
 }
