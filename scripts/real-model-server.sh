@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A real (tiny) model behind an OpenAI-compatible endpoint, for the end-to-end test
-# `crates/work-cli/tests/cli/real_model.rs`.
+# `crates/work-cli/tests/cli/ext_real_model.rs`.
 #
 #   scripts/real-model-server.sh setup   build/install everything into the cache (idempotent)
 #   scripts/real-model-server.sh start   setup, then serve the model on 127.0.0.1 (background)
@@ -132,8 +132,13 @@ start() {
     url="http://127.0.0.1:$port/v1"
     say "serving $model on $url"
     # Loopback only; setsid so the server outlives this shell and can be stopped by its PID.
+    # `chatml-function-calling` (SmolLM2's own template is ChatML): the default chat format
+    # ignores `tools`; this one lets the model call them when `tool_choice` is `auto`, and
+    # applies the `json_object` schema's grammar when it is `none`. The tools' schemas need a
+    # larger context than the brief alone.
     setsid "$PY" -m llama_cpp.server --model "$model" --model_alias smollm2 \
-        --host 127.0.0.1 --port "$port" --n_ctx 2048 >"$LOG_FILE" 2>&1 </dev/null &
+        --chat_format chatml-function-calling \
+        --host 127.0.0.1 --port "$port" --n_ctx 8192 >"$LOG_FILE" 2>&1 </dev/null &
     pid=$!
     echo "$pid" >"$PID_FILE"
     echo "$url" >"$URL_FILE"

@@ -24,7 +24,8 @@
 //!   is run by the engine's loop ([`crate::tools::turns`]) and answered with one user message of
 //!   `tool_result` blocks, until the model answers without a tool call (at most `max_turns`
 //!   turns). In `tool` mode `work_result` is offered beside them and `tool_choice` is `any`:
-//!   a call of `work_result` is the answer.
+//!   a call of `work_result` is the answer. The last turn allowed sends `tool_choice` `none`
+//!   (in `tool` mode: the `work_result` tool), so that the model answers there.
 
 use crate::http::{self, Post};
 use crate::openai::put_str;
@@ -80,6 +81,9 @@ pub struct AnthropicAgent {
     /// The last schema's [`Prepared`] parts (a wave's dispatches share one schema).
     prepared_memo: PerSchema<Prepared>,
 }
+
+/// The `tool_choice` of tool mode's turns: some tool (the engine's or `work_result`) is called.
+const ANY_TOOL: &str = ",\"tool_choice\":{\"type\":\"any\"}";
 
 /// What a request body carries for one schema, written out once ([`AnthropicAgent::prepared`]).
 #[derive(Debug)]
@@ -163,7 +167,7 @@ impl AnthropicAgent {
                         defs.push(json!({"name": TOOL_NAME,
                             "description": "Record your answer. Call this exactly once, alone, with the complete answer, when you are done.",
                             "input_schema": crate::schema::tool_input(s)}));
-                        format!(",\"tools\":{},\"tool_choice\":{{\"type\":\"any\"}}", Value::Array(defs))
+                        format!(",\"tools\":{}{ANY_TOOL}", Value::Array(defs))
                     }
                     None => format!(",\"tools\":{}", Value::Array(defs)),
                 }
@@ -176,12 +180,13 @@ impl AnthropicAgent {
     /// The request body for one dispatch, as JSON text. Written straight out (no JSON tree is
     /// built): the same document [`Self::body`] reads back.
     pub fn body_bytes(&self, request: &DispatchRequest) -> Vec<u8> {
-        self.body_bytes_with(request, &[])
+        self.body_bytes_with(request, &[], false)
     }
 
     /// The request body of a later turn: the brief followed by `history` (the assistant's tool
-    /// calls and the tool results so far).
-    pub fn body_bytes_with(&self, request: &DispatchRequest, history: &[Value]) -> Vec<u8> {
+    /// calls and the tool results so far). On the last turn `max_turns` allows (`last`), the
+    /// model is told to answer: `tool_choice` `none`, or in tool mode the `work_result` tool.
+    pub fn body_bytes_with(&self, request: &DispatchRequest, history: &[Value], last: bool) -> Vec<u8> {
         let model = crate::concrete_model(&request.model, Some(&self.model));
         let model = model.as_deref().unwrap_or(&self.model);
         let prepared = self.prepared(request.schema.as_ref());
@@ -204,7 +209,19 @@ impl AnthropicAgent {
             let _ = serde_json::to_writer(&mut out, message);
         }
         out.push(b']');
-        out.extend_from_slice(tools.as_bytes());
+        match (last, tools.strip_suffix(ANY_TOOL)) {
+            (false, _) => out.extend_from_slice(tools.as_bytes()),
+            (true, Some(offered)) => {
+                out.extend_from_slice(offered.as_bytes());
+                out.extend_from_slice(b",\"tool_choice\":{\"type\":\"tool\",\"name\":\"");
+                out.extend_from_slice(TOOL_NAME.as_bytes());
+                out.extend_from_slice(b"\"}");
+            }
+            (true, None) => {
+                out.extend_from_slice(tools.as_bytes());
+                out.extend_from_slice(b",\"tool_choice\":{\"type\":\"none\"}");
+            }
+        }
         let mut config_format = None;
         if let Some(part) = format {
             match self.mode {
@@ -318,8 +335,8 @@ impl Agent for AnthropicAgent {
 }
 
 impl Wire for AnthropicAgent {
-    fn body(&self, request: &DispatchRequest, history: &[Value]) -> Vec<u8> {
-        self.body_bytes_with(request, history)
+    fn body(&self, request: &DispatchRequest, history: &[Value], last: bool) -> Vec<u8> {
+        self.body_bytes_with(request, history, last)
     }
 
     fn post(&self, request: &DispatchRequest, body: Vec<u8>) -> Result<Post, AgentError> {
@@ -618,6 +635,15 @@ mod tests {
         assert_eq!(names, ["read_file", "list_dir", "search", TOOL_NAME], "a read-only role's tools and the answer");
         assert_eq!(body["model"], "claude-opus-4-7");
         assert_eq!(body["output_config"], json!({"effort": "xhigh"}));
+        let req = request("claude-opus-4-7", "high");
+        let last: Value = serde_json::from_slice(&a.body_bytes_with(&req, &[], true)).expect("json");
+        assert_eq!(last["tool_choice"], json!({"type": "tool", "name": TOOL_NAME}), "the last turn: answer now");
+        assert_eq!(last["tools"], body["tools"]);
+        let native = agent(&server, |_| {});
+        let last: Value = serde_json::from_slice(&native.body_bytes_with(&req, &[], true)).expect("json");
+        assert_eq!(last["tool_choice"], json!({"type": "none"}), "native structured output: no more tools");
+        let first: Value = serde_json::from_slice(&native.body_bytes_with(&req, &[], false)).expect("json");
+        assert!(first.get("tool_choice").is_none(), "{first}");
 
         let server =
             TestServer::start(vec![Reply::json(200, message(json!([{"type": "text", "text": "{}"}]), "end_turn"))]);

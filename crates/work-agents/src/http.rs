@@ -15,6 +15,7 @@
 //! handshake, and a wave of N concurrent ones at most N.
 
 mod pool;
+mod proxy;
 
 pub(crate) use pool::Client;
 use serde_json::Value;

@@ -25,6 +25,8 @@
 //! - Tools: every request offers the role's tools as `tools` (functions); an answer with
 //!   `tool_calls` is run by the engine's loop ([`crate::tools::turns`]) and answered with one
 //!   `tool` message per call, until the model answers with content (at most `max_turns` turns).
+//!   `tool_choice` is `auto` (llama-cpp-python's server offers no tools without it), and `none`
+//!   on the last turn allowed, so that the model answers there.
 
 use crate::http::{self, Post};
 use crate::per_schema::PerSchema;
@@ -222,12 +224,14 @@ impl OpenAiAgent {
     /// The request body for one dispatch, as JSON text, and whether its schema went strict.
     /// Written straight out (no JSON tree is built): the same document [`Self::body`] reads back.
     pub fn body_bytes(&self, request: &DispatchRequest) -> (Vec<u8>, bool) {
-        self.body_bytes_with(request, &[])
+        self.body_bytes_with(request, &[], false)
     }
 
     /// The request body of a later turn: the first one's messages followed by `history` (the
-    /// assistant's tool calls and the tool results so far).
-    pub fn body_bytes_with(&self, request: &DispatchRequest, history: &[Value]) -> (Vec<u8>, bool) {
+    /// assistant's tool calls and the tool results so far). `tool_choice` is `auto`, or `none`
+    /// on the last turn `max_turns` allows (`last`), so that a model that follows it answers
+    /// there instead of calling a tool it will never see the result of.
+    pub fn body_bytes_with(&self, request: &DispatchRequest, history: &[Value], last: bool) -> (Vec<u8>, bool) {
         let model = crate::concrete_model(&request.model, Some(&self.model));
         let model = model.as_deref().unwrap_or(&self.model);
         let format = self.format(request.schema.as_ref());
@@ -246,6 +250,8 @@ impl OpenAiAgent {
         }
         out.extend_from_slice(b"],\"tools\":");
         out.extend_from_slice(tool_definitions(request.access).as_bytes());
+        let choice: &[u8] = if last { b",\"tool_choice\":\"none\"" } else { b",\"tool_choice\":\"auto\"" };
+        out.extend_from_slice(choice);
         out.extend_from_slice(b",\"response_format\":");
         out.extend_from_slice(format.response_format.as_bytes());
         let reasoning = is_reasoning_model(model);
@@ -355,8 +361,8 @@ impl Agent for OpenAiAgent {
 }
 
 impl Wire for OpenAiAgent {
-    fn body(&self, request: &DispatchRequest, history: &[Value]) -> Vec<u8> {
-        self.body_bytes_with(request, history).0
+    fn body(&self, request: &DispatchRequest, history: &[Value], last: bool) -> Vec<u8> {
+        self.body_bytes_with(request, history, last).0
     }
 
     fn post(&self, _request: &DispatchRequest, body: Vec<u8>) -> Result<Post, AgentError> {
@@ -435,8 +441,10 @@ impl OpenAiAgent {
                 c
             })
             .collect();
-        let assistant = json!({"role": "assistant", "content": message.get("content").cloned().unwrap_or(Value::Null),
-            "tool_calls": echoed});
+        // A null content goes back as "" (OpenAI takes either; llama-cpp-python's server refuses
+        // null, and its templates fail on a message without content).
+        let content = message.get("content").filter(|c| !c.is_null()).cloned().unwrap_or_else(|| json!(""));
+        let assistant = json!({"role": "assistant", "content": content, "tool_calls": echoed});
         let tokens = |k: &str| v.usage.get(k).and_then(Value::as_u64).unwrap_or(0);
         let mut usage =
             Usage { input_tokens: tokens("prompt_tokens"), output_tokens: tokens("completion_tokens"), cost_usd: 0.0 };
@@ -692,7 +700,7 @@ mod tests {
         let want = json!({"model": "gpt-5-mini", "messages": [
                 {"role": "system", "content": system_prompt(req.schema.as_ref(), false)},
                 {"role": "user", "content": crate::brief(&req)}],
-            "tools": tools,
+            "tools": tools, "tool_choice": "auto",
             "response_format": {"type": "json_schema", "json_schema": {"name": "work_result", "schema": strict, "strict": true}},
             "max_completion_tokens": 50, "reasoning_effort": "high"});
         for _ in 0..2 {
@@ -706,16 +714,18 @@ mod tests {
         let want = json!({"model": "m", "messages": [
                 {"role": "system", "content": system_prompt(req.schema.as_ref(), true)},
                 {"role": "user", "content": crate::brief(&req)}],
-            "tools": tools,
+            "tools": tools, "tool_choice": "auto",
             "response_format": {"type": "json_object", "schema": req.schema}});
         assert_eq!(a.body_bytes(&req), (want.to_string().into_bytes(), false));
         req.schema = None;
         let want = json!({"model": "m", "messages": [
                 {"role": "system", "content": system_prompt(None, true)},
                 {"role": "user", "content": crate::brief(&req)}],
-            "tools": tools,
+            "tools": tools, "tool_choice": "auto",
             "response_format": {"type": "json_object"}});
         assert_eq!(a.body_bytes(&req), (want.to_string().into_bytes(), false), "no schema: not the remembered one");
+        let last: Value = serde_json::from_slice(&a.body_bytes_with(&req, &[], true).0).expect("json");
+        assert_eq!((&last["tool_choice"], &last["tools"]), (&json!("none"), &tools), "the last turn: answer now");
     }
 
     #[test]

@@ -8,7 +8,10 @@
 //! at most N connections, and later waves reuse them. At most [`POOL_SIZE`] connections are
 //! kept idle per host; one idle longer than [`IDLE_AGE`], or closed by the server, is dropped.
 //! No thread is held per request in flight: every connection is a task on the caller's runtime.
+//! The proxy variables are read once per client ([`super::proxy`]): a proxied `http://` target
+//! is sent to the proxy in absolute form, an `https://` one through a `CONNECT` tunnel.
 
+use super::proxy::{Proxies, Proxy};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::client::conn::http1::SendRequest;
@@ -27,6 +30,8 @@ pub(crate) const IDLE_AGE: Duration = Duration::from_secs(60);
 const BODY_CAP: usize = 16 * 1024 * 1024;
 /// How long a connection may take to be ready again once its answer was read.
 const READY_WAIT: Duration = Duration::from_secs(1);
+/// The largest answer head read from a proxy's `CONNECT`.
+const CONNECT_HEAD_CAP: usize = 16 * 1024;
 
 /// Scheme (https?), host, port.
 type Key = (bool, String, u16);
@@ -41,6 +46,7 @@ struct Idle {
 struct Inner {
     idle: Mutex<HashMap<Key, Vec<Idle>>>,
     tls: OnceLock<Result<tokio_rustls::TlsConnector, String>>,
+    proxies: Proxies,
 }
 
 /// One backend's HTTP client: a keep-alive connection pool shared by all its requests
@@ -111,16 +117,36 @@ fn target(url: &str) -> Result<(Key, String, String), SendError> {
 }
 
 impl Client {
-    /// A client with an empty pool.
+    /// A client with an empty pool, going through the proxies the environment names.
     pub(crate) fn new() -> Self {
-        Self::default()
+        Self::with_proxies(Proxies::from_env())
+    }
+
+    /// A client with an empty pool and these proxy settings.
+    pub(crate) fn with_proxies(proxies: Proxies) -> Self {
+        Self { inner: Arc::new(Inner { proxies, ..Inner::default() }) }
     }
 
     /// POSTs `body` to `url` with `headers` and reads the answer whole.
     pub(crate) async fn post(&self, url: &str, headers: &[(String, String)], body: Bytes) -> Result<Answer, SendError> {
         let (key, authority, path) = target(url)?;
+        let proxy = match self.inner.proxies.route(key.0, &key.1) {
+            None => None,
+            Some(Ok(p)) => Some(p),
+            Some(Err(e)) => return Err(SendError::Connect(e)),
+        };
+        // Through a proxy, an http:// request names its whole URL (an https:// one goes inside
+        // the tunnel as usual).
+        let forward = proxy.as_ref().filter(|_| !key.0);
+        let uri = match forward {
+            Some(_) => format!("http://{authority}{path}"),
+            None => path.clone(),
+        };
         let build = || {
-            let mut req = Request::post(path.as_str()).header(hyper::header::HOST, authority.as_str());
+            let mut req = Request::post(uri.as_str()).header(hyper::header::HOST, authority.as_str());
+            if let Some(auth) = forward.and_then(|p| p.auth.as_deref()) {
+                req = req.header(hyper::header::PROXY_AUTHORIZATION, auth);
+            }
             for (k, v) in headers {
                 req = req.header(k.as_str(), v.as_str());
             }
@@ -128,14 +154,14 @@ impl Client {
         };
         let (mut sender, reused) = match self.checkout(&key) {
             Some(s) => (s, true),
-            None => (self.connect(&key).await?, false),
+            None => (self.connect(&key, proxy.as_ref()).await?, false),
         };
         let response = match sender.try_send_request(build()?).await {
             Ok(r) => r,
             // A kept-alive connection the server closed as it was taken: once more on a fresh
             // one (the server never answered on the old one).
             Err(e) if reused && (e.message().is_some() || e.error().is_incomplete_message()) => {
-                sender = self.connect(&key).await?;
+                sender = self.connect(&key, proxy.as_ref()).await?;
                 sender.send_request(build()?).await.map_err(|e| SendError::Exchange(chain(&e)))?
             }
             Err(e) => return Err(SendError::Exchange(chain(e.error()))),
@@ -182,13 +208,24 @@ impl Client {
         }
     }
 
-    /// Opens a connection (TCP, then TLS for https) and starts its task.
-    async fn connect(&self, key: &Key) -> Result<SendRequest<Full<Bytes>>, SendError> {
+    /// Opens a connection (TCP, to the proxy if any, then a `CONNECT` tunnel and TLS for
+    /// https) and starts its task.
+    async fn connect(&self, key: &Key, proxy: Option<&Proxy>) -> Result<SendRequest<Full<Bytes>>, SendError> {
         let (https, host, port) = key;
-        let tcp = tokio::net::TcpStream::connect((host.as_str(), *port))
-            .await
-            .map_err(|e| SendError::Connect(crate::head(&e.to_string(), 300)))?;
+        let (dial_host, dial_port) = proxy.map_or((host.as_str(), *port), |p| (p.host.as_str(), p.port));
+        let mut tcp = tokio::net::TcpStream::connect((dial_host, dial_port)).await.map_err(|e| {
+            SendError::Connect(crate::head(
+                &match proxy {
+                    Some(p) => format!("cannot reach the proxy {}: {e}", p.shown),
+                    None => e.to_string(),
+                },
+                300,
+            ))
+        })?;
         let _ = tcp.set_nodelay(true);
+        if let (true, Some(p)) = (*https, proxy) {
+            tunnel(&mut tcp, host, *port, p).await?;
+        }
         let handshake = |e: hyper::Error| SendError::Connect(chain(&e));
         if !*https {
             let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await.map_err(handshake)?;
@@ -202,6 +239,43 @@ impl Client {
         let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(handshake)?;
         tokio::spawn(conn);
         Ok(sender)
+    }
+}
+
+/// Asks the proxy for a tunnel to `host:port` and reads its answer head (a 2xx opens it).
+async fn tunnel(tcp: &mut tokio::net::TcpStream, host: &str, port: u16, proxy: &Proxy) -> Result<(), SendError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let target = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
+    let mut head = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n");
+    if let Some(auth) = &proxy.auth {
+        head.push_str(&format!("Proxy-Authorization: {auth}\r\n"));
+    }
+    head.push_str("\r\n");
+    let broke =
+        |e: std::io::Error| SendError::Connect(format!("the proxy {} broke off CONNECT {target}: {e}", proxy.shown));
+    tcp.write_all(head.as_bytes()).await.map_err(broke)?;
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    // Read in chunks up to the blank line: after a 2xx head the proxy sends nothing until the
+    // client speaks (TLS starts with the client's hello), so nothing of the tunnel is lost.
+    while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+        if answer.len() > CONNECT_HEAD_CAP {
+            return Err(SendError::Connect(format!("the proxy {} answered CONNECT {target} with no end", proxy.shown)));
+        }
+        let n = tcp.read(&mut buf).await.map_err(broke)?;
+        if n == 0 {
+            return Err(SendError::Connect(format!("the proxy {} closed CONNECT {target} unanswered", proxy.shown)));
+        }
+        answer.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&answer);
+    let status = text.lines().next().unwrap_or("").trim();
+    match status.split_whitespace().nth(1).and_then(|c| c.parse::<u16>().ok()) {
+        Some(200..=299) => Ok(()),
+        _ => Err(SendError::Connect(crate::head(
+            &format!("the proxy {} answered CONNECT {target} with `{status}`", proxy.shown),
+            300,
+        ))),
     }
 }
 

@@ -125,6 +125,7 @@ async fn openai_runs_parallel_calls_and_answers_them_together() {
     let msgs = second["messages"].as_array().expect("messages");
     assert_eq!(msgs.len(), 5, "system, user, the assistant's calls, two tool results: {second:#}");
     assert_eq!(msgs[2]["tool_calls"].as_array().map(Vec::len), Some(2));
+    assert_eq!(msgs[2]["content"], "", "a null content goes back as a string");
     assert_eq!((msgs[3]["role"].as_str(), msgs[3]["tool_call_id"].as_str()), (Some("tool"), Some("c0")));
     assert!(msgs[4]["content"].as_str().unwrap_or("").starts_with("2: fn e()"), "{}", msgs[4]);
 }

@@ -55,8 +55,9 @@ pub enum Turn {
 
 /// One API's side of the loop.
 pub(crate) trait Wire: Sync {
-    /// The request body for `request` with the turns so far (`history`, after the brief).
-    fn body(&self, request: &DispatchRequest, history: &[Value]) -> Vec<u8>;
+    /// The request body for `request` with the turns so far (`history`, after the brief);
+    /// `last` on the last turn `max_turns` allows.
+    fn body(&self, request: &DispatchRequest, history: &[Value], last: bool) -> Vec<u8>;
     /// The POST for a body (URL, headers, key), or why it cannot be made.
     fn post(&self, request: &DispatchRequest, body: Vec<u8>) -> Result<Post, AgentError>;
     /// The client every request goes through.
@@ -133,7 +134,7 @@ pub(crate) async fn run(
             let why = format!("timed out after {:.1}s (turn {turn})", timeout.as_secs_f64());
             return settle(Err(failed(why, String::new(), Usage::default())), &spent, &log, turn - 1);
         }
-        let post = wire.post(request, wire.body(request, &history))?;
+        let post = wire.post(request, wire.body(request, &history, turn == max_turns))?;
         let raw = match http::post(wire.client(), post, left).await {
             Ok(raw) => raw,
             Err(f) => {

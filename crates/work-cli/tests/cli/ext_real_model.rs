@@ -6,6 +6,10 @@
 //! What it proves, whatever the tiny model says:
 //! - the `openai:` backend talks to a real server (`response_format = "json_object"`), and at
 //!   least one finder dispatch comes back schema-valid (every dispatch failing fails the test);
+//! - the model calls the engine's tools for real: at least one dispatch record holds a tool
+//!   call the engine ran (the server runs `--chat_format chatml-function-calling`, and
+//!   `max_turns = 2` makes the second turn `tool_choice: "none"`, where the schema's grammar
+//!   makes it answer);
 //! - the run ends as a run (exit 0 or 1, one JSON document), never as bad input;
 //! - gate 2 holds: every accepted `PATH:LINE` item names a line that exists, re-checked here
 //!   from the files, with the engine's re-read text; every file-like location the model
@@ -50,6 +54,30 @@ fn valid_finder_documents(s: &Scenario, events: &[Value]) -> Vec<Value> {
         .collect()
 }
 
+/// The names of the tool calls the engine ran, over every dispatch record of the run (an
+/// attempt that ran tools records `{"final", "turns", "transcript": [{"turn", "calls"}]}`).
+fn tool_calls_run(s: &Scenario, events: &[Value]) -> Vec<String> {
+    let runs = s.path(".work/runs");
+    let mut names = vec![];
+    for e in events.iter().filter(|e| e["kind"] == "dispatch.end") {
+        let (Some(run), Some(id), Some(attempt)) =
+            (e["run_id"].as_str(), e["dispatch_id"].as_str(), e["attempt"].as_u64())
+        else {
+            continue;
+        };
+        let Ok(Some(rec)) = work_runtime::events::find_record(&runs.join(run), id, attempt) else { continue };
+        let Some(raw) = rec["response"]["raw"].as_str().and_then(|r| serde_json::from_str::<Value>(r).ok()) else {
+            continue;
+        };
+        for turn in raw["transcript"].as_array().into_iter().flatten() {
+            for call in turn["calls"].as_array().into_iter().flatten() {
+                names.push(format!("{} {}", call["name"].as_str().unwrap_or("?"), call["input"]));
+            }
+        }
+    }
+    names
+}
+
 fn all_events(s: &Scenario) -> Vec<Value> {
     let mut events = vec![];
     let Ok(runs) = std::fs::read_dir(s.path(".work/runs")) else { return events };
@@ -70,7 +98,7 @@ fn exhaust_against_a_real_model_keeps_gate2() {
     s.write(
         "work.toml",
         &format!(
-            "[agents.smol]\nspec = \"openai:smollm2\"\nbase_url = \"{}\"\nresponse_format = \"json_object\"\nmax_tokens = 1024\n",
+            "[agents.smol]\nspec = \"openai:smollm2\"\nbase_url = \"{}\"\nresponse_format = \"json_object\"\nmax_tokens = 1024\nmax_turns = 2\n",
             url.trim()
         ),
     );
@@ -92,7 +120,8 @@ fn exhaust_against_a_real_model_keeps_gate2() {
         .env("NO_PROXY", "127.0.0.1,localhost")
         .args([
             "-c",
-            "timeouts.dispatch_secs=120",
+            // One server answers every turn of both finders in turn, on a loaded machine.
+            "timeouts.dispatch_secs=600",
             "exhaust",
             "every call to transition() and every error path in the job code",
             "--context",
@@ -101,6 +130,8 @@ fn exhaust_against_a_real_model_keeps_gate2() {
             "2",
             "--angles",
             "call-sites,error-paths",
+            "--max-rounds",
+            "2",
             "--agent",
             "smol",
             "--json",
@@ -135,6 +166,12 @@ fn exhaust_against_a_real_model_keeps_gate2() {
             < r["anglesUsed"].as_array().map_or(0, |a| a.len() as u64)),
         "no round had a finder that answered: {rounds:?}"
     );
+    let calls = tool_calls_run(&s, &events);
+    eprintln!("tool calls the engine ran: {}", calls.len());
+    for c in &calls {
+        eprintln!("  {c}");
+    }
+    assert!(!calls.is_empty(), "the model made no tool call the engine ran (dispatch records above)");
     let documents = valid_finder_documents(&s, &events);
     assert!(!documents.is_empty(), "no schema-valid finder document in the dispatch records");
 

@@ -229,6 +229,14 @@ fn http_a_model_looping_on_tool_calls_stops_at_the_turn_cap() {
         assert_ne!(code, 0, "{backend:?}: {v:#}");
         let text = format!("{v}\n{err}");
         assert!(text.contains("max_turns = 3 reached without an answer"), "{backend:?}: a clear reason:\n{text}");
-        assert_eq!(server.requests_for(0).len(), 3, "{backend:?}: no fourth turn");
+        let turns = server.requests_for(0);
+        assert_eq!(turns.len(), 3, "{backend:?}: no fourth turn");
+        // Told to answer on the last turn (the scripted model does not listen).
+        let choices: Vec<&Value> = turns.iter().map(|t| &t.body["tool_choice"]).collect();
+        let want = match backend {
+            Backend::OpenAi => [json!("auto"), json!("auto"), json!("none")],
+            Backend::Anthropic => [Value::Null, Value::Null, json!({"type": "none"})],
+        };
+        assert_eq!(choices, want.iter().collect::<Vec<_>>(), "{backend:?}");
     }
 }

@@ -26,6 +26,7 @@ mod harness;
 mod head_rule;
 mod help;
 mod history;
+mod http_proxy;
 mod http_tools;
 mod implement;
 mod liars_added;

@@ -101,8 +101,8 @@ impl Scenario {
         format!("command:python3 {}", p.display())
     }
 
-    /// A `work` command run in the repository with a fixed fake clock and no inherited
-    /// agent keys.
+    /// A `work` command run in the repository with a fixed fake clock, no inherited agent
+    /// keys, and loopback (where the scripted model servers listen) never proxied.
     pub fn work(&self) -> Command {
         let mut c = Command::cargo_bin("work").expect("the work binary is built");
         // The scripted agents keep their counters here, in every role: the user's own grant.
@@ -117,6 +117,11 @@ impl Scenario {
             .env("NO_COLOR", "1")
             .env_remove("OPENAI_API_KEY")
             .env_remove("ANTHROPIC_API_KEY");
+        // Loopback added to the proxy exceptions: a proxy the real CLIs may need still
+        // carries them, never the scripted servers' requests.
+        let mut no_proxy = std::env::var("no_proxy").or_else(|_| std::env::var("NO_PROXY")).unwrap_or_default();
+        no_proxy.push_str(",127.0.0.1,localhost,::1");
+        c.env("no_proxy", &no_proxy).env("NO_PROXY", &no_proxy);
         c
     }
 
