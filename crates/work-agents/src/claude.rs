@@ -21,8 +21,9 @@
 //! - The answer is the result object's `structured_output` (with a schema) or its `result` text
 //!   read as JSON (without). Usage is the object's `usage` (cache reads and writes counted as
 //!   input) and `total_cost_usd`. A run that printed no result object (killed at its timeout)
-//!   is charged the assistant messages of its session transcripts in its private state
-//!   directory ([`transcript`]; tokens only, the cost unknown).
+//!   is charged the assistant messages of its session transcripts ([`transcript`]; tokens
+//!   only, the cost unknown): those in its private state directory, or, not confined, those of
+//!   the session `work` named it (`--session-id`, from 2.0.0) in the user's own.
 //! - Classification: a timeout, a non-zero exit, an error subtype (`error_max_turns`,
 //!   `error_during_execution`, `error_max_budget_usd`, …) or `is_error` fails the attempt;
 //!   `error_max_structured_output_retries`, a null `structured_output` or stdout without a
@@ -67,6 +68,18 @@ pub const MAX_SINCE: Version = (2, 1, 76);
 /// The first Claude Code whose `--effort` takes `xhigh` (CHANGELOG 2.1.111: "Added `xhigh`
 /// effort level for Opus 4.7 … Available via `/effort`, `--effort`").
 pub const XHIGH_SINCE: Version = (2, 1, 111);
+/// The first Claude Code `work` names a session of (`--session-id`): a run not confined writes
+/// its transcripts among the user's other sessions, and only its own are read.
+pub const SESSION_ID_SINCE: Version = (2, 0, 0);
+
+/// A fresh session id (a version-4 UUID) for one attempt.
+fn session_id(request: &DispatchRequest) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let seed = format!("{}/{}/{}/{}/{nanos}", request.run_id, request.dispatch_id, request.attempt, std::process::id());
+    let h = work_runtime::fsx::sha256_hex(seed.as_bytes());
+    let variant = ["8", "9", "a", "b"][usize::from(h.as_bytes()[16] % 4)];
+    format!("{}-{}-4{}-{variant}{}-{}", &h[0..8], &h[8..12], &h[13..16], &h[17..20], &h[20..32])
+}
 
 /// The `--effort` value for a role's effort on Claude Code `version` (`None`: unknown), or
 /// `None` when no `--effort` should be sent (an empty pin, or a version without the flag).
@@ -343,7 +356,17 @@ impl Agent for ClaudeAgent {
             usage: Usage::default(),
         })?;
         let mut confine = crate::confine::cli(request, &self.root, crate::confine::CLAUDE_ENV, &self.env);
-        let mut spec = ProcessSpec::new(self.program.clone(), self.args(request), &self.root)
+        // Not confined: the run is named, so that its transcripts can be told from the user's.
+        let own_session = ["--session-id", "--resume", "-r", "--continue", "-c"];
+        let session = (home.is_none()
+            && self.version().is_some_and(|v| v >= SESSION_ID_SINCE)
+            && !self.extra_args.iter().any(|a| own_session.contains(&a.as_str())))
+        .then(|| session_id(request));
+        let mut args = self.args(request);
+        if let Some(id) = &session {
+            args.extend(["--session-id".into(), id.clone()]);
+        }
+        let mut spec = ProcessSpec::new(self.program.clone(), args, &self.root)
             .with_stdin(crate::brief(request).into_bytes())
             .with_timeout(Some(options.timeout));
         if let Some(h) = &home {
@@ -367,8 +390,13 @@ impl Agent for ClaudeAgent {
         let end = (!out.success()).then(|| out.describe_end());
         let mut result = classify(out.stdout_text(), &out.stderr_text(), end, request.schema.is_some());
         // No result object (killed at the timeout, crashed): what the transcripts say was billed.
+        let billed = || match (&home, &session) {
+            (Some(h), _) => transcript::billed(h.path()),
+            (None, Some(id)) => crate::confine::claude_user_dir().and_then(|d| transcript::billed_session(&d, id)),
+            (None, None) => None,
+        };
         if result_object(&out.stdout_text()).is_none()
-            && let Some(billed) = home.as_ref().and_then(|h| transcript::billed(h.path()))
+            && let Some(billed) = billed()
             && let Err(AgentError::Failed { usage, .. } | AgentError::Malformed { usage, .. }) = &mut result
             && billed.total_tokens() > usage.total_tokens()
         {

@@ -66,6 +66,11 @@ fn env_dir(var: &str, default_in_home: &str) -> Option<PathBuf> {
 /// The variables Claude Code may get.
 pub(crate) const CLAUDE_ENV: &[&str] = &["ANTHROPIC_*", "CLAUDE_*", "DISABLE_*"];
 
+/// The user's Claude Code state directory: `$CLAUDE_CONFIG_DIR`, else `~/.claude`.
+pub(crate) fn claude_user_dir() -> Option<PathBuf> {
+    env_dir("CLAUDE_CONFIG_DIR", ".claude")
+}
+
 /// Claude Code's private state directory (in the kernel sandbox only).
 pub(crate) fn claude_home() -> std::io::Result<Option<PrivateHome>> {
     if !work_runtime::sandbox::mode().is_kernel() {

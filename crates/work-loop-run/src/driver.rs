@@ -322,7 +322,7 @@ pub struct Driver {
     transitions: Vec<String>,
     human: HumanInput,
     /// The records of the runs cut off before this one (`replay`), read once.
-    recorded: std::sync::OnceLock<Vec<replay::Recorded>>,
+    recorded: std::sync::OnceLock<work_runtime::dispatch::replay::CutOffRuns>,
 }
 
 impl Driver {

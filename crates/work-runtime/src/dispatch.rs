@@ -17,6 +17,7 @@
 
 pub mod fail_fast;
 mod notes;
+pub mod replay;
 
 pub use notes::{collect_notes, note};
 

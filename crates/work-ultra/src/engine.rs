@@ -13,7 +13,8 @@
 //!                                          (else BLOCKED leftover-state)
 //!   targets = LIGHT: every red criterion · HEAVY: the first red criterion (file order)
 //!   a target used max_attempts this run ⇒ BLOCKED attempts-exhausted
-//!   keep the notepad + RED evidence ⇒ dispatch implementer (workspace-write)
+//!   commit the attempt in flight ⇒ keep the notepad + RED evidence ⇒ dispatch implementer
+//!   (workspace-write) — or, resuming a run killed after its answer, take the answer it recorded
 //!   records changed ⇒ restore them ⇒ BLOCKED evidence-tampered
 //!   verify its cleanup claims ⇒ observe every criterion (scenario, cleanup, escaped-process sweep)
 //!   a target failing with the same observation as after its previous attempt ⇒ BLOCKED same-failure
@@ -23,18 +24,22 @@
 //!
 //! Every step is written before the next starts: evidence, `receipts.json`, then `state.json`
 //! (the commit point: it counts the receipts it goes with) atomically, the notepad by appending. A run killed anywhere is resumed by running the goal
-//! again: kept REDs are not re-captured, attempts continue their numbering.
+//! again: kept REDs are not re-captured, attempts continue their numbering, an attempt whose
+//! answer the killed run recorded is finished with that answer (`in_flight`), and the figures
+//! of the run go on from the killed run's (`attempts_before_run`).
 
 use crate::brief::{self, Answer, CleanupClaim, TargetView};
 use crate::goal::{Criterion, CriterionKind, EvidenceKind, Goal, Tier};
 use crate::observe::{self, Observation, Verdict};
 use crate::state::{
-    AttemptRecord, EvidencePaths, GoalState, GoalStatus, Notepad, ObsRecord, Receipt, ReceiptSource, Receipts,
+    AttemptRecord, EvidencePaths, GoalState, GoalStatus, InFlightAttempt, Notepad, ObsRecord, Receipt, ReceiptSource,
+    Receipts,
 };
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use work_runtime::dispatch::replay::{CutOffRuns, Replayed, request_digest};
 use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
 use work_runtime::run::RunContext;
 
@@ -221,6 +226,10 @@ impl Runner<'_, '_> {
         let was = self.state.status;
         let old_tier = self.state.tier;
         self.state.runs.push(run_id.clone());
+        // A run that resumes one cut off (the goal still RUNNING) goes on with its figures.
+        if was != GoalStatus::Running || self.state.attempts_before_run.is_none() {
+            self.state.attempts_before_run = Some(self.state.attempts);
+        }
         self.state.tier = self.state.tier.max(self.goal.tier);
         self.state.objective = self.goal.objective.clone();
         self.state.goal_file = self.env.goal_file.clone();
@@ -360,18 +369,20 @@ impl Runner<'_, '_> {
             seal
         });
         let head = git.is_repo().then(|| git.head_at());
-        let mut attempts_run: BTreeMap<String, u32> = BTreeMap::new();
+        let (mut attempts_this_run, mut attempts_run) = self.attempts_of_this_run();
         let mut last_fail: BTreeMap<String, String> = BTreeMap::new();
-        let mut attempts_this_run = 0u32;
         let mut notes: Vec<String> = Vec::new();
+        let mut resumed = self.resumed_attempt(goal, &fresh_red);
         loop {
+            let resume = resumed.take();
             let red: Vec<&Criterion> = goal.criteria.iter().filter(|c| !self.is_green(&c.id)).collect();
-            if red.is_empty() {
+            if resume.is_none() && red.is_empty() {
                 // The full set once more, right before the final word.
                 let all: Vec<&Criterion> = goal.criteria.iter().collect();
                 let (_, lines) = self.observe_all(&all, "green").await?;
                 self.note(&format!("\n## {} — GREEN: final full pass\n{}\n", self.now(), lines.join("\n")))?;
-                self.save()?;
+                // Not written here: the pass commits with the stop it leads to (or with the
+                // next attempt), so a run cut off between the two passes once more, not twice.
                 if goal.criteria.iter().any(|c| !self.is_green(&c.id)) {
                     notes.push("the final full pass failed a criterion that had passed: make it pass reliably".into());
                     continue;
@@ -422,9 +433,10 @@ impl Runner<'_, '_> {
                     attempts_this_run > 0,
                 );
             }
-            let targets: Vec<&Criterion> = match self.goal.tier {
-                Tier::Light => red,
-                Tier::Heavy => red.into_iter().take(1).collect(),
+            let targets: Vec<&Criterion> = match (&resume, self.goal.tier) {
+                (Some((ids, _)), _) => goal.criteria.iter().filter(|c| ids.contains(&c.id)).collect(),
+                (None, Tier::Light) => red,
+                (None, Tier::Heavy) => red.into_iter().take(1).collect(),
             };
             let exhausted: Vec<String> = targets
                 .iter()
@@ -462,23 +474,26 @@ impl Runner<'_, '_> {
                 Tier::Heavy => context["criterion"] = json!(ids[0]),
                 Tier::Light => context["criteria"] = json!(ids),
             }
+            let spec = DispatchSpec {
+                role: "implementer".into(),
+                model: self.env.model.clone(),
+                effort: self.env.effort.clone(),
+                access: Access::WorkspaceWrite,
+                prompt,
+                schema: Some(brief::answer_schema()),
+                context,
+                label: format!("{}-a{n}", self.goal.id),
+            };
+            let recorded = self.commit_in_flight(n, &ids, &spec, resume.map(|r| r.1))?;
             // The engine's records as they are before the agent runs (A5: the agent works in
             // the repository, and the goal directory is usually inside it).
             let kept = self.keep_records();
-            let outcome = self
-                .env
-                .dispatcher
-                .dispatch(DispatchSpec {
-                    role: "implementer".into(),
-                    model: self.env.model.clone(),
-                    effort: self.env.effort.clone(),
-                    access: Access::WorkspaceWrite,
-                    prompt,
-                    schema: Some(brief::answer_schema()),
-                    context,
-                    label: format!("{}-a{n}", self.goal.id),
-                })
-                .await;
+            let outcome = match recorded {
+                Some(r) => r.take(self.env.run, &spec.role),
+                None => self.env.dispatcher.dispatch(spec).await,
+            };
+            // Cleared in memory: the next write of the state records the attempt (or the stop).
+            self.state.in_flight = None;
             // A dispatch the budget refused is no attempt: nothing is counted and nothing is
             // observed (the records are still checked: a malformed first attempt may have run
             // before the retry was refused).
@@ -682,6 +697,66 @@ impl Runner<'_, '_> {
                 return self.stop(GoalStatus::Blocked, StopReason::AgentBlocked, detail, attempts_this_run, true);
             }
         }
+    }
+
+    /// The attempts made since this run began — the runs it resumes (cut off) included — and
+    /// how many of them targeted each criterion.
+    fn attempts_of_this_run(&self) -> (u32, BTreeMap<String, u32>) {
+        let before = self.state.attempts_before_run.unwrap_or(self.state.attempts);
+        let mut per: BTreeMap<String, u32> = BTreeMap::new();
+        for a in self.state.attempt_log.iter().filter(|a| a.n > before) {
+            for t in &a.targets {
+                *per.entry(t.clone()).or_default() += 1;
+            }
+        }
+        (self.state.attempts.saturating_sub(before), per)
+    }
+
+    /// The attempt a cut-off run dispatched and whose answer it recorded: its targets and that
+    /// answer, taken as the attempt instead of forgetting it (the rerun would otherwise find
+    /// the implementer's work green and end with no attempt). None — and the attempt in flight
+    /// dropped — when the run was cut off before the answer, or the attempt no longer fits the
+    /// goal (a target gone, or its RED captured again).
+    fn resumed_attempt(&mut self, goal: &Goal, fresh_red: &BTreeSet<String>) -> Option<(Vec<String>, Replayed)> {
+        let f = self.state.in_flight.clone()?;
+        let fits = f.n == self.state.attempts + 1
+            && !f.targets.is_empty()
+            && f.targets.iter().all(|t| goal.criteria.iter().any(|c| &c.id == t) && !fresh_red.contains(t));
+        let run = &self.env.run;
+        let found = fits
+            .then(|| CutOffRuns::read(&run.state_dir, std::slice::from_ref(&f.run_id), &run.run_id))
+            .and_then(|cut| cut.answer_to(&f.request_sha256));
+        if found.is_none() {
+            self.state.in_flight = None;
+        }
+        found.map(|r| (f.targets, r))
+    }
+
+    /// Before attempt `n` asks `spec`: with the answer a cut-off run recorded, says so in the
+    /// notepad and gives it back; otherwise commits the attempt in flight (the request's digest)
+    /// to `state.json`, so that a run cut off after the answer is resumed with it.
+    fn commit_in_flight(
+        &mut self,
+        n: u32,
+        ids: &[String],
+        spec: &DispatchSpec,
+        recorded: Option<Replayed>,
+    ) -> Result<Option<Replayed>, UltraError> {
+        if let Some(r) = recorded {
+            self.note(&format!(
+                "- the answer cut-off run {} recorded for attempt {n} ({}) is taken, not asked again\n",
+                r.run, r.dispatch_id
+            ))?;
+            return Ok(Some(r));
+        }
+        self.state.in_flight = Some(InFlightAttempt {
+            n,
+            run_id: self.env.run.run_id.clone(),
+            targets: ids.to_vec(),
+            request_sha256: request_digest(spec),
+        });
+        self.save()?;
+        Ok(None)
     }
 
     /// Copies the notepad and every RED evidence file, and fingerprints every evidence file.
@@ -925,6 +1000,7 @@ impl Runner<'_, '_> {
         self.state.status = status;
         self.state.stop_reason = Some(reason.as_str().into());
         self.state.stop_detail = Some(detail.clone());
+        self.state.attempts_before_run = None;
         self.save()?;
         self.env.run.progress(&format!("goal {}: {} ({}) — {detail}", self.goal.id, status.as_str(), reason.as_str()));
         Ok(Outcome { status, reason, detail, attempts_this_run, dispatched })

@@ -125,6 +125,22 @@ pub struct AttemptRecord {
     pub observed: String,
 }
 
+/// An implementation attempt dispatched and not yet recorded: committed before the dispatch,
+/// so that a run cut off after the implementer answered (its answer is in that run's
+/// `dispatches.jsonl`) is resumed with that answer as this attempt, never forgetting it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InFlightAttempt {
+    /// The goal-wide attempt number.
+    pub n: u32,
+    /// The run that dispatched it.
+    pub run_id: String,
+    /// The criteria it targets.
+    pub targets: Vec<String>,
+    /// The digest of the request (`work_runtime::dispatch::replay::request_digest`): the
+    /// recorded answer to exactly this request is taken.
+    pub request_sha256: String,
+}
+
 /// `state.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GoalState {
@@ -174,6 +190,15 @@ pub struct GoalState {
     /// between the two writes) were never committed and are dropped when the goal is read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receipts_committed: Option<usize>,
+    /// The attempt dispatched and not yet recorded (see [`InFlightAttempt`]); cleared by the
+    /// write that records it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<InFlightAttempt>,
+    /// The goal's attempts when the run in progress began: a run that resumes one cut off
+    /// keeps it, so its figures (attempts this run, per criterion against `max_attempts`)
+    /// count the cut-off run's attempts. Cleared when a run stops.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts_before_run: Option<u32>,
 }
 
 /// What judges a criterion, as frozen: its kind, scenario, observable and teardown.
@@ -242,6 +267,8 @@ impl GoalState {
             check_surface_sha256: None,
             frozen_criteria: BTreeMap::new(),
             receipts_committed: None,
+            in_flight: None,
+            attempts_before_run: None,
         }
     }
 

@@ -1,8 +1,9 @@
 //! What a Claude Code run was billed, from its session transcripts: a run that ends without a
 //! result object (killed at its timeout, crashed) printed no usage, but Claude Code writes every
 //! assistant message it received, with its `usage`, to `projects/…/*.jsonl` under its state
-//! directory as it goes. Read from the run's private state directory only (the kernel sandbox's;
-//! never the user's own, which holds other sessions).
+//! directory as it goes. Read from the run's private state directory (the kernel sandbox's), or —
+//! a run not confined writes to the user's own, which holds other sessions — only the
+//! transcripts of the session `work` named for the run (`--session-id`).
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -16,10 +17,26 @@ const MAX_DEPTH: usize = 4;
 /// The usage of every assistant message in the transcripts under `home` (`None` when there is
 /// none): input counts cache reads and writes, as the result object's does.
 pub(crate) fn billed(home: &Path) -> Option<Usage> {
+    billed_of(home, |_| true)
+}
+
+/// The usage of the session `session`'s transcripts under `home` (the user's state directory):
+/// `projects/<project>/<session>.jsonl` and its subagents' under `projects/<project>/<session>/`.
+pub(crate) fn billed_session(home: &Path, session: &str) -> Option<Usage> {
+    let projects = home.join("projects");
+    billed_of(home, |f| {
+        f.strip_prefix(&projects).is_ok_and(|rel| {
+            rel.components().skip(1).any(|c| c.as_os_str() == session)
+                || rel.file_stem().is_some_and(|s| s == session) && rel.components().count() == 2
+        })
+    })
+}
+
+fn billed_of(home: &Path, keep: impl Fn(&Path) -> bool) -> Option<Usage> {
     let mut messages: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut files = Vec::new();
     jsonl_files(&home.join("projects"), 0, &mut files);
-    for f in files {
+    for f in files.into_iter().filter(|f| keep(f)) {
         let Ok(text) = std::fs::read_to_string(&f) else { continue };
         read_messages(&text, &mut messages);
     }
@@ -88,5 +105,10 @@ mod tests {
         let u = billed(d.path()).expect("billed");
         assert_eq!((u.input_tokens, u.output_tokens), (105 + 15, 22));
         assert!(billed(&d.path().join("none")).is_none());
+        // The user's own directory: only the named session (and its subagents) counts.
+        std::fs::write(d.path().join("projects/-repo/other.jsonl"), line("m3", 1000, 200)).expect("write");
+        let u = billed_session(d.path(), "sess").expect("billed");
+        assert_eq!((u.input_tokens, u.output_tokens), (105 + 15, 22));
+        assert!(billed_session(d.path(), "none").is_none());
     }
 }

@@ -6,5 +6,6 @@ use crate::ext_harness::Cli;
 crate::ext_workflows::every_scenario_through!(
     Cli::Claude;
     a_subagent_is_charged,
-    a_hostile_repository_s_agent_configuration_is_ignored
+    a_hostile_repository_s_agent_configuration_is_ignored,
+    a_timed_out_attempt_not_confined_is_charged_what_was_billed
 );

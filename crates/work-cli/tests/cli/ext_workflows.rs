@@ -638,6 +638,17 @@ pub fn a_failed_attempt_is_charged_what_was_billed(which: Cli) {
 /// the CLI was billed before the kill (Claude Code's session transcript, Codex's session file),
 /// not 0.
 pub fn a_timed_out_attempt_is_charged_what_was_billed(which: Cli) {
+    timed_out_attempt_is_charged(which, "required");
+}
+
+/// The same, `work` not confining the CLI (`--isolation none`): Claude Code then writes its
+/// transcripts among the user's other sessions, and the attempt is charged its own session's
+/// (the session `work` named), not 0.
+pub fn a_timed_out_attempt_not_confined_is_charged_what_was_billed(which: Cli) {
+    timed_out_attempt_is_charged(which, "none");
+}
+
+fn timed_out_attempt_is_charged(which: Cli, isolation: &str) {
     let s = Scenario::new();
     s.write("notes.md", "todo\n");
     s.commit("notes");
@@ -645,8 +656,19 @@ pub fn a_timed_out_attempt_is_charged_what_was_billed(which: Cli) {
         which,
         Script::new(vec![Rule::new("You are the worker for iteration 1", vec![Step::Bash("ls".into()), Step::Hang])]),
     );
+    // Another session of the user's, billed far more: never this attempt's.
+    let other = cli.home().join(".claude/projects/-elsewhere");
+    std::fs::create_dir_all(&other).expect("mkdir");
+    let line = json!({"type": "assistant", "message": {"id": "other", "usage": {"input_tokens": 900_000, "output_tokens": 90_000}}});
+    std::fs::write(other.join("other-session.jsonl"), format!("{line}\n")).expect("write");
     let args = ["until", "file READY exists", "--goal", "g", "--max", "1", "-c", "timeouts.dispatch_secs=20"];
-    let (code, _out, err) = cli.run(&s, &[&args[..], &["--agent", which.name(), "--json"]].concat());
+    let out = cli
+        .work(&s)
+        .args([&args[..], &["--agent", which.name(), "--json"]].concat())
+        .env("WORK_ISOLATION", isolation)
+        .output()
+        .expect("run work");
+    let (code, err) = (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr));
     assert_eq!(code, 1, "{err}\n{}", cli.summary());
     assert!(
         cli.server.requests_for(0).iter().any(|r| r.tool_results == 1),
@@ -659,6 +681,7 @@ pub fn a_timed_out_attempt_is_charged_what_was_billed(which: Cli) {
     assert!(failed.to_string().contains("timed out"), "the attempt timed out: {failed}");
     let tokens = |k: &str| failed["usage"][k].as_u64().unwrap_or(0);
     assert!(tokens("input_tokens") >= 100 && tokens("output_tokens") >= 10, "the answered call is charged: {failed}");
+    assert!(tokens("input_tokens") < 900_000, "only this attempt's session is charged: {failed}");
 }
 
 /// Codex reading its key from a variable whose name does not look like a key's: when the

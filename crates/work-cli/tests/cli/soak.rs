@@ -776,7 +776,7 @@ fn exhaust_survives_a_kill_at_every_state_changing_call_over_the_appended_log() 
 /// stop at once (exit 1, one `error:` line naming the file under `.work/`), and the rerun a
 /// person makes once the disk has room (`rerun`) must end as the run that never failed.
 /// `None` when the run made fewer than `n` state-changing calls.
-fn full_disk_trial<E: PartialEq + std::fmt::Debug>(
+pub(crate) fn full_disk_trial<E: PartialEq + std::fmt::Debug>(
     n: u64,
     scenario: fn() -> (Scenario, Vec<String>),
     rerun: fn(&Scenario, &[String]) -> Vec<String>,

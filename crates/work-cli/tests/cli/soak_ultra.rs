@@ -8,7 +8,7 @@
 //! earlier run captured (its `check-N` evidence and receipts, and the receipt counts of the
 //! result, which count them).
 
-use crate::soak::{End, assert_soak, files, normalize, run, soak};
+use crate::soak::{End, assert_soak, files, full_disk_trial, normalize, run, soak};
 use crate::support::Scenario;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -110,11 +110,11 @@ fn trial(n: u64, twice: bool, baseline: &UltraEnd) -> Option<Result<(), String>>
     if let End::Exited(..) = run(&s, &args, Some(n)) {
         return None;
     }
-    if twice {
-        let _ = run(&s, &args, Some(n));
-    }
     let (was_done, logged) = (done(&s), log_lines(&s));
-    let end = ultra_end(&s, run(&s, &args, None));
+    // A rerun killed again at the same call, unless it ends first (then it is the person's
+    // last command: a goal run once more after DONE says it re-verified, not what was done).
+    let recovered = if twice { run(&s, &args, Some(n)) } else { End::Killed };
+    let end = ultra_end(&s, if let End::Killed = recovered { run(&s, &args, None) } else { recovered });
     Some(if was_done && log_lines(&s) > logged {
         Err(format!("kill at {n} (twice: {twice}): the goal was DONE and was dispatched again"))
     } else if &end != baseline {
@@ -124,15 +124,13 @@ fn trial(n: u64, twice: bool, baseline: &UltraEnd) -> Option<Result<(), String>>
     })
 }
 
-/// Ignored until `work ultra` keeps an attempt a kill cuts off after its answer: 16 of 29 trials
-/// fail, every one killed between the implementer's answer and the attempt's record in
-/// `state.json` (its evidence, receipts and notepad writes): the rerun's check finds the
-/// criterion green and ends DONE with 0 attempts, the attempt's evidence and its `attempt_log`
-/// entry lost (the answer is in the killed run's `dispatches.jsonl`; the rerun should take it
-/// from there). Every kill before the answer ends exact. Run it with
-/// `cargo nextest run -p work-cli --run-ignored all -E 'test(/soak_ultra/)'`.
+/// Every call killed once (see `soak`). A kill between `receipts.json` and `state.json` leaves
+/// receipts the rerun drops (the RED step's receipt is kept once); a kill between the
+/// implementer's answer and the attempt's record in `state.json` is resumed with the answer the
+/// killed run recorded in its `dispatches.jsonl` (the attempt was committed as in flight before
+/// the dispatch), so the rerun ends with the uninterrupted run's one attempt — not DONE with
+/// none, the attempt forgotten because its work made the criterion green.
 #[test]
-#[ignore = "ultra loses an attempt killed after its answer (issue 29); see the doc comment"]
 fn ultra_survives_a_kill_at_every_state_changing_call() {
     let (s, args) = scenario();
     let baseline = ultra_end(&s, run(&s, &args, None));
@@ -142,30 +140,13 @@ fn ultra_survives_a_kill_at_every_state_changing_call() {
     assert_soak("ultra soak", trials, 10, &failures);
 }
 
-/// The RED step's receipt survives a kill at every state-changing call before the first
-/// dispatch: the goal's run ends with exactly one `red` receipt, as the uninterrupted run does.
-/// (`receipts.json` was written after `state.json`: a kill between the two left a state holding
-/// the RED and no receipt of it, and the rerun, keeping the RED, never receipted it.)
+/// A full disk at every state-changing call (each call once) stops the goal's run at once with
+/// one `error:` line naming the file (exit 1), and the same command once the disk has room
+/// ends as the uninterrupted run.
 #[test]
-fn ultra_killed_before_its_first_dispatch_keeps_one_red_receipt() {
-    let red_receipts = |s: &Scenario| {
-        let text = std::fs::read_to_string(s.path(".work/goals/greet/receipts.json")).unwrap_or_default();
-        let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        v["receipts"].as_array().map(|l| l.iter().filter(|r| r["during"] == "red").count()).unwrap_or(0)
-    };
-    let mut failures = Vec::new();
-    for n in 1..=12 {
-        let (s, args) = scenario();
-        if let End::Exited(..) = run(&s, &args, Some(n)) {
-            break;
-        }
-        if log_lines(&s) > 0 {
-            break;
-        }
-        let End::Exited(code, _) = run(&s, &args, None) else { panic!("the clean rerun was killed") };
-        if (code, red_receipts(&s)) != (0, 1) {
-            failures.push(format!("kill at {n}: exit {code}, {} red receipt(s)", red_receipts(&s)));
-        }
-    }
-    assert!(failures.is_empty(), "{failures:#?}");
+fn ultra_stops_at_a_full_disk_and_resumes_once_it_has_room() {
+    let (s, args) = scenario();
+    let baseline = ultra_end(&s, run(&s, &args, None));
+    let (trials, failures) = soak(|n, _| full_disk_trial(n, scenario, |_, a| a.to_vec(), ultra_end, &baseline));
+    assert_soak("ultra full disk", trials, 10, &failures);
 }
