@@ -109,7 +109,7 @@ pub struct Env {
     /// git's view of the tree when the run started (index flags, exclude, attributes, hooks,
     /// the configuration that changes what git shows); see [`Env::git_tampered`].
     seal: std::sync::Mutex<Option<work_git::integrity::Seal>>,
-    /// What the engine's own baseline check run left in the tree (never an agent's evidence).
+    /// What the engine's own baseline check run left on its copy (never an agent's evidence).
     byproducts: std::sync::Mutex<work_git::byproducts::Byproducts>,
     /// The suite report the baseline run gave (see [`Env::baseline_suite`]), until the check
     /// surface takes it.
@@ -265,7 +265,7 @@ impl Env {
         }
     }
 
-    /// What the engine's own check runs leave behind (see [`Env::learn_byproducts`]).
+    /// What the checks leave behind, learned on the engine's copy (see [`Env::learn_byproducts`]).
     pub fn byproducts(&self) -> work_git::byproducts::Byproducts {
         self.byproducts.lock().map(|b| b.clone()).unwrap_or_default()
     }
@@ -330,8 +330,8 @@ impl Env {
         run
     }
 
-    /// Change lines (`XY path`, see `Tree::porcelain`) without the byproducts of the engine's own
-    /// check runs: what counts as a change.
+    /// Change lines (`XY path`, see `Tree::porcelain`) without what a run of the checks leaves
+    /// (learned on the engine's copy): what counts as a change.
     pub fn evidence(&self, lines: Vec<String>) -> Vec<String> {
         let b = self.byproducts();
         lines.into_iter().filter(|l| !b.is_byproduct(l.get(3..).unwrap_or("").trim())).collect()
