@@ -2,14 +2,14 @@
 //!
 //! A dirty byte is not work. Running a project's own checks leaves files behind — `.pyc` files
 //! in `__pycache__/`, `.pytest_cache/`, a log the suite appends to — and an agent that only runs
-//! the suite would otherwise "change" the tree. [`Byproducts::learn`] compares the tree before
-//! and after a baseline run of the checks by the engine itself (before any agent is
-//! dispatched) and keeps what that run created or changed: the exact paths, and the names of
-//! the directories it created that hold no tracked file (`__pycache__`, `.cache`), so the same
-//! byproduct elsewhere in the tree (`src/__pycache__/new.pyc`) is one too.
-//! [`Byproducts::is_byproduct`] then tells evidence from residue. Python bytecode (a `.pyc`
-//! anywhere, anything under a `__pycache__/`) is residue whatever was learned: any Python run
-//! writes it, the engine's own checks write theirs outside the tree (a fresh
+//! the suite would otherwise "change" the tree. [`Byproducts::learn`] compares the engine's
+//! copy of the tree before and after the engine's own baseline run of the checks there (before
+//! any agent is dispatched) and keeps what that run created or changed: the exact paths, and
+//! the names of the directories it created that hold no tracked file (`__pycache__`,
+//! `.cache`), so the same byproduct elsewhere in the tree (`src/__pycache__/new.pyc`) is one
+//! too. [`Byproducts::is_byproduct`] then tells evidence from residue. Python bytecode (a
+//! `.pyc` anywhere, anything under a `__pycache__/`) is residue whatever was learned: any
+//! Python run writes it, the engine's own checks write theirs outside the tree (a fresh
 //! `PYTHONPYCACHEPREFIX`, see `work_runtime::bytecode`) so the baseline run cannot teach it,
 //! and no check reads what is in the tree.
 

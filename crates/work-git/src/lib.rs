@@ -296,14 +296,6 @@ impl Git {
         }
         Ok(TreeState { head: self.head_sha(), paths })
     }
-
-    /// `git stash create` (a snapshot commit of the dirty tree, without touching it); `None`
-    /// when the tree is clean. Untracked files are not in it (git's own limit).
-    pub fn stash_create(&self) -> Result<Option<String>, GitError> {
-        let s = self.run(&["stash", "create"])?;
-        let s = s.trim();
-        Ok(if s.is_empty() { None } else { Some(s.to_string()) })
-    }
 }
 
 /// The sha256 of a tree entry, read without following any symlink: a regular file's content

@@ -177,16 +177,16 @@ impl<R> Rerun<R> {
         match self {
             Rerun::Unchanged | Rerun::Green(_) => None,
             Rerun::Red { restored, hidden, emptied, run } => Some(format!(
-                "{checks}: green in the agent's tree, red on the engine's copy with the frozen checks restored ({}: {}); {}",
+                "{checks}: green on the tree as the agent left it, red on the engine's copy with the frozen checks restored ({}: {}); {}",
                 set_aside(restored, hidden, emptied),
                 describe(run),
                 red_advice(&[hidden.as_slice(), emptied].concat())
             )),
             Rerun::NotRerun(why) => Some(format!(
-                "{checks}: green in the agent's tree, but the checks could not be rerun with the files the run added to the test tree moved aside ({why}): not believed; run again"
+                "{checks}: green on the tree as the agent left it, but the checks could not be rerun with the files the run added to the test tree moved aside ({why}): not believed; run again"
             )),
             Rerun::FrozenGone(why) | Rerun::Inconclusive(why) if frozen_changed => Some(format!(
-                "{checks}: green in the agent's tree, but frozen check files differ from their frozen content and the checks could not be rerun with them restored ({why}): not believed; restore them (git diff shows the change), or put added tests in a new file, and run again"
+                "{checks}: green on the tree as the agent left it, but frozen check files differ from their frozen content and the checks could not be rerun with them restored ({why}): not believed; restore them (git diff shows the change), or put added tests in a new file, and run again"
             )),
             Rerun::FrozenGone(_) | Rerun::Inconclusive(_) => None,
         }

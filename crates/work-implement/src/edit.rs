@@ -372,7 +372,8 @@ pub async fn run_edit(env: &Env, input: EditInput) -> Result<EndReport, RunError
         report.blocked_detail = Some(json!({"kind": "check-tampered", "reason": why}));
         return end(env, report, task, detail);
     }
-    let suite = env.gate("suite", &env.settings.test_cmd).await;
+    let copy = env.copy();
+    let suite = env.gate_on("suite", &env.settings.test_cmd, &copy).await;
     report.suite_green = Some(suite.green);
     report.suite = Some(suite.clone());
     if !suite.green && env.no_suite() {
@@ -390,7 +391,7 @@ pub async fn run_edit(env: &Env, input: EditInput) -> Result<EndReport, RunError
         );
         return end(env, report, task, detail);
     }
-    if let Some(why) = env.suite_lost(&surface).await {
+    if let Some(why) = env.suite_lost(&surface, &copy).await {
         report.status = crate::report::Status::Blocked;
         report.kind = Some("check-tampered".into());
         report.reason = why.clone();

@@ -6,6 +6,7 @@ use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
+use work_git::copy::EngineCopy;
 use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
 use work_runtime::run::RunContext;
 
@@ -108,7 +109,7 @@ pub struct Env {
     /// git's view of the tree when the run started (index flags, exclude, attributes, hooks,
     /// the configuration that changes what git shows); see [`Env::git_tampered`].
     seal: std::sync::Mutex<Option<work_git::integrity::Seal>>,
-    /// What the engine's own baseline check run left in the tree (never an agent's evidence).
+    /// What the engine's own baseline check run left on its copy (never an agent's evidence).
     byproducts: std::sync::Mutex<work_git::byproducts::Byproducts>,
     /// The suite report the baseline run gave (see [`Env::baseline_suite`]), until the check
     /// surface takes it.
@@ -167,7 +168,11 @@ impl Env {
         if let Some(BaselineReport { probe, report: Some(report), .. }) = known {
             s.record_suite(probe, report);
         }
-        s.record_suites(&self.run.spawner, &self.run.root, &rest, self.settings.gate_timeout).await;
+        if !rest.is_empty()
+            && let Ok(copy) = self.copy()
+        {
+            s.record_suites(&self.run.spawner, copy.path(), &rest, self.settings.gate_timeout).await;
+        }
         for (part, collected, skipped) in s.suites() {
             self.run.emit(
                 "suite.baseline",
@@ -178,9 +183,15 @@ impl Env {
     }
 
     /// Why a green run is BLOCKED `check-tampered` when the suite's own report lost tests since
-    /// the baseline (gone, skipped where they ran, added skipped).
-    pub async fn suite_lost(&self, surface: &work_git::surface::CheckSurface) -> Option<String> {
-        let lost = surface.suite_changes(&self.run.spawner, &self.run.root, self.settings.gate_timeout).await;
+    /// the baseline (gone, skipped where they ran, added skipped); the suite reports on `copy`,
+    /// where the green run ran (no copy: nothing to compare, the run was red).
+    pub async fn suite_lost(
+        &self,
+        surface: &work_git::surface::CheckSurface,
+        copy: &Result<EngineCopy, String>,
+    ) -> Option<String> {
+        let dir = copy.as_ref().ok()?.path();
+        let lost = surface.suite_changes(&self.run.spawner, dir, self.settings.gate_timeout).await;
         if lost.is_empty() {
             return None;
         }
@@ -254,7 +265,7 @@ impl Env {
         }
     }
 
-    /// What the engine's own check runs leave behind (see [`Env::learn_byproducts`]).
+    /// What the checks leave behind, learned on the engine's copy (see [`Env::learn_byproducts`]).
     pub fn byproducts(&self) -> work_git::byproducts::Byproducts {
         self.byproducts.lock().map(|b| b.clone()).unwrap_or_default()
     }
@@ -266,19 +277,26 @@ impl Env {
         }
     }
 
-    /// Runs `cmd` (a gate) before any dispatch and learns what it leaves in the tree: those
-    /// files are never positive evidence (`work_git::evidence`). The gate's run is returned.
+    /// Runs `cmd` (a gate) before any dispatch on a copy of the tree and learns what it leaves
+    /// there: those files, should an agent's own run of the checks leave them in its tree, are
+    /// never positive evidence (`work_git::evidence`). The gate's run is returned.
     pub async fn learn_byproducts(&self, what: &str, cmd: &str) -> GateRun {
-        let before = self.tree.dirty_state();
-        let run = self.gate(what, cmd).await;
-        self.learn_since(before);
+        let copy = self.copy();
+        let before = self.copy_state(&copy);
+        let run = self.gate_on(what, cmd, &copy).await;
+        self.learn_since(&copy, before);
         run
     }
 
-    /// Learns what the engine's check run since `before` left in the tree.
-    fn learn_since(&self, before: Result<work_git::TreeState, work_git::GitError>) {
-        if let (Ok(before), Ok(after)) = (before, self.tree.dirty_state()) {
-            let b = work_git::byproducts::Byproducts::learn(self.tree.git(), &before, &after);
+    /// The dirty state of `copy` (see `Tree::dirty_state`).
+    fn copy_state(&self, copy: &Result<EngineCopy, String>) -> Option<work_git::TreeState> {
+        self.tree.dirty_state_of(copy.as_ref().ok()?.path()).ok()
+    }
+
+    /// Learns what the engine's check run on `copy` since `before` left there.
+    fn learn_since(&self, copy: &Result<EngineCopy, String>, before: Option<work_git::TreeState>) {
+        if let (Ok(c), Some(before), Some(after)) = (copy, before, self.copy_state(copy)) {
+            let b = work_git::byproducts::Byproducts::learn(&work_git::Git::new(c.path()), &before, &after);
             if !b.is_empty() {
                 self.run.emit("byproducts.learned", serde_json::json!({"paths": b.paths, "dirs": b.dirs}));
             }
@@ -286,29 +304,34 @@ impl Env {
         }
     }
 
-    /// The suite once before the first dispatch, serving both baselines: what it leaves in the
-    /// tree is learned as residue ([`Env::learn_byproducts`]) and, when the suite command is
-    /// one test runner invocation that can report (`work_git::suite_report::sole_probe`), it
-    /// runs as the runner's report command and its report is the baseline the next
-    /// [`Env::freeze_checks`] records instead of running the suite again. A compound command
-    /// runs as it is, and its runners report in a run of their own.
+    /// The suite once before the first dispatch (on a copy of the tree), serving both
+    /// baselines: what it leaves is learned as residue ([`Env::learn_byproducts`]) and, when
+    /// the suite command is one test runner invocation that can report
+    /// (`work_git::suite_report::sole_probe`), it runs as the runner's report command and its
+    /// report is the baseline the next [`Env::freeze_checks`] records instead of running the
+    /// suite again. A compound command runs as it is, and its runners report in a run of
+    /// their own.
     pub async fn baseline_suite(&self, what: &str) -> GateRun {
         let cmd = self.settings.test_cmd.clone();
         let Some(probe) = work_git::suite_report::sole_probe(&cmd) else {
             return self.learn_byproducts(what, &cmd).await;
         };
-        let before = self.tree.dirty_state();
-        let (run, out) = self.gate_output(what, &probe.report_command).await;
-        let report = out.and_then(|o| work_git::suite_report::read_output(&probe, &o, &self.run.root));
-        self.learn_since(before);
+        let copy = self.copy();
+        let before = self.copy_state(&copy);
+        let (run, out) = self.gate_output(what, &probe.report_command, &copy).await;
+        let report = match (&copy, out) {
+            (Ok(c), Some(o)) => work_git::suite_report::read_output(&probe, &o, c.path()),
+            _ => None,
+        };
+        self.learn_since(&copy, before);
         if let Ok(mut b) = self.baseline_report.lock() {
             *b = Some(BaselineReport { command: cmd, probe, report });
         }
         run
     }
 
-    /// Change lines (`XY path`, see `Tree::porcelain`) without the byproducts of the engine's own
-    /// check runs: what counts as a change.
+    /// Change lines (`XY path`, see `Tree::porcelain`) without what a run of the checks leaves
+    /// (learned on the engine's copy): what counts as a change.
     pub fn evidence(&self, lines: Vec<String>) -> Vec<String> {
         let b = self.byproducts();
         lines.into_iter().filter(|l| !b.is_byproduct(l.get(3..).unwrap_or("").trim())).collect()
@@ -476,21 +499,47 @@ impl Env {
         }
     }
 
-    /// Runs a gate command (`sh -c`) in the root: the engine's own observation.
-    pub async fn gate(&self, what: &str, cmd: &str) -> GateRun {
-        self.gate_output(what, cmd).await.0
+    /// The engine's copy of the agent's tree as it is now (`work_git::copy`: its snapshot, the
+    /// state directory left out, the ignored entries hard-linked): where every check of the
+    /// run runs, so nothing a check writes lands in the agent's tree. `Err` says why it could
+    /// not be made; a check that was to run there is red.
+    pub fn copy(&self) -> Result<EngineCopy, String> {
+        self.tree.copy().map_err(|e| format!("the engine's copy could not be made: {e}"))
     }
 
-    /// [`Env::gate`], with the process's output when it ran.
-    async fn gate_output(&self, what: &str, cmd: &str) -> (GateRun, Option<work_runtime::spawn::ProcessOutput>) {
+    /// Runs a gate command (`sh -c`) on a fresh copy of the tree ([`Env::copy`]): the
+    /// engine's own observation.
+    pub async fn gate(&self, what: &str, cmd: &str) -> GateRun {
+        self.gate_on(what, cmd, &self.copy()).await
+    }
+
+    /// Runs a gate command on `copy` (red when the copy could not be made).
+    pub async fn gate_on(&self, what: &str, cmd: &str, copy: &Result<EngineCopy, String>) -> GateRun {
+        self.gate_output(what, cmd, copy).await.0
+    }
+
+    /// [`Env::gate_on`], with the process's output when it ran.
+    async fn gate_output(
+        &self,
+        what: &str,
+        cmd: &str,
+        copy: &Result<EngineCopy, String>,
+    ) -> (GateRun, Option<work_runtime::spawn::ProcessOutput>) {
         if cmd.trim().is_empty() {
             // No command configured or detected: never green, and said so.
             return (GateRun { command: String::new(), green: false, end: NO_SUITE.into(), tail: String::new() }, None);
         }
-        self.gate_output_in(what, cmd, &self.run.root).await
+        match copy {
+            Ok(c) => self.gate_output_in(what, cmd, c.path()).await,
+            Err(why) => {
+                let run = GateRun { command: cmd.into(), green: false, end: why.clone(), tail: String::new() };
+                self.run.emit("gate.end", serde_json::json!({"gate": what, "green": false, "end": run.end}));
+                (run, None)
+            }
+        }
     }
 
-    /// Runs a gate command (`sh -c`) in `dir` (the root).
+    /// Runs a gate command (`sh -c`) in `dir` (an engine copy).
     pub(crate) async fn gate_in(&self, what: &str, cmd: &str, dir: &std::path::Path) -> GateRun {
         self.gate_output_in(what, cmd, dir).await.0
     }

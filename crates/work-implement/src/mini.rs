@@ -157,7 +157,8 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> Result<EndReport, RunError
         report.blocked_detail = Some(json!({"kind": "check-tampered", "reason": why}));
         return end(env, report);
     }
-    let after = env.gate("red-after", &red_cmd).await;
+    let copy = env.copy();
+    let after = env.gate_on("red-after", &red_cmd, &copy).await;
     detail["red_after"] = json!(after);
     if !after.green {
         blocked(
@@ -168,7 +169,7 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> Result<EndReport, RunError
         report.detail = Some(detail);
         return end(env, report);
     }
-    let suite = env.gate("suite", &env.settings.test_cmd).await;
+    let suite = env.gate_on("suite", &env.settings.test_cmd, &copy).await;
     report.suite_green = Some(suite.green);
     report.suite = Some(suite.clone());
     if !suite.green {
@@ -181,7 +182,7 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> Result<EndReport, RunError
         report.detail = Some(detail);
         return end(env, report);
     }
-    if let Some(why) = env.suite_lost(&surface).await {
+    if let Some(why) = env.suite_lost(&surface, &copy).await {
         blocked(&mut report, "check-tampered", why);
         report.route = None;
         report.detail = Some(detail);

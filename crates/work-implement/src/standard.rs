@@ -275,7 +275,8 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
         return end(env, report, extraction);
     }
     // End-verify leg 2: the engine's own suite run.
-    let suite = env.gate("suite", &env.settings.test_cmd).await;
+    let copy = env.copy();
+    let suite = env.gate_on("suite", &env.settings.test_cmd, &copy).await;
     report.suite_green = Some(suite.green);
     let green = suite.green;
     report.suite = Some(suite.clone());
@@ -292,7 +293,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
         report.blocked_detail = Some(json!({"suite": suite}));
         return end(env, report, extraction);
     }
-    if let Some(why) = env.suite_lost(&surface).await {
+    if let Some(why) = env.suite_lost(&surface, &copy).await {
         report.kind = Some("check-tampered".into());
         report.reason = why.clone();
         report.blocked_detail = Some(json!({"kind": "check-tampered", "reason": why}));

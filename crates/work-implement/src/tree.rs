@@ -142,6 +142,17 @@ impl Tree {
         self.git.tree_state(Base::Status, &self.exclude)
     }
 
+    /// [`Tree::dirty_state`] of the engine copy at `dir` (see [`Tree::copy`]).
+    pub fn dirty_state_of(&self, dir: &Path) -> Result<TreeState, GitError> {
+        Git::new(dir).tree_state(Base::Status, &self.exclude)
+    }
+
+    /// The engine's copy of the tree as it is now, outside the state directory and the
+    /// exclusions: where the checks run (`work_git::copy`).
+    pub fn copy(&self) -> Result<work_git::copy::EngineCopy, GitError> {
+        self.git.snapshot_copy(&self.exclude)
+    }
+
     /// What differs from the base, as `git status --porcelain` would label it (`?? new`, ` M
     /// changed`, ` D deleted`, ` T type changed`), state dir and exclusions left out. Measured
     /// by hashing, never read from the index: the whole-tree snapshot against the base's tree, so

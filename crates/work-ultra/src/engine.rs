@@ -43,6 +43,7 @@ use work_runtime::dispatch::replay::{CutOffRuns, Replayed, request_digest};
 use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
 use work_runtime::run::RunContext;
 
+mod copy;
 mod freeze;
 mod restored;
 
@@ -387,7 +388,16 @@ impl Runner<'_, '_> {
                     notes.push("the final full pass failed a criterion that had passed: make it pass reliably".into());
                     continue;
                 }
-                let lost = frozen.suite_changes(&self.env.run.spawner, &root, longest).await;
+                let copy = self.check_copy();
+                let lost = match copy::dir_of(&copy, &root) {
+                    Ok(dir) => frozen.suite_changes(&self.env.run.spawner, dir, longest).await,
+                    Err(why) => vec![work_git::surface::SurfaceChange {
+                        path: "the suites".into(),
+                        role: work_git::surface::Role::Runner,
+                        what: format!("gave no report: {why}").into(),
+                    }],
+                };
+                drop(copy);
                 if !lost.is_empty() {
                     let what = work_git::surface::describe(&lost);
                     let detail = format!(
@@ -1036,7 +1046,9 @@ impl Runner<'_, '_> {
         let timeout = Duration::from_secs(c.timeout_secs);
         self.scenario_runs += 1;
         let marker = format!("{}.{}.{}.{}", run.run_id, c.id, label, self.scenario_runs);
-        let obs = observe::run_marked(&run.spawner, &c.scenario, &run.root, timeout, Some(&marker)).await;
+        let copy = self.check_copy();
+        let dir = copy::dir_of(&copy, &run.root);
+        let obs = copy::run_on(&run.spawner, &c.scenario, dir, timeout, &marker).await;
         let verdict = observe::evaluate(&c.pass, &obs);
         let rel_dir = format!("evidence/{}", c.id);
         let mut paths = EvidencePaths { json: format!("{rel_dir}/{label}.json"), stdout: None, stderr: None };
@@ -1056,7 +1068,7 @@ impl Runner<'_, '_> {
         // The paired teardown, run right after the scenario.
         let cleanup = match &c.cleanup {
             Some(cmd) => {
-                let o = observe::run_marked(&run.spawner, cmd, &run.root, timeout, Some(&marker)).await;
+                let o = copy::run_on(&run.spawner, cmd, dir, timeout, &marker).await;
                 let ok = o.exit_code == Some(0);
                 self.receipt(
                     ReceiptSource::Engine,
@@ -1079,6 +1091,7 @@ impl Runner<'_, '_> {
         // (`setsid`, a double fork) is found by the marker in its environment, killed, and
         // checked gone. Only then is the receipt verified.
         let swept = observe::sweep(&marker).await;
+        drop(copy);
         let list = |pids: &[i64]| pids.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
         let (action, check) = if swept.escaped.is_empty() {
             (

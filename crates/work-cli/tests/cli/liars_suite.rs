@@ -247,7 +247,13 @@ fn implement_liar_that_only_runs_a_reporting_suite_is_a_no_op() {
 #[test]
 fn implement_honest_twin_runs_the_suite_once_before_its_first_dispatch() {
     let s = logging_repo();
-    let count = "    open(state_path('runs-at-dispatch'), 'w').write(str(len(open('.cache/suite/runs.log').read().splitlines())))";
+    // The engine runs the suite on its own copy: every run is counted outside the tree too.
+    let out = tempfile::tempdir().expect("tempdir");
+    let runs = out.path().join("runs.log").display().to_string();
+    s.write("tests/test_runs.py", &format!("{TEST_RUNS}open({runs:?}, 'a').write('run\\n')\n"));
+    s.commit("every run counted outside the tree");
+    let count =
+        format!("    open(state_path('runs-at-dispatch'), 'w').write(str(len(open({runs:?}).read().splitlines())))");
     let r = implement(&s, &format!("{count}\n{FIX}\n{RUN_SUITE}"), 0);
     assert_eq!(r["status"], "DONE", "{r}");
     assert_eq!(r["files_touched"], 1, "the fix, not the suite's log: {r}");

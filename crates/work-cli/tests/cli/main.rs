@@ -71,6 +71,7 @@ mod soak_loop_run;
 mod soak_ultra;
 mod state_digests;
 mod tree_untouched;
+mod tree_untouched_more;
 mod ultra;
 mod ultra_resume;
 mod until;

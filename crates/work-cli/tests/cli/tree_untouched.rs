@@ -10,7 +10,7 @@
 use crate::support::Scenario;
 
 /// Python for the worker: `listing()` of the tree as described above.
-const LISTING: &str = r#"
+pub(crate) const LISTING: &str = r#"
 import hashlib, stat
 def listing():
     rows = []
@@ -81,30 +81,40 @@ fn until_leaves_the_agents_tree_untouched_between_dispatches() {
     assert_eq!(v["status"], "blocked", "the worker rewrote the check: {v}");
     let v = until(&["until", "resume", "make-add-add"], 0);
     assert_eq!(v["status"], "done", "{v}");
-    let read = |name: &str| -> Vec<String> {
-        let text = std::fs::read_to_string(out.path().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
-    };
-    let dispatches = (1..).take_while(|k| out.path().join(format!("{k}-start.json")).exists()).count();
+    let dispatches = assert_untouched(&s, out.path());
     assert_eq!(dispatches, 4, "continue, a done that fails its verify, a blocked done, and after the resume a done");
-    // The tree after `work` exited, against the last dispatch's end.
-    #[expect(clippy::disallowed_methods, reason = "the test lists the tree as the worker does")]
+    let read = |name: &str| read_listing(out.path(), name);
+    assert!(read("1-end.json").iter().any(|r| r.starts_with("tests/more/test_add.py ")), "the listing sees the tree");
+    assert_ne!(read("3-start.json"), read("3-end.json"), "and what a dispatch changes");
+    assert!(!s.path("verify.log").exists(), "the verify's byproduct stayed in the engine's copy");
+}
+
+/// The listing a dispatch (or the test) wrote as `name` under `out`.
+pub(crate) fn read_listing(out: &std::path::Path, name: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(out.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// Lists the tree now (`after.json`) and asserts every dispatch's end listing under `out`
+/// equals the next dispatch's start listing (the last one's, the tree after `work` exited):
+/// how many dispatches there were.
+pub(crate) fn assert_untouched(s: &Scenario, out: &std::path::Path) -> usize {
+    let dispatches = (1..).take_while(|k| out.join(format!("{k}-start.json")).exists()).count();
+    #[expect(clippy::disallowed_methods, reason = "the test lists the tree as the agent does")]
     let after = std::process::Command::new("python3")
         .args(["-c", &format!("import json, os\n{LISTING}\nprint(json.dumps(listing()))")])
         .current_dir(s.root())
         .output()
         .expect("list the tree");
-    std::fs::write(out.path().join("after.json"), &after.stdout).expect("write");
+    std::fs::write(out.join("after.json"), &after.stdout).expect("write");
     let mut pairs: Vec<(String, String)> =
         (1..dispatches).map(|k| (format!("{k}-end.json"), format!("{}-start.json", k + 1))).collect();
     pairs.push((format!("{dispatches}-end.json"), "after.json".into()));
     for (end, next) in pairs {
-        let (was, now) = (read(&end), read(&next));
+        let (was, now) = (read_listing(out, &end), read_listing(out, &next));
         let gone: Vec<&String> = was.iter().filter(|r| !now.contains(r)).collect();
         let came: Vec<&String> = now.iter().filter(|r| !was.contains(r)).collect();
         assert!(gone.is_empty() && came.is_empty(), "from {end} to {next}: was {gone:#?}, now {came:#?}");
     }
-    assert!(read("1-end.json").iter().any(|r| r.starts_with("tests/more/test_add.py ")), "the listing sees the tree");
-    assert_ne!(read("3-start.json"), read("3-end.json"), "and what a dispatch changes");
-    assert!(!s.path("verify.log").exists(), "the verify's byproduct stayed in the engine's copy");
+    dispatches
 }

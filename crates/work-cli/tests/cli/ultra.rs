@@ -477,11 +477,15 @@ print(json.dumps({"status": "done", "summary": "fixed", "claims": [], "cleanup":
 #[test]
 fn a_process_a_scenario_detaches_is_found_and_killed_by_the_engine() {
     let s = Scenario::new();
+    // The scenario runs on the engine's copy: it records its leaks in the tree by absolute path.
+    let state = s.path(".agent-state").display().to_string();
     s.write(
         ".agents/leak.py",
-        "import os, subprocess\nos.makedirs('.agent-state', exist_ok=True)\n\
-         p = subprocess.Popen(['sleep', '120'], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n\
-         open('.agent-state/leaks', 'a').write('%d\\n' % p.pid)\n",
+        &format!(
+            "import os, subprocess\nos.makedirs({state:?}, exist_ok=True)\n\
+             p = subprocess.Popen(['sleep', '120'], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n\
+             open(os.path.join({state:?}, 'leaks'), 'a').write('%d\\n' % p.pid)\n"
+        ),
     );
     s.write(
         "GOAL.toml",

@@ -92,7 +92,11 @@ impl Runner<'_, '_> {
                 f
             }
         };
-        frozen.record_suites(&self.env.run.spawner, root, scenarios, longest).await;
+        let copy = self.check_copy();
+        if let Ok(dir) = super::copy::dir_of(&copy, root) {
+            frozen.record_suites(&self.env.run.spawner, dir, scenarios, longest).await;
+        }
+        drop(copy);
         let mut changed = false;
         for c in &self.goal.criteria {
             if !self.state.frozen_criteria.contains_key(&c.id) {

@@ -5,9 +5,10 @@
 //! exercised: `f = lambda: 1` appended after `from lib import f` keeps every old line and id,
 //! and the old test passes over unfixed code. So once every criterion passed the final full
 //! pass (and the file-level freeze and the suite reports are satisfied), every criterion's
-//! scenario runs once more in the tree with every frozen check file written back
+//! scenario runs once more on the engine's copy with every frozen check file put back
 //! as it was when the goal's first run froze its checks (`work_git::restore`), each judged by
-//! its own observable; tests the implementer added run there too. A criterion that fails there
+//! its own observable, the files the implementer added to the test tree left out unless a
+//! scenario names them. A criterion that fails there
 //! stops the goal BLOCKED `check-tampered`. A goal whose frozen files are unchanged pays
 //! nothing.
 

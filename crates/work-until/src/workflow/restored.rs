@@ -4,9 +4,9 @@
 //! included, and the suite's own report compares test ids and outcomes, not what a test
 //! exercised: `f = lambda: 1` appended after `from lib import f` keeps every old line and id,
 //! and the old test passes over unfixed code. So a verify that exited 0 (with the file-level
-//! freeze and the suite report satisfied) runs once more in the worker's tree with
+//! freeze and the suite report satisfied) runs once more on the engine's copy with
 //! every frozen check file written back as it was when the session froze its checks
-//! (`work_git::restore`); the tests the worker added run there too. Red there: BLOCKED
+//! (`work_git::restore`), the files the worker added to the test tree left out. Red there: BLOCKED
 //! `check-tampered`. A session whose frozen files are unchanged pays nothing.
 
 use super::Ctx;
