@@ -7,17 +7,17 @@
 //! one-line reason. Reasons never quote request headers, and the key itself is scrubbed from
 //! anything quoted from the server or the transport.
 //!
-//! The client ([`pool::Client`]) is async: hyper's HTTP/1.1 connection API on the caller's
-//! tokio runtime (rustls with ring and the webpki roots for `https://`), no thread held per
-//! request in flight. Each backend builds ONE [`Client`] and sends every request through it:
-//! its connections are kept alive and reused (a bounded pool of [`pool::POOL_SIZE`] idle
-//! connections per host), so N sequential requests to one host cost one TCP (and TLS)
-//! handshake, and a wave of N concurrent ones at most N.
+//! The client ([`client::Client`]) is async: hyper-util's pooled HTTP/1.1 client on the
+//! caller's tokio runtime (rustls with ring and the webpki roots for `https://`, the proxy
+//! variables read by hyper-util's matcher), no thread held per request in flight. Each backend
+//! builds ONE [`Client`] and sends every request through it: its connections are kept alive
+//! and reused (at most [`client::POOL_SIZE`] idle connections per host), so N sequential
+//! requests to one host cost one TCP (and TLS) handshake, and a wave of N concurrent ones at
+//! most N.
 
-mod pool;
-mod proxy;
+mod client;
 
-pub(crate) use pool::Client;
+pub(crate) use client::Client;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -136,11 +136,11 @@ pub(crate) async fn post(client: &Client, call: Post, timeout: Duration) -> Resu
             Ok(Err(e)) => {
                 let endpoint = endpoint_of(&call.url);
                 let what = match e {
-                    pool::SendError::Connect(e) => format!("the endpoint {endpoint} is unreachable ({e})"),
-                    pool::SendError::Url(e) | pool::SendError::Exchange(e) => {
+                    client::SendError::Connect(e) => format!("the endpoint {endpoint} is unreachable ({e})"),
+                    client::SendError::Url(e) | client::SendError::Exchange(e) => {
                         format!("request to {endpoint} failed: {e}")
                     }
-                    pool::SendError::Body(e) => format!("reading the answer from {endpoint} failed: {e}"),
+                    client::SendError::Body(e) => format!("reading the answer from {endpoint} failed: {e}"),
                 };
                 return Err(fail(crate::head(&what, 300), ""));
             }
