@@ -73,14 +73,18 @@ fn a_dead_proxy_stops_the_dispatch_and_no_proxy_goes_around_it() {
     let reason = v["reason"].as_str().unwrap_or_default();
     assert!(reason.contains(&format!("cannot reach the proxy {dead_url} (from HTTP_PROXY)")), "{v:#}");
     assert!(server.requests().is_empty(), "nothing went around the proxy");
-    // The honest twin: the endpoint's host is in NO_PROXY, so the dead proxy is not used.
-    let (code, v, err) = try_agent(
-        "openai:scripted",
-        &server.v1_url(),
-        &[("http_proxy", dead_url), ("no_proxy", "localhost,127.0.0.1".into())],
-    );
-    assert_eq!((code, v["outcome"].as_str()), (0, Some("ok")), "{v:#}\n{err}");
-    assert_eq!(server.requests()[0].path, "/v1/chat/completions", "sent directly");
+    // The honest twins: the endpoint's host is in NO_PROXY (by address, or in a CIDR range),
+    // so the dead proxy is not used.
+    for no_proxy in [("no_proxy", "localhost,127.0.0.1"), ("NO_PROXY", "10.0.0.0/8, 127.0.0.0/8")] {
+        let server = answering();
+        let (code, v, err) = try_agent(
+            "openai:scripted",
+            &server.v1_url(),
+            &[("http_proxy", dead_url.clone()), (no_proxy.0, no_proxy.1.into())],
+        );
+        assert_eq!((code, v["outcome"].as_str()), (0, Some("ok")), "{no_proxy:?}: {v:#}\n{err}");
+        assert_eq!(server.requests()[0].path, "/v1/chat/completions", "{no_proxy:?}: sent directly");
+    }
 }
 
 /// A proxy that records each request head and refuses every tunnel with 407.
