@@ -320,7 +320,14 @@ fn run_locked(
                 ctx::print_json(&ctx.redactor.redact_json(&serde_json::to_value(&j).unwrap_or_default()));
             }
             let covered = j.given_up.is_empty();
-            summary(&run, &j.items, j.seen.len(), &reason, j.completeness_gaps.clone()).print();
+            summary(
+                &run,
+                &j.items.iter().take(20).map(work_exhaust::Item::value).collect::<Vec<_>>(),
+                j.seen.len(),
+                &reason,
+                j.completeness_gaps.clone(),
+            )
+            .print();
             Ok(work_run::status::exhaust(work_run::status::ExhaustStop::parse(&reason), covered))
         }
         Err(ExhaustError::Oracle(e)) => {
