@@ -68,6 +68,7 @@ mod self_contained;
 mod settings;
 mod soak;
 mod soak_loop_run;
+mod soak_torn;
 mod soak_ultra;
 mod state_digests;
 mod tree_untouched;

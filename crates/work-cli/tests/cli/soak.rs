@@ -177,7 +177,7 @@ pub(crate) fn soak(trial: impl Fn(u64, bool) -> Option<Result<(), String>> + Syn
 
 /// What an `until` trial ended with.
 #[derive(Debug, PartialEq)]
-struct UntilEnd {
+pub(crate) struct UntilEnd {
     code: i32,
     status: String,
     iterations: u64,
@@ -191,7 +191,7 @@ const SLUG: &str = "soak";
 
 /// Two iterations: `continue`, then `done` (verified). Each iteration writes its own file, so
 /// a redone iteration leaves the tree as the first attempt did.
-fn until_scenario() -> (Scenario, Vec<String>) {
+pub(crate) fn until_scenario() -> (Scenario, Vec<String>) {
     let s = Scenario::new();
     let agent = s.agent(
         "worker.py",
@@ -216,7 +216,7 @@ print(json.dumps({"status": "done" if n >= 2 else "continue", "summary": "step %
     (s, args)
 }
 
-fn until_end(s: &Scenario, end: End) -> UntilEnd {
+pub(crate) fn until_end(s: &Scenario, end: End) -> UntilEnd {
     let End::Exited(code, stdout) = end else { panic!("the clean rerun was killed") };
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap_or(serde_json::Value::Null);
     let dir = s.path(&format!(".work/sessions/{SLUG}"));
@@ -250,7 +250,7 @@ fn committed(s: &Scenario) -> u64 {
 
 /// The rerun a person makes after a crash: resume the session if it exists, else the same
 /// command again.
-fn until_rerun(s: &Scenario, args: &[String]) -> Vec<String> {
+pub(crate) fn until_rerun(s: &Scenario, args: &[String]) -> Vec<String> {
     if s.path(&format!(".work/sessions/{SLUG}")).exists() {
         let agent = args.iter().position(|a| a == "--agent").map(|i| args[i + 1].clone()).unwrap_or_default();
         ["until", "resume", SLUG, "--agent", &agent, "--json"].iter().map(|a| a.to_string()).collect()
@@ -301,7 +301,7 @@ fn until_survives_a_kill_at_every_state_changing_call() {
 /// Two tasks through implementer → spec review → quality review, then the suite: task 1
 /// edits a tracked file, task 2 adds one. Every answer is a function of the task, so a redone
 /// task leaves the tree as the first attempt did.
-fn implement_scenario() -> (Scenario, Vec<String>) {
+pub(crate) fn implement_scenario() -> (Scenario, Vec<String>) {
     let s = Scenario::new();
     s.write("shared.txt", "base\n");
     s.write(
@@ -342,7 +342,7 @@ sys.exit(3)
 
 /// What an `implement` trial ended with.
 #[derive(Debug, PartialEq)]
-struct ImplementEnd {
+pub(crate) struct ImplementEnd {
     code: i32,
     report: serde_json::Value,
     tree: BTreeMap<String, String>,
@@ -366,7 +366,7 @@ fn scrub(v: &mut serde_json::Value) {
     }
 }
 
-fn implement_end(s: &Scenario, end: End) -> ImplementEnd {
+pub(crate) fn implement_end(s: &Scenario, end: End) -> ImplementEnd {
     let End::Exited(code, stdout) = end else { panic!("the clean rerun was killed") };
     let root = s.root().display().to_string();
     let mut report: serde_json::Value =
@@ -448,7 +448,7 @@ fn implement_killed_after_its_last_write_reruns_to_the_same_report() {
 /// A run whose disk is full from the n-th state-changing call on (`WORK_TEST_FAIL_AT`, ENOSPC):
 /// `Ok(None)` when no write was left to fail (the run ended as the baseline did), `Ok(Some(()))`
 /// when it stopped at once with one `error:` line naming the file that failed and exit 1.
-fn full_disk_run(s: &Scenario, args: &[String], n: u64) -> Result<Option<()>, String> {
+pub(crate) fn full_disk_run(s: &Scenario, args: &[String], n: u64) -> Result<Option<()>, String> {
     let out = s.work().args(args).env("WORK_TEST_FAIL_AT", n.to_string()).output().expect("run work");
     let stderr = String::from_utf8_lossy(&out.stderr);
     let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
@@ -503,7 +503,7 @@ fn implement_stops_at_a_full_disk_and_resumes_once_it_has_room() {
 /// The editor writes what the description asks whatever the tree holds, so a redone edit
 /// leaves the tree as the first attempt did; the rename's use sites are read before the first
 /// dispatch (a redone edit must be judged by that reading, not by the tree it finds).
-fn edit_scenario() -> (Scenario, Vec<String>) {
+pub(crate) fn edit_scenario() -> (Scenario, Vec<String>) {
     edit_scenario_with("")
 }
 
@@ -620,7 +620,7 @@ const SEEDED: usize = 400;
 
 /// Gate 1 seeds [`SEEDED`] items; then one angle a round: `a`, `b` and `c` each find one new
 /// item, `d` finds nothing (dry), and the pool is exhausted.
-fn exhaust_scenario() -> (Scenario, Vec<String>) {
+pub(crate) fn exhaust_scenario() -> (Scenario, Vec<String>) {
     let s = Scenario::new();
     let mut text: String = (1..=SEEDED).map(|i| format!("entry {i}\n")).collect();
     text.push_str("other a\nother b\nother c\n");
@@ -669,14 +669,14 @@ fn journal_rel(ext: &str) -> String {
 
 /// What an `exhaust` trial ended with.
 #[derive(Debug, PartialEq)]
-struct ExhaustEnd {
+pub(crate) struct ExhaustEnd {
     code: i32,
     master: serde_json::Value,
     journal: serde_json::Value,
     tree: BTreeMap<String, String>,
 }
 
-fn exhaust_end(s: &Scenario, end: End) -> ExhaustEnd {
+pub(crate) fn exhaust_end(s: &Scenario, end: End) -> ExhaustEnd {
     let End::Exited(code, stdout) = end else { panic!("the clean rerun was killed") };
     let scrubbed = |text: &str| {
         let mut v: serde_json::Value = serde_json::from_str(&normalize(text)).unwrap_or(serde_json::Value::Null);

@@ -27,7 +27,7 @@ evidence = ["stdout", "stderr", "exit_code"]
 pass = { exit_code = 0, stdout_contains = "hello, world" }
 "#;
 
-fn scenario() -> (Scenario, Vec<String>) {
+pub(crate) fn scenario() -> (Scenario, Vec<String>) {
     let s = Scenario::new();
     s.write("GOAL.toml", GOAL);
     s.commit("goal");
@@ -45,7 +45,7 @@ print(json.dumps({"status": "done", "summary": "wrote greet.sh", "claims": [{"cr
 
 /// What an ultra trial ended with.
 #[derive(Debug, PartialEq)]
-struct UltraEnd {
+pub(crate) struct UltraEnd {
     code: i32,
     result: Value,
     state: BTreeMap<String, String>,
@@ -68,7 +68,7 @@ fn scrub(v: &mut Value) {
     }
 }
 
-fn ultra_end(s: &Scenario, end: End) -> UltraEnd {
+pub(crate) fn ultra_end(s: &Scenario, end: End) -> UltraEnd {
     let End::Exited(code, stdout) = end else { panic!("the clean rerun was killed") };
     let root = s.root().display().to_string();
     let mut result: Value = serde_json::from_str(&stdout.replace(&root, "<root>")).unwrap_or(Value::String(stdout));
