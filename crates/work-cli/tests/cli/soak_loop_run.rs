@@ -9,7 +9,7 @@
 //! already recorded is never asked for again.
 
 use crate::loop_run::{DIR, setup};
-use crate::soak::{End, assert_soak, files, normalize, run, soak};
+use crate::soak::{End, assert_soak, files, normalize, run, soak, soak_calls};
 use crate::support::Scenario;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -247,8 +247,9 @@ pub(crate) fn rerun_to_end(s: &Scenario, agent: &str, args: &[String], baseline:
     }
 }
 
-/// A full disk from every state-changing call of each invocation in turn (each call once)
-/// stops `loop run` at once with one `error:` line naming the file (exit 1); the same command
+/// A full disk from each odd state-changing call of each invocation in turn (every call with
+/// `WORK_TEST_SOAK_EVERY_CALL=1`) stops `loop run` at once, BLOCKED (exit 1) with the message
+/// naming the error — loop run's ending for a failed step; the same command
 /// once the disk has room, then `--resume --approve` while it pauses, ends as the
 /// uninterrupted run.
 #[test]
@@ -285,7 +286,7 @@ fn loop_run_stops_at_a_full_disk_and_resumes_once_it_has_room() {
     let mut total = 0;
     let mut failures = Vec::new();
     for step in 0..4 {
-        let (trials, f) = soak(|n, _| trial(step, n));
+        let (trials, f) = soak_calls(|n| trial(step, n));
         eprintln!("loop run full disk, invocation {step}: {} failure(s) in {trials} trials", f.len());
         total += trials;
         failures.extend(f);

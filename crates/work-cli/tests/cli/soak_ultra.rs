@@ -8,7 +8,7 @@
 //! earlier run captured (its `check-N` evidence and receipts, and the receipt counts of the
 //! result, which count them).
 
-use crate::soak::{End, assert_soak, files, full_disk_trial, normalize, run, soak};
+use crate::soak::{End, assert_soak, files, full_disk_trial, normalize, run, soak, soak_calls};
 use crate::support::Scenario;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -147,6 +147,6 @@ fn ultra_survives_a_kill_at_every_state_changing_call() {
 fn ultra_stops_at_a_full_disk_and_resumes_once_it_has_room() {
     let (s, args) = scenario();
     let baseline = ultra_end(&s, run(&s, &args, None));
-    let (trials, failures) = soak(|n, _| full_disk_trial(n, scenario, |_, a| a.to_vec(), ultra_end, &baseline));
+    let (trials, failures) = soak_calls(|n| full_disk_trial(n, scenario, |_, a| a.to_vec(), ultra_end, &baseline));
     assert_soak("ultra full disk", trials, 10, &failures);
 }
