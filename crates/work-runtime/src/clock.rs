@@ -21,6 +21,7 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> DateTime<Utc> {
+        #[expect(clippy::disallowed_methods, reason = "the system clock behind the injected one")]
         Utc::now()
     }
 }
