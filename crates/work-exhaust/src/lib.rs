@@ -18,6 +18,7 @@
 //! - [`store`]: the journal on disk (snapshot + append-only log);
 //! - [`head`]: what a rerun of a finished task reads instead of the whole journal;
 //! - [`engine`]: the round loop.
+#![cfg_attr(test, allow(clippy::disallowed_methods, reason = "unit tests set up their fixtures directly"))]
 
 mod angle_sets;
 pub mod angles;

@@ -178,7 +178,7 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         let path = self.dir.display().to_string();
         if self.repo.run(&["worktree", "remove", "--force", "--force", &path]).is_err() {
-            let _ = std::fs::remove_dir_all(&self.dir);
+            let _ = work_runtime::fsx::plain::remove_dir_all(&self.dir);
             let _ = self.repo.run(&["worktree", "prune"]);
         }
     }

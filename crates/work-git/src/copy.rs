@@ -46,17 +46,17 @@ impl EngineCopy {
         for rel in hide.iter().chain(emptied) {
             let at = inside(&self.dir, rel).map_err(|e| io(rel, e))?;
             match std::fs::symlink_metadata(&at) {
-                Ok(m) if m.is_dir() => std::fs::remove_dir_all(&at).map_err(|e| io(rel, e))?,
-                Ok(_) => std::fs::remove_file(&at).map_err(|e| io(rel, e))?,
+                Ok(m) if m.is_dir() => work_runtime::fsx::plain::remove_dir_all(&at).map_err(|e| io(rel, e))?,
+                Ok(_) => work_runtime::fsx::plain::remove_file(&at).map_err(|e| io(rel, e))?,
                 Err(_) => {}
             }
         }
         for rel in emptied {
             let at = inside(&self.dir, rel).map_err(|e| io(rel, e))?;
             if let Some(parent) = at.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| io(rel, e))?;
+                work_runtime::fsx::ensure_dir(parent).map_err(|e| io(rel, e))?;
             }
-            std::fs::write(&at, "").map_err(|e| io(rel, e))?;
+            work_runtime::fsx::plain::write(&at, "").map_err(|e| io(rel, e))?;
         }
         Ok(())
     }
@@ -65,7 +65,7 @@ impl EngineCopy {
 impl Drop for EngineCopy {
     fn drop(&mut self) {
         work_runtime::scratch::cancel(self.hook);
-        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = work_runtime::fsx::plain::remove_dir_all(&self.dir);
     }
 }
 
@@ -91,7 +91,8 @@ impl Git {
     /// hard-link copy (see the module documentation).
     pub fn engine_copy<S: AsRef<str>>(&self, tree: &str, exclude: &[S]) -> Result<EngineCopy, GitError> {
         let home = self.copies_home()?;
-        std::fs::create_dir_all(&home).map_err(|e| GitError::Spawn(format!("creating {}: {e}", home.display())))?;
+        work_runtime::fsx::ensure_dir(&home)
+            .map_err(|e| GitError::Spawn(format!("creating {}: {e}", home.display())))?;
         sweep_stale(&home);
         let dir = free_dir(&home)?;
         let head = match self.head_sha() {
@@ -101,7 +102,7 @@ impl Git {
         let (from, path) = (self.root.display().to_string(), dir.display().to_string());
         let gone = dir.clone();
         let hook = work_runtime::scratch::on_interrupt(move || {
-            let _ = std::fs::remove_dir_all(gone);
+            let _ = work_runtime::fsx::plain::remove_dir_all(gone);
         });
         let copy = EngineCopy { dir, hook };
         self.run(&["clone", "--shared", "--no-checkout", "--quiet", &from, &path])?;
@@ -113,7 +114,7 @@ impl Git {
         self.link_ignored(copy.path(), exclude)?;
         for rel in crate::exclude_dirs(exclude) {
             if let Ok(at) = inside(copy.path(), rel) {
-                let _ = std::fs::create_dir_all(at);
+                let _ = work_runtime::fsx::ensure_dir(&at);
             }
         }
         Ok(copy)
@@ -143,7 +144,8 @@ impl Git {
             }
             let dst = inside(to, rel).map_err(|e| GitError::Spawn(format!("bringing {rel} into the copy: {e}")))?;
             if let Some(parent) = dst.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| GitError::Spawn(format!("{}: {e}", parent.display())))?;
+                work_runtime::fsx::ensure_dir(parent)
+                    .map_err(|e| GitError::Spawn(format!("{}: {e}", parent.display())))?;
             }
             link_tree(&self.root.join(rel), &dst)
                 .map_err(|e| GitError::Spawn(format!("bringing {rel} into the copy: {e}")))?;
@@ -160,10 +162,10 @@ const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 fn link_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     let meta = std::fs::symlink_metadata(from)?;
     if meta.file_type().is_symlink() {
-        return std::os::unix::fs::symlink(std::fs::read_link(from)?, to);
+        return work_runtime::fsx::plain::symlink(std::fs::read_link(from)?, to);
     }
     if meta.is_dir() {
-        std::fs::create_dir_all(to)?;
+        work_runtime::fsx::ensure_dir(to)?;
         for entry in std::fs::read_dir(from)? {
             let entry = entry?;
             link_tree(&entry.path(), &to.join(entry.file_name()))?;
@@ -173,7 +175,7 @@ fn link_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     if !meta.is_file() {
         return Ok(());
     }
-    std::fs::hard_link(from, to).or_else(|_| std::fs::copy(from, to).map(|_| ()))
+    work_runtime::fsx::plain::hard_link(from, to).or_else(|_| work_runtime::fsx::plain::copy(from, to).map(|_| ()))
 }
 
 /// A new directory under `home` named for this process.
@@ -196,7 +198,7 @@ fn sweep_stale(home: &Path) {
         let name = entry.file_name().to_string_lossy().to_string();
         let pid = name.split('-').next().and_then(|p| p.parse::<u32>().ok());
         if pid.is_some_and(|p| p != std::process::id() && !Path::new(&format!("/proc/{p}")).exists()) {
-            let _ = std::fs::remove_dir_all(entry.path());
+            let _ = work_runtime::fsx::plain::remove_dir_all(entry.path());
         }
     }
 }

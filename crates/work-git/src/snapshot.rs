@@ -41,7 +41,7 @@ pub(crate) struct TempIndex(std::path::PathBuf);
 
 impl Drop for TempIndex {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        let _ = work_runtime::fsx::plain::remove_file(&self.0);
     }
 }
 

@@ -16,6 +16,7 @@ use std::path::{Component, Path, PathBuf};
 
 mod append;
 pub mod digests;
+pub mod plain;
 mod read;
 pub use append::{append_line, parse_lines, read_json_lines};
 pub use read::{

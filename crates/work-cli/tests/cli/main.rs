@@ -1,5 +1,6 @@
 //! The one integration-test binary: every test drives the real `work` binary against a
 //! scratch git repository with scripted agents (see `support`).
+#![allow(clippy::disallowed_methods, reason = "tests set up their fixtures directly")]
 
 mod support;
 

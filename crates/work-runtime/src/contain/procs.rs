@@ -52,7 +52,9 @@ fn probe(reader: Reader, pid: i32) {
     static LOG: OnceLock<Option<Mutex<std::fs::File>>> = OnceLock::new();
     let log = LOG.get_or_init(|| {
         let path = std::env::var_os("WORK_TEST_PROC_READS")?;
-        std::fs::OpenOptions::new().create(true).append(true).open(path).ok().map(Mutex::new)
+        crate::fsx::plain::open(std::fs::OpenOptions::new().create(true).append(true), std::path::Path::new(&path))
+            .ok()
+            .map(Mutex::new)
     });
     if let Some(f) = log
         && let Ok(mut f) = f.lock()
