@@ -112,48 +112,12 @@ fn parse(var: &str, value: &str) -> Result<Proxy, String> {
     Ok(Proxy {
         host: host.to_string(),
         port,
-        auth: userinfo.map(|u| format!("Basic {}", base64(&percent_decode(u)))),
+        auth: userinfo.map(|u| {
+            let decoded: Vec<u8> = percent_encoding::percent_decode_str(u).collect();
+            format!("Basic {}", base64::Engine::encode(&base64::engine::general_purpose::STANDARD, decoded))
+        }),
         shown: format!("http://{shown_host}:{port} (from {var})"),
     })
-}
-
-/// `%XX` escapes decoded (anything else kept as it is).
-fn percent_decode(s: &str) -> Vec<u8> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex =
-            b.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok()).and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (b[i], hex) {
-            (b'%', Some(v)) => {
-                out.push(v);
-                i += 3;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    out
-}
-
-/// Standard base64 with padding.
-fn base64(data: &[u8]) -> String {
-    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let n = chunk.iter().enumerate().fold(0u32, |n, (i, &b)| n | (u32::from(b) << (16 - 8 * i)));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ABC[((n >> (18 - 6 * i)) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -207,7 +171,8 @@ mod tests {
     }
 
     #[test]
-    fn base64_pads() {
-        assert_eq!([base64(b""), base64(b"f"), base64(b"fo"), base64(b"foo")], ["", "Zg==", "Zm8=", "Zm9v"]);
+    fn credentials_are_percent_decoded_and_sent_as_basic() {
+        let p = env(&[("HTTPS_PROXY", "http://us%40r:p%3Ass@h:3128")]).route(true, "x").expect("p").expect("ok");
+        assert_eq!(p.auth.as_deref(), Some("Basic dXNAcjpwOnNz"), "base64 of `us@r:p:ss`");
     }
 }
