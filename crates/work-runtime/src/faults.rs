@@ -122,10 +122,7 @@ fn count(kind: Kind) -> Step {
     if let Some(path) = plan.trace {
         use std::io::Write;
         let line = format!("{n} {}\n", format!("{kind:?}").to_lowercase());
-        let _ = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
+        let _ = crate::fsx::plain::open(std::fs::OpenOptions::new().create(true).append(true), path)
             .and_then(|mut f| f.write_all(line.as_bytes()));
     }
     if plan.tear_at == Some(n) {
