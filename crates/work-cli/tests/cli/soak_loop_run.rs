@@ -212,18 +212,12 @@ fn trial(step: usize, n: u64, twice: bool, baseline: &LoopEnd) -> Option<Result<
     })
 }
 
-/// The uninterrupted run's end, its invocations each as it was called (`trace` names a file
-/// for `WORK_TEST_FAULT_TRACE`, one an invocation: `trace(i)`).
-pub(crate) fn uninterrupted(trace: Option<&dyn Fn(usize) -> std::path::PathBuf>) -> LoopEnd {
+/// The uninterrupted run's end, its invocations each as it was called.
+fn uninterrupted() -> LoopEnd {
     let (s, agent) = scenario();
     let mut ends = Vec::new();
-    for (i, args) in invocations(&agent).iter().enumerate() {
-        let mut c = s.work();
-        c.args(args);
-        if let Some(t) = trace {
-            c.env("WORK_TEST_FAULT_TRACE", t(i));
-        }
-        let out = c.output().expect("run work");
+    for args in invocations(&agent) {
+        let out = s.work().args(&args).output().expect("run work");
         let code = out.status.code().expect("the uninterrupted run was killed");
         ends.push((code, String::from_utf8_lossy(&out.stdout).into_owned()));
     }
@@ -254,7 +248,7 @@ pub(crate) fn rerun_to_end(s: &Scenario, agent: &str, args: &[String], baseline:
 /// uninterrupted run.
 #[test]
 fn loop_run_stops_at_a_full_disk_and_resumes_once_it_has_room() {
-    let baseline = uninterrupted(None);
+    let baseline = uninterrupted();
     let trial = |step: usize, n: u64| -> Option<Result<(), String>> {
         let (s, agent) = scenario();
         let calls = invocations(&agent);

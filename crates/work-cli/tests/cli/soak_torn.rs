@@ -7,8 +7,6 @@
 //! dispatches, are kill points the crash soaks already cover (a tear there is a kill).
 
 use crate::soak::{self, End, assert_soak, run};
-use crate::soak_loop_run as lr;
-use crate::soak_ultra as ul;
 use crate::support::Scenario;
 use std::path::Path;
 
@@ -82,34 +80,11 @@ fn one_command<E: PartialEq + std::fmt::Debug + Sync>(
     })
 }
 
-/// `loop run`: each append of each invocation torn once, then the same command again
-/// (`--resume` once the run exists) and on to the end.
-fn loop_run() -> (usize, Vec<String>) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let baseline = lr::uninterrupted(Some(&|i| dir.path().join(format!("trace-{i}"))));
-    let (mut trials, mut failures) = (0, Vec::new());
-    for step in 0..4 {
-        let calls = appends(&dir.path().join(format!("trace-{step}")));
-        let (t, f) = each(&calls, |n| {
-            let (s, agent) = lr::scenario();
-            let invocations = lr::invocations(&agent);
-            for args in &invocations[..step] {
-                if let End::Killed = run(&s, args, None) {
-                    return Err("a clean run was killed".into());
-                }
-            }
-            tear(&s, &invocations[step], n).map_err(|e| format!("step {step}, {e}"))?;
-            lr::rerun_to_end(&s, &agent, &invocations[step], &baseline)
-                .map_err(|e| format!("step {step}, tear at {n}: {e}"))
-        });
-        trials += t;
-        failures.extend(f);
-    }
-    (trials, failures)
-}
-
-/// Every append of exhaust, until, implement, edit, ultra and loop run torn once: each rerun
-/// ends as the uninterrupted run. The workflows whose state logs are appended must tear.
+/// Every append of exhaust, until, implement and edit torn once: each rerun ends as the
+/// uninterrupted run, and each of them must tear at least once. `ultra` and `loop run` are not
+/// here: what they append (`dispatches.jsonl`, loop run's transition log) goes through the
+/// dispatch record log, which the fault hook does not count, so a tear could never land in
+/// them — a trial here would pass without tearing anything.
 #[test]
 fn every_workflow_survives_a_torn_append_at_every_append() {
     let same = |_: &Scenario, a: &[String]| a.to_vec();
@@ -118,8 +93,6 @@ fn every_workflow_survives_a_torn_append_at_every_append() {
         ("until", one_command(soak::until_scenario, soak::until_rerun, soak::until_end)),
         ("implement", one_command(soak::implement_scenario, same, soak::implement_end)),
         ("edit", one_command(soak::edit_scenario, same, soak::implement_end)),
-        ("ultra", one_command(ul::scenario, same, ul::ultra_end)),
-        ("loop run", loop_run()),
     ];
     let mut failures = Vec::new();
     for (name, (trials, f)) in &runs {
