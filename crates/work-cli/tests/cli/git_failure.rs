@@ -91,29 +91,9 @@ fn implement_ends_with_an_error_when_git_fails_judging_a_commit_and_an_honest_tw
 }
 
 fn edit(commit: bool) -> (i32, String, String) {
-    let s = Scenario::new();
-    s.write("src/lib.txt", "struct Foo\n");
-    s.commit("lib");
-    let body = format!(
-        "if role == 'editor':\n    {}\n    out({{'status': 'DONE', 'applied_changes': True, 'sites': 0, 'hole': None}})",
-        fix("src/lib.txt", "struct Bar\\n", commit).replace('\n', "\n    ")
-    );
-    let a = crate::implement::agent(&s, &body);
+    let (s, args) = crate::head_rule::rename_edit(&fix("src/lib.txt", "struct Bar\\n", commit));
     let (_dir, path) = failing_git();
-    let args = [
-        "edit",
-        "--iter-id",
-        "e-1",
-        "--description",
-        "rename Foo to Bar",
-        "--def-site",
-        "src/lib.txt:1",
-        "--agent",
-        &a,
-        "--test-cmd",
-        "grep -q Bar src/lib.txt",
-        "--json",
-    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     run_with(&s, &path, &args)
 }
 

@@ -87,17 +87,17 @@ fn implement_accepts_an_implementer_that_commits_its_fix_and_blocks_every_other_
 
 // ---------------------------------------------------------------------------------- edit
 
-fn edit(m: Move) -> (Scenario, String, Value) {
+/// A repository whose `struct Foo` an editor renames to `Bar` through `python` (a fragment
+/// that writes `src/lib.txt` — and may commit it), and the `work edit` arguments that ask it.
+pub(crate) fn rename_edit(python: &str) -> (Scenario, Vec<String>) {
     let s = Scenario::new();
     s.write("src/lib.txt", "struct Foo\n");
     s.commit("lib");
-    let base = head(&s);
     let body = format!(
         "if role == 'editor':\n    {}\n    out({{'status': 'DONE', 'applied_changes': True, 'sites': 0, 'hole': None}})",
-        m.python("src/lib.txt", "struct Bar\\n").replace('\n', "\n    ")
+        python.replace('\n', "\n    ")
     );
     let a = crate::implement::agent(&s, &body);
-    let code = if matches!(m, Move::Commit) { 0 } else { 1 };
     let args = [
         "edit",
         "--iter-id",
@@ -112,6 +112,15 @@ fn edit(m: Move) -> (Scenario, String, Value) {
         "grep -q Bar src/lib.txt",
         "--json",
     ];
+    (s, args.iter().map(|a| a.to_string()).collect())
+}
+
+fn edit(m: Move) -> (Scenario, String, Value) {
+    let (s, args) = rename_edit(&m.python("src/lib.txt", "struct Bar\\n"));
+    // The base is the commit before the editor ran.
+    let base = head(&s);
+    let code = if matches!(m, Move::Commit) { 0 } else { 1 };
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let r = s.run_json(&args, code);
     (s, base, r)
 }

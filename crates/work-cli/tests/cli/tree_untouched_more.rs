@@ -86,20 +86,13 @@ fn edit_leaves_the_agents_tree_untouched_between_dispatches() {
     assert!(!s.path("build.log").exists() && !s.path("suite.log").exists(), "the logs stayed in the copy");
 }
 
-/// A goal whose scenario writes its log where it runs.
-const GOAL: &str = r#"
-id = "greet"
-objective = "greet.sh prints hello, world"
-tier = "LIGHT"
-tier_justification = "one script following a known pattern"
-stop_line = "I'll stop right away when sh greet.sh prints hello, world"
-
-[[criteria]]
-id = "happy"
-scenario = "sh greet.sh > run.log 2>&1; cat run.log"
-evidence = ["stdout", "exit_code"]
-pass = { exit_code = 0, stdout_contains = "hello, world" }
-"#;
+/// Ultra's one-criterion goal, its scenario writing its log where it runs.
+fn goal() -> String {
+    let with_log = crate::ultra::LIGHT
+        .replace("scenario = \"sh greet.sh\"", "scenario = \"sh greet.sh > run.log 2>&1; cat run.log\"");
+    assert_ne!(with_log, crate::ultra::LIGHT, "the goal's scenario line moved");
+    with_log
+}
 
 /// The implementer: its first attempt prints the wrong line, its second the greeting.
 const FIXER: &str = r#"
@@ -113,7 +106,7 @@ print(json.dumps({"status": "done", "summary": "wrote greet.sh", "claims": [], "
 #[test]
 fn ultra_leaves_the_agents_tree_untouched_between_dispatches() {
     let s = Scenario::new();
-    s.write("GOAL.toml", GOAL);
+    s.write("GOAL.toml", &goal());
     let out = tempfile::tempdir().expect("tempdir");
     let a = s.agent("fixer.py", &format!("{LISTING}\nOUT = {:?}\n{FIXER}", out.path().display().to_string()));
     let r = s.run_json(&["ultra", "GOAL.toml", "--agent", &a, "--max-attempts", "3", "--json"], 0);
