@@ -371,7 +371,7 @@ impl Runner<'_, '_> {
         });
         let head = git.is_repo().then(|| git.head_at());
         let (mut attempts_this_run, mut attempts_run) = self.attempts_of_this_run();
-        let mut last_fail: BTreeMap<String, String> = BTreeMap::new();
+        let mut last_fail = self.last_failures();
         let mut notes: Vec<String> = Vec::new();
         let mut resumed = self.resumed_attempt(goal, &fresh_red);
         loop {
@@ -720,6 +720,25 @@ impl Runner<'_, '_> {
             }
         }
         (self.state.attempts.saturating_sub(before), per)
+    }
+
+    /// The failures the same-failure rule compares the next attempt's with: none at the start
+    /// of a run; when the run goes on from one cut off after its attempts, each target of the
+    /// last attempt still failing, as observed now — so a kill between two attempts does not
+    /// give the goal an extra attempt before the rule holds.
+    fn last_failures(&self) -> BTreeMap<String, String> {
+        let before = self.state.attempts_before_run.unwrap_or(self.state.attempts);
+        let Some(last) = self.state.attempt_log.iter().rev().find(|a| a.n > before) else {
+            return BTreeMap::new();
+        };
+        last.targets
+            .iter()
+            .filter(|id| !self.is_green(id))
+            .filter_map(|id| {
+                let fp = self.state.criteria.get(id)?.last.as_ref()?.fingerprint.clone();
+                Some((id.clone(), fp))
+            })
+            .collect()
     }
 
     /// The attempt a cut-off run dispatched and whose answer it recorded: its targets and that

@@ -109,3 +109,26 @@ fn a_resume_with_nothing_changed_finishes_done_and_an_added_test_is_allowed() {
     let out = s.run_json(&["ultra", "GOAL.toml", "--agent", &agent, "--json"], 0);
     assert_eq!(out["stop_reason"], "all-green", "{out}");
 }
+
+#[test]
+fn a_run_killed_between_two_failing_attempts_stops_on_the_same_failure_after_as_many_attempts() {
+    // An implementer that never fixes anything: uninterrupted, the second attempt fails as the
+    // first did and the goal stops BLOCKED same-failure-repeated after two attempts.
+    let answer = "print(json.dumps({\"status\": \"done\", \"summary\": \"tried\", \"claims\": [], \"cleanup\": []}))";
+    let s = repo();
+    let agent = s.agent("implementer.py", &format!("bump('calls')\n{answer}"));
+    let whole = s.run_json(&["ultra", "GOAL.toml", "--agent", &agent, "--json"], 1);
+    assert_eq!(whole["stop_reason"], "same-failure-repeated", "{whole}");
+    assert_eq!(whole["attempts"], 2, "{whole}");
+
+    // Killed as its second attempt starts (before any answer): the resumed run makes that
+    // attempt again and stops on the same failure — it does not start the count anew.
+    let s = repo();
+    let agent = s.agent("implementer.py", &format!("{KILL_WORK}\nif bump('calls') == 2:\n    kill_work()\n{answer}"));
+    let (code, out, err) = s.run(&["ultra", "GOAL.toml", "--agent", &agent, "--json"]);
+    assert_eq!(code, -1, "the first run is killed as its second attempt starts: {out}\n{err}");
+    let resumed = s.run_json(&["ultra", "GOAL.toml", "--agent", &agent, "--json"], 1);
+    assert_eq!(resumed["stop_reason"], "same-failure-repeated", "{resumed}");
+    assert_eq!(resumed["attempts"], whole["attempts"], "{resumed}");
+    assert_eq!(calls(&s), "3", "two attempts, the killed one made again");
+}
