@@ -463,17 +463,26 @@ fn implement_killed_after_its_last_write_reruns_to_the_same_report() {
     assert!(dirty(&s, &args), "a tree changed since the run is refused as dirty");
 }
 
-/// A run whose disk is full from the n-th state-changing call on (`WORK_TEST_FAIL_AT`, ENOSPC):
+/// The error a failing state write gets from call `n` on: a full disk (`ENOSPC`) or, for every
+/// other call number a soak tries, an I/O error (`EIO`) — both must stop a run the same way.
+/// The variables to set and the text the error's line must carry.
+pub(crate) fn write_fault(n: u64) -> ([(&'static str, String); 2], &'static str) {
+    let (errno, text) = if n % 4 == 3 { ("EIO", "Input/output error") } else { ("ENOSPC", "No space left on device") };
+    ([("WORK_TEST_FAIL_AT", n.to_string()), ("WORK_TEST_FAIL_ERRNO", errno.to_string())], text)
+}
+
+/// A run whose state writes fail from the n-th state-changing call on ([`write_fault`]):
 /// `Ok(None)` when no write was left to fail (the run ended as the baseline did), `Ok(Some(()))`
 /// when it stopped at once with one `error:` line naming the file that failed and exit 1.
 pub(crate) fn full_disk_run(s: &Scenario, args: &[String], n: u64) -> Result<Option<()>, String> {
-    let out = s.work().args(args).env("WORK_TEST_FAIL_AT", n.to_string()).output().expect("run work");
+    let (vars, text) = write_fault(n);
+    let out = s.work().args(args).envs(vars).output().expect("run work");
     let stderr = String::from_utf8_lossy(&out.stderr);
     let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
     if out.status.code() == Some(0) && errors.is_empty() {
         return Ok(None);
     }
-    let named = errors.first().is_some_and(|l| l.contains("No space left on device") && l.contains(".work/"));
+    let named = errors.first().is_some_and(|l| l.contains(text) && l.contains(".work/"));
     if out.status.code() != Some(1) || errors.len() != 1 || !named {
         return Err(format!(
             "disk full from call {n}: exit {:?}, {} error line(s) (wanted exit 1 and one line naming the file):\n{stderr}\nstdout: {}",

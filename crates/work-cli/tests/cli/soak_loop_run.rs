@@ -9,7 +9,7 @@
 //! already recorded is never asked for again.
 
 use crate::loop_run::{DIR, setup};
-use crate::soak::{End, assert_soak, files, normalize, run, soak, soak_calls};
+use crate::soak::{End, assert_soak, files, normalize, run, soak, soak_calls, write_fault};
 use crate::support::Scenario;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -258,14 +258,15 @@ fn loop_run_stops_at_a_full_disk_and_resumes_once_it_has_room() {
             }
         }
         let args = &calls[step];
-        let out = s.work().args(args).env("WORK_TEST_FAIL_AT", n.to_string()).output().expect("run work");
+        let (vars, text) = write_fault(n);
+        let out = s.work().args(args).envs(vars).output().expect("run work");
         let stdout = String::from_utf8_lossy(&out.stdout);
-        if matches!(out.status.code(), Some(0 | 3)) && !stdout.contains("No space left on device") {
+        if matches!(out.status.code(), Some(0 | 3)) && !stdout.contains(text) {
             return None;
         }
         // Loop run's ending for a failed step: BLOCKED (exit 1), the message naming the error.
         let v: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
-        let named = v["message"].as_str().is_some_and(|m| m.contains("No space left on device"));
+        let named = v["message"].as_str().is_some_and(|m| m.contains(text));
         if out.status.code() != Some(1) || v["outcome"] != "blocked" || !named {
             return Some(Err(format!(
                 "step {step}, disk full from call {n}: exit {:?} (wanted exit 1, blocked, the message naming the error):\n{stdout}\n{}",
