@@ -20,9 +20,14 @@
 //! `WORK_TEST_KILL_AT` would. The torn-write soak (`crates/work-cli/tests/cli/soak_torn.rs`)
 //! tears every append of each workflow once and reruns the same command.
 //!
+//! `WORK_TEST_TEAR_RECORD_AT=<k>` tears the k-th dispatch record (`dispatches.jsonl`, the log
+//! ultra and loop run resume a cut-off dispatch from): half the line, no newline, then
+//! `SIGKILL`. Records are counted apart from the state-changing calls (a record is an audit line
+//! the resume reads, never a state write that can fail), so no other soak's call numbers move.
+//!
 //! `WORK_TEST_FAULT_TRACE=<file>` appends one line `<n> <kind>` to `<file>` for each counted
-//! call (`kind`: `append`, `write` or `dispatch`), so that a soak learns from one uninterrupted
-//! run which call numbers are appends.
+//! call (`kind`: `append`, `write` or `dispatch`), and `<k> record` for each dispatch record,
+//! so that a soak learns from one uninterrupted run which call numbers are appends.
 //!
 //! Without the variables this costs one load of a cached `None`. They are never set outside
 //! tests and are not a user-facing setting.
@@ -37,6 +42,7 @@ struct Plan {
     kill_at: Option<u64>,
     fail_at: Option<u64>,
     tear_at: Option<u64>,
+    tear_record_at: Option<u64>,
     errno: i32,
     trace: Option<&'static std::path::Path>,
 }
@@ -53,25 +59,21 @@ enum Step {
 
 static PLAN: OnceLock<Option<Plan>> = OnceLock::new();
 static CALLS: AtomicU64 = AtomicU64::new(0);
+static RECORDS: AtomicU64 = AtomicU64::new(0);
 
 fn plan() -> Option<Plan> {
     *PLAN.get_or_init(|| {
         let num = |k: &str| std::env::var(k).ok().and_then(|v| v.trim().parse::<u64>().ok());
         let (kill_at, fail_at) = (num("WORK_TEST_KILL_AT"), num("WORK_TEST_FAIL_AT"));
-        let tear_at = num("WORK_TEST_TEAR_AT");
+        let (tear_at, tear_record_at) = (num("WORK_TEST_TEAR_AT"), num("WORK_TEST_TEAR_RECORD_AT"));
         let errno = match std::env::var("WORK_TEST_FAIL_ERRNO").ok().as_deref().map(str::trim) {
             Some("EIO") => nix::errno::Errno::EIO as i32,
             _ => nix::errno::Errno::ENOSPC as i32,
         };
         let trace = std::env::var_os("WORK_TEST_FAULT_TRACE")
             .map(|p| &*Box::leak(std::path::PathBuf::from(p).into_boxed_path()));
-        (kill_at.is_some() || fail_at.is_some() || tear_at.is_some() || trace.is_some()).then_some(Plan {
-            kill_at,
-            fail_at,
-            tear_at,
-            errno,
-            trace,
-        })
+        let any = kill_at.is_some() || fail_at.is_some() || tear_at.is_some() || tear_record_at.is_some();
+        (any || trace.is_some()).then_some(Plan { kill_at, fail_at, tear_at, tear_record_at, errno, trace })
     })
 }
 
@@ -109,6 +111,15 @@ pub fn state_append() -> io::Result<bool> {
     }
 }
 
+/// Counts one dispatch record: true when it is the one `WORK_TEST_TEAR_RECORD_AT` names — the
+/// caller writes the first half of its line and calls [`torn`].
+pub fn record_append() -> bool {
+    let Some(plan) = plan() else { return false };
+    let k = RECORDS.fetch_add(1, Ordering::SeqCst) + 1;
+    trace(plan, k, "record");
+    plan.tear_record_at == Some(k)
+}
+
 /// Ends the process after a torn append, as a power loss would.
 pub fn torn() -> ! {
     let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
@@ -119,12 +130,7 @@ pub fn torn() -> ! {
 fn count(kind: Kind) -> Step {
     let Some(plan) = plan() else { return Step::Go };
     let n = CALLS.fetch_add(1, Ordering::SeqCst) + 1;
-    if let Some(path) = plan.trace {
-        use std::io::Write;
-        let line = format!("{n} {}\n", format!("{kind:?}").to_lowercase());
-        let _ = crate::fsx::plain::open(std::fs::OpenOptions::new().create(true).append(true), path)
-            .and_then(|mut f| f.write_all(line.as_bytes()));
-    }
+    trace(plan, n, &format!("{kind:?}").to_lowercase());
     if plan.tear_at == Some(n) {
         if matches!(kind, Kind::Append) {
             return Step::Tear;
@@ -135,4 +141,13 @@ fn count(kind: Kind) -> Step {
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
     }
     plan.fail_at.filter(|&at| n >= at).map_or(Step::Go, |_| Step::Fail(plan.errno))
+}
+
+/// One line `<n> <kind>` in the trace file, when there is one.
+fn trace(plan: Plan, n: u64, kind: &str) {
+    if let Some(path) = plan.trace {
+        use std::io::Write;
+        let _ = crate::fsx::plain::open(std::fs::OpenOptions::new().create(true).append(true), path)
+            .and_then(|mut f| f.write_all(format!("{n} {kind}\n").as_bytes()));
+    }
 }

@@ -213,7 +213,7 @@ fn trial(step: usize, n: u64, twice: bool, baseline: &LoopEnd) -> Option<Result<
 }
 
 /// The uninterrupted run's end, its invocations each as it was called.
-fn uninterrupted() -> LoopEnd {
+pub(crate) fn uninterrupted() -> LoopEnd {
     let (s, agent) = scenario();
     let mut ends = Vec::new();
     for args in invocations(&agent) {
