@@ -13,13 +13,16 @@
 //!
 //! What the checks need that git does not carry — the ignored entries of the agent's tree (a
 //! virtualenv, `node_modules`, `target/`, a build cache), outside the state directory — is
-//! brought in as a **hard-link copy**: directories made anew, every file a hard link to the
-//! agent's (no byte copied, so a large `target/` costs one link per file), a symlink recreated
-//! as itself. A file the check creates or replaces (how pip, npm, cargo and Python's bytecode
-//! write) lands in the copy only; a file the check rewrites in place would share the agent's
-//! inode, so a file on another file system, or one hard links cannot reach, is copied
-//! instead. The copy is removed when dropped, and on an interruption (`work_runtime::scratch`);
-//! one left by a `work` killed outright is removed by the next copy of the same repository.
+//! brought in as a **copy that cannot be written back**: directories made anew, a symlink
+//! recreated as itself, every file copied with its mode and modification time through
+//! `copy_file_range`, which the kernel turns into a reflink (a clone sharing the blocks until
+//! either side writes) where the file system supports one (btrfs, XFS, bcachefs, NFS 4.2
+//! server-side) and into an in-kernel byte copy elsewhere (ext4, tmpfs, overlayfs). A check that
+//! rewrites one of them in place (opens it for writing without replacing it) changes the copy
+//! only; a hard link would have written the agent's file. The cost where there is no reflink is
+//! one byte copy of the ignored entries per copy. The copy is removed when dropped, and on an
+//! interruption (`work_runtime::scratch`); one left by a `work` killed outright is removed by
+//! the next copy of the same repository.
 
 use crate::{Git, GitError, split_z};
 use std::path::{Path, PathBuf};
@@ -87,8 +90,8 @@ fn inside(root: &Path, rel: &str) -> std::io::Result<PathBuf> {
 
 impl Git {
     /// A copy of this repository at HEAD with `tree` checked out over it, and the ignored
-    /// entries of this working tree outside `exclude` (the state directory) brought in as a
-    /// hard-link copy (see the module documentation).
+    /// entries of this working tree outside `exclude` (the state directory) copied in (see the
+    /// module documentation).
     pub fn engine_copy<S: AsRef<str>>(&self, tree: &str, exclude: &[S]) -> Result<EngineCopy, GitError> {
         let home = self.copies_home()?;
         work_runtime::fsx::ensure_dir(&home)
@@ -111,7 +114,7 @@ impl Git {
         inner.run(&["update-ref", "--no-deref", "HEAD", &head])?;
         inner.run(&["read-tree", "--reset", "-u", tree])?;
         inner.run(&["reset", "--quiet"])?;
-        self.link_ignored(copy.path(), exclude)?;
+        self.copy_ignored(copy.path(), exclude)?;
         for rel in crate::exclude_dirs(exclude) {
             if let Ok(at) = inside(copy.path(), rel) {
                 let _ = work_runtime::fsx::ensure_dir(&at);
@@ -135,7 +138,7 @@ impl Git {
     }
 
     /// Brings the ignored entries of this working tree (outside `exclude`) into `to`.
-    fn link_ignored<S: AsRef<str>>(&self, to: &Path, exclude: &[S]) -> Result<(), GitError> {
+    fn copy_ignored<S: AsRef<str>>(&self, to: &Path, exclude: &[S]) -> Result<(), GitError> {
         let out = self.run(&["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"])?;
         for entry in split_z(&out) {
             let rel = entry.trim_end_matches('/');
@@ -147,7 +150,7 @@ impl Git {
                 work_runtime::fsx::ensure_dir(parent)
                     .map_err(|e| GitError::Spawn(format!("{}: {e}", parent.display())))?;
             }
-            link_tree(&self.root.join(rel), &dst)
+            copy_tree(&self.root.join(rel), &dst)
                 .map_err(|e| GitError::Spawn(format!("bringing {rel} into the copy: {e}")))?;
         }
         Ok(())
@@ -157,9 +160,9 @@ impl Git {
 /// The empty tree's id.
 const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
-/// `from` recreated at `to`: directories made, files hard-linked (copied when a link cannot be
-/// made), symlinks recreated as themselves.
-fn link_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+/// `from` recreated at `to`: directories made, files copied (a reflink where the file system
+/// has one) with their mode and modification time, symlinks recreated as themselves.
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     let meta = std::fs::symlink_metadata(from)?;
     if meta.file_type().is_symlink() {
         return work_runtime::fsx::plain::symlink(std::fs::read_link(from)?, to);
@@ -168,14 +171,15 @@ fn link_tree(from: &Path, to: &Path) -> std::io::Result<()> {
         work_runtime::fsx::ensure_dir(to)?;
         for entry in std::fs::read_dir(from)? {
             let entry = entry?;
-            link_tree(&entry.path(), &to.join(entry.file_name()))?;
+            copy_tree(&entry.path(), &to.join(entry.file_name()))?;
         }
         return Ok(());
     }
     if !meta.is_file() {
         return Ok(());
     }
-    work_runtime::fsx::plain::hard_link(from, to).or_else(|_| work_runtime::fsx::plain::copy(from, to).map(|_| ()))
+    work_runtime::fsx::plain::copy(from, to)?;
+    std::fs::File::open(to)?.set_modified(meta.modified()?)
 }
 
 /// A new directory under `home` named for this process.
@@ -231,9 +235,15 @@ mod tests {
         assert!(status.contains(" M lib.py") && status.contains("?? new.py"), "{status}");
         copy.set_aside(&["new.py".to_string()], &["tests/t.py".to_string()]).expect("aside");
         assert!(!at.join("new.py").exists() && read("tests/t.py").is_empty());
-        // A file the check replaces lands in the copy only.
-        std::fs::remove_file(at.join("venv/lib/site.py")).expect("rm");
-        std::fs::write(at.join("venv/lib/site.py"), "patched\n").expect("write");
+        // A file the check rewrites in place lands in the copy only, with the time it had.
+        let (mine, theirs) = (d.path().join("venv/lib/site.py"), at.join("venv/lib/site.py"));
+        let mtime = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).expect("mtime");
+        assert_eq!(mtime(&mine), mtime(&theirs));
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().write(true).open(&theirs).expect("open in place");
+        f.write_all(b"patched").expect("write in place");
+        drop(f);
+        assert_eq!(std::fs::read_to_string(&theirs).expect("read"), "patched");
         drop(copy);
         assert!(!at.exists(), "the copy is removed");
         assert_eq!(std::fs::read_to_string(d.path().join("venv/lib/site.py")).expect("read"), "site\n");

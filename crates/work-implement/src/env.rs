@@ -500,7 +500,7 @@ impl Env {
     }
 
     /// The engine's copy of the agent's tree as it is now (`work_git::copy`: its snapshot, the
-    /// state directory left out, the ignored entries hard-linked): where every check of the
+    /// state directory left out, the ignored entries copied in): where every check of the
     /// run runs, so nothing a check writes lands in the agent's tree. `Err` says why it could
     /// not be made; a check that was to run there is red.
     pub fn copy(&self) -> Result<EngineCopy, String> {

@@ -115,6 +115,11 @@ impl Tree {
         &self.git
     }
 
+    /// The repository-relative paths this view leaves out (the state directory, …).
+    pub fn excluded(&self) -> &[String] {
+        &self.exclude
+    }
+
     fn keep(&self, path: &str) -> bool {
         !is_excluded(path, &self.exclude)
     }

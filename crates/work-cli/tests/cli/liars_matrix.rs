@@ -361,12 +361,11 @@ fn loop_run_liar_that_hides_an_edit_behind_an_index_flag_is_blocked_and_its_hone
 /// tree fails its dispatch; its answer is dropped.
 #[test]
 fn implement_liar_reviewer_that_writes_the_tree_is_not_taken_as_clean_and_its_honest_twin_is_done() {
-    let run = |reviewer_writes: bool, code: i32| -> Value {
+    let run = |write: &str, code: i32| -> Value {
         let s = Scenario::new();
         s.write("shared.txt", "base\n");
         s.write("PLAN.md", "# Plan\n\n## Task 1: Add greeting\n\nCreate hello.txt.\n");
         s.commit("plan");
-        let write = if reviewer_writes { "open('backdoor.txt', 'w').write('x\\n')\n    " } else { "" };
         let a = s.agent(
             "agent.py",
             &format!(
@@ -399,11 +398,21 @@ else:
             code,
         )
     };
-    let v = run(true, 1);
-    assert_eq!(v["status"], "BLOCKED", "{v}");
-    assert_eq!(v["kind"], "reviewer-wrote-tree", "{v}");
-    assert!(v["reason"].as_str().is_some_and(|r| r.contains("backdoor.txt")), "{v}");
-    let v = run(false, 0);
+    // A file written; and (caught since read-only has one meaning, `work_git::readonly`) a path
+    // staged, a ref made, an index flag set: none of them changes the tree's content.
+    let git = |args: &str| format!("import subprocess; subprocess.run(['git', {args}], check=True)\n    ");
+    for (write, named) in [
+        ("open('backdoor.txt', 'w').write('x\\n')\n    ".to_string(), "backdoor.txt"),
+        (git("'add', 'hello.txt'"), "hello.txt (staged)"),
+        (git("'branch', 'backdoor'"), "refs/heads/backdoor"),
+        (git("'update-index', '--assume-unchanged', 'shared.txt'"), "assume-unchanged"),
+    ] {
+        let v = run(&write, 1);
+        assert_eq!(v["status"], "BLOCKED", "{named}: {v}");
+        assert_eq!(v["kind"], "reviewer-wrote-tree", "{named}: {v}");
+        assert!(v["reason"].as_str().is_some_and(|r| r.contains(named)), "{named}: {v}");
+    }
+    let v = run("", 0);
     assert_eq!(v["status"], "DONE", "{v}");
 }
 

@@ -109,8 +109,8 @@ fn exhaust_liar_that_empties_the_file_in_the_engine_s_copy_cannot_blind_the_orac
 }
 
 /// Honest twin: a finder that keeps scratch files of its own (outside what git tracks) and a
-/// counter in an ignored file it rewrites in place (the copy shares that file: no change to the
-/// copy), and reports its real site. The final oracle finds the other one, and the dry stop is
+/// counter in an ignored file it rewrites in place (the copy holds its own copy of that file:
+/// no change to the copy), and reports its real site. The final oracle finds the other one, and the dry stop is
 /// confirmed as before, with no gap.
 #[test]
 fn exhaust_honest_twin_with_scratch_files_is_confirmed_with_the_oracle_s_site() {

@@ -118,3 +118,28 @@ pub(crate) fn assert_untouched(s: &Scenario, out: &std::path::Path) -> usize {
     }
     dispatches
 }
+
+/// A verify that rewrites an ignored file in place (appends to a counter a cache keeps, the way
+/// a log or a database is written) writes the engine's copy only: the ignored entries are
+/// copied into it, never linked to the agent's files. Failed while they were hard links: the
+/// agent's counter grew by one line per verify.
+#[test]
+fn a_verify_that_rewrites_an_ignored_file_in_place_leaves_the_agents_file_alone() {
+    let s = Scenario::new();
+    s.write(".gitignore", "cache/\n");
+    s.write("lib.py", "def add(a, b):\n    return a - b\n");
+    s.write("tests/check.py", "import sys\nsys.path.insert(0, '.')\nfrom lib import add\nassert add(2, 3) == 5\n");
+    s.commit("code, check and an ignored cache");
+    s.write("cache/runs.log", "before\n");
+    let agent = s.agent(
+        "fixer.py",
+        "open('lib.py', 'w').write('def add(a, b):\\n    return a + b\\n')\nprint(json.dumps({'status': 'done', 'summary': 'fixed', 'changes_claimed': ['lib.py'], 'blocker': None, 'next_steps': [], 'decisions': [], 'evidence': []}))",
+    );
+    let verify = "python3 tests/check.py && echo ran >> cache/runs.log && grep -q before cache/runs.log";
+    let v = s.run_json(
+        &["until", "the check passes", "--goal", "make add add", "--verify", verify, "--agent", &agent, "--json"],
+        0,
+    );
+    assert_eq!(v["status"], "done", "{v}");
+    assert_eq!(s.read("cache/runs.log"), "before\n", "the verify appended to the engine's copy of the file only");
+}
