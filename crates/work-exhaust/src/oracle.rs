@@ -13,10 +13,11 @@ use work_runtime::tree_guard::TreeSnapshot;
 
 /// Where a run's oracles search: the engine's copy of the tree as the run started (git's
 /// snapshot of it — HEAD and any uncommitted change, the state directory left out — checked out
-/// under the git directory, the ignored entries copied in, never linked:
+/// under the git directory, the ignored entries copied in, files past 1 MiB hard-linked:
 /// [`work_git::Git::engine_copy`]). Made once per run, before any finder runs; removed when
 /// dropped and on an interruption. A finder that deletes or rewrites the file an oracle greps
-/// (tracked, untracked or ignored) changes its own tree, not this one; one that writes into the
+/// (tracked, untracked or ignored — but an ignored file past 1 MiB rewritten in place, which
+/// the copy shares) changes its own tree, not this one; one that writes into the
 /// copy itself (it lies in the git directory, which only the sandbox makes read-only) is seen
 /// before the next oracle runs, and the copy is made again from the tree the run started with
 /// (its ignored entries as they are by then). Outside a git repository there is no copy: the

@@ -14,13 +14,12 @@
 //! What the checks need that git does not carry — the ignored entries of the agent's tree (a
 //! virtualenv, `node_modules`, `target/`, a build cache), outside the state directory — is
 //! brought in as a **copy that cannot be written back**: directories made anew, a symlink
-//! recreated as itself, every file copied with its mode and modification time through
-//! `copy_file_range`, which the kernel turns into a reflink (a clone sharing the blocks until
-//! either side writes) where the file system supports one (btrfs, XFS, bcachefs, NFS 4.2
-//! server-side) and into an in-kernel byte copy elsewhere (ext4, tmpfs, overlayfs). A check that
-//! rewrites one of them in place (opens it for writing without replacing it) changes the copy
-//! only; a hard link would have written the agent's file. The cost where there is no reflink is
-//! one byte copy of the ignored entries per copy. The copy is removed when dropped, and on an
+//! recreated as itself, every file up to [`COPIED_UP_TO`] copied with its mode and modification
+//! time through `copy_file_range` (a reflink where the file system has one: btrfs, XFS,
+//! bcachefs, NFS 4.2; an in-kernel byte copy elsewhere), so a check that rewrites one in place
+//! changes the copy only; a larger file is hard-linked (a byte copy of a whole `target/` at every
+//! check would cost its size), copied when a link cannot be made. The copy is removed when
+//! dropped, and on an
 //! interruption (`work_runtime::scratch`); one left by a `work` killed outright is removed by
 //! the next copy of the same repository.
 
@@ -178,9 +177,19 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     if !meta.is_file() {
         return Ok(());
     }
+    if meta.len() > COPIED_UP_TO && work_runtime::fsx::plain::hard_link(from, to).is_ok() {
+        return Ok(());
+    }
     work_runtime::fsx::plain::copy(from, to)?;
     std::fs::File::open(to)?.set_modified(meta.modified()?)
 }
+
+/// Ignored files up to this size are copied; a larger one (a build artifact, a wheel, a
+/// model) is hard-linked where it can be. What checks rewrite in place — logs, counters,
+/// small databases, caches' indexes — is small, while copying a whole `target/` or
+/// `node_modules` byte by byte (where the file system has no reflink) would cost its size at
+/// every check.
+const COPIED_UP_TO: u64 = 1 << 20;
 
 /// A new directory under `home` named for this process.
 fn free_dir(home: &Path) -> Result<PathBuf, GitError> {

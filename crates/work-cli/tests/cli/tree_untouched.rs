@@ -121,7 +121,7 @@ pub(crate) fn assert_untouched(s: &Scenario, out: &std::path::Path) -> usize {
 
 /// A verify that rewrites an ignored file in place (appends to a counter a cache keeps, the way
 /// a log or a database is written) writes the engine's copy only: the ignored entries are
-/// copied into it, never linked to the agent's files. Failed while they were hard links: the
+/// copied into it (up to 1 MiB), not linked to the agent's files. Failed while they were hard links: the
 /// agent's counter grew by one line per verify.
 #[test]
 fn a_verify_that_rewrites_an_ignored_file_in_place_leaves_the_agents_file_alone() {
