@@ -473,3 +473,33 @@ fn hold_unmerged(state: &mut WaveState, why: &str, paths: &[String]) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn specs(plan: &Plan) -> Vec<TaskSpec> {
+        plan.tasks()
+            .iter()
+            .map(|t| TaskSpec { id: t.id.clone(), title: t.title.clone(), text: t.body.clone(), e2e: false })
+            .collect()
+    }
+
+    #[test]
+    fn waves_follow_dependencies_and_keep_overlapping_touches_apart() {
+        let plan = work_loop::plan::parse_plan(
+            "## Task 1: a\n**Touches:** src/a.rs\n\n## Task 2: b\n**Touches:** src/a.rs\n\n## Task 3: c\n**Touches:** src/c.rs\n\n## Task 4: d\nDepends on: 1\n\n## Task 5: e\n",
+        )
+        .expect("plan");
+        let tasks = specs(&plan);
+        let ids = |w: &Vec<usize>| w.iter().map(|&i| tasks[i].id.clone()).collect::<Vec<_>>();
+        let waves: Vec<Vec<String>> = layers(&tasks, &plan).iter().map(ids).collect();
+        assert_eq!(waves, vec![vec!["1", "3", "5"], vec!["2", "4"]]);
+    }
+
+    #[test]
+    fn tasks_without_touches_or_dependencies_share_one_wave() {
+        let plan = work_loop::plan::parse_plan("## Task 1: a\n\n## Task 2: b\n\n## Task 3: c\n").expect("plan");
+        assert_eq!(layers(&specs(&plan), &plan), vec![vec![0, 1, 2]]);
+    }
+}
