@@ -21,6 +21,7 @@ pub mod snapshot;
 pub mod suite_report;
 pub mod support_modules;
 pub mod surface;
+pub mod wave;
 
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;

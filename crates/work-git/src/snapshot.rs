@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 static NEXT_INDEX: AtomicU64 = AtomicU64::new(0);
 
 /// The identity snapshot commits carry (they are dangling: never on a branch).
-const IDENTITY: [(&str, &str); 4] = [
+pub(crate) const IDENTITY: [(&str, &str); 4] = [
     ("GIT_AUTHOR_NAME", "work"),
     ("GIT_AUTHOR_EMAIL", "work@localhost"),
     ("GIT_COMMITTER_NAME", "work"),

@@ -85,5 +85,6 @@ pub mod standard;
 pub mod state_write;
 pub mod task_loop;
 pub mod tree;
+pub mod waves;
 
 pub use env::{Counter, Env, GateRun, RoleDispatch, Settings};

@@ -111,6 +111,11 @@ impl Tree {
     }
 
     /// The git handle.
+    pub fn exclusions(&self) -> &[String] {
+        &self.exclude
+    }
+
+    /// The git handle.
     pub fn git(&self) -> &Git {
         &self.git
     }

@@ -79,3 +79,4 @@ mod ultra_resume;
 mod until;
 mod until_truth;
 mod walkthrough;
+mod waves;
