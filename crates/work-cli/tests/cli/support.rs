@@ -109,9 +109,9 @@ impl Scenario {
         let state = self.path(".agent-state");
         std::fs::create_dir_all(&state).expect("mkdir .agent-state");
         c.current_dir(self.root())
-            // The suite's scripted liars test the detection that holds without the sandbox;
-            // ext_sandbox (and the real CLIs, ext_harness) run confined.
-            .env("WORK_ISOLATION", "none")
+            // Confined where the sandbox works (or as `WORK_TEST_ISOLATION` says); the tests of
+            // the fallback's detection pin `none` (`fallback_only`).
+            .env("WORK_ISOLATION", suite_isolation())
             .env("WORK_SANDBOX_WRITABLE", &state)
             .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")
             .env("NO_COLOR", "1")
@@ -160,4 +160,50 @@ pub fn assert_one_line_error(stderr: &str) {
     assert_eq!(lines.len(), 1, "expected a one-line error, got:\n{stderr}");
     assert!(lines[0].starts_with("error: "), "expected `error: …`, got {:?}", lines[0]);
     assert!(!stderr.contains("panicked"), "panic: {stderr}");
+}
+
+thread_local! {
+    /// Set by [`fallback_only`] for the test running on this thread.
+    static FALLBACK_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the running test as a test of the fallback: the detection that holds where there is no
+/// sandbox. Its `work` commands run their agents unconfined (`--isolation none`) whatever mode
+/// the suite runs in. `why` says in one line what the kernel refuses with the sandbox, so that
+/// only the fallback needs this detection; every other test runs in the suite's mode.
+pub fn fallback_only(why: &str) {
+    assert!(!why.trim().is_empty() && !why.contains('\n'), "fallback_only wants a one-line reason");
+    eprintln!("fallback test, agents unconfined: {why}");
+    FALLBACK_ONLY.with(|f| f.set(true));
+}
+
+/// The sandbox mode the suite's `work` commands run in: `none` in a [`fallback_only`] test,
+/// else `WORK_TEST_ISOLATION` (`none`, `auto`, `required`), else `required` where the sandbox
+/// works on this machine (`bwrap` on `PATH` that can set up the namespaces) and `none` where it
+/// does not.
+pub fn suite_isolation() -> String {
+    if FALLBACK_ONLY.with(std::cell::Cell::get) {
+        return "none".to_string();
+    }
+    match std::env::var("WORK_TEST_ISOLATION") {
+        Ok(mode) if ["none", "auto", "required"].contains(&mode.as_str()) => mode,
+        Ok(other) => panic!("WORK_TEST_ISOLATION={other}: expected none, auto or required"),
+        Err(_) if sandbox_works() => "required".to_string(),
+        Err(_) => "none".to_string(),
+    }
+}
+
+/// Whether the suite's `work` commands run their agents confined ([`suite_isolation`]).
+pub fn suite_confines() -> bool {
+    match suite_isolation().as_str() {
+        "none" => false,
+        "required" => true,
+        _ => sandbox_works(),
+    }
+}
+
+/// Whether the kernel sandbox works on this machine, probed once per test process.
+fn sandbox_works() -> bool {
+    static WORKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WORKS.get_or_init(|| work_runtime::sandbox::probe().is_kernel())
 }
