@@ -101,7 +101,7 @@ pub(crate) fn exhaust_args<'a>(agent: &'a str, timeout: &'a str) -> Vec<&'a str>
 
 #[test]
 fn a_detaching_agent_leaves_nothing_after_a_normal_dispatch() {
-    fallback_only(SWEEP);
+    let _unconfined = fallback_only(SWEEP);
     let s = repo();
     let agent = hostile_finder(&s, "answer");
     let (code, out, err) = s.run(&exhaust_args(&agent, "timeouts.dispatch_secs=30"));
@@ -115,7 +115,7 @@ fn a_detaching_agent_leaves_nothing_after_a_normal_dispatch() {
 
 #[test]
 fn a_detaching_agent_leaves_nothing_after_a_timeout() {
-    fallback_only(SWEEP);
+    let _unconfined = fallback_only(SWEEP);
     let s = repo();
     let agent = hostile_finder(&s, "hang");
     let (code, out, err) = s.run(&exhaust_args(&agent, "timeouts.dispatch_secs=3"));
@@ -187,7 +187,7 @@ pub(crate) fn wait_for_descendants(root: &Path, n: usize) {
 
 #[test]
 fn a_detaching_agent_dies_with_work_on_sigint() {
-    fallback_only(SWEEP);
+    let _unconfined = fallback_only(SWEEP);
     let (alive, survived) = signalled(nix::sys::signal::Signal::SIGINT);
     assert_eq!(alive, Vec::<i32>::new(), "detached descendants outlived SIGINT of work");
     assert_eq!(survived, Vec::<String>::new());
@@ -195,7 +195,7 @@ fn a_detaching_agent_dies_with_work_on_sigint() {
 
 #[test]
 fn a_detaching_agent_dies_with_work_on_sigterm() {
-    fallback_only(SWEEP);
+    let _unconfined = fallback_only(SWEEP);
     let (alive, survived) = signalled(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(alive, Vec::<i32>::new(), "detached descendants outlived SIGTERM of work");
     assert_eq!(survived, Vec::<String>::new());
@@ -203,7 +203,7 @@ fn a_detaching_agent_dies_with_work_on_sigterm() {
 
 #[test]
 fn a_detaching_agent_dies_with_work_on_sigkill() {
-    fallback_only(SWEEP);
+    let _unconfined = fallback_only(SWEEP);
     let (alive, survived) = signalled(nix::sys::signal::Signal::SIGKILL);
     assert_eq!(alive, Vec::<i32>::new(), "detached descendants outlived SIGKILL of work");
     assert_eq!(survived, Vec::<String>::new());
@@ -225,7 +225,7 @@ fn group_and_marker_leaver(s: &Scenario) -> String {
 
 #[test]
 fn a_finder_that_leaves_its_group_and_marker_dies_with_work_on_sigkill() {
-    fallback_only(SWEEP);
+    let _unconfined = fallback_only(SWEEP);
     let (alive, survived) = signalled_env(nix::sys::signal::Signal::SIGKILL, &[], group_and_marker_leaver);
     assert_eq!(alive, Vec::<i32>::new(), "a finder outlived SIGKILL of work");
     assert_eq!(survived, Vec::<String>::new());
@@ -235,7 +235,7 @@ fn a_finder_that_leaves_its_group_and_marker_dies_with_work_on_sigkill() {
 /// (`setpriv --pdeathsig`, started with `posix_spawn`): the death signal is still set.
 #[test]
 fn a_finder_that_leaves_its_group_and_marker_dies_with_work_on_sigkill_through_the_spawn_shim() {
-    fallback_only(SWEEP);
+    let _unconfined = fallback_only(SWEEP);
     let shim = [("WORK_TEST_SPAWN_SHIM", "1")];
     let (alive, survived) = signalled_env(nix::sys::signal::Signal::SIGKILL, &shim, group_and_marker_leaver);
     assert_eq!(alive, Vec::<i32>::new(), "a finder outlived SIGKILL of work");
@@ -246,7 +246,7 @@ fn a_finder_that_leaves_its_group_and_marker_dies_with_work_on_sigkill_through_t
 /// descendants are still ended with their dispatch.
 #[test]
 fn a_detaching_agent_started_through_the_spawn_shim_answers_and_leaves_nothing() {
-    fallback_only(SWEEP);
+    let _unconfined = fallback_only(SWEEP);
     let s = repo();
     let agent = hostile_finder(&s, "answer");
     let out = s
@@ -267,7 +267,7 @@ fn a_detaching_agent_started_through_the_spawn_shim_answers_and_leaves_nothing()
 /// logged by the runtime's test probe (`WORK_TEST_PROC_READS`).
 #[test]
 fn the_sweeps_read_no_process_outside_work_s_tree_that_started_before_it() {
-    fallback_only(SWEEP);
+    let _unconfined = fallback_only(SWEEP);
     let s = repo();
     let agent = hostile_finder(&s, "answer");
     let idle: Vec<std::process::Child> = (0..300)

@@ -86,7 +86,7 @@ fn implement(commit: bool) -> (i32, String, String) {
 /// Judging a commit needs the agent to commit, which only the fallback lets it do.
 #[test]
 fn implement_ends_with_an_error_when_git_fails_judging_a_commit() {
-    fallback_only(HEAD);
+    let _unconfined = fallback_only(HEAD);
     assert_git_error("implement", implement(true));
 }
 
@@ -107,7 +107,7 @@ fn edit(commit: bool) -> (i32, String, String) {
 /// Judging a commit needs the agent to commit, which only the fallback lets it do.
 #[test]
 fn edit_ends_with_an_error_when_git_fails_judging_a_commit() {
-    fallback_only(HEAD);
+    let _unconfined = fallback_only(HEAD);
     assert_git_error("edit", edit(true));
 }
 
@@ -136,7 +136,7 @@ fn until(commit: bool) -> (i32, String, String) {
 /// Judging a commit needs the agent to commit, which only the fallback lets it do.
 #[test]
 fn until_ends_with_an_error_when_git_fails_judging_a_commit() {
-    fallback_only(HEAD);
+    let _unconfined = fallback_only(HEAD);
     assert_git_error("until", until(true));
 }
 
@@ -156,7 +156,7 @@ fn ultra(commit: bool) -> (i32, String, String) {
 /// Judging a commit needs the agent to commit, which only the fallback lets it do.
 #[test]
 fn ultra_ends_with_an_error_when_git_fails_judging_a_commit() {
-    fallback_only(HEAD);
+    let _unconfined = fallback_only(HEAD);
     assert_git_error("ultra", ultra(true));
 }
 
@@ -186,7 +186,7 @@ fn loop_run(commit: bool) -> (i32, String, String) {
 /// message names git's command, how it ended and what it said; no verdict about the agent.
 #[test]
 fn loop_run_ends_with_an_error_when_git_fails_judging_a_commit() {
-    fallback_only(HEAD);
+    let _unconfined = fallback_only(HEAD);
     let (code, out, err) = loop_run(true);
     assert_eq!(code, 1, "stdout:\n{out}\nstderr:\n{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("the report");

@@ -69,7 +69,7 @@ fn escaping_finder(s: &Scenario, then: &str) -> String {
 /// process tree says what it is: a leftover re-parented to `work`, ended with its dispatch.
 #[test]
 fn exhaust_liar_whose_descendant_joins_the_watchdog_s_group_without_its_marker_is_gone_after_its_dispatch() {
-    fallback_only(SWEEP);
+    let _unconfined = fallback_only(SWEEP);
     let s = repo();
     let agent = escaping_finder(&s, "answer");
     let (code, out, err) = s.run(&exhaust_args(&agent, "timeouts.dispatch_secs=30"));
@@ -84,7 +84,7 @@ fn exhaust_liar_whose_descendant_joins_the_watchdog_s_group_without_its_marker_i
 /// ends everything descending from it; on SIGKILL the watchdog ends its own group's members.
 #[test]
 fn exhaust_liar_whose_descendant_joins_the_watchdog_s_group_dies_with_work_on_sigterm_and_sigkill() {
-    fallback_only(SWEEP);
+    let _unconfined = fallback_only(SWEEP);
     for sig in [nix::sys::signal::Signal::SIGTERM, nix::sys::signal::Signal::SIGKILL] {
         let (alive, survived) = signalled_with(sig, |s| escaping_finder(s, "hang"));
         assert_eq!(alive, Vec::<i32>::new(), "a descendant in the watchdog's group outlived {sig} of work");
@@ -96,7 +96,7 @@ fn exhaust_liar_whose_descendant_joins_the_watchdog_s_group_dies_with_work_on_si
 /// watchdog's group, without a marker, that undoes it once `until` has said done.
 #[test]
 fn until_liar_whose_descendant_in_the_watchdog_s_group_undoes_the_work_is_gone_before_it_can() {
-    fallback_only(SWEEP);
+    let _unconfined = fallback_only(SWEEP);
     let s = until_repo();
     let undo = "import sys, time; time.sleep(2); open('src/lib.rs', 'w').write('broken\\n'); open(sys.argv[1], 'w').write('1')";
     let v =
