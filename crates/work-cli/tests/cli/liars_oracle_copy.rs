@@ -116,6 +116,9 @@ fn exhaust_liar_that_empties_the_file_in_the_engine_s_copy_cannot_blind_the_orac
 /// confirmed as before, with no gap.
 #[test]
 fn exhaust_honest_twin_with_scratch_files_is_confirmed_with_the_oracle_s_site() {
+    let _unconfined = fallback_only(
+        "scratch files a read-only finder leaves in the tree, which the fallback tolerates; with the sandbox the tree is read-only to it and its scratch goes to its private /tmp",
+    );
     let s = repo();
     s.write(".agent-state/calls", "0");
     let master = exhaust(&s, "bump('calls')\nopen('scratch-%s.txt' % angle, 'w').write('notes\\n')");

@@ -619,9 +619,8 @@ fn sigkill_during_an_implementer_dispatch_then_resume_judges_against_the_real_be
     knob(&s, "impl-hang", "1");
     run(&s, &agent, &["--light"], 3);
     run(&s, &agent, &["--resume"], 3);
-    #[expect(clippy::disallowed_methods, reason = "the test needs a child it can SIGKILL mid-dispatch")]
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
-        .env("WORK_ISOLATION", "none")
+    let mut child = s
+        .work_std()
         .args(["loop", "run", DIR, "--agent", &agent, "--json", "--resume"])
         .current_dir(s.root())
         .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")

@@ -234,6 +234,9 @@ pub mod refused {
         "a write to .git (an index flag, a stash, a checkout, git replace, gc); with the sandbox .git is read-only";
     /// A write outside the repository.
     pub const OUTSIDE: &str = "a write outside the repository (the user site, a parent directory, cargo's home); with the sandbox all of it is read-only";
+    /// An agent reaching the state directory.
+    pub const STATE: &str =
+        "an agent reading or rewriting the state directory (.work/); with the sandbox it is hidden from every agent";
     /// A read-only role's write.
     pub const READ_ONLY: &str = "a read-only role writing the tree (or the engine's copy under .git); with the sandbox every file is read-only to it";
 }
