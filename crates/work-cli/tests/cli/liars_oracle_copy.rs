@@ -1,7 +1,8 @@
 //! `work exhaust`'s oracles search the engine's copy of the tree as the run started, never the
 //! tree the finders can write: a finder that deletes or empties the very file the final oracle
-//! greps (or reaches into the copy itself) cannot blind gate 3. Run without the sandbox
-//! (`WORK_ISOLATION=none`, as every `Scenario`): the engine's own oracle must hold on its own.
+//! greps (or reaches into the copy itself) cannot blind gate 3. With the sandbox a finder
+//! can write neither (the tree and `.git` are read-only to it), so these liars are the
+//! fallback's tests: the engine's own oracle must hold on its own.
 //! Each liar has an honest twin whose outcome is what it always was.
 
 use crate::support::{Scenario, fallback_only, refused};
