@@ -146,6 +146,16 @@ impl Scenario {
     /// creating `.agent-state/kill-work` ([`KILL_WORK`]): a crash at the moment the agent picks,
     /// which the test deals, since a confined agent can neither see nor signal `work`.
     pub fn run_killable(&self, args: &[&str]) -> (i32, String, String) {
+        let out = self.output_killable(args);
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// [`Scenario::run_killable`]'s whole output.
+    pub fn output_killable<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> std::process::Output {
         use std::io::Read;
         use std::process::Stdio;
         let marker = self.path(".agent-state/kill-work");
@@ -153,11 +163,11 @@ impl Scenario {
             self.work_std().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start work");
         let read = |pipe: Option<Box<dyn Read + Send>>| {
             std::thread::spawn(move || {
-                let mut text = String::new();
+                let mut bytes = Vec::new();
                 if let Some(mut p) = pipe {
-                    let _ = p.read_to_string(&mut text);
+                    let _ = p.read_to_end(&mut bytes);
                 }
-                text
+                bytes
             })
         };
         let out = read(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
@@ -172,7 +182,7 @@ impl Scenario {
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         };
-        (status.code().unwrap_or(-1), out.join().unwrap_or_default(), err.join().unwrap_or_default())
+        std::process::Output { status, stdout: out.join().unwrap_or_default(), stderr: err.join().unwrap_or_default() }
     }
 
     /// Runs `work args…`, asserts the exit code, and parses stdout as JSON.
