@@ -10,7 +10,7 @@
 //! way and even calls the second, so every call is killed once; with
 //! `WORK_TEST_SOAK_EVERY_CALL=1` every call is tried both ways (twice the time).
 
-use crate::support::Scenario;
+use crate::support::{KILL_WORK, Scenario};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Output;
@@ -630,9 +630,12 @@ fn edit_survives_a_kill_at_every_state_changing_call() {
 fn edit_killed_while_its_editor_works_is_continued_by_the_same_command() {
     let (s, args) = edit_scenario();
     let baseline = implement_end(&s, run(&s, &args, None));
-    let kill = "if not os.path.exists(state_path('killed')):\n    open(state_path('killed'), 'w').write('1')\n    os.kill(os.getppid(), 9)\n    sys.exit(0)";
-    let (s, args) = edit_scenario_with(kill);
-    assert!(matches!(run(&s, &args, None), End::Killed), "the editor killed work");
+    let kill = format!(
+        "if not os.path.exists(state_path('killed')):\n    open(state_path('killed'), 'w').write('1')\n{}",
+        KILL_WORK.lines().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n")
+    );
+    let (s, args) = edit_scenario_with(&kill);
+    assert!(matches!(end_of(s.output_killable(&args)), End::Killed), "the editor had work killed");
     assert_eq!(s.read("src/lib.sh"), "struct Bar\n", "the killed run left the edit in the tree");
     let end = implement_end(&s, run(&s, &args, None));
     assert_eq!(end, baseline);
