@@ -3,7 +3,11 @@
 //! write outside their worktree or delete a sibling's ref, a killed run resumed, bad input.
 
 use crate::implement::{agent, implement, repo_with_plan};
-use crate::support::{Scenario, assert_one_line_error};
+use crate::support::{Scenario, assert_one_line_error, fallback_only, refused};
+
+/// Why the tests whose scripted agents watch the user's tree or a sibling's worktree (to wait for
+/// each other, or to kill `work`) run unconfined: a confined task sees its own worktree only.
+const WATCHES_SIBLINGS: &str = "scripted agents that watch the user's tree or a sibling's worktree to time themselves; a confined task sees only its own worktree";
 use serde_json::Value;
 
 /// Helpers the wave agents share: waiting (bounded) for something another task does, and
@@ -117,6 +121,7 @@ fn two_tasks_editing_the_same_lines_block_the_second_and_keep_its_ref() {
 
 #[test]
 fn a_task_writing_into_the_users_tree_is_caught_and_nothing_is_merged() {
+    let _unconfined = fallback_only(refused::OUTSIDE);
     let s = repo_with_plan(&[("1", "One", "Create `t1.txt`."), ("2", "Two", "Create `t2.txt`.")]);
     let a = wave_agent(
         &s,
@@ -137,6 +142,7 @@ fn a_task_writing_into_the_users_tree_is_caught_and_nothing_is_merged() {
 
 #[test]
 fn a_task_writing_into_a_siblings_worktree_is_caught_before_its_merge() {
+    let _unconfined = fallback_only(refused::OUTSIDE);
     let s = repo_with_plan(&[("1", "One", "Create `t1.txt`."), ("2", "Two", "Create `t2.txt`.")]);
     let a = wave_agent(
         &s,
@@ -157,6 +163,7 @@ fn a_task_writing_into_a_siblings_worktree_is_caught_before_its_merge() {
 
 #[test]
 fn a_task_deleting_a_siblings_ref_is_caught_and_the_ref_put_back() {
+    let _unconfined = fallback_only(refused::GIT);
     let s = repo_with_plan(&[("1", "One", "Create `t1.txt`."), ("2", "Two", "Create `t2.txt`.")]);
     let a = wave_agent(
         &s,
@@ -173,6 +180,7 @@ fn a_task_deleting_a_siblings_ref_is_caught_and_the_ref_put_back() {
 
 #[test]
 fn honest_twins_run_at_once_without_a_finding() {
+    let _unconfined = fallback_only(WATCHES_SIBLINGS);
     let s = repo_with_plan(&[("1", "One", "Create `t1.txt`."), ("2", "Two", "Create `t2.txt`.")]);
     let a = wave_agent(
         &s,
@@ -186,6 +194,7 @@ fn honest_twins_run_at_once_without_a_finding() {
 
 #[test]
 fn a_killed_wave_resumes_without_dispatching_a_finished_task_again() {
+    let _unconfined = fallback_only(WATCHES_SIBLINGS);
     let s = repo_with_plan(&[("1", "One", "Create `t1.txt`."), ("2", "Two", "Create `t2.txt`.")]);
     // Task 2's first implementer waits until task 1's result is recorded, then kills `work`.
     let a = wave_agent(
