@@ -1,11 +1,13 @@
 //! Engine benchmarks through the real binary (`cargo bench -p work-cli --bench engine`), each
 //! with the kernel sandbox (`--isolation required`) and without it (`--isolation none`):
 //!
-//! 1. Overhead per dispatch: 200 finder dispatches at cap 1 of a trivial program agent, against
-//!    a shell loop running the same program 200 times with the same stdin; with the sandbox,
+//! 1. Overhead per dispatch: 400 finder dispatches at cap 1 of a trivial program agent (200
+//!    angles, two dry rounds), against a shell loop running the same program 400 times with the
+//!    same stdin; with the sandbox,
 //!    also against the same loop running each under `bwrap` with the engine's arguments.
-//! 2. Fan-out: 1,000 angles in one round at cap 16, agents sleeping 50 ms, against the ideal
-//!    ceil(1000/16) × 50 ms and against `xargs -P16` running the same agent.
+//! 2. Fan-out: 1,000 angles a round at cap 16 (two dry rounds: 2,000 dispatches), agents
+//!    sleeping 50 ms, against the ideal ceil(2000/16) × 50 ms and against `xargs -P16` running
+//!    the same agent 2,000 times.
 //!
 //! Both are run side by side with no other process started and with 500 idle `sleep`
 //! processes elsewhere on the machine (`WORK_BENCH_IDLE` to change the count), interleaved
@@ -167,10 +169,13 @@ impl Drop for Idle {
     }
 }
 
-/// 200 dispatches at cap 1 of a trivial agent against a shell loop running it 200 times:
+/// 400 dispatches at cap 1 of a trivial agent against a shell loop running it 400 times:
 /// per-dispatch wall and CPU above the loop, medians of interleaved runs.
 fn overhead_per_dispatch(isolation: &str) {
-    const N: usize = 200;
+    // 200 angles, each dispatched in both rounds `-k 2` takes to stop (two dry rounds): 400
+    // dispatches, against a loop running the program 400 times.
+    const ANGLES: usize = 200;
+    const N: usize = 2 * ANGLES;
     let idles = [0, idle_count()];
     let r = repo();
     let agent = write_agent(r.path(), "agent.sh", "cat >/dev/null");
@@ -181,7 +186,7 @@ fn overhead_per_dispatch(isolation: &str) {
     // engine gives a read-only finder: the sandbox's own cost, which the engine cannot cut.
     let sandbox_tmp = tempfile::tempdir().unwrap();
     let bwrap_loop = (isolation == "required").then(|| bwrap_loop(r.path(), sandbox_tmp.path(), &agent, &input, N));
-    let (a, spec, n) = (angles(N), format!("command:{agent}"), N.to_string());
+    let (a, spec, n) = (angles(ANGLES), format!("command:{agent}"), ANGLES.to_string());
     let bins = bins();
     // Per idle variant: the shell loop's runs, and per build its whole runs.
     let mut loops: Vec<Vec<Cost>> = vec![Vec::new(); idles.len()];
@@ -281,7 +286,8 @@ fn fan_out(isolation: &str) {
     let r = repo();
     let agent = write_agent(r.path(), "sleepy.sh", "sleep 0.05");
     let (a, spec) = (angles(1000), format!("command:{agent}"));
-    let xargs = format!("seq 1000 | xargs -P16 -I{{}} sh -c '{agent} </dev/null >/dev/null'");
+    // Each angle is dispatched in both rounds `-k 2` takes to stop: 2,000 runs of the agent.
+    let xargs = format!("seq 2000 | xargs -P16 -I{{}} sh -c '{agent} </dev/null >/dev/null'");
     let bins = bins();
     let mut floor: Vec<Vec<Cost>> = vec![Vec::new(); idles.len()];
     let mut times: Vec<Vec<Vec<Cost>>> = vec![vec![Vec::new(); bins.len()]; idles.len()];
@@ -299,7 +305,7 @@ fn fan_out(isolation: &str) {
             }
         }
     }
-    let ideal = 1000usize.div_ceil(16) as f64 * 0.05;
+    let ideal = 2000usize.div_ceil(16) as f64 * 0.05;
     for (v, &idle) in idles.iter().enumerate() {
         let xw = median(floor[v].iter().map(|c| c.wall).collect());
         let xc = median(floor[v].iter().map(|c| c.cpu).collect());
@@ -307,7 +313,7 @@ fn fan_out(isolation: &str) {
             let w = median(t.iter().map(|c| c.wall).collect());
             let c = median(t.iter().map(|c| c.cpu).collect());
             println!(
-                "fan-out 1000 angles at cap 16, 50 ms agents, {name}, --isolation {isolation}, {idle} idle processes, {}: \
+                "fan-out 1000 angles (2000 dispatches) at cap 16, 50 ms agents, {name}, --isolation {isolation}, {idle} idle processes, {}: \
                  {w:.3} s wall, {c:.2} s CPU (ideal {ideal:.3} s; xargs -P16 {xw:.3} s wall, {xc:.2} s CPU; \
                  {:.3}× wall, {:.2}× CPU)",
                 loads(&seen_load),
