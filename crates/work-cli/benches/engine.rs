@@ -1,10 +1,13 @@
 //! Engine benchmarks through the real binary (`cargo bench -p work-cli --bench engine`), each
 //! with the kernel sandbox (`--isolation required`) and without it (`--isolation none`):
 //!
-//! 1. Overhead per dispatch: 200 finder dispatches at cap 1 of a trivial program agent, against
-//!    a shell loop running the same program 200 times with the same stdin.
-//! 2. Fan-out: 1,000 angles in one round at cap 16, agents sleeping 50 ms, against the ideal
-//!    ceil(1000/16) × 50 ms and against `xargs -P16` running the same agent.
+//! 1. Overhead per dispatch: 400 finder dispatches at cap 1 of a trivial program agent (200
+//!    angles, two dry rounds), against a shell loop running the same program 400 times with the
+//!    same stdin; with the sandbox,
+//!    also against the same loop running each under `bwrap` with the engine's arguments.
+//! 2. Fan-out: 1,000 angles a round at cap 16 (two dry rounds: 2,000 dispatches), agents
+//!    sleeping 50 ms, against the ideal ceil(2000/16) × 50 ms and against `xargs -P16` running
+//!    the same agent 2,000 times.
 //!
 //! Both are run side by side with no other process started and with 500 idle `sleep`
 //! processes elsewhere on the machine (`WORK_BENCH_IDLE` to change the count), interleaved
@@ -81,6 +84,21 @@ fn timed(dir: &Path, cmd: &[&str], stdin: Option<&Path>) -> Cost {
     Cost { wall: f[0], cpu: f[1] + f[2] }
 }
 
+/// The 1-minute load average (`/proc/loadavg`), noted beside every run's figures.
+fn load() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// The loads seen at the start of each run, as `lo–hi`.
+fn loads(v: &[f64]) -> String {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!("load {lo:.1}–{hi:.1}")
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -151,25 +169,38 @@ impl Drop for Idle {
     }
 }
 
-/// 200 dispatches at cap 1 of a trivial agent against a shell loop running it 200 times:
+/// 400 dispatches at cap 1 of a trivial agent against a shell loop running it 400 times:
 /// per-dispatch wall and CPU above the loop, medians of interleaved runs.
 fn overhead_per_dispatch(isolation: &str) {
-    const N: usize = 200;
+    // 200 angles, each dispatched in both rounds `-k 2` takes to stop (two dry rounds): 400
+    // dispatches, against a loop running the program 400 times.
+    const ANGLES: usize = 200;
+    const N: usize = 2 * ANGLES;
     let idles = [0, idle_count()];
     let r = repo();
     let agent = write_agent(r.path(), "agent.sh", "cat >/dev/null");
     let input = r.path().join("stdin.txt");
     std::fs::write(&input, [b' '; 2048]).unwrap();
     let shell_loop = format!("for i in $(seq {N}); do {agent} < {} > /dev/null; done", input.display());
-    let (a, spec, n) = (angles(N), format!("command:{agent}"), N.to_string());
+    // With the sandbox, the same loop with every run under `bwrap` with the arguments the
+    // engine gives a read-only finder: the sandbox's own cost, which the engine cannot cut.
+    let sandbox_tmp = tempfile::tempdir().unwrap();
+    let bwrap_loop = (isolation == "required").then(|| bwrap_loop(r.path(), sandbox_tmp.path(), &agent, &input, N));
+    let (a, spec, n) = (angles(ANGLES), format!("command:{agent}"), ANGLES.to_string());
     let bins = bins();
     // Per idle variant: the shell loop's runs, and per build its whole runs.
     let mut loops: Vec<Vec<Cost>> = vec![Vec::new(); idles.len()];
+    let mut bwrap_loops: Vec<Vec<Cost>> = vec![Vec::new(); idles.len()];
     let mut whole: Vec<Vec<Vec<Cost>>> = vec![vec![Vec::new(); bins.len()]; idles.len()];
+    let mut seen_load = Vec::new();
     for _ in 0..runs() {
         for (v, &idle) in idles.iter().enumerate() {
             let _idle = Idle::start(idle);
+            seen_load.push(load());
             loops[v].push(timed(r.path(), &["sh", "-c", &shell_loop], None));
+            if let Some(b) = &bwrap_loop {
+                bwrap_loops[v].push(timed(r.path(), &["sh", "-c", b], None));
+            }
             for (i, (_, bin)) in bins.iter().enumerate() {
                 let _ = std::fs::remove_dir_all(r.path().join(".work"));
                 let mut cmd = vec![bin.as_str()];
@@ -191,10 +222,37 @@ fn overhead_per_dispatch(isolation: &str) {
             let run_cpu = median(whole[v][i].iter().map(|c| c.cpu).collect());
             cpu_by_variant.push((c, run_cpu));
             println!(
-                "overhead per dispatch, {name}, --isolation {isolation}, {idle} idle processes (cap 1, N={N}, median of {}): \
+                "overhead per dispatch, {name}, --isolation {isolation}, {idle} idle processes (cap 1, N={N}, median of {}, {}): \
                  {w:.2} ms wall, {c:.2} ms CPU above the shell loop (run {run_cpu:.3} s CPU; loop {lw:.3} s wall, {lc:.3} s CPU)",
                 loops[v].len(),
+                loads(&seen_load),
             );
+            if !bwrap_loops[v].is_empty() {
+                let bw = median(bwrap_loops[v].iter().map(|c| c.wall).collect());
+                let bc = median(bwrap_loops[v].iter().map(|c| c.cpu).collect());
+                let over = |f: fn(&Cost) -> f64| {
+                    median(
+                        bwrap_loops[v]
+                            .iter()
+                            .zip(&whole[v][i])
+                            .map(|(l, c)| (f(c) - f(l)) / N as f64 * 1000.0)
+                            .collect(),
+                    )
+                };
+                let sandbox = |f: fn(&Cost) -> f64| {
+                    median(
+                        loops[v].iter().zip(&bwrap_loops[v]).map(|(l, b)| (f(b) - f(l)) / N as f64 * 1000.0).collect(),
+                    )
+                };
+                println!(
+                    "  the same loop under bwrap: {bw:.3} s wall, {bc:.3} s CPU ({:.2} ms wall, {:.2} ms CPU per run above the \
+                     bare loop); the engine above it: {:.2} ms wall, {:.2} ms CPU per dispatch",
+                    sandbox(|c| c.wall),
+                    sandbox(|c| c.cpu),
+                    over(|c| c.wall),
+                    over(|c| c.cpu),
+                );
+            }
         }
         if let [(c0, r0), (c1, r1)] = cpu_by_variant[..] {
             println!(
@@ -205,6 +263,16 @@ fn overhead_per_dispatch(isolation: &str) {
             );
         }
     }
+}
+
+/// A shell loop running `agent` `n` times, each under `bwrap` with the arguments the engine
+/// gives a read-only finder without network (see `work_runtime::sandbox::bwrap_args`).
+fn bwrap_loop(root: &Path, tmp: &Path, agent: &str, input: &Path, n: usize) -> String {
+    use work_runtime::sandbox::{Confine, Network, bwrap_args};
+    let c = Confine::read_only(root, Network::None);
+    let args: Vec<String> =
+        bwrap_args(&c, tmp, root, [agent]).iter().map(|a| format!("'{}'", a.to_string_lossy())).collect();
+    format!("for i in $(seq {n}); do bwrap {} -- {agent} < {} > /dev/null; done", args.join(" "), input.display())
 }
 
 /// How many idle processes the second variant runs beside the benchmark (500).
@@ -218,13 +286,16 @@ fn fan_out(isolation: &str) {
     let r = repo();
     let agent = write_agent(r.path(), "sleepy.sh", "sleep 0.05");
     let (a, spec) = (angles(1000), format!("command:{agent}"));
-    let xargs = format!("seq 1000 | xargs -P16 -I{{}} sh -c '{agent} </dev/null >/dev/null'");
+    // Each angle is dispatched in both rounds `-k 2` takes to stop: 2,000 runs of the agent.
+    let xargs = format!("seq 2000 | xargs -P16 -I{{}} sh -c '{agent} </dev/null >/dev/null'");
     let bins = bins();
     let mut floor: Vec<Vec<Cost>> = vec![Vec::new(); idles.len()];
     let mut times: Vec<Vec<Vec<Cost>>> = vec![vec![Vec::new(); bins.len()]; idles.len()];
+    let mut seen_load = Vec::new();
     for _ in 0..runs().min(3) {
         for (v, &idle) in idles.iter().enumerate() {
             let _idle = Idle::start(idle);
+            seen_load.push(load());
             floor[v].push(timed(r.path(), &["sh", "-c", &xargs], None));
             for (i, (_, bin)) in bins.iter().enumerate() {
                 let _ = std::fs::remove_dir_all(r.path().join(".work"));
@@ -234,7 +305,7 @@ fn fan_out(isolation: &str) {
             }
         }
     }
-    let ideal = 1000usize.div_ceil(16) as f64 * 0.05;
+    let ideal = 2000usize.div_ceil(16) as f64 * 0.05;
     for (v, &idle) in idles.iter().enumerate() {
         let xw = median(floor[v].iter().map(|c| c.wall).collect());
         let xc = median(floor[v].iter().map(|c| c.cpu).collect());
@@ -242,9 +313,10 @@ fn fan_out(isolation: &str) {
             let w = median(t.iter().map(|c| c.wall).collect());
             let c = median(t.iter().map(|c| c.cpu).collect());
             println!(
-                "fan-out 1000 angles at cap 16, 50 ms agents, {name}, --isolation {isolation}, {idle} idle processes: \
+                "fan-out 1000 angles (2000 dispatches) at cap 16, 50 ms agents, {name}, --isolation {isolation}, {idle} idle processes, {}: \
                  {w:.3} s wall, {c:.2} s CPU (ideal {ideal:.3} s; xargs -P16 {xw:.3} s wall, {xc:.2} s CPU; \
                  {:.3}× wall, {:.2}× CPU)",
+                loads(&seen_load),
                 w / xw,
                 c / xc
             );
