@@ -149,15 +149,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
             // With HEAD moved off the base's line, the snapshot comparison would read paths as
             // lost that the move took away. The head-moved verdict stands alone.
             let head_moved = outcome.kind.as_deref() == Some("head-moved");
-            report.concerns.extend(outcome.concerns.iter().cloned());
-            if !outcome.out_of_scope.is_empty() {
-                report.concerns.push(format!(
-                    "task {}: out of scope: touched what its text does not plan: {}",
-                    outcome.id,
-                    outcome.out_of_scope.join(", ")
-                ));
-            }
-            report.tasks.push(outcome);
+            report.push_judged(outcome);
             if multi && !head_moved {
                 match env.tree.snapshot(&t.id) {
                     Ok(snap) => {

@@ -214,16 +214,7 @@ pub async fn run(
     }
     save(env, progress, &state)?;
     for t in tasks {
-        let o = outcomes.remove(&t.id).unwrap_or_else(|| TaskOutcome::new(&t.id, &t.title));
-        report.concerns.extend(o.concerns.iter().cloned());
-        if !o.out_of_scope.is_empty() {
-            report.concerns.push(format!(
-                "task {}: out of scope: touched what its text does not plan: {}",
-                o.id,
-                o.out_of_scope.join(", ")
-            ));
-        }
-        report.tasks.push(o);
+        report.push_judged(outcomes.remove(&t.id).unwrap_or_else(|| TaskOutcome::new(&t.id, &t.title)));
     }
     Ok(())
 }
