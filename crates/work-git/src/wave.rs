@@ -135,8 +135,13 @@ impl Git {
         let mut write: Vec<&str> = vec!["checkout-index", "-f", "--"];
         for (code, path) in changed {
             if *code == 'D' {
-                if !work_runtime::fsx::is_plain_relative(Path::new(path)) {
-                    return Err(GitError::message(&["merge-tree"], &format!("`{path}` is not a plain relative path")));
+                if !work_runtime::fsx::is_plain_relative(Path::new(path)) || through_link(&self.root, path) {
+                    return Err(GitError::message(
+                        &["merge-tree"],
+                        &format!(
+                            "`{path}` is not a plain relative path inside the tree (a directory on its way is a symlink, or it leaves the tree)"
+                        ),
+                    ));
                 }
                 let at = self.root.join(path);
                 if std::fs::symlink_metadata(&at).is_ok() {
@@ -164,6 +169,17 @@ impl Git {
     }
 }
 
+/// Whether a directory on the way from `root` to `rel` is a symlink: a deletion there would
+/// remove a file the link leads to, perhaps outside the tree.
+fn through_link(root: &Path, rel: &str) -> bool {
+    let mut at = root.to_path_buf();
+    let parts: Vec<&str> = rel.split('/').collect();
+    parts[..parts.len().saturating_sub(1)].iter().any(|part| {
+        at.push(part);
+        std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink())
+    })
+}
+
 /// The output of a `git merge-tree` that ended with exit 1 (conflicts): its stdout.
 fn conflict_output(dir: &Path, args: &[&str]) -> Result<String, GitError> {
     let mut spec = work_runtime::spawn::ProcessSpec::new("git", args.iter().map(|s| s.to_string()).collect(), dir);
@@ -174,5 +190,28 @@ fn conflict_output(dir: &Path, args: &[&str]) -> Result<String, GitError> {
     match out.code {
         Some(1) if !out.stdout_truncated => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
         _ => Err(GitError::ended(args, &out)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::scratch::repo_with;
+
+    /// A deletion the merge would make through a directory the user's tree now has as a symlink
+    /// is refused, and the file the link leads to (outside the tree) is left alone.
+    #[test]
+    fn a_deletion_through_a_symlinked_directory_is_refused() {
+        let (d, g) = repo_with(&[("d/f", "x\n"), ("keep", "k\n")]);
+        let tree = g.run(&["rev-parse", "HEAD^{tree}"]).expect("tree");
+        let outside = tempfile::tempdir().expect("outside");
+        std::fs::write(outside.path().join("f"), "theirs\n").expect("write");
+        std::fs::remove_dir_all(d.path().join("d")).expect("rm");
+        std::os::unix::fs::symlink(outside.path(), d.path().join("d")).expect("symlink");
+        let err = g.write_paths(tree.trim(), &[('D', "d/f".to_string())]).expect_err("refused");
+        assert!(err.to_string().contains("symlink"), "{err}");
+        assert_eq!(std::fs::read_to_string(outside.path().join("f")).expect("read"), "theirs\n");
+        // A plain deletion still goes through.
+        g.write_paths(tree.trim(), &[('D', "keep".to_string())]).expect("plain deletion");
+        assert!(!d.path().join("keep").exists());
     }
 }
