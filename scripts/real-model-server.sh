@@ -131,15 +131,24 @@ start() {
     port=$(free_port)
     url="http://127.0.0.1:$port/v1"
     say "serving $model on $url"
-    # Loopback only; setsid so the server outlives this shell and can be stopped by its PID.
+    # Loopback only; in a session of its own so it outlives this shell and can be stopped by its
+    # PID. Started through Popen, which closes every descriptor but the three it is given: a
+    # pipe the caller's shell left open (a command substitution's, a process substitution's)
+    # held by the server would keep that caller waiting for an end of file forever.
     # `chatml-function-calling` (SmolLM2's own template is ChatML): the default chat format
     # ignores `tools`; this one lets the model call them when `tool_choice` is `auto`, and
     # applies the `json_object` schema's grammar when it is `none`. The tools' schemas need a
     # larger context than the brief alone.
-    setsid "$PY" -m llama_cpp.server --model "$model" --model_alias smollm2 \
+    pid=$("$PY" - "$LOG_FILE" "$PY" -m llama_cpp.server --model "$model" --model_alias smollm2 \
         --chat_format chatml-function-calling \
-        --host 127.0.0.1 --port "$port" --n_ctx 8192 >"$LOG_FILE" 2>&1 </dev/null &
-    pid=$!
+        --host 127.0.0.1 --port "$port" --n_ctx 8192 <<'EOF'
+import subprocess, sys
+log = open(sys.argv[1], "wb")
+server = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=log,
+                          stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+print(server.pid)
+EOF
+)
     echo "$pid" >"$PID_FILE"
     echo "$url" >"$URL_FILE"
     local waited=0

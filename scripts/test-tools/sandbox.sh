@@ -27,6 +27,9 @@ start)
     fi
     echo "$(bwrap --version) ready" >&2
     echo "export WORK_TEST_SANDBOX=$(command -v bwrap)"
+    # The suite's agents run confined from here on (the liars_* modules, the fallback's tests,
+    # stay unconfined); a mode the caller already chose wins.
+    echo 'export WORK_TEST_ISOLATION="${WORK_TEST_ISOLATION:-required}"'
     ;;
 stop) ;;
 *) echo "usage: $0 start" >&2; exit 2 ;;

@@ -18,6 +18,7 @@
 //! runtime.
 
 #![allow(clippy::disallowed_macros, reason = "a benchmark prints its figures; it is not the product")]
+#![expect(clippy::disallowed_methods, reason = "the benchmark sets up its fixtures directly")]
 #![expect(clippy::unwrap_used, reason = "a benchmark aborts on any setup failure")]
 
 use bytes::Bytes;

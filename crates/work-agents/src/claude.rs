@@ -74,7 +74,7 @@ pub const SESSION_ID_SINCE: Version = (2, 0, 0);
 
 /// A fresh session id (a version-4 UUID) for one attempt.
 fn session_id(request: &DispatchRequest) -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let nanos = work_runtime::clock::nonce_nanos();
     let seed = format!("{}/{}/{}/{}/{nanos}", request.run_id, request.dispatch_id, request.attempt, std::process::id());
     let h = work_runtime::fsx::sha256_hex(seed.as_bytes());
     let variant = ["8", "9", "a", "b"][usize::from(h.as_bytes()[16] % 4)];

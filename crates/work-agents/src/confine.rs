@@ -30,7 +30,7 @@ impl PrivateHome {
         for (src, name) in files {
             // Bounded: a CLI's own small files; a missing one is simply not copied.
             if std::fs::symlink_metadata(src).is_ok_and(|m| m.is_file() && m.len() <= 4 * 1024 * 1024) {
-                std::fs::copy(src, dir.path().join(name))?;
+                work_runtime::fsx::plain::copy(src, dir.path().join(name))?;
             }
         }
         Ok(Self { dir })
@@ -112,7 +112,7 @@ pub(crate) fn codex_home(trusted: Option<&Path>) -> std::io::Result<Option<Priva
     let home = PrivateHome::seeded(&files)?;
     let config = home.path().join("config.toml");
     let text = std::fs::read_to_string(&config).unwrap_or_default();
-    std::fs::write(&config, trusting_only(&text, trusted))?;
+    work_runtime::fsx::plain::write(&config, trusting_only(&text, trusted))?;
     Ok(Some(home))
 }
 

@@ -19,6 +19,7 @@
 //!
 //! The versions each backend targets, and how a role's access maps to each tool's controls,
 //! are recorded in `docs/agents.md`.
+#![cfg_attr(test, allow(clippy::disallowed_methods, reason = "unit tests set up their fixtures directly"))]
 
 pub mod anthropic;
 pub mod check;

@@ -1,11 +1,17 @@
 //! Engine benchmarks through the real binary (`cargo bench -p work-cli --bench engine`), each
 //! with the kernel sandbox (`--isolation required`) and without it (`--isolation none`):
 //!
-//! 1. Overhead per dispatch: 200 finder dispatches at cap 1 of a trivial program agent, against
-//!    a shell loop running the same program 200 times with the same stdin; with no other
-//!    process started, then with 400 idle `sleep` processes elsewhere on the machine.
-//! 2. Fan-out: 1,000 angles in one round at cap 16, agents sleeping 50 ms, against the ideal
-//!    ceil(1000/16) × 50 ms and against `xargs -P16` running the same agent.
+//! 1. Overhead per dispatch: 400 finder dispatches at cap 1 of a trivial program agent (200
+//!    angles, two dry rounds), against a shell loop running the same program 400 times with the
+//!    same stdin; with the sandbox,
+//!    also against the same loop running each under `bwrap` with the engine's arguments.
+//! 2. Fan-out: 1,000 angles a round at cap 16 (two dry rounds: 2,000 dispatches), agents
+//!    sleeping 50 ms, against the ideal ceil(2000/16) × 50 ms and against `xargs -P16` running
+//!    the same agent 2,000 times.
+//!
+//! Both are run side by side with no other process started and with 500 idle `sleep`
+//! processes elsewhere on the machine (`WORK_BENCH_IDLE` to change the count), interleaved
+//! (each run does both variants in turn), and the ratio of the two is reported.
 //! 3. Resume: loading a finished journal of 10,000 seen items (whole process, and the
 //!    in-process parse + dedup-set build).
 //!
@@ -14,7 +20,7 @@
 //!
 //! `WORK_BENCH_BINS=name=path,name=path` compares several builds of `work`, run interleaved
 //! (one run of each in turn, medians); by default the one this bench was built with.
-//! `WORK_BENCH_PARTS` picks parts (`overhead,idle,fanout,resume`; all by default),
+//! `WORK_BENCH_PARTS` picks parts (`overhead,fanout,resume`; all by default),
 //! `WORK_BENCH_ISOLATION` the modes (`none,required`), `WORK_BENCH_RUNS` the runs (5).
 
 #![allow(clippy::disallowed_macros, reason = "a benchmark prints its figures; it is not the product")]
@@ -78,6 +84,21 @@ fn timed(dir: &Path, cmd: &[&str], stdin: Option<&Path>) -> Cost {
     Cost { wall: f[0], cpu: f[1] + f[2] }
 }
 
+/// The 1-minute load average (`/proc/loadavg`), noted beside every run's figures.
+fn load() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// The loads seen at the start of each run, as `lo–hi`.
+fn loads(v: &[f64]) -> String {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!("load {lo:.1}–{hi:.1}")
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -130,7 +151,7 @@ fn exhaust_args<'a>(
     ]
 }
 
-/// 400 idle processes outside `work`'s tree, killed when dropped.
+/// Idle processes outside `work`'s tree, killed when dropped.
 struct Idle(Vec<std::process::Child>);
 
 impl Idle {
@@ -148,77 +169,158 @@ impl Drop for Idle {
     }
 }
 
-/// 200 dispatches at cap 1 of a trivial agent against a shell loop running it 200 times:
+/// 400 dispatches at cap 1 of a trivial agent against a shell loop running it 400 times:
 /// per-dispatch wall and CPU above the loop, medians of interleaved runs.
-fn overhead_per_dispatch(isolation: &str, idle: usize) {
-    const N: usize = 200;
-    let _idle = Idle::start(idle);
+fn overhead_per_dispatch(isolation: &str) {
+    // 200 angles, each dispatched in both rounds `-k 2` takes to stop (two dry rounds): 400
+    // dispatches, against a loop running the program 400 times.
+    const ANGLES: usize = 200;
+    const N: usize = 2 * ANGLES;
+    let idles = [0, idle_count()];
     let r = repo();
     let agent = write_agent(r.path(), "agent.sh", "cat >/dev/null");
     let input = r.path().join("stdin.txt");
     std::fs::write(&input, [b' '; 2048]).unwrap();
     let shell_loop = format!("for i in $(seq {N}); do {agent} < {} > /dev/null; done", input.display());
-    let (a, spec, n) = (angles(N), format!("command:{agent}"), N.to_string());
+    // With the sandbox, the same loop with every run under `bwrap` with the arguments the
+    // engine gives a read-only finder: the sandbox's own cost, which the engine cannot cut.
+    let sandbox_tmp = tempfile::tempdir().unwrap();
+    let bwrap_loop = (isolation == "required").then(|| bwrap_loop(r.path(), sandbox_tmp.path(), &agent, &input, N));
+    let (a, spec, n) = (angles(ANGLES), format!("command:{agent}"), ANGLES.to_string());
     let bins = bins();
-    let mut loops = Vec::new();
-    let mut per: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); bins.len()];
+    // Per idle variant: the shell loop's runs, and per build its whole runs.
+    let mut loops: Vec<Vec<Cost>> = vec![Vec::new(); idles.len()];
+    let mut bwrap_loops: Vec<Vec<Cost>> = vec![Vec::new(); idles.len()];
+    let mut whole: Vec<Vec<Vec<Cost>>> = vec![vec![Vec::new(); bins.len()]; idles.len()];
+    let mut seen_load = Vec::new();
     for _ in 0..runs() {
-        let floor = timed(r.path(), &["sh", "-c", &shell_loop], None);
-        loops.push(floor);
-        for (i, (_, bin)) in bins.iter().enumerate() {
-            let _ = std::fs::remove_dir_all(r.path().join(".work"));
-            let mut cmd = vec![bin.as_str()];
-            cmd.extend(exhaust_args(isolation, &a, &n, "1", &spec));
-            let c = timed(r.path(), &cmd, None);
-            per[i].0.push((c.wall - floor.wall) / N as f64 * 1000.0);
-            per[i].1.push((c.cpu - floor.cpu) / N as f64 * 1000.0);
+        for (v, &idle) in idles.iter().enumerate() {
+            let _idle = Idle::start(idle);
+            seen_load.push(load());
+            loops[v].push(timed(r.path(), &["sh", "-c", &shell_loop], None));
+            if let Some(b) = &bwrap_loop {
+                bwrap_loops[v].push(timed(r.path(), &["sh", "-c", b], None));
+            }
+            for (i, (_, bin)) in bins.iter().enumerate() {
+                let _ = std::fs::remove_dir_all(r.path().join(".work"));
+                let mut cmd = vec![bin.as_str()];
+                cmd.extend(exhaust_args(isolation, &a, &n, "1", &spec));
+                whole[v][i].push(timed(r.path(), &cmd, None));
+            }
         }
     }
-    let lw = median(loops.iter().map(|c| c.wall).collect());
-    let lc = median(loops.iter().map(|c| c.cpu).collect());
-    for ((name, _), (w, c)) in bins.iter().zip(per) {
-        println!(
-            "overhead per dispatch, {name}, --isolation {isolation}, {idle} idle processes (cap 1, N={N}, median of {}): \
-             {:.2} ms wall, {:.2} ms CPU above the shell loop ({:.3} s wall, {:.3} s CPU)",
-            w.len(),
-            median(w),
-            median(c),
-            lw,
-            lc
-        );
+    for (i, (name, _)) in bins.iter().enumerate() {
+        let mut cpu_by_variant = Vec::new();
+        for (v, &idle) in idles.iter().enumerate() {
+            let lw = median(loops[v].iter().map(|c| c.wall).collect());
+            let lc = median(loops[v].iter().map(|c| c.cpu).collect());
+            // Per run, above the shell loop of the same run.
+            let above = |f: fn(&Cost) -> f64| {
+                median(loops[v].iter().zip(&whole[v][i]).map(|(l, c)| (f(c) - f(l)) / N as f64 * 1000.0).collect())
+            };
+            let (w, c) = (above(|c| c.wall), above(|c| c.cpu));
+            let run_cpu = median(whole[v][i].iter().map(|c| c.cpu).collect());
+            cpu_by_variant.push((c, run_cpu));
+            println!(
+                "overhead per dispatch, {name}, --isolation {isolation}, {idle} idle processes (cap 1, N={N}, median of {}, {}): \
+                 {w:.2} ms wall, {c:.2} ms CPU above the shell loop (run {run_cpu:.3} s CPU; loop {lw:.3} s wall, {lc:.3} s CPU)",
+                loops[v].len(),
+                loads(&seen_load),
+            );
+            if !bwrap_loops[v].is_empty() {
+                let bw = median(bwrap_loops[v].iter().map(|c| c.wall).collect());
+                let bc = median(bwrap_loops[v].iter().map(|c| c.cpu).collect());
+                let over = |f: fn(&Cost) -> f64| {
+                    median(
+                        bwrap_loops[v]
+                            .iter()
+                            .zip(&whole[v][i])
+                            .map(|(l, c)| (f(c) - f(l)) / N as f64 * 1000.0)
+                            .collect(),
+                    )
+                };
+                let sandbox = |f: fn(&Cost) -> f64| {
+                    median(
+                        loops[v].iter().zip(&bwrap_loops[v]).map(|(l, b)| (f(b) - f(l)) / N as f64 * 1000.0).collect(),
+                    )
+                };
+                println!(
+                    "  the same loop under bwrap: {bw:.3} s wall, {bc:.3} s CPU ({:.2} ms wall, {:.2} ms CPU per run above the \
+                     bare loop); the engine above it: {:.2} ms wall, {:.2} ms CPU per dispatch",
+                    sandbox(|c| c.wall),
+                    sandbox(|c| c.cpu),
+                    over(|c| c.wall),
+                    over(|c| c.cpu),
+                );
+            }
+        }
+        if let [(c0, r0), (c1, r1)] = cpu_by_variant[..] {
+            println!(
+                "  with {} idle processes against none: run CPU {:.2}×, overhead CPU {:.2}×",
+                idles[1],
+                r1 / r0,
+                c1 / c0
+            );
+        }
     }
+}
+
+/// A shell loop running `agent` `n` times, each under `bwrap` with the arguments the engine
+/// gives a read-only finder without network (see `work_runtime::sandbox::bwrap_args`).
+fn bwrap_loop(root: &Path, tmp: &Path, agent: &str, input: &Path, n: usize) -> String {
+    use work_runtime::sandbox::{Confine, Network, bwrap_args};
+    let c = Confine::read_only(root, Network::None);
+    let args: Vec<String> =
+        bwrap_args(&c, tmp, root, [agent]).iter().map(|a| format!("'{}'", a.to_string_lossy())).collect();
+    format!("for i in $(seq {n}); do bwrap {} -- {agent} < {} > /dev/null; done", args.join(" "), input.display())
+}
+
+/// How many idle processes the second variant runs beside the benchmark (500).
+fn idle_count() -> usize {
+    std::env::var("WORK_BENCH_IDLE").ok().and_then(|v| v.parse().ok()).unwrap_or(500)
 }
 
 /// 1,000 dispatches of a 50 ms agent at cap 16 against `xargs -P16` running it 1,000 times.
 fn fan_out(isolation: &str) {
+    let idles = [0, idle_count()];
     let r = repo();
     let agent = write_agent(r.path(), "sleepy.sh", "sleep 0.05");
     let (a, spec) = (angles(1000), format!("command:{agent}"));
-    let xargs = format!("seq 1000 | xargs -P16 -I{{}} sh -c '{agent} </dev/null >/dev/null'");
+    // Each angle is dispatched in both rounds `-k 2` takes to stop: 2,000 runs of the agent.
+    let xargs = format!("seq 2000 | xargs -P16 -I{{}} sh -c '{agent} </dev/null >/dev/null'");
     let bins = bins();
-    let mut floor = Vec::new();
-    let mut times: Vec<Vec<Cost>> = vec![Vec::new(); bins.len()];
+    let mut floor: Vec<Vec<Cost>> = vec![Vec::new(); idles.len()];
+    let mut times: Vec<Vec<Vec<Cost>>> = vec![vec![Vec::new(); bins.len()]; idles.len()];
+    let mut seen_load = Vec::new();
     for _ in 0..runs().min(3) {
-        floor.push(timed(r.path(), &["sh", "-c", &xargs], None));
-        for (i, (_, bin)) in bins.iter().enumerate() {
-            let _ = std::fs::remove_dir_all(r.path().join(".work"));
-            let mut cmd = vec![bin.as_str()];
-            cmd.extend(exhaust_args(isolation, &a, "1000", "16", &spec));
-            times[i].push(timed(r.path(), &cmd, None));
+        for (v, &idle) in idles.iter().enumerate() {
+            let _idle = Idle::start(idle);
+            seen_load.push(load());
+            floor[v].push(timed(r.path(), &["sh", "-c", &xargs], None));
+            for (i, (_, bin)) in bins.iter().enumerate() {
+                let _ = std::fs::remove_dir_all(r.path().join(".work"));
+                let mut cmd = vec![bin.as_str()];
+                cmd.extend(exhaust_args(isolation, &a, "1000", "16", &spec));
+                times[v][i].push(timed(r.path(), &cmd, None));
+            }
         }
     }
-    let ideal = 1000usize.div_ceil(16) as f64 * 0.05;
-    let xw = median(floor.iter().map(|c| c.wall).collect());
-    let xc = median(floor.iter().map(|c| c.cpu).collect());
-    for ((name, _), t) in bins.iter().zip(times) {
-        let w = median(t.iter().map(|c| c.wall).collect());
-        let c = median(t.iter().map(|c| c.cpu).collect());
-        println!(
-            "fan-out 1000 angles at cap 16, 50 ms agents, {name}, --isolation {isolation}: {w:.3} s wall, {c:.2} s CPU \
-             (ideal {ideal:.3} s; xargs -P16 {xw:.3} s wall, {xc:.2} s CPU; {:.3}× wall, {:.2}× CPU)",
-            w / xw,
-            c / xc
-        );
+    let ideal = 2000usize.div_ceil(16) as f64 * 0.05;
+    for (v, &idle) in idles.iter().enumerate() {
+        let xw = median(floor[v].iter().map(|c| c.wall).collect());
+        let xc = median(floor[v].iter().map(|c| c.cpu).collect());
+        for ((name, _), t) in bins.iter().zip(&times[v]) {
+            let w = median(t.iter().map(|c| c.wall).collect());
+            let c = median(t.iter().map(|c| c.cpu).collect());
+            println!(
+                "fan-out 1000 angles (2000 dispatches) at cap 16, 50 ms agents, {name}, --isolation {isolation}, {idle} idle processes, {}: \
+                 {w:.3} s wall, {c:.2} s CPU (ideal {ideal:.3} s; xargs -P16 {xw:.3} s wall, {xc:.2} s CPU; \
+                 {:.3}× wall, {:.2}× CPU)",
+                loads(&seen_load),
+                w / xw,
+                c / xc
+            );
+        }
     }
 }
 
@@ -262,15 +364,12 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let parts = wanted("WORK_BENCH_PARTS", "overhead,idle,fanout,resume");
+    let parts = wanted("WORK_BENCH_PARTS", "overhead,fanout,resume");
     let isolations = wanted("WORK_BENCH_ISOLATION", "none,required");
     let has = |p: &str| parts.iter().any(|x| x == p);
     for isolation in &isolations {
         if has("overhead") {
-            overhead_per_dispatch(isolation, 0);
-        }
-        if has("idle") {
-            overhead_per_dispatch(isolation, 400);
+            overhead_per_dispatch(isolation);
         }
     }
     if has("fanout") {

@@ -20,6 +20,7 @@
 #![allow(clippy::disallowed_macros, reason = "a benchmark prints its figures; it is not the product")]
 #![expect(clippy::disallowed_methods, reason = "the benchmark drives the binary and its fixtures directly")]
 #![expect(clippy::unwrap_used, reason = "a benchmark aborts on any setup failure")]
+#![allow(unsafe_code, reason = "the benchmark counts the heap with a global allocator wrapping the system's")]
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -28,6 +29,46 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
 use work_runtime::dispatch::{AgentError, AgentReply, DispatchRequest, InvokeOptions};
+
+/// Counts the heap: bytes live now and the most ever live (the child's figures; its peak RSS
+/// also counts the allocator's free lists and the process's fixed part).
+struct Counting;
+static LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static PEAK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn count(grown: usize, shrunk: usize) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let now = LIVE.fetch_add(grown, Relaxed) + grown;
+    LIVE.fetch_sub(shrunk, Relaxed);
+    PEAK.fetch_max(now, Relaxed);
+}
+
+// SAFETY: every call is passed to the system allocator unchanged; only the sizes are counted.
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: std::alloc::Layout) -> *mut u8 {
+        count(l.size(), 0);
+        // SAFETY: the caller's layout, passed on.
+        unsafe { std::alloc::System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: std::alloc::Layout) {
+        count(0, l.size());
+        // SAFETY: `p` came from `alloc` with this layout.
+        unsafe { std::alloc::System.dealloc(p, l) }
+    }
+    unsafe fn alloc_zeroed(&self, l: std::alloc::Layout) -> *mut u8 {
+        count(l.size(), 0);
+        // SAFETY: the caller's layout, passed on.
+        unsafe { std::alloc::System.alloc_zeroed(l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: std::alloc::Layout, new: usize) -> *mut u8 {
+        count(new, l.size());
+        // SAFETY: `p` came from this allocator with layout `l`.
+        unsafe { std::alloc::System.realloc(p, l, new) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
 
 /// The `work` binary: `WORK_BENCH_BIN` when set (to measure a saved build), else this build's.
 fn work_bin() -> String {
@@ -112,6 +153,9 @@ fn one(n: usize, dir: &Path) {
     // A user's repository is not seconds old: let git's files age past the window in which the
     // engine does not trust their timestamps (it reads git's seal again while they are racy).
     std::thread::sleep(work_git::integrity::RACY + std::time::Duration::from_millis(100));
+    // The heap from here on: the angle pool (the journal's `pool`) and everything the run keeps.
+    let heap0 = LIVE.load(std::sync::atomic::Ordering::Relaxed);
+    PEAK.store(heap0, std::sync::atomic::Ordering::Relaxed);
     let angles: Vec<String> = (0..n).map(|i| format!("a{i}")).collect();
     let run = work_runtime::run::RunContext::start(
         work_runtime::run::RunOptions {
@@ -156,6 +200,8 @@ fn one(n: usize, dir: &Path) {
     let (t, cpu0) = (Instant::now(), cpu_s());
     let j = rt.block_on(work_exhaust::Engine::new(&run, &d, &params, journal, Default::default()).drive()).unwrap();
     let (wall, cpu) = (t.elapsed().as_secs_f64(), cpu_s() - cpu0);
+    let heap_peak = PEAK.load(std::sync::atomic::Ordering::Relaxed) - heap0;
+    let heap_live = LIVE.load(std::sync::atomic::Ordering::Relaxed).saturating_sub(heap0);
     run.finish(j.stopped_reason.as_deref().unwrap_or(""), json!({"seen": j.seen.len()}));
     assert_eq!(j.seen.len(), n, "every finder adds one item");
     let journals = du(&dir.join(".work/quality-journals"));
@@ -163,7 +209,8 @@ fn one(n: usize, dir: &Path) {
     println!(
         "{}",
         json!({"n": n, "wall_s": wall, "cpu_s": cpu, "rounds": j.rounds.len(), "state": state, "journals": journals,
-               "runs": du(&dir.join(".work/runs")), "hwm_kb": vm_hwm_kb()})
+               "runs": du(&dir.join(".work/runs")), "hwm_kb": vm_hwm_kb(),
+               "heap_peak": heap_peak, "heap_live": heap_live})
     );
 }
 
@@ -224,6 +271,8 @@ struct Row {
     state: f64,
     journal: f64,
     peak_mb: f64,
+    heap_peak: f64,
+    heap_live: f64,
     resume_ms: f64,
     resume_mb: f64,
 }
@@ -231,7 +280,7 @@ struct Row {
 impl Row {
     fn print(&self, n: usize, label: &str) {
         println!(
-            "{:>8} {:>6.0} {:>11.1} {:>11.1} {:>12.0} {:>12.0} {:>8.1} {:>10.1} {:>10.1}  {label}",
+            "{:>8} {:>6.0} {:>11.1} {:>11.1} {:>12.0} {:>12.0} {:>8.1} {:>11.0} {:>11.0} {:>10.1} {:>10.1}  {label}",
             n,
             self.rounds,
             self.us_wall,
@@ -239,6 +288,8 @@ impl Row {
             self.state,
             self.journal,
             self.peak_mb,
+            self.heap_peak,
+            self.heap_live,
             self.resume_ms,
             self.resume_mb
         );
@@ -254,6 +305,8 @@ impl Row {
             state: m(|r| r.state),
             journal: m(|r| r.journal),
             peak_mb: m(|r| r.peak_mb),
+            heap_peak: m(|r| r.heap_peak),
+            heap_live: m(|r| r.heap_live),
             resume_ms: m(|r| r.resume_ms),
             resume_mb: m(|r| r.resume_mb),
         }
@@ -282,6 +335,8 @@ fn measure(n: usize) -> Row {
         state: f("state") / n as f64,
         journal: f("journals") / n as f64,
         peak_mb: f("hwm_kb") / 1024.0,
+        heap_peak: f("heap_peak") / n as f64,
+        heap_live: f("heap_live") / n as f64,
         resume_ms,
         resume_mb: resume_kb as f64 / 1024.0,
     };
@@ -306,7 +361,7 @@ fn main() {
     let repeat: usize = std::env::var("WORK_BENCH_REPEAT").ok().and_then(|r| r.parse().ok()).unwrap_or(1).max(1);
     let header = || {
         println!(
-            "{:>8} {:>6} {:>11} {:>11} {:>12} {:>12} {:>8} {:>10} {:>10}",
+            "{:>8} {:>6} {:>11} {:>11} {:>12} {:>12} {:>8} {:>11} {:>11} {:>10} {:>10}",
             "dispatch",
             "rounds",
             "µs/disp wall",
@@ -314,6 +369,8 @@ fn main() {
             "state B/item",
             "journal B/it",
             "peak MB",
+            "heap pk B/it",
+            "heap end B/it",
             "resume ms",
             "resume MB"
         )

@@ -4,6 +4,7 @@
 //! (repository root, state directory, `work.toml`, clock), hands off to one command module
 //! under [`cmd`], and turns its result into an exit code through `work_run::status::exit_code`, the one mapping. Errors are printed
 //! as one line, `error: failed to …`.
+#![cfg_attr(test, allow(clippy::disallowed_methods, reason = "unit tests set up their fixtures directly"))]
 
 mod budget_args;
 mod cmd;

@@ -14,6 +14,7 @@
 //! Numbers are checked when the file is loaded (a zero `max_turns`, a non-finite or non-positive
 //! `max_budget_usd`, a negative price, a zero timeout are refused, naming the key) and every
 //! timeout is capped at [`MAX_TIMEOUT_SECS`].
+#![cfg_attr(test, allow(clippy::disallowed_methods, reason = "unit tests set up their fixtures directly"))]
 
 use serde::Deserialize;
 use std::collections::BTreeMap;

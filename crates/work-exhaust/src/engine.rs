@@ -45,9 +45,15 @@ pub const SEEN_CONTEXT_CAP: usize = 100;
 
 /// A finder's `context.seen`: `id` and `location` of the [`SEEN_CONTEXT_CAP`] most recent items,
 /// oldest first.
-pub(crate) fn seen_summary(items: &[Value]) -> Vec<Value> {
+pub(crate) fn seen_summary(items: &[crate::Item]) -> Vec<Value> {
     let recent = &items[items.len().saturating_sub(SEEN_CONTEXT_CAP)..];
-    recent.iter().map(|it| json!({"id": it.get("id"), "location": it.get("location")})).collect()
+    recent
+        .iter()
+        .map(|it| {
+            let it = it.value();
+            json!({"id": it.get("id"), "location": it.get("location")})
+        })
+        .collect()
 }
 
 /// A finder's brief: the goal, its angle, the round, and how many items are known already
@@ -171,10 +177,10 @@ pub struct Engine<'a> {
     /// Membership of the journal's angle lists.
     angles: AngleSets,
     /// The dedup keys of the accepted items.
-    dedup: HashSet<String>,
+    dedup: crate::keyset::KeySet,
     /// The dedup keys of the rejected items: a finder's item matching one is a duplicate; an
     /// oracle's is judged again (and its rejection recorded once).
-    refused: HashSet<String>,
+    refused: crate::keyset::KeySet,
     rules: Gate2Rules,
     /// Paths written during any finder wave of this run: never citable.
     written: HashSet<String>,
@@ -321,7 +327,7 @@ impl<'a> Engine<'a> {
             return Admission::Rejected(id);
         }
         self.dedup.extend(keys);
-        self.journal.items.push(accepted_item(raw, &verdict, source, round));
+        self.journal.items.push(accepted_item(raw, &verdict, source, round).into());
         self.journal.seen.push(id.clone());
         Admission::New(id)
     }
@@ -418,10 +424,11 @@ impl<'a> Engine<'a> {
         picks
     }
 
-    fn finder_spec(&self, angle: &str, round: u32) -> DispatchSpec {
+    /// A finder's dispatch; `seen_summary` is the round's [`seen_summary`] (the same for
+    /// every finder of a round, made once).
+    fn finder_spec(&self, angle: &str, round: u32, seen_summary: &[Value]) -> DispatchSpec {
         let p = self.params;
         let j = &self.journal;
-        let seen_summary = seen_summary(&j.items);
         let prompt = finder_prompt(&p.what, p.context.as_deref(), angle, round, j.seen.len(), seen_summary.len());
         DispatchSpec {
             role: "finder".into(),
@@ -541,7 +548,8 @@ impl<'a> Engine<'a> {
 
     /// A round of finders. Returns true when the loop stopped.
     async fn finder_round(&mut self, n: u32, k: u32, angles: &[String]) -> Result<bool, ExhaustError> {
-        let specs: Vec<DispatchSpec> = angles.iter().map(|a| self.finder_spec(a, n)).collect();
+        let seen = seen_summary(&self.journal.items);
+        let specs: Vec<DispatchSpec> = angles.iter().map(|a| self.finder_spec(a, n, &seen)).collect();
         self.run.emit("round.start", json!({"round": n, "angles": angles, "cap": self.params.concurrency}));
         let outcomes = self.read_only_waves(n, specs).await;
         let mut rec = RoundRecord {
@@ -776,7 +784,8 @@ mod tests {
 
     #[test]
     fn finders_see_only_the_most_recent_items() {
-        let items: Vec<Value> = (0..250).map(|i| json!({"id": format!("i-{i}"), "location": "a.rs:1"})).collect();
+        let items: Vec<crate::Item> =
+            (0..250).map(|i| json!({"id": format!("i-{i}"), "location": "a.rs:1"}).into()).collect();
         let seen = seen_summary(&items);
         assert_eq!(seen.len(), SEEN_CONTEXT_CAP);
         assert_eq!((seen[0]["id"].as_str(), seen[99]["id"].as_str()), (Some("i-150"), Some("i-249")));

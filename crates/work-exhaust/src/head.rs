@@ -87,7 +87,7 @@ impl Head {
             completeness_gaps: j.completeness_gaps.clone(),
             spent: j.spent,
             spent_by_role: j.spent_by_role.clone(),
-            first_items: j.items.iter().take(HEAD_ITEMS).cloned().collect(),
+            first_items: j.items.iter().take(HEAD_ITEMS).map(crate::Item::value).collect(),
         }
     }
 

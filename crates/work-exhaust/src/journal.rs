@@ -2,10 +2,12 @@
 //! snapshot plus an append-only log, is [`crate::store`]). It is both the resume source and
 //! (its public fields) the master object.
 
+use crate::item::Item;
 use crate::items::{Rejected, concept_key, dedup_keys};
+use crate::keyset::KeySet;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use work_runtime::budget::Spent;
 
 /// The journal format version.
@@ -74,7 +76,7 @@ pub struct Journal {
     /// Ids of every accepted item, in order of acceptance.
     pub seen: Vec<String>,
     /// Accepted items, with the engine's `reReadSources` and `workDone`.
-    pub items: Vec<Value>,
+    pub items: Vec<Item>,
     /// Items refused by gate 2 (remembered: they never re-enter).
     pub rejected: Vec<Rejected>,
     /// Why the loop stopped (`null` while it can go on).
@@ -170,12 +172,13 @@ impl Journal {
     /// items' keys are [`Journal::rejected_set`] (a finder's item dedups against both, an
     /// oracle's against these only, so a finder that reports the real sites with wrong quotes
     /// cannot make the oracle's hits there look known).
-    pub fn dedup_set(&self) -> HashSet<String> {
-        let mut set = HashSet::with_capacity(self.items.len() * 2);
+    pub fn dedup_set(&self) -> KeySet {
+        let mut set = KeySet::new();
         for id in &self.seen {
             set.extend(dedup_keys(id, ""));
         }
         for it in &self.items {
+            let it = it.value();
             let id = it.get("id").and_then(Value::as_str).unwrap_or("");
             let loc = it.get("location").and_then(Value::as_str).unwrap_or("");
             set.extend(dedup_keys(id, loc));
@@ -186,15 +189,15 @@ impl Journal {
             if it.get("gate2").and_then(Value::as_str) == Some("concept")
                 && let Some(k) = it.get("title").and_then(Value::as_str).and_then(concept_key)
             {
-                set.insert(k);
+                set.insert(&k);
             }
         }
         set
     }
 
     /// The dedup keys of every item gate 2 rejected: the same rejection is recorded once.
-    pub fn rejected_set(&self) -> HashSet<String> {
-        let mut set = HashSet::with_capacity(self.rejected.len() * 2);
+    pub fn rejected_set(&self) -> KeySet {
+        let mut set = KeySet::new();
         for r in &self.rejected {
             set.extend(dedup_keys(&r.id, &r.location));
             if let Some(c) = &r.canonical_location {

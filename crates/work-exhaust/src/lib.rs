@@ -13,20 +13,26 @@
 //!   shares for an adjudicator's evidence);
 //! - [`oracle`]: oracle commands and their output;
 //! - [`journal`]: the journal and master object;
+//! - [`item`]: an accepted item as kept in memory (its compact JSON text);
+//! - [`keyset`]: the dedup keys, kept small (locations by interned path and line);
 //! - [`store`]: the journal on disk (snapshot + append-only log);
 //! - [`head`]: what a rerun of a finished task reads instead of the whole journal;
 //! - [`engine`]: the round loop.
+#![cfg_attr(test, allow(clippy::disallowed_methods, reason = "unit tests set up their fixtures directly"))]
 
 mod angle_sets;
 pub mod angles;
 pub mod engine;
 pub mod head;
+pub mod item;
 pub mod items;
 pub mod journal;
+pub mod keyset;
 pub mod oracle;
 pub mod store;
 
 pub use engine::{Engine, ExhaustError, Params, finder_schema};
+pub use item::Item;
 pub use journal::Journal;
 /// Prose locations and quoted evidence (moved to `work_git::locate`, shared with `loop run`).
 pub use work_git::locate;

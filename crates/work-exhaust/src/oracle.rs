@@ -13,14 +13,15 @@ use work_runtime::tree_guard::TreeSnapshot;
 
 /// Where a run's oracles search: the engine's copy of the tree as the run started (git's
 /// snapshot of it — HEAD and any uncommitted change, the state directory left out — checked out
-/// under the git directory, the ignored entries brought in as a hard-link copy:
+/// under the git directory, the ignored entries copied in, files past 1 MiB hard-linked:
 /// [`work_git::Git::engine_copy`]). Made once per run, before any finder runs; removed when
 /// dropped and on an interruption. A finder that deletes or rewrites the file an oracle greps
-/// changes its own tree, not this one; one that writes into the copy itself (it lies in the git
-/// directory, which only the sandbox makes read-only) is seen before the next oracle runs, and
-/// the copy is made again from the tree the run started with (an ignored entry that still is
-/// the tree's own file, rewritten in place there, is no change to the copy). Outside a git repository there is
-/// no copy: the oracles run in the tree itself, and a dry stop is then never `confirmed`.
+/// (tracked, untracked or ignored — but an ignored file past 1 MiB rewritten in place, which
+/// the copy shares) changes its own tree, not this one; one that writes into the
+/// copy itself (it lies in the git directory, which only the sandbox makes read-only) is seen
+/// before the next oracle runs, and the copy is made again from the tree the run started with
+/// (its ignored entries as they are by then). Outside a git repository there is no copy: the
+/// oracles run in the tree itself, and a dry stop is then never `confirmed`.
 #[derive(Debug, Default)]
 pub struct OracleTree {
     copy: Option<Copied>,
@@ -29,14 +30,9 @@ pub struct OracleTree {
 /// The copy and what it is made from.
 #[derive(Debug)]
 struct Copied {
-    /// The tree's root.
-    root: PathBuf,
     git: work_git::Git,
     /// The state directory, left out of the copy.
     exclude: Vec<String>,
-    /// The ignored entries brought in as hard links to the tree's files (as git lists them:
-    /// a directory ends with `/`).
-    ignored: Vec<String>,
     /// The snapshot of the tree when the run started.
     tree: String,
     /// Where the copies are made ([`work_git::Git::copies_home`]).
@@ -63,26 +59,19 @@ impl OracleTree {
             .into_iter()
             .collect();
         let tree = git.snapshot_tree(&exclude).map_err(no_copy)?;
-        let listed = git
-            .run(&["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"])
-            .map_err(no_copy)?;
-        let ignored = listed.split('\0').filter(|p| !p.is_empty()).map(str::to_string).collect();
         let home = git.copies_home().map_err(no_copy)?;
         let copy = git.engine_copy(&tree, &exclude).map_err(no_copy)?;
         let seen = walk(copy.path())?;
-        Ok(OracleTree {
-            copy: Some(Copied { root: root.to_path_buf(), git, exclude, ignored, tree, home, copy, seen }),
-        })
+        Ok(OracleTree { copy: Some(Copied { git, exclude, tree, home, copy, seen }) })
     }
 
     /// The copy's root, where the oracles run (`None` outside a git repository), and what in it
     /// was changed since the engine last left it — then it was made again from the tree the
-    /// run started with. An ignored entry that still is the tree's own file (a hard link to it)
-    /// is no change to the copy: it changed in the tree (see the module documentation).
+    /// run started with.
     pub fn ready(&mut self) -> Result<(Option<PathBuf>, Vec<String>), OracleError> {
         let Some(c) = &mut self.copy else { return Ok((None, Vec::new())) };
         let now = walk(c.copy.path())?;
-        let changes: Vec<String> = c.seen.changes(&now).into_iter().filter(|ch| !c.tree_s_own(ch)).collect();
+        let changes = c.seen.changes(&now);
         c.seen = now;
         if !changes.is_empty() {
             c.copy = c.git.engine_copy(&c.tree, &c.exclude).map_err(|e| OracleError::NoCopy(e.to_string()))?;
@@ -103,27 +92,6 @@ impl OracleTree {
     /// The directory the copies are made in: left out of the read-only walks of the tree.
     pub fn home(&self) -> Option<&Path> {
         self.copy.as_ref().map(|c| c.home.as_path())
-    }
-}
-
-impl Copied {
-    /// True when `change` (`~path`) is to an ignored entry that still is the tree's own file.
-    fn tree_s_own(&self, change: &str) -> bool {
-        let Some(rel) = change.strip_prefix('~') else { return false };
-        let brought = self
-            .ignored
-            .iter()
-            .any(|i| rel == i.trim_end_matches('/') || (i.ends_with('/') && rel.starts_with(i.as_str())));
-        brought && same_file(&self.root.join(rel), &self.copy.path().join(rel))
-    }
-}
-
-/// True when `a` and `b` are one regular file (hard links to one inode).
-fn same_file(a: &Path, b: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (std::fs::symlink_metadata(a), std::fs::symlink_metadata(b)) {
-        (Ok(a), Ok(b)) => a.is_file() && b.is_file() && a.dev() == b.dev() && a.ino() == b.ino(),
-        _ => false,
     }
 }
 

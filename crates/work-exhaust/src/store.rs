@@ -17,6 +17,7 @@
 //! reads the header alone ([`Store::finished`]).
 
 use crate::head::{Head, Stamp};
+use crate::item::Item;
 use crate::items::Rejected;
 use crate::journal::{Journal, RoundRecord};
 use serde::{Deserialize, Serialize};
@@ -84,7 +85,7 @@ struct Record {
     seq: u64,
     rounds: Vec<RoundRecord>,
     seen: Vec<String>,
-    items: Vec<Value>,
+    items: Vec<Item>,
     rejected: Vec<Rejected>,
     angles_used: Vec<String>,
     given_up: Vec<String>,
@@ -277,9 +278,9 @@ impl Store {
 
     /// Writes the whole journal as the snapshot and starts a fresh log on it.
     pub fn snapshot(&mut self, run: &RunContext, j: &Journal) -> io::Result<()> {
-        let bytes = snapshot_bytes(&run.redactor, j)?;
-        work_runtime::fsx::write_atomic(&self.snapshot, &bytes)?;
-        let mut header = serde_json::json!({"journalLog": LOG_VERSION, "base": sha256_hex(&bytes)});
+        let written =
+            work_runtime::fsx::write_atomic_streamed(&self.snapshot, |w| write_snapshot(&run.redactor, j, w))?;
+        let mut header = serde_json::json!({"journalLog": LOG_VERSION, "base": written.sha256});
         if j.is_final()
             && let Some(stamp) = Stamp::of(&self.snapshot)
         {
@@ -293,27 +294,27 @@ impl Store {
         self.seq = 0;
         self.based = true;
         self.log_bytes = 0;
-        self.snapshot_bytes = bytes.len() as u64;
+        self.snapshot_bytes = written.len;
         self.snapshots += 1;
         self.marks = Marks::of(j);
         Ok(())
     }
 }
 
-/// The snapshot's text: the journal written out pretty, its strings redacted. Written from the
-/// journal itself (with no secret to redact) or from one JSON copy of it, redacted on the way
-/// out: a snapshot used to hold two whole copies beside the journal (the JSON tree and its
-/// redacted copy), most of a long run's peak memory (docs/performance.md).
-fn snapshot_bytes(redactor: &work_runtime::redact::Redactor, j: &Journal) -> io::Result<Vec<u8>> {
-    let mut bytes = if redactor.is_empty() {
-        serde_json::to_vec_pretty(j)
+/// Writes the snapshot's text to `w`: the journal written out pretty, its strings redacted.
+/// Written from the journal itself (with no secret to redact) or from one JSON copy of it,
+/// redacted on the way out, and streamed to the file: a snapshot used to hold two whole copies
+/// beside the journal (the JSON tree and its redacted copy) and then its whole text, most of a
+/// long run's peak memory (docs/performance.md).
+fn write_snapshot(redactor: &work_runtime::redact::Redactor, j: &Journal, w: &mut dyn io::Write) -> io::Result<()> {
+    if redactor.is_empty() {
+        serde_json::to_writer_pretty(&mut *w, j)
     } else {
         let v = serde_json::to_value(j).map_err(io::Error::other)?;
-        serde_json::to_vec_pretty(&redactor.serializable(&v))
+        serde_json::to_writer_pretty(&mut *w, &redactor.serializable(&v))
     }
     .map_err(io::Error::other)?;
-    bytes.push(b'\n');
-    Ok(bytes)
+    w.write_all(b"\n")
 }
 
 #[cfg(test)]
@@ -340,7 +341,7 @@ mod tests {
 
     fn grow(j: &mut Journal, n: usize) {
         let id = format!("item-{n}");
-        j.items.push(json!({"id": id, "location": format!("a.rs:{n}"), "pad": "x".repeat(300)}));
+        j.items.push(json!({"id": id, "location": format!("a.rs:{n}"), "pad": "x".repeat(300)}).into());
         j.seen.push(id);
         j.angles_used.push(format!("a{n}"));
         j.rounds.push(RoundRecord { n: n as u32 + 1, verdict: "new-items".into(), ..Default::default() });
@@ -354,7 +355,7 @@ mod tests {
         for n in 0..5 {
             grow(&mut j, n);
         }
-        j.items.push(json!({"id": "sk-canary-0123456789", "sk-canary-0123456789": 1.5, "n": [null, true]}));
+        j.items.push(json!({"id": "sk-canary-0123456789", "sk-canary-0123456789": 1.5, "n": [null, true]}).into());
         j.spent_by_role.insert("finder".into(), Default::default());
         let mut secret = work_runtime::redact::Redactor::default();
         secret.add("sk-canary-0123456789");
@@ -362,7 +363,8 @@ mod tests {
             let tree = r.redact_json(&serde_json::to_value(&j).expect("tree"));
             let mut want = serde_json::to_vec_pretty(&tree).expect("text");
             want.push(b'\n');
-            let got = snapshot_bytes(&r, &j).expect("written");
+            let mut got = Vec::new();
+            write_snapshot(&r, &j, &mut got).expect("written");
             assert_eq!(String::from_utf8(got).expect("utf-8"), String::from_utf8(want).expect("utf-8"));
         }
     }

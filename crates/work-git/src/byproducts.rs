@@ -13,7 +13,7 @@
 //! `PYTHONPYCACHEPREFIX`, see `work_runtime::bytecode`) so the baseline run cannot teach it,
 //! and no check reads what is in the tree.
 
-use crate::{Compare, Git, TreeState};
+use crate::{Git, TreeState};
 use std::collections::BTreeSet;
 
 /// What the engine's own check runs leave in the tree (see the module documentation).
@@ -29,7 +29,7 @@ impl Byproducts {
     /// What a baseline check run changed between `before` and `after` (two
     /// [`Git::tree_state`]s around it).
     pub fn learn(git: &Git, before: &TreeState, after: &TreeState) -> Byproducts {
-        let paths: BTreeSet<String> = after.changed_since(before, Compare::Content).into_iter().collect();
+        let paths: BTreeSet<String> = after.changed_since(before).into_iter().collect();
         let mut dirs = BTreeSet::new();
         for p in &paths {
             let Some((dir, _)) = p.rsplit_once('/') else { continue };

@@ -111,8 +111,8 @@ impl Git {
 pub struct Scratch {
     repo: Git,
     dir: PathBuf,
-    head: String,
-    tree: String,
+    /// The worktree as it was made: what a read-only agent must leave ([`crate::readonly`]).
+    made: Option<crate::readonly::View>,
 }
 
 impl Scratch {
@@ -127,7 +127,7 @@ impl Scratch {
         let path = dir.display().to_string();
         repo.run(&["worktree", "add", "--detach", "--quiet", &path, head])?;
         // From here on, dropping it removes the worktree.
-        let s = Scratch { repo: repo.clone(), dir: dir.to_path_buf(), head: head.clone(), tree: change.tree.clone() };
+        let mut s = Scratch { repo: repo.clone(), dir: dir.to_path_buf(), made: None };
         if !change.patch.is_empty() {
             let args = ["apply", "--binary", "--whitespace=nowarn", "-"];
             let mut spec = ProcessSpec::new("git", args.iter().map(|s| s.to_string()).collect(), dir)
@@ -142,9 +142,10 @@ impl Scratch {
             }
         }
         let got = Git::new(dir).snapshot_tree::<&str>(&[])?;
-        if got != s.tree {
-            return Err(ChangeError::Fingerprint { want: s.tree.clone(), got });
+        if got != change.tree {
+            return Err(ChangeError::Fingerprint { want: change.tree.clone(), got });
         }
+        s.made = Some(Git::new(dir).read_only_view(&crate::readonly::Watch::default())?);
         Ok(s)
     }
 
@@ -153,24 +154,19 @@ impl Scratch {
         &self.dir
     }
 
-    /// Whether the scratch tree is still the change's tree at its commit (nothing written,
-    /// removed or committed since it was made; ignored files aside).
+    /// Whether the scratch tree is still as it was made: read-only in the one meaning of
+    /// [`crate::readonly`] (nothing written, staged, removed or committed; ignored files aside).
     pub fn unchanged(&self) -> Result<(), ChangeError> {
-        let git = Git::new(&self.dir);
-        let head = git.head_sha().unwrap_or_default();
-        if head != self.head {
-            return Err(ChangeError::Changed(format!("HEAD moved from {} to {head}", self.head)));
+        let Some(made) = &self.made else { return Ok(()) };
+        let paths = Git::new(&self.dir).read_only_changes(made, &crate::readonly::Watch::default())?;
+        if paths.is_empty() {
+            return Ok(());
         }
-        let now = git.snapshot_tree::<&str>(&[])?;
-        if now != self.tree {
-            let paths = git.tree_diff_names(&self.tree, &now).unwrap_or_default();
-            let mut list: Vec<String> = paths.iter().take(5).cloned().collect();
-            if paths.len() > 5 {
-                list.push(format!("… {} more", paths.len() - 5));
-            }
-            return Err(ChangeError::Changed(format!("changed {}", list.join(", "))));
+        let mut list: Vec<String> = paths.iter().take(5).cloned().collect();
+        if paths.len() > 5 {
+            list.push(format!("… {} more", paths.len() - 5));
         }
-        Ok(())
+        Err(ChangeError::Changed(format!("changed {}", list.join(", "))))
     }
 }
 
@@ -178,7 +174,7 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         let path = self.dir.display().to_string();
         if self.repo.run(&["worktree", "remove", "--force", "--force", &path]).is_err() {
-            let _ = std::fs::remove_dir_all(&self.dir);
+            let _ = work_runtime::fsx::plain::remove_dir_all(&self.dir);
             let _ = self.repo.run(&["worktree", "prune"]);
         }
     }

@@ -13,13 +13,15 @@
 //!
 //! What the checks need that git does not carry — the ignored entries of the agent's tree (a
 //! virtualenv, `node_modules`, `target/`, a build cache), outside the state directory — is
-//! brought in as a **hard-link copy**: directories made anew, every file a hard link to the
-//! agent's (no byte copied, so a large `target/` costs one link per file), a symlink recreated
-//! as itself. A file the check creates or replaces (how pip, npm, cargo and Python's bytecode
-//! write) lands in the copy only; a file the check rewrites in place would share the agent's
-//! inode, so a file on another file system, or one hard links cannot reach, is copied
-//! instead. The copy is removed when dropped, and on an interruption (`work_runtime::scratch`);
-//! one left by a `work` killed outright is removed by the next copy of the same repository.
+//! brought in as a **copy that cannot be written back**: directories made anew, a symlink
+//! recreated as itself, every file up to [`COPIED_UP_TO`] copied with its mode and modification
+//! time through `copy_file_range` (a reflink where the file system has one: btrfs, XFS,
+//! bcachefs, NFS 4.2; an in-kernel byte copy elsewhere), so a check that rewrites one in place
+//! changes the copy only; a larger file is hard-linked (a byte copy of a whole `target/` at every
+//! check would cost its size), copied when a link cannot be made. The copy is removed when
+//! dropped, and on an
+//! interruption (`work_runtime::scratch`); one left by a `work` killed outright is removed by
+//! the next copy of the same repository.
 
 use crate::{Git, GitError, split_z};
 use std::path::{Path, PathBuf};
@@ -46,17 +48,17 @@ impl EngineCopy {
         for rel in hide.iter().chain(emptied) {
             let at = inside(&self.dir, rel).map_err(|e| io(rel, e))?;
             match std::fs::symlink_metadata(&at) {
-                Ok(m) if m.is_dir() => std::fs::remove_dir_all(&at).map_err(|e| io(rel, e))?,
-                Ok(_) => std::fs::remove_file(&at).map_err(|e| io(rel, e))?,
+                Ok(m) if m.is_dir() => work_runtime::fsx::plain::remove_dir_all(&at).map_err(|e| io(rel, e))?,
+                Ok(_) => work_runtime::fsx::plain::remove_file(&at).map_err(|e| io(rel, e))?,
                 Err(_) => {}
             }
         }
         for rel in emptied {
             let at = inside(&self.dir, rel).map_err(|e| io(rel, e))?;
             if let Some(parent) = at.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| io(rel, e))?;
+                work_runtime::fsx::ensure_dir(parent).map_err(|e| io(rel, e))?;
             }
-            std::fs::write(&at, "").map_err(|e| io(rel, e))?;
+            work_runtime::fsx::plain::write(&at, "").map_err(|e| io(rel, e))?;
         }
         Ok(())
     }
@@ -65,7 +67,7 @@ impl EngineCopy {
 impl Drop for EngineCopy {
     fn drop(&mut self) {
         work_runtime::scratch::cancel(self.hook);
-        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = work_runtime::fsx::plain::remove_dir_all(&self.dir);
     }
 }
 
@@ -87,11 +89,12 @@ fn inside(root: &Path, rel: &str) -> std::io::Result<PathBuf> {
 
 impl Git {
     /// A copy of this repository at HEAD with `tree` checked out over it, and the ignored
-    /// entries of this working tree outside `exclude` (the state directory) brought in as a
-    /// hard-link copy (see the module documentation).
+    /// entries of this working tree outside `exclude` (the state directory) copied in (see the
+    /// module documentation).
     pub fn engine_copy<S: AsRef<str>>(&self, tree: &str, exclude: &[S]) -> Result<EngineCopy, GitError> {
         let home = self.copies_home()?;
-        std::fs::create_dir_all(&home).map_err(|e| GitError::Spawn(format!("creating {}: {e}", home.display())))?;
+        work_runtime::fsx::ensure_dir(&home)
+            .map_err(|e| GitError::Spawn(format!("creating {}: {e}", home.display())))?;
         sweep_stale(&home);
         let dir = free_dir(&home)?;
         let head = match self.head_sha() {
@@ -101,7 +104,7 @@ impl Git {
         let (from, path) = (self.root.display().to_string(), dir.display().to_string());
         let gone = dir.clone();
         let hook = work_runtime::scratch::on_interrupt(move || {
-            let _ = std::fs::remove_dir_all(gone);
+            let _ = work_runtime::fsx::plain::remove_dir_all(gone);
         });
         let copy = EngineCopy { dir, hook };
         self.run(&["clone", "--shared", "--no-checkout", "--quiet", &from, &path])?;
@@ -110,10 +113,10 @@ impl Git {
         inner.run(&["update-ref", "--no-deref", "HEAD", &head])?;
         inner.run(&["read-tree", "--reset", "-u", tree])?;
         inner.run(&["reset", "--quiet"])?;
-        self.link_ignored(copy.path(), exclude)?;
+        self.copy_ignored(copy.path(), exclude)?;
         for rel in crate::exclude_dirs(exclude) {
             if let Ok(at) = inside(copy.path(), rel) {
-                let _ = std::fs::create_dir_all(at);
+                let _ = work_runtime::fsx::ensure_dir(&at);
             }
         }
         Ok(copy)
@@ -134,7 +137,7 @@ impl Git {
     }
 
     /// Brings the ignored entries of this working tree (outside `exclude`) into `to`.
-    fn link_ignored<S: AsRef<str>>(&self, to: &Path, exclude: &[S]) -> Result<(), GitError> {
+    fn copy_ignored<S: AsRef<str>>(&self, to: &Path, exclude: &[S]) -> Result<(), GitError> {
         let out = self.run(&["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"])?;
         for entry in split_z(&out) {
             let rel = entry.trim_end_matches('/');
@@ -143,9 +146,10 @@ impl Git {
             }
             let dst = inside(to, rel).map_err(|e| GitError::Spawn(format!("bringing {rel} into the copy: {e}")))?;
             if let Some(parent) = dst.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| GitError::Spawn(format!("{}: {e}", parent.display())))?;
+                work_runtime::fsx::ensure_dir(parent)
+                    .map_err(|e| GitError::Spawn(format!("{}: {e}", parent.display())))?;
             }
-            link_tree(&self.root.join(rel), &dst)
+            copy_tree(&self.root.join(rel), &dst)
                 .map_err(|e| GitError::Spawn(format!("bringing {rel} into the copy: {e}")))?;
         }
         Ok(())
@@ -155,26 +159,37 @@ impl Git {
 /// The empty tree's id.
 const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
-/// `from` recreated at `to`: directories made, files hard-linked (copied when a link cannot be
-/// made), symlinks recreated as themselves.
-fn link_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+/// `from` recreated at `to`: directories made, files copied (a reflink where the file system
+/// has one) with their mode and modification time, symlinks recreated as themselves.
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     let meta = std::fs::symlink_metadata(from)?;
     if meta.file_type().is_symlink() {
-        return std::os::unix::fs::symlink(std::fs::read_link(from)?, to);
+        return work_runtime::fsx::plain::symlink(std::fs::read_link(from)?, to);
     }
     if meta.is_dir() {
-        std::fs::create_dir_all(to)?;
+        work_runtime::fsx::ensure_dir(to)?;
         for entry in std::fs::read_dir(from)? {
             let entry = entry?;
-            link_tree(&entry.path(), &to.join(entry.file_name()))?;
+            copy_tree(&entry.path(), &to.join(entry.file_name()))?;
         }
         return Ok(());
     }
     if !meta.is_file() {
         return Ok(());
     }
-    std::fs::hard_link(from, to).or_else(|_| std::fs::copy(from, to).map(|_| ()))
+    if meta.len() > COPIED_UP_TO && work_runtime::fsx::plain::hard_link(from, to).is_ok() {
+        return Ok(());
+    }
+    work_runtime::fsx::plain::copy(from, to)?;
+    std::fs::File::open(to)?.set_modified(meta.modified()?)
 }
+
+/// Ignored files up to this size are copied; a larger one (a build artifact, a wheel, a
+/// model) is hard-linked where it can be. What checks rewrite in place — logs, counters,
+/// small databases, caches' indexes — is small, while copying a whole `target/` or
+/// `node_modules` byte by byte (where the file system has no reflink) would cost its size at
+/// every check.
+const COPIED_UP_TO: u64 = 1 << 20;
 
 /// A new directory under `home` named for this process.
 fn free_dir(home: &Path) -> Result<PathBuf, GitError> {
@@ -196,7 +211,7 @@ fn sweep_stale(home: &Path) {
         let name = entry.file_name().to_string_lossy().to_string();
         let pid = name.split('-').next().and_then(|p| p.parse::<u32>().ok());
         if pid.is_some_and(|p| p != std::process::id() && !Path::new(&format!("/proc/{p}")).exists()) {
-            let _ = std::fs::remove_dir_all(entry.path());
+            let _ = work_runtime::fsx::plain::remove_dir_all(entry.path());
         }
     }
 }
@@ -229,9 +244,15 @@ mod tests {
         assert!(status.contains(" M lib.py") && status.contains("?? new.py"), "{status}");
         copy.set_aside(&["new.py".to_string()], &["tests/t.py".to_string()]).expect("aside");
         assert!(!at.join("new.py").exists() && read("tests/t.py").is_empty());
-        // A file the check replaces lands in the copy only.
-        std::fs::remove_file(at.join("venv/lib/site.py")).expect("rm");
-        std::fs::write(at.join("venv/lib/site.py"), "patched\n").expect("write");
+        // A file the check rewrites in place lands in the copy only, with the time it had.
+        let (mine, theirs) = (d.path().join("venv/lib/site.py"), at.join("venv/lib/site.py"));
+        let mtime = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).expect("mtime");
+        assert_eq!(mtime(&mine), mtime(&theirs));
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().write(true).open(&theirs).expect("open in place");
+        f.write_all(b"patched").expect("write in place");
+        drop(f);
+        assert_eq!(std::fs::read_to_string(&theirs).expect("read"), "patched");
         drop(copy);
         assert!(!at.exists(), "the copy is removed");
         assert_eq!(std::fs::read_to_string(d.path().join("venv/lib/site.py")).expect("read"), "site\n");

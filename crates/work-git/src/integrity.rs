@@ -94,7 +94,7 @@ impl Git {
 
     /// Seals git's view of the tree and stamps what the seal was read from.
     pub fn read_seal(&self) -> Result<SealReading, GitError> {
-        let started = std::time::SystemTime::now();
+        let started = work_runtime::clock::file_time_now();
         let (seal, paths) = self.seal_and_inputs()?;
         let inputs = inputs::Inputs::read(self, &seal, paths, started);
         Ok(SealReading { seal, inputs, reused: false })

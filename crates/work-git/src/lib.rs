@@ -2,6 +2,7 @@
 //!
 //! Every call runs `git` through the runtime's spawner (blocking; callable from async code
 //! running on a multi-threaded runtime, and from plain synchronous code).
+#![cfg_attr(test, allow(clippy::disallowed_methods, reason = "unit tests set up their fixtures directly"))]
 
 pub mod byproducts;
 pub mod change;
@@ -13,12 +14,14 @@ pub mod locate;
 pub mod looked;
 pub mod loss;
 pub mod nested;
+pub mod readonly;
 pub mod restore;
 pub mod scope;
 pub mod snapshot;
 pub mod suite_report;
 pub mod support_modules;
 pub mod surface;
+pub mod wave;
 
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -102,15 +105,6 @@ pub struct PathState {
     pub hash: Option<String>,
 }
 
-/// How [`TreeState::changed_since`] compares a path's two states.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compare {
-    /// Status code and content: staging a change is a change.
-    StatusAndContent,
-    /// Content only (a path that cannot be read, by its status code): staging is not a change.
-    Content,
-}
-
 /// The working tree's change at one instant (see [`Git::tree_state`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TreeState {
@@ -121,16 +115,14 @@ pub struct TreeState {
 }
 
 impl TreeState {
-    /// The paths whose state differs between `before` and `self`: changed, appeared or gone
-    /// (back to the base), sorted. HEAD is not compared: look at [`TreeState::head`].
-    pub fn changed_since(&self, before: &TreeState, compare: Compare) -> Vec<String> {
-        let same = |a: &PathState, b: &PathState| match compare {
-            Compare::StatusAndContent => a == b,
-            Compare::Content => match (&a.hash, &b.hash) {
-                (Some(x), Some(y)) => x == y,
-                (None, None) => a.code == b.code,
-                _ => false,
-            },
+    /// The paths whose content differs between `before` and `self` (a path that cannot be read,
+    /// by its status code; staging is no change): changed, appeared or gone (back to the base),
+    /// sorted. HEAD is not compared: look at [`TreeState::head`].
+    pub fn changed_since(&self, before: &TreeState) -> Vec<String> {
+        let same = |a: &PathState, b: &PathState| match (&a.hash, &b.hash) {
+            (Some(x), Some(y)) => x == y,
+            (None, None) => a.code == b.code,
+            _ => false,
         };
         let mut out: Vec<String> = self
             .paths
@@ -465,7 +457,7 @@ mod tests {
         assert!(s1.paths["a.txt"].hash.is_some());
         assert_eq!(s1.paths["b.txt"], PathState { code: " D".into(), hash: None });
         assert_eq!(s1.untracked().collect::<Vec<_>>(), vec!["new.txt"]);
-        assert_eq!(s1.changed_since(&clean, Compare::StatusAndContent), vec!["a.txt", "b.txt", "new.txt"]);
+        assert_eq!(s1.changed_since(&clean), vec!["a.txt", "b.txt", "new.txt"]);
         assert_eq!(s1.content_map("<absent>")["b.txt"], "<absent>");
 
         // Writes to the excluded directory change nothing; A-B-A is no change.
@@ -474,15 +466,14 @@ mod tests {
         std::fs::write(d.path().join("a.txt"), "changed\n").expect("write");
         let s2 = g.tree_state(Base::Status, &[".work"]).expect("state");
         assert_eq!(s2, s1);
-        assert!(s2.changed_since(&s1, Compare::StatusAndContent).is_empty());
+        assert!(s2.changed_since(&s1).is_empty());
 
         // Staging is a change of status, not of content; a path back at HEAD is a change.
         g.run(&["add", "a.txt"]).expect("add");
         std::fs::write(d.path().join("b.txt"), "b\n").expect("write");
         let s3 = g.tree_state(Base::Status, &[".work"]).expect("state");
         assert_eq!(s3.paths["a.txt"].code, "M ");
-        assert_eq!(s3.changed_since(&s2, Compare::StatusAndContent), vec!["a.txt", "b.txt"]);
-        assert_eq!(s3.changed_since(&s2, Compare::Content), vec!["b.txt"]);
+        assert_eq!(s3.changed_since(&s2), vec!["b.txt"]);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 static NEXT_INDEX: AtomicU64 = AtomicU64::new(0);
 
 /// The identity snapshot commits carry (they are dangling: never on a branch).
-const IDENTITY: [(&str, &str); 4] = [
+pub(crate) const IDENTITY: [(&str, &str); 4] = [
     ("GIT_AUTHOR_NAME", "work"),
     ("GIT_AUTHOR_EMAIL", "work@localhost"),
     ("GIT_COMMITTER_NAME", "work"),
@@ -41,7 +41,7 @@ pub(crate) struct TempIndex(std::path::PathBuf);
 
 impl Drop for TempIndex {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        let _ = work_runtime::fsx::plain::remove_file(&self.0);
     }
 }
 

@@ -19,6 +19,7 @@
 //! Layer: above work-runtime (fsx reads, redaction, liveness), beside the workflow crates; it
 //! reads their files as JSON values so an older or newer file degrades to fewer fields, never
 //! to an error.
+#![cfg_attr(test, allow(clippy::disallowed_methods, reason = "unit tests set up their fixtures directly"))]
 
 pub mod detail;
 pub mod duration;

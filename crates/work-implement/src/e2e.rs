@@ -23,7 +23,7 @@ struct Fixtures(PathBuf);
 
 impl Drop for Fixtures {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = work_runtime::fsx::plain::remove_dir_all(&self.0);
     }
 }
 

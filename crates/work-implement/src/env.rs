@@ -121,6 +121,8 @@ pub struct Env {
     head_seen: std::sync::Mutex<Option<String>>,
     /// The first git that failed judging the run (see [`Env::git_failed`]).
     git_failure: std::sync::Mutex<Option<work_git::GitError>>,
+    /// How a plan's independent tasks run in parallel (`crate::waves`); `None`: one at a time.
+    waves: Option<crate::waves::WaveSetup>,
 }
 
 /// A check command run once before the first dispatch as its runner's report command.
@@ -356,7 +358,19 @@ impl Env {
             frozen_tree: std::sync::Mutex::new(None),
             head_seen: std::sync::Mutex::new(base_head_seen),
             git_failure: std::sync::Mutex::default(),
+            waves: None,
         }
+    }
+
+    /// Runs a plan's independent tasks in parallel waves as `setup` says (`crate::waves`).
+    pub fn with_waves(mut self, setup: crate::waves::WaveSetup) -> Self {
+        self.waves = Some(setup);
+        self
+    }
+
+    /// How a plan's tasks run in parallel, when they do.
+    pub fn waves(&self) -> Option<&crate::waves::WaveSetup> {
+        self.waves.as_ref()
     }
 
     /// Whether HEAD moved dishonestly since the run started (reset below the base, the base
@@ -500,7 +514,7 @@ impl Env {
     }
 
     /// The engine's copy of the agent's tree as it is now (`work_git::copy`: its snapshot, the
-    /// state directory left out, the ignored entries hard-linked): where every check of the
+    /// state directory left out, the ignored entries copied in): where every check of the
     /// run runs, so nothing a check writes lands in the agent's tree. `Err` says why it could
     /// not be made; a check that was to run there is red.
     pub fn copy(&self) -> Result<EngineCopy, String> {

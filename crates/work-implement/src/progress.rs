@@ -99,6 +99,9 @@ pub struct Progress {
     /// prints it again).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report: Option<Value>,
+    /// The waves of a run with `--concurrency` above 1 (`crate::waves`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waves: Option<crate::waves::WaveState>,
     /// Where the files on disk stand (not part of the record).
     #[serde(skip)]
     log: Log,
@@ -285,7 +288,9 @@ pub fn owns_tree(state_dir: &Path, iter_id: Option<&str>, tree: &Tree) -> bool {
     if tree.git().head_sha() != p.head {
         return false;
     }
-    p.in_progress.is_some() || (p.tree.is_some() && tree.fingerprint().ok() == p.tree)
+    p.in_progress.is_some()
+        || p.waves.as_ref().is_some_and(|w| w.open)
+        || (p.tree.is_some() && tree.fingerprint().ok() == p.tree)
 }
 
 impl Progress {
@@ -307,6 +312,7 @@ impl Progress {
             request: None,
             edit: None,
             report: None,
+            waves: None,
             log: Log::default(),
         }
     }

@@ -209,6 +209,20 @@ pub struct EndReport {
 }
 
 impl EndReport {
+    /// Adds a judged task: its concerns, and what it touched outside its text's plan as a
+    /// concern of its own.
+    pub fn push_judged(&mut self, outcome: TaskOutcome) {
+        self.concerns.extend(outcome.concerns.iter().cloned());
+        if !outcome.out_of_scope.is_empty() {
+            self.concerns.push(format!(
+                "task {}: out of scope: touched what its text does not plan: {}",
+                outcome.id,
+                outcome.out_of_scope.join(", ")
+            ));
+        }
+        self.tasks.push(outcome);
+    }
+
     /// A report with nothing but a status and reason.
     pub fn new(status: Status, mode: Mode, iter_id: Option<String>, reason: String) -> Self {
         Self {

@@ -119,83 +119,84 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
     let surface = progress.check_surface.clone().unwrap_or_default();
     let mut prev: Option<Snapshot> = progress.snapshots.last().cloned();
     report.snapshots = progress.snapshots.clone();
-    let mut stopped = false;
-    for t in &tasks {
-        if stopped {
-            report.tasks.push(TaskOutcome::new(&t.id, &t.title));
-            continue;
-        }
-        if let Some(done) = progress.done(&t.id) {
-            env.run.emit("task.resumed", json!({"task_id": t.id, "status": done.status}));
-            report.concerns.extend(done.concerns.iter().cloned());
-            report.tasks.push(done.clone());
-            continue;
-        }
-        let start = progress.start_of(&t.id);
-        let start_fp = start.clone().unwrap_or_else(|| env.tree.fingerprint().ok());
-        progress.start_task(InProgress { task_id: t.id.clone(), start: start_fp });
-        progress::save(&env.run, &mut progress)?;
-        let outcome = task_loop::run_task(env, &iter, t, start).await;
-        // A git that failed judging the task leaves it unjudged: not recorded, run again.
-        env.git_failed()?;
-        let ok = outcome.status == TaskStatus::Done;
-        // With HEAD moved off the base's line, the snapshot comparison would read paths as
-        // lost that the move took away. The head-moved verdict stands alone.
-        let head_moved = outcome.kind.as_deref() == Some("head-moved");
-        report.concerns.extend(outcome.concerns.iter().cloned());
-        if !outcome.out_of_scope.is_empty() {
-            report.concerns.push(format!(
-                "task {}: out of scope: touched what its text does not plan: {}",
-                outcome.id,
-                outcome.out_of_scope.join(", ")
-            ));
-        }
-        report.tasks.push(outcome);
-        if multi && !head_moved {
-            match env.tree.snapshot(&t.id) {
-                Ok(snap) => {
-                    env.run.emit("snapshot", json!({"boundary": snap.boundary, "sha": snap.sha, "paths": snap.paths}));
-                    if let Some(p) = &prev {
-                        let lost = lost_paths(p, &snap);
-                        if !lost.is_empty() {
-                            report.snapshots.push(snap.clone());
-                            discard_verdict(&mut report, p, &snap, lost);
-                            mark_rest(&mut report, &tasks);
-                            return end(env, report, extraction);
-                        }
-                        match env.tree.lost_lines(p, &snap) {
-                            Ok(lines) => {
-                                let lines = work_git::loss::unplanned_lines(&env.run.root, &t.text, lines);
-                                if !lines.is_empty() {
-                                    report.snapshots.push(snap.clone());
-                                    lines_lost_verdict(&mut report, p, &snap, lines);
-                                    mark_rest(&mut report, &tasks);
-                                    return end(env, report, extraction);
-                                }
-                            }
-                            Err(e) => report
-                                .concerns
-                                .push(format!("per-line snapshot comparison after task {} failed: {e}", t.id)),
-                        }
-                    }
-                    report.snapshots.push(snap.clone());
-                    progress.end_task(
-                        report.tasks.last().unwrap_or(&TaskOutcome::new(&t.id, &t.title)),
-                        Some(&snap),
-                        env.tree.fingerprint().ok(),
-                    );
-                    prev = Some(snap);
-                }
-                Err(e) => report.concerns.push(format!("snapshot after task {} failed: {e}", t.id)),
+    let parallel = match (&input.plan, env.waves()) {
+        (PlanKind::Parsed(p), Some(w)) if w.concurrency > 1 => Some((p, w)),
+        _ => None,
+    };
+    if let Some((plan, setup)) = parallel {
+        crate::waves::run(env, setup, &iter, &tasks, plan, &mut progress, &mut report).await?;
+    } else {
+        let mut stopped = false;
+        for t in &tasks {
+            if stopped {
+                report.tasks.push(TaskOutcome::new(&t.id, &t.title));
+                continue;
             }
-        }
-        if progress.in_progress.is_some() {
-            let last = report.tasks.last().cloned().unwrap_or_else(|| TaskOutcome::new(&t.id, &t.title));
-            progress.end_task(&last, None, env.tree.fingerprint().ok());
-        }
-        progress::save(&env.run, &mut progress)?;
-        if !ok {
-            stopped = true;
+            if let Some(done) = progress.done(&t.id) {
+                env.run.emit("task.resumed", json!({"task_id": t.id, "status": done.status}));
+                report.concerns.extend(done.concerns.iter().cloned());
+                report.tasks.push(done.clone());
+                continue;
+            }
+            let start = progress.start_of(&t.id);
+            let start_fp = start.clone().unwrap_or_else(|| env.tree.fingerprint().ok());
+            progress.start_task(InProgress { task_id: t.id.clone(), start: start_fp });
+            progress::save(&env.run, &mut progress)?;
+            let outcome = task_loop::run_task(env, &iter, t, start).await;
+            // A git that failed judging the task leaves it unjudged: not recorded, run again.
+            env.git_failed()?;
+            let ok = outcome.status == TaskStatus::Done;
+            // With HEAD moved off the base's line, the snapshot comparison would read paths as
+            // lost that the move took away. The head-moved verdict stands alone.
+            let head_moved = outcome.kind.as_deref() == Some("head-moved");
+            report.push_judged(outcome);
+            if multi && !head_moved {
+                match env.tree.snapshot(&t.id) {
+                    Ok(snap) => {
+                        env.run
+                            .emit("snapshot", json!({"boundary": snap.boundary, "sha": snap.sha, "paths": snap.paths}));
+                        if let Some(p) = &prev {
+                            let lost = lost_paths(p, &snap);
+                            if !lost.is_empty() {
+                                report.snapshots.push(snap.clone());
+                                discard_verdict(&mut report, p, &snap, lost);
+                                mark_rest(&mut report, &tasks);
+                                return end(env, report, extraction);
+                            }
+                            match env.tree.lost_lines(p, &snap) {
+                                Ok(lines) => {
+                                    let lines = work_git::loss::unplanned_lines(&env.run.root, &t.text, lines);
+                                    if !lines.is_empty() {
+                                        report.snapshots.push(snap.clone());
+                                        lines_lost_verdict(&mut report, p, &snap, lines);
+                                        mark_rest(&mut report, &tasks);
+                                        return end(env, report, extraction);
+                                    }
+                                }
+                                Err(e) => report
+                                    .concerns
+                                    .push(format!("per-line snapshot comparison after task {} failed: {e}", t.id)),
+                            }
+                        }
+                        report.snapshots.push(snap.clone());
+                        progress.end_task(
+                            report.tasks.last().unwrap_or(&TaskOutcome::new(&t.id, &t.title)),
+                            Some(&snap),
+                            env.tree.fingerprint().ok(),
+                        );
+                        prev = Some(snap);
+                    }
+                    Err(e) => report.concerns.push(format!("snapshot after task {} failed: {e}", t.id)),
+                }
+            }
+            if progress.in_progress.is_some() {
+                let last = report.tasks.last().cloned().unwrap_or_else(|| TaskOutcome::new(&t.id, &t.title));
+                progress.end_task(&last, None, env.tree.fingerprint().ok());
+            }
+            progress::save(&env.run, &mut progress)?;
+            if !ok {
+                stopped = true;
+            }
         }
     }
     // End-verify leg 1: files_touched, before E2E fixtures and artifacts, without what the

@@ -324,7 +324,7 @@ async fn spec_gate(
             fold: answers::spec,
             clean: |r| r["status"].as_str() == Some("compliant"),
         };
-        let r = reviewed(env, out, task, (&d.tree, &briefs), make, parts::merge_spec).await?;
+        let r = reviewed(env, out, task, &briefs, make, parts::merge_spec).await?;
         let issues = strings(&r["issues"]);
         match r["status"].as_str() {
             Some("compliant") => return Ok(()),
@@ -469,13 +469,13 @@ fn review_diff(env: &Env, task: &TaskSpec, start: Option<&str>) -> Result<(TaskD
 /// One review of the task's diff: a proven reviewer dispatch per brief (the whole diff, or
 /// each part of it with `context.review_part`), the verdicts combined by `merge` when there
 /// are parts — one non-clean part makes the verdict non-clean, with every part's findings.
-/// `shown` is the tree the briefs show: a reviewer is read-only, and one that changed the
-/// tree (code nobody reviews) is BLOCKED `reviewer-wrote-tree`, its answer dropped.
+/// A reviewer is read-only (`crate::read_only`), and one that changed the tree (code nobody
+/// reviews) is BLOCKED `reviewer-wrote-tree`, its answer dropped.
 async fn reviewed(
     env: &Env,
     out: &mut TaskOutcome,
     task: &TaskSpec,
-    (shown, briefs): (&str, &[Brief]),
+    briefs: &[Brief],
     make: impl Fn(&str) -> Review,
     merge: fn(&[Value]) -> Value,
 ) -> Result<Value, Stop> {
@@ -488,8 +488,9 @@ async fn reviewed(
             env.run.progress(&format!("task {}: {} reads part {i} of {n} of the diff", task.id, review.role));
             env.run.emit("review.part", json!({"task_id": task.id, "reviewer": review.role, "index": i, "count": n}));
         }
+        let guard = crate::read_only::Guard::take(env, &[env.run.run_dir()]);
         let verdict = proven_review(env, out, review, task, &b.names).await?;
-        read_only_kept(env, task, role, shown)?;
+        read_only_kept(env, task, role, guard.writes(env))?;
         verdicts.push(verdict);
     }
     match verdicts.len() {
@@ -498,14 +499,12 @@ async fn reviewed(
     }
 }
 
-/// BLOCKED `reviewer-wrote-tree` when the tree is no longer `shown` (the whole-tree snapshot
-/// the reviewer was shown) after a read-only reviewer's dispatch, naming what it changed.
-fn read_only_kept(env: &Env, task: &TaskSpec, role: &str, shown: &str) -> Result<(), Stop> {
-    let now = env.tree.fingerprint().map_err(git_err)?;
-    if now == shown {
+/// BLOCKED `reviewer-wrote-tree` when a read-only reviewer's dispatch wrote `paths`, naming them.
+fn read_only_kept(env: &Env, task: &TaskSpec, role: &str, paths: Vec<String>) -> Result<(), Stop> {
+    env.git_failed().map_err(git_err)?;
+    if paths.is_empty() {
         return Ok(());
     }
-    let paths = env.tree.git().tree_diff_names(shown, &now).unwrap_or_default();
     env.run.emit("review.wrote-tree", json!({"task_id": task.id, "reviewer": role, "paths": paths}));
     Err(Stop::Blocked {
         kind: "reviewer-wrote-tree",
@@ -554,7 +553,7 @@ async fn drive(env: &Env, iter: &str, task: &TaskSpec, out: &mut TaskOutcome, st
             fold: answers::quality,
             clean: |r| r["verdict"].as_str() == Some("approved"),
         };
-        let r = reviewed(env, out, task, (&d.tree, &briefs), make, parts::merge_quality).await?;
+        let r = reviewed(env, out, task, &briefs, make, parts::merge_quality).await?;
         let issues: Vec<Value> = r["issues"].as_array().cloned().unwrap_or_default();
         if r["verdict"].as_str() == Some("approved") {
             for i in &issues {

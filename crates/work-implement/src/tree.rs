@@ -111,8 +111,18 @@ impl Tree {
     }
 
     /// The git handle.
+    pub fn exclusions(&self) -> &[String] {
+        &self.exclude
+    }
+
+    /// The git handle.
     pub fn git(&self) -> &Git {
         &self.git
+    }
+
+    /// The repository-relative paths this view leaves out (the state directory, …).
+    pub fn excluded(&self) -> &[String] {
+        &self.exclude
     }
 
     fn keep(&self, path: &str) -> bool {

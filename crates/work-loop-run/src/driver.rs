@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
-use work_git::{Base, Compare, Git, TreeState};
+use work_git::{Base, Git, TreeState};
 use work_loop::adjudication::{self, Class};
 use work_loop::cohort::{self, Caps, CohortState, ReviewRecord};
 use work_loop::common::{read_status, sha256_hex};

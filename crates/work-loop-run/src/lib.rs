@@ -18,6 +18,7 @@
 //!
 //! No process is spawned and no file written here except through the runtime (`RunContext`'s
 //! spawner and atomic writes) and `work_git`.
+#![cfg_attr(test, allow(clippy::disallowed_methods, reason = "unit tests set up their fixtures directly"))]
 
 pub mod driver;
 pub mod git_seal;

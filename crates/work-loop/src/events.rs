@@ -76,7 +76,7 @@ fn open_log(root: &Path) -> Option<std::fs::File> {
         use std::os::unix::fs::OpenOptionsExt;
         opts.mode(0o600);
     }
-    match opts.open(&p) {
+    match work_runtime::fsx::plain::open(&opts, &p) {
         Ok(f) => Some(f),
         Err(e) => {
             warn(&format!("open .loop-run/events.jsonl: {e}"));
@@ -122,7 +122,11 @@ pub fn append(root: &Path, given: &Map<String, Value>) {
 pub fn remove_log(root: &Path) {
     let dir = root.join(LOOP_RUN_DIR);
     let Ok(m) = std::fs::symlink_metadata(&dir) else { return };
-    let r = if m.is_dir() { std::fs::remove_dir_all(&dir) } else { std::fs::remove_file(&dir) };
+    let r = if m.is_dir() {
+        work_runtime::fsx::plain::remove_dir_all(&dir)
+    } else {
+        work_runtime::fsx::plain::remove_file(&dir)
+    };
     if let Err(e) = r {
         warn(&format!("remove .loop-run: {e}"));
     }

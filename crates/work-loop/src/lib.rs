@@ -11,6 +11,7 @@
 //! anchors, the workspace.toml layout and finding codes, base-freshness rules, init/reset, the
 //! lock, older state files, `--spec-dir`), the reading is written down in
 //! `docs/loop-interpretations.md`; the state table as implemented is `docs/loop-state-table.md`.
+#![cfg_attr(test, allow(clippy::disallowed_methods, reason = "unit tests set up their fixtures directly"))]
 
 pub mod adjudication;
 pub mod canonical;

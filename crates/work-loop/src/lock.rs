@@ -25,7 +25,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
+use work_runtime::fsx::plain;
 
 /// How long a caller waits for a held lock before it refuses (the scripts' timeout).
 pub const WAIT: Duration = Duration::from_secs(10);
@@ -73,7 +74,7 @@ impl Lock {
         let p = path.display().to_string();
         let io = |e: io::Error| LoopError::bad(format!("could not create lock {p}: {e}"));
         if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir).map_err(io)?;
+            work_runtime::fsx::ensure_dir(dir).map_err(io)?;
         }
         let deadline = Instant::now() + wait;
         let mut pause = Duration::from_millis(1);
@@ -117,13 +118,10 @@ impl Lock {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
-        let created = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(nix::libc::O_NOFOLLOW)
-            .open(path);
+        let created = plain::open(
+            OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).custom_flags(nix::libc::O_NOFOLLOW),
+            path,
+        );
         let file = match created {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(Err(Busy::Moved)),
@@ -139,14 +137,15 @@ impl Lock {
     }
 
     fn take_existing(path: &Path) -> io::Result<Result<Lock, Busy>> {
-        let file = match OpenOptions::new().read(true).write(true).custom_flags(nix::libc::O_NOFOLLOW).open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Err(Busy::Moved)),
-            // Replaced by a symlink since we looked: look again (it is refused then).
-            Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => return Ok(Err(Busy::Moved)),
-            // Unreadable or unwritable by us: we cannot tell, so it is held.
-            Err(_) => return Ok(Err(Busy::Held(read_record(path).and_then(|r| record_pid(&r))))),
-        };
+        let file =
+            match plain::open(OpenOptions::new().read(true).write(true).custom_flags(nix::libc::O_NOFOLLOW), path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Err(Busy::Moved)),
+                // Replaced by a symlink since we looked: look again (it is refused then).
+                Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => return Ok(Err(Busy::Moved)),
+                // Unreadable or unwritable by us: we cannot tell, so it is held.
+                Err(_) => return Ok(Err(Busy::Held(read_record(path).and_then(|r| record_pid(&r))))),
+            };
         let lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(l) => l,
             Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
@@ -163,7 +162,11 @@ impl Lock {
         let _ = (&*lock).take(257).read_to_string(&mut text);
         if let Some(pid) = record_pid(&text) {
             let ours = text.split(' ').nth(1).is_some_and(|t| t.starts_with(WORK_MARK));
-            let age = md.modified().ok().and_then(|m| SystemTime::now().duration_since(m).ok()).unwrap_or_default();
+            let age = md
+                .modified()
+                .ok()
+                .and_then(|m| work_runtime::clock::file_time_now().duration_since(m).ok())
+                .unwrap_or_default();
             if !ours && age <= STALE_AFTER {
                 return Ok(Err(Busy::Held(Some(pid))));
             }
@@ -179,7 +182,7 @@ impl Lock {
         if !same_inode(path, ident) {
             return Ok(Err(Busy::Moved));
         }
-        let nanos = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
+        let nanos = work_runtime::clock::nonce_nanos();
         let pid = std::process::id();
         let token = sha256_hex(format!("{pid} {nanos} {:?} {}", std::thread::current().id(), md.ino()).as_bytes());
         use std::io::Seek;
@@ -195,7 +198,7 @@ impl Drop for Lock {
         // Remove the file while still holding the flock, and only if it is still ours: a
         // contender that opened it meanwhile finds the path gone (or someone else's) and retries.
         if same_inode(&self.path, self.ident) {
-            let _ = fs::remove_file(&self.path);
+            let _ = plain::remove_file(&self.path);
         }
         drop(self.file.take());
     }

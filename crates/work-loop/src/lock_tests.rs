@@ -1,6 +1,7 @@
 use super::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::SystemTime;
 
 fn refusal(err: LoopError, reason: &str) -> serde_json::Value {
     match err {

@@ -1,6 +1,7 @@
 //! The engine against the binding table: every (state, event) pair, every guard both ways,
 //! the Session Resumption routing, random event sequences, cohort idempotency, caps, stasis,
 //! and a concurrent-transition race.
+#![allow(clippy::disallowed_methods, reason = "tests set up their fixtures directly")]
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -1,4 +1,5 @@
 //! lint-spec-status on crafted specs and workspace-status on crafted workspace.toml files.
+#![allow(clippy::disallowed_methods, reason = "tests set up their fixtures directly")]
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

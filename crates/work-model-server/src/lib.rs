@@ -15,6 +15,7 @@
 //! not closed or do not require every property (Responses).
 //!
 //! The server binds 127.0.0.1 only and stops when the [`ModelServer`] is dropped.
+#![cfg_attr(test, allow(clippy::disallowed_methods, reason = "unit tests set up their fixtures directly"))]
 
 mod anthropic;
 pub mod hosted;

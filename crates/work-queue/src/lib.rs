@@ -6,6 +6,7 @@
 //!   and the workflows stay ignorant of the queue (journal, budgets, cap and every rule are the
 //!   coordinator's, exactly as in a local run).
 //! - [`worker`]: the worker loop behind `work worker`.
+#![cfg_attr(test, allow(clippy::disallowed_methods, reason = "unit tests set up their fixtures directly"))]
 
 pub mod agent;
 pub mod stream;

@@ -11,6 +11,7 @@
 //! - [`signals`]: SIGINT / SIGTERM, with the exact resume command;
 //! - [`progress`]: the one renderer of a run's typed events on stderr (a live status list on
 //!   a terminal, plain lines otherwise) and the `-q` / `-v` verbosity.
+#![cfg_attr(test, allow(clippy::disallowed_methods, reason = "unit tests set up their fixtures directly"))]
 
 pub mod color;
 pub mod harness;

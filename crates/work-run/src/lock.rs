@@ -97,8 +97,8 @@ pub fn acquire(path: &Path, what: &str, run_id: &str) -> Result<Held, LockRefuse
 /// as bad input leaves nothing behind.
 pub fn discard(held: Held) {
     if held.created {
-        let _ = std::fs::remove_file(holder_path(&held.path));
-        let _ = std::fs::remove_file(&held.path);
+        let _ = work_runtime::fsx::plain::remove_file(holder_path(&held.path));
+        let _ = work_runtime::fsx::plain::remove_file(&held.path);
     }
     drop(held);
 }

@@ -153,8 +153,8 @@ struct State {
     totals: BTreeMap<Unit, u64>,
     /// The step in progress ("round 3", "task 2").
     current: Option<String>,
-    /// The task running, if any.
-    task: Option<Task>,
+    /// The tasks running (one, or a parallel wave's), by id.
+    tasks: BTreeMap<String, Task>,
     /// Rows of ended tasks, oldest first.
     tasks_ended: VecDeque<ProgressBar>,
     passing: BTreeSet<String>,
@@ -277,8 +277,11 @@ impl Renderer {
         if self.verbose {
             self.say(&format!("dispatch {id} start: {role} · {model} (attempt {attempt})"));
         }
-        let in_task = st.task.is_some();
-        let row = match (&self.live, &st.task) {
+        // A dispatch belongs to the task running when one task runs; in a parallel wave each
+        // task keeps its own row and each dispatch gets one of its own.
+        let sole = if st.tasks.len() == 1 { st.tasks.values().next() } else { None };
+        let in_task = sole.is_some();
+        let row = match (&self.live, sole) {
             (Some(l), Some(t)) => {
                 if let Some(row) = &t.row {
                     row.reset_elapsed();
@@ -312,7 +315,7 @@ impl Renderer {
 
     fn on_task_start(&self, st: &mut State, id: &str, title: &str) {
         self.clear_ended(st);
-        if let Some(t) = st.task.take() {
+        if let Some(t) = st.tasks.remove(id) {
             // A task that never said it ended (not expected): its row goes.
             if let (Some(l), Some(row)) = (&self.live, t.row) {
                 l.multi.remove(&row);
@@ -333,14 +336,14 @@ impl Renderer {
             row.set_prefix(task_text(l, Glyph::Running, &task));
             task.row = Some(row);
         }
-        st.task = Some(task);
+        st.tasks.insert(id.to_string(), task);
     }
 
     fn on_task_end(&self, st: &mut State, id: &str, done: bool, reason: Option<&str>) {
         if done {
             *st.done.entry(Unit::Task).or_insert(0) += 1;
         }
-        let Some(t) = st.task.take_if(|t| t.id == id) else { return };
+        let Some(t) = st.tasks.remove(id) else { return };
         let took = secs(self.clock.now() - t.started);
         let spent = format!("{} dispatch(es) · {took} · {}", t.dispatches, tokens_text(t.tokens));
         let why = match (done, reason) {
@@ -411,7 +414,10 @@ impl Renderer {
     /// next dispatch still in flight.
     fn task_dispatch_ended(&self, st: &mut State, tokens: u64) {
         let still = st.flights.values().any(|f| f.in_task);
-        let Some(t) = st.task.as_mut() else { return };
+        if st.tasks.len() != 1 {
+            return;
+        }
+        let Some(t) = st.tasks.values_mut().next() else { return };
         t.dispatches += 1;
         t.tokens += tokens;
         if let (Some(l), Some(row), false) = (&self.live, &t.row, still) {
@@ -535,7 +541,9 @@ impl Renderer {
             Observed::RunEnded { .. } => {
                 if let Some(l) = &self.live {
                     let rows = st.flights.values_mut().filter_map(|f| f.row.take());
-                    let tasks = st.task.take().and_then(|t| t.row).into_iter().chain(st.tasks_ended.drain(..));
+                    let running: Vec<ProgressBar> =
+                        std::mem::take(&mut st.tasks).into_values().filter_map(|t| t.row).collect();
+                    let tasks = running.into_iter().chain(st.tasks_ended.drain(..));
                     for row in rows.chain(st.ended.drain(..)).chain(tasks).chain(st.bar.take()) {
                         row.finish_and_clear();
                     }

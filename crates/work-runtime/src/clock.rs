@@ -21,6 +21,7 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> DateTime<Utc> {
+        #[expect(clippy::disallowed_methods, reason = "the system clock behind the injected one")]
         Utc::now()
     }
 }
@@ -67,6 +68,20 @@ pub fn from_env() -> Box<dyn Clock> {
         return Box::new(FakeClock::new(t.with_timezone(&Utc), 1));
     }
     Box::new(SystemClock)
+}
+
+/// The system's wall clock, for comparing with the times the kernel stamps on files (mtime,
+/// ctime): an injected [`Clock`] cannot move those, so a fake one must never stand in here. A
+/// time a run records or decides a workflow by comes from a [`Clock`] instead.
+pub fn file_time_now() -> std::time::SystemTime {
+    #[expect(clippy::disallowed_methods, reason = "the chokepoint for the file-time clock")]
+    std::time::SystemTime::now()
+}
+
+/// Nanoseconds since the epoch on the system's wall clock (0 before it): salt for a name that
+/// must differ between calls and processes (a session id, a lock token), never a time shown.
+pub fn nonce_nanos() -> u128 {
+    file_time_now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -108,10 +108,7 @@ fn shared() -> &'static Shared {
     SHARED.get_or_init(|| {
         // Not fatal where unsupported: containment then falls back to groups and markers.
         let subreaper = nix::sys::prctl::set_child_subreaper(true).is_ok();
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default();
+        let nanos = crate::clock::nonce_nanos();
         let owner = format!("{}-{nanos}", std::process::id());
         let (watchdog, watchdog_pid) = match start_watchdog(&owner) {
             Some((stdin, pid)) => (Some(Mutex::new(stdin)), Some(pid)),

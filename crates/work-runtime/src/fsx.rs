@@ -16,6 +16,7 @@ use std::path::{Component, Path, PathBuf};
 
 mod append;
 pub mod digests;
+pub mod plain;
 mod read;
 pub use append::{append_line, parse_lines, read_json_lines};
 pub use read::{
@@ -133,14 +134,69 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     write_atomic_unrecorded(path, bytes).inspect_err(|_| digests::after_failed_write(path))
 }
 
+/// The length and SHA-256 (hex) of what [`write_atomic_streamed`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// Bytes written.
+    pub len: u64,
+    /// Their SHA-256, hex.
+    pub sha256: String,
+}
+
+/// A writer that hashes and counts what passes through it.
+struct Hashing<W> {
+    inner: W,
+    hasher: sha2::Sha256,
+    len: u64,
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        sha2::Digest::update(&mut self.hasher, &buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// [`write_atomic`] of bytes `fill` writes, streamed to the file as they are made (a large
+/// file never sits whole in memory): the digest is recorded once they are all written and
+/// before the file replaces `path`.
+pub fn write_atomic_streamed(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<Written> {
+    let mut written = None;
+    let result = write_atomic_with(path, |f| {
+        let mut w = Hashing { inner: io::BufWriter::new(f), hasher: sha2::Digest::new(), len: 0 };
+        fill(&mut w)?;
+        w.flush()?;
+        let sha256 = hex::encode(sha2::Digest::finalize(w.hasher));
+        digests::before_write_digest(path, &sha256)?;
+        written = Some(Written { len: w.len, sha256 });
+        Ok(())
+    });
+    if result.is_err() && written.is_some() {
+        digests::after_failed_write(path);
+    }
+    result?;
+    written.ok_or_else(|| io::Error::other("nothing was written"))
+}
+
 /// [`write_atomic`] without recording a digest (the digest log's own compaction).
 fn write_atomic_unrecorded(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomic_with(path, |f| f.write_all(bytes))
+}
+
+/// Writes a temporary file beside `path` with `fill`, syncs it and renames it over `path`.
+fn write_atomic_with(path: &Path, fill: impl FnOnce(&mut File) -> io::Result<()>) -> io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
     let mut tmp = temp_beside(&dir, path)?;
-    tmp.write_all(bytes)?;
+    fill(tmp.as_file_mut())?;
     tmp.as_file().sync_all()?;
     crate::faults::state_write()?;
     tmp.persist(path).map_err(|e| e.error)?;

@@ -12,6 +12,7 @@
 //!
 //! The runtime knows nothing about any particular workflow or agent backend: backends
 //! implement [`dispatch::Agent`], workflows consume [`run::RunContext`].
+#![cfg_attr(test, allow(clippy::disallowed_methods, reason = "unit tests set up their fixtures directly"))]
 
 pub mod budget;
 pub mod bytecode;
@@ -19,17 +20,21 @@ pub mod clock;
 pub mod contain;
 pub mod dispatch;
 pub mod enum_fold;
+#[allow(clippy::disallowed_methods, reason = "the event log's own directory and append handle")]
 pub mod events;
 pub mod exit;
 pub mod faults;
+#[allow(clippy::disallowed_methods, reason = "the chokepoint for file writes and removals")]
 pub mod fsx;
 pub mod redact;
 pub mod run;
 pub mod sandbox;
+#[allow(clippy::disallowed_methods, reason = "scratch files are created and removed by the runtime itself")]
 pub mod scratch;
 pub mod slug;
 pub mod spawn;
 pub mod spawn_stream;
+#[allow(clippy::disallowed_methods, reason = "staged state directories are discarded by the runtime itself")]
 pub mod stage;
 pub mod suggest;
 pub mod tree_guard;

@@ -25,7 +25,8 @@
 //! Every step is written before the next starts: evidence, `receipts.json`, then `state.json`
 //! (the commit point: it counts the receipts it goes with) atomically, the notepad by appending. A run killed anywhere is resumed by running the goal
 //! again: kept REDs are not re-captured, attempts continue their numbering, an attempt whose
-//! answer the killed run recorded is finished with that answer (`in_flight`), and the figures
+//! answer the killed run recorded is finished with that answer (`in_flight`) and one cut off
+//! before it (or whose record a crash tore) is made again, and the figures
 //! of the run go on from the killed run's (`attempts_before_run`).
 
 use crate::brief::{self, Answer, CleanupClaim, TargetView};
@@ -371,7 +372,7 @@ impl Runner<'_, '_> {
         });
         let head = git.is_repo().then(|| git.head_at());
         let (mut attempts_this_run, mut attempts_run) = self.attempts_of_this_run();
-        let mut last_fail: BTreeMap<String, String> = BTreeMap::new();
+        let mut last_fail = self.last_failures();
         let mut notes: Vec<String> = Vec::new();
         let mut resumed = self.resumed_attempt(goal, &fresh_red);
         loop {
@@ -494,7 +495,7 @@ impl Runner<'_, '_> {
                 context,
                 label: format!("{}-a{n}", self.goal.id),
             };
-            let recorded = self.commit_in_flight(n, &ids, &spec, resume.map(|r| r.1))?;
+            let recorded = self.commit_in_flight(n, &ids, &spec, resume.and_then(|r| r.1))?;
             // The engine's records as they are before the agent runs (A5: the agent works in
             // the repository, and the goal directory is usually inside it).
             let kept = self.keep_records();
@@ -722,24 +723,48 @@ impl Runner<'_, '_> {
         (self.state.attempts.saturating_sub(before), per)
     }
 
-    /// The attempt a cut-off run dispatched and whose answer it recorded: its targets and that
-    /// answer, taken as the attempt instead of forgetting it (the rerun would otherwise find
-    /// the implementer's work green and end with no attempt). None — and the attempt in flight
-    /// dropped — when the run was cut off before the answer, or the attempt no longer fits the
-    /// goal (a target gone, or its RED captured again).
-    fn resumed_attempt(&mut self, goal: &Goal, fresh_red: &BTreeSet<String>) -> Option<(Vec<String>, Replayed)> {
+    /// The failures the same-failure rule compares the next attempt's with: none at the start
+    /// of a run; when the run goes on from one cut off after its attempts, each target of the
+    /// last attempt still failing, as observed now — so a kill between two attempts does not
+    /// give the goal an extra attempt before the rule holds.
+    fn last_failures(&self) -> BTreeMap<String, String> {
+        let before = self.state.attempts_before_run.unwrap_or(self.state.attempts);
+        let Some(last) = self.state.attempt_log.iter().rev().find(|a| a.n > before) else {
+            return BTreeMap::new();
+        };
+        last.targets
+            .iter()
+            .filter(|id| !self.is_green(id))
+            .filter_map(|id| {
+                let fp = self.state.criteria.get(id)?.last.as_ref()?.fingerprint.clone();
+                Some((id.clone(), fp))
+            })
+            .collect()
+    }
+
+    /// The attempt a cut-off run had in flight: its targets, and the answer the run recorded
+    /// for it when it got that far — taken as the attempt instead of asking again. Without a
+    /// recorded answer (cut off before it, or its record torn) the same attempt is made again:
+    /// forgetting it, the rerun would find whatever the implementer had already done green and
+    /// end with no attempt. None — and the attempt in flight dropped — when it no longer fits
+    /// the goal (a target gone, or its RED captured again).
+    fn resumed_attempt(
+        &mut self,
+        goal: &Goal,
+        fresh_red: &BTreeSet<String>,
+    ) -> Option<(Vec<String>, Option<Replayed>)> {
         let f = self.state.in_flight.clone()?;
         let fits = f.n == self.state.attempts + 1
             && !f.targets.is_empty()
             && f.targets.iter().all(|t| goal.criteria.iter().any(|c| &c.id == t) && !fresh_red.contains(t));
-        let run = &self.env.run;
-        let found = fits
-            .then(|| CutOffRuns::read(&run.state_dir, std::slice::from_ref(&f.run_id), &run.run_id))
-            .and_then(|cut| cut.answer_to(&f.request_sha256));
-        if found.is_none() {
+        if !fits {
             self.state.in_flight = None;
+            return None;
         }
-        found.map(|r| (f.targets, r))
+        let run = &self.env.run;
+        let found =
+            CutOffRuns::read(&run.state_dir, std::slice::from_ref(&f.run_id), &run.run_id).answer_to(&f.request_sha256);
+        Some((f.targets, found))
     }
 
     /// Before attempt `n` asks `spec`: with the answer a cut-off run recorded, says so in the

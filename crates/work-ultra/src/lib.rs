@@ -18,6 +18,7 @@
 //!
 //! Deterministic parts are code; the implementer's work is the only judgement, and it is
 //! dispatched through the runtime's [`work_runtime::dispatch::Dispatcher`].
+#![cfg_attr(test, allow(clippy::disallowed_methods, reason = "unit tests set up their fixtures directly"))]
 
 pub mod brief;
 pub mod engine;

@@ -12,6 +12,7 @@
 //! - [`report`] — the worker's report schema and `validate-report`;
 //! - [`templates`] — the hand-off, worker and recon briefs;
 //! - [`workflow`] — the iteration loop, stall rules, human gate and git ground truth.
+#![cfg_attr(test, allow(clippy::disallowed_methods, reason = "unit tests set up their fixtures directly"))]
 
 pub mod intent;
 pub mod ledger;

@@ -192,7 +192,7 @@ impl SchemaFile {
 
 impl Drop for SchemaFile {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        let _ = work_runtime::fsx::plain::remove_file(&self.0);
         work_runtime::scratch::forget(&self.0);
     }
 }
@@ -210,7 +210,7 @@ pub(crate) fn sweep_in(dir: &Path) {
         let Some(rest) = name.strip_prefix(SCHEMA_PREFIX) else { continue };
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
         if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_file(e.path());
+            let _ = work_runtime::fsx::plain::remove_file(e.path());
         }
     }
 }

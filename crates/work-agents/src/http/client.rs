@@ -462,4 +462,11 @@ mod tests {
         assert_eq!(shown(i.uri(), true), "http://proxy.corp:3128");
         assert_eq!(i.basic_auth().map(|a| a.as_bytes().to_vec()), Some(b"Basic dTpzM2NyZXQ=".to_vec()));
     }
+
+    #[test]
+    fn proxy_credentials_are_percent_decoded_and_sent_as_basic() {
+        let p = Matcher::builder().all("http://us%40r:p%3Ass@h:3128").build();
+        let i = p.intercept(&Uri::from_static("https://api.x.com/")).expect("proxied");
+        assert_eq!(i.basic_auth().map(|a| a.as_bytes().to_vec()), Some(b"Basic dXNAcjpwOnNz".to_vec()), "us@r:p:ss");
+    }
 }

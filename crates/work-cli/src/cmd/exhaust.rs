@@ -200,7 +200,7 @@ pub fn run(global: &Global, a: Args) -> CmdResult {
     if matches!(result, Err(CliError::BadInput(_))) {
         for d in &missing {
             // remove_dir only removes an empty directory: nothing written is ever lost.
-            let _ = std::fs::remove_dir(d);
+            let _ = work_runtime::fsx::plain::remove_dir(d);
         }
     }
     result
@@ -230,7 +230,7 @@ fn run_in(ctx: &Ctx, a: Args) -> CmdResult {
     let result = run_locked(ctx, a, role, agent, task, journal_path);
     if matches!(result, Err(CliError::BadInput(_))) && !lock_existed {
         // Nothing ran: leave no lock file behind (the lock is still held while it goes).
-        let _ = std::fs::remove_file(&lock_path);
+        let _ = work_runtime::fsx::plain::remove_file(&lock_path);
     }
     result
 }
@@ -320,14 +320,21 @@ fn run_locked(
                 ctx::print_json(&ctx.redactor.redact_json(&serde_json::to_value(&j).unwrap_or_default()));
             }
             let covered = j.given_up.is_empty();
-            summary(&run, &j.items, j.seen.len(), &reason, j.completeness_gaps.clone()).print();
+            summary(
+                &run,
+                &j.items.iter().take(20).map(work_exhaust::Item::value).collect::<Vec<_>>(),
+                j.seen.len(),
+                &reason,
+                j.completeness_gaps.clone(),
+            )
+            .print();
             Ok(work_run::status::exhaust(work_run::status::ExhaustStop::parse(&reason), covered))
         }
         Err(ExhaustError::Oracle(e)) => {
             if fresh_seed && run.budget.spent().dispatches == 0 {
                 // Nothing was dispatched and no journal written: leave no trace of the attempt
                 // (no `run.end`, so no seal of a log that is not kept).
-                let _ = std::fs::remove_dir_all(run.run_dir());
+                let _ = work_runtime::fsx::plain::remove_dir_all(run.run_dir());
             } else {
                 run.finish("oracle-failed", serde_json::json!({"error": e.to_string()}));
             }

@@ -56,6 +56,10 @@ pub struct ImplementArgs {
     /// named to the reviewers and in the report) or `strict` (BLOCKED `out-of-scope`).
     #[arg(long, value_enum, value_name = "MODE", default_value = "named")]
     pub scope: ScopeMode,
+    /// How many independent tasks of a plan run at once, each in its own worktree, merged back
+    /// in plan order (1: one after another in the working tree).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub concurrency: u32,
     /// The carrier, test command, agent, budget and output flags both commands share.
     #[command(flatten)]
     pub run: RunFlags,
@@ -463,6 +467,27 @@ fn resolve_all(ctx: &Ctx, names: &[&str], agent: Option<&str>, budget: &BudgetAr
     Ok(resolved)
 }
 
+/// With `--concurrency` above 1, how a task's roles are built in its worktree: the same
+/// agents and pins, rooted (and confined) there.
+fn wave_setup(concurrency: u32, resolved: &[Resolved]) -> Option<work_implement::waves::WaveSetup> {
+    if concurrency <= 1 {
+        return None;
+    }
+    let pins: Vec<work_config::ResolvedRole> = resolved.iter().map(|(r, _)| r.clone()).collect();
+    let roles_for = move |run: &work_runtime::run::RunContext| -> Result<BTreeMap<String, RoleDispatch>, String> {
+        let mut built = Vec::new();
+        for role in &pins {
+            let agent = work_agents::build(role, &run.root).map_err(|e| e.to_string())?;
+            built.push((role.clone(), agent));
+        }
+        Ok(roles(run, built))
+    };
+    Some(work_implement::waves::WaveSetup {
+        concurrency: concurrency as usize,
+        roles_for: std::sync::Arc::new(roles_for),
+    })
+}
+
 /// `--dry-run` over an iteration that finished over this very tree: a run would print its
 /// report again and dispatch nothing.
 fn dry_replay(report: &EndReport, flags: &RunFlags) -> CmdResult {
@@ -635,6 +660,7 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
             if a.run.dry_run {
                 let mut plan = dry_plan("implement", &resolved, &set, &a.run);
                 plan.row("plan", &plan_arg).row("scope", if set.scope_strict { "strict" } else { "named" });
+                plan.row("concurrency", a.concurrency.to_string());
                 match &kind {
                     work_implement::standard::PlanKind::Parsed(p) => {
                         let tasks = work_implement::extract::select_parsed(p, range).unwrap_or_default();
@@ -657,7 +683,11 @@ pub fn run_implement(global: &Global, a: ImplementArgs) -> CmdResult {
             let (run_id, _iteration, _tree) = lock_iteration(&ctx, "implement", &iter_id)?;
             let run =
                 ctx.start_run_as(run_id, "implement", a.run.budget.budget(), Spent::default(), Default::default())?;
-            let env = Env::new(run.clone(), roles(&run, resolved), set);
+            let setup = wave_setup(a.concurrency, &resolved);
+            let mut env = Env::new(run.clone(), roles(&run, resolved), set);
+            if let Some(setup) = setup {
+                env = env.with_waves(setup);
+            }
             let input = work_implement::standard::StandardInput {
                 iter_id,
                 plan_path: plan_arg,

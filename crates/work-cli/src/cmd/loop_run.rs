@@ -247,12 +247,12 @@ pub fn run(global: &Global, a: RunArgs) -> CmdResult {
             if !lock_existed {
                 // Nothing ran: leave nothing behind (each directory only when this invocation
                 // created it and it is empty).
-                let _ = std::fs::remove_file(&lock_path);
+                let _ = work_runtime::fsx::plain::remove_file(&lock_path);
                 if !locks_existed {
-                    let _ = std::fs::remove_dir(ctx.state_path("locks"));
+                    let _ = work_runtime::fsx::plain::remove_dir(ctx.state_path("locks"));
                 }
                 if !state_dir_existed {
-                    let _ = std::fs::remove_dir(&ctx.state_dir);
+                    let _ = work_runtime::fsx::plain::remove_dir(&ctx.state_dir);
                 }
             }
             drop(lock);

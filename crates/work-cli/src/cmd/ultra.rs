@@ -297,9 +297,9 @@ fn remove_fresh(lock_path: &Path, fresh: &[PathBuf]) {
     if fresh.is_empty() {
         return;
     }
-    let _ = std::fs::remove_file(lock_path);
+    let _ = work_runtime::fsx::plain::remove_file(lock_path);
     for d in fresh.iter().rev() {
-        let _ = std::fs::remove_dir(d);
+        let _ = work_runtime::fsx::plain::remove_dir(d);
     }
 }
 

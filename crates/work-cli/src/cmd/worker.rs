@@ -93,7 +93,7 @@ impl Local {
         };
         for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             if e.file_name().to_string_lossy().starts_with(&prefix) {
-                let _ = std::fs::remove_dir_all(e.path());
+                let _ = work_runtime::fsx::plain::remove_dir_all(e.path());
             }
         }
         let _ = work_git::Git::new(&self.ctx.root).run(&["worktree", "prune"]);

@@ -2,7 +2,7 @@
 //! and `codex` executables on PATH that check the flags they receive and answer in the
 //! tools' documented formats, and a loopback HTTP server for `openai:`.
 
-use crate::support::{Scenario, assert_one_line_error};
+use crate::support::{Scenario, assert_one_line_error, suite_confines};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
@@ -90,7 +90,7 @@ mode = os.environ.get("WORK_TEST_FAKE_MODE", "ok")
 if args[:2] != ["exec", "--json"]: die("not exec --json")
 if "--skip-git-repo-check" not in args: die("no --skip-git-repo-check")
 if flag("-C") != os.environ["WORK_TEST_WANT_CWD"]: die("-C " + str(flag("-C")))
-if flag("--sandbox") != "read-only": die("sandbox " + str(flag("--sandbox")))
+if flag("--sandbox") != os.environ["WORK_TEST_WANT_SANDBOX"]: die("sandbox " + str(flag("--sandbox")))
 if "-m" in args: die("a tier pin must not become -m")
 if "xhigh" in (flag("-c") or "") and tuple(int(x) for x in VERSION.split(".")) < (0, 60, 0):
     sys.stderr.write("Error loading configuration: unknown variant `xhigh`, expected one of `minimal`, `low`, `medium`, `high`\n")
@@ -165,6 +165,12 @@ impl Fakes {
     }
 }
 
+/// The `--sandbox` a read-only Codex gets: its own where it runs unconfined; inside the kernel
+/// sandbox, which holds it to its role's access, none of its own (it cannot nest one).
+fn codex_sandbox() -> &'static str {
+    if suite_confines() { "danger-full-access" } else { "read-only" }
+}
+
 fn root(s: &Scenario) -> String {
     std::fs::canonicalize(s.root()).expect("canonical root").display().to_string()
 }
@@ -194,8 +200,9 @@ fn try_env(
         .work()
         .env("PATH", f.path())
         .env("WORK_TEST_FAKE_MODE", mode)
-        .env("WORK_TEST_FAKE_STATE", s.path(&format!(".agent-state-{mode}")))
+        .env("WORK_TEST_FAKE_STATE", s.path(&format!(".agent-state/fake-{mode}")))
         .env("WORK_TEST_WANT_CWD", root(s))
+        .env("WORK_TEST_WANT_SANDBOX", codex_sandbox())
         .env("TMPDIR", s.path(".agents/tmp"))
         .envs(envs.iter().copied())
         .args(&args)
@@ -243,8 +250,9 @@ fn claude_pins_and_write_access_map_to_its_flags() {
     let out = s
         .work()
         .env("PATH", f.path())
-        .env("WORK_TEST_FAKE_STATE", s.path(".agent-state-w"))
+        .env("WORK_TEST_FAKE_STATE", s.path(".agent-state/fake-w"))
         .env("WORK_TEST_WANT_CWD", root(&s))
+        .env("WORK_TEST_WANT_SANDBOX", codex_sandbox())
         .env("WORK_TEST_WANT_MODEL", "opus")
         .env("WORK_TEST_WANT_EFFORT", "xhigh")
         .env("WORK_TEST_WANT_WRITE", "1")
@@ -522,6 +530,7 @@ fn exhaust_with(s: &Scenario, f: &Fakes, mode: &str, args: &[&str], envs: &[(&st
         .env("PATH", f.path())
         .env("WORK_TEST_FAKE_MODE", mode)
         .env("WORK_TEST_WANT_CWD", root(s))
+        .env("WORK_TEST_WANT_SANDBOX", codex_sandbox())
         .env("TMPDIR", s.path(".agents/tmp"))
         .envs(envs.iter().copied())
         .arg("exhaust")
@@ -757,6 +766,7 @@ fn a_schema_codex_cannot_serve_is_refused_before_the_first_dispatch() {
         .work()
         .env("PATH", f.path())
         .env("WORK_TEST_WANT_CWD", root(&s))
+        .env("WORK_TEST_WANT_SANDBOX", codex_sandbox())
         .args(["agents", "try", "--agent", "codex", "--schema", ".agents/array.json", "--json", "brief: list"])
         .output()
         .expect("runs");

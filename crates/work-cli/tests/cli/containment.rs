@@ -2,7 +2,10 @@
 //! and a double fork, the way a CLI runs each tool command in its own session) leaves nothing
 //! running after a normal dispatch, a timeout, SIGINT, SIGTERM, or a SIGKILL of `work` itself.
 
-use crate::support::Scenario;
+use crate::support::{Scenario, fallback_only, suite_isolation};
+
+/// Why these are the fallback's tests: they test the sweep that ends what a dispatch detached.
+pub(crate) const SWEEP: &str = "the containment sweep; with the sandbox the dispatch's PID namespace ends what it detached (ext_sandbox), and the pids the agent records are the namespace's";
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -98,6 +101,7 @@ pub(crate) fn exhaust_args<'a>(agent: &'a str, timeout: &'a str) -> Vec<&'a str>
 
 #[test]
 fn a_detaching_agent_leaves_nothing_after_a_normal_dispatch() {
+    let _unconfined = fallback_only(SWEEP);
     let s = repo();
     let agent = hostile_finder(&s, "answer");
     let (code, out, err) = s.run(&exhaust_args(&agent, "timeouts.dispatch_secs=30"));
@@ -111,6 +115,7 @@ fn a_detaching_agent_leaves_nothing_after_a_normal_dispatch() {
 
 #[test]
 fn a_detaching_agent_leaves_nothing_after_a_timeout() {
+    let _unconfined = fallback_only(SWEEP);
     let s = repo();
     let agent = hostile_finder(&s, "hang");
     let (code, out, err) = s.run(&exhaust_args(&agent, "timeouts.dispatch_secs=3"));
@@ -147,7 +152,7 @@ fn signalled_env(
     #[expect(clippy::disallowed_methods, reason = "the test needs a `work` it can signal mid-dispatch")]
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
         .envs(env.iter().copied())
-        .env("WORK_ISOLATION", "none")
+        .env("WORK_ISOLATION", suite_isolation())
         .args(exhaust_args(&agent, "timeouts.dispatch_secs=60"))
         .current_dir(s.root())
         .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")
@@ -182,6 +187,7 @@ pub(crate) fn wait_for_descendants(root: &Path, n: usize) {
 
 #[test]
 fn a_detaching_agent_dies_with_work_on_sigint() {
+    let _unconfined = fallback_only(SWEEP);
     let (alive, survived) = signalled(nix::sys::signal::Signal::SIGINT);
     assert_eq!(alive, Vec::<i32>::new(), "detached descendants outlived SIGINT of work");
     assert_eq!(survived, Vec::<String>::new());
@@ -189,6 +195,7 @@ fn a_detaching_agent_dies_with_work_on_sigint() {
 
 #[test]
 fn a_detaching_agent_dies_with_work_on_sigterm() {
+    let _unconfined = fallback_only(SWEEP);
     let (alive, survived) = signalled(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(alive, Vec::<i32>::new(), "detached descendants outlived SIGTERM of work");
     assert_eq!(survived, Vec::<String>::new());
@@ -196,6 +203,7 @@ fn a_detaching_agent_dies_with_work_on_sigterm() {
 
 #[test]
 fn a_detaching_agent_dies_with_work_on_sigkill() {
+    let _unconfined = fallback_only(SWEEP);
     let (alive, survived) = signalled(nix::sys::signal::Signal::SIGKILL);
     assert_eq!(alive, Vec::<i32>::new(), "detached descendants outlived SIGKILL of work");
     assert_eq!(survived, Vec::<String>::new());
@@ -217,6 +225,7 @@ fn group_and_marker_leaver(s: &Scenario) -> String {
 
 #[test]
 fn a_finder_that_leaves_its_group_and_marker_dies_with_work_on_sigkill() {
+    let _unconfined = fallback_only(SWEEP);
     let (alive, survived) = signalled_env(nix::sys::signal::Signal::SIGKILL, &[], group_and_marker_leaver);
     assert_eq!(alive, Vec::<i32>::new(), "a finder outlived SIGKILL of work");
     assert_eq!(survived, Vec::<String>::new());
@@ -226,6 +235,7 @@ fn a_finder_that_leaves_its_group_and_marker_dies_with_work_on_sigkill() {
 /// (`setpriv --pdeathsig`, started with `posix_spawn`): the death signal is still set.
 #[test]
 fn a_finder_that_leaves_its_group_and_marker_dies_with_work_on_sigkill_through_the_spawn_shim() {
+    let _unconfined = fallback_only(SWEEP);
     let shim = [("WORK_TEST_SPAWN_SHIM", "1")];
     let (alive, survived) = signalled_env(nix::sys::signal::Signal::SIGKILL, &shim, group_and_marker_leaver);
     assert_eq!(alive, Vec::<i32>::new(), "a finder outlived SIGKILL of work");
@@ -236,6 +246,7 @@ fn a_finder_that_leaves_its_group_and_marker_dies_with_work_on_sigkill_through_t
 /// descendants are still ended with their dispatch.
 #[test]
 fn a_detaching_agent_started_through_the_spawn_shim_answers_and_leaves_nothing() {
+    let _unconfined = fallback_only(SWEEP);
     let s = repo();
     let agent = hostile_finder(&s, "answer");
     let out = s
@@ -256,6 +267,7 @@ fn a_detaching_agent_started_through_the_spawn_shim_answers_and_leaves_nothing()
 /// logged by the runtime's test probe (`WORK_TEST_PROC_READS`).
 #[test]
 fn the_sweeps_read_no_process_outside_work_s_tree_that_started_before_it() {
+    let _unconfined = fallback_only(SWEEP);
     let s = repo();
     let agent = hostile_finder(&s, "answer");
     let idle: Vec<std::process::Child> = (0..300)

@@ -1,7 +1,7 @@
 //! `work exhaust` end to end: the worked example of the exhaust rules, every way a finder can fail or lie,
 //! gate 2's refusals, budgets, resume after SIGKILL, and bad input.
 
-use crate::support::{Scenario, assert_one_line_error};
+use crate::support::{Scenario, assert_one_line_error, fallback_only};
 use serde_json::Value;
 
 /// A finder that answers from a per-angle table: `TABLE[angle]` is a list of items (or the
@@ -472,7 +472,8 @@ print(json.dumps({{"angle": angle, "items": TABLE.get(angle, [])}}))
     };
     // Uninterrupted.
     let whole = jobs_repo();
-    let marker = whole.path(".agent-state-marker");
+    let marker = whole.path(".agent-state/marker");
+    std::fs::create_dir_all(whole.path(".agent-state")).expect("mkdir");
     std::fs::write(&marker, "x").expect("marker");
     let agent = whole.agent("f.py", &slow_body(&marker.display().to_string()));
     let a: Vec<String> = args(&agent);
@@ -480,12 +481,11 @@ print(json.dumps({{"angle": angle, "items": TABLE.get(angle, [])}}))
 
     // Killed while round 3's finder sleeps, then run again.
     let s = jobs_repo();
-    let marker = s.path(".agent-state-marker");
+    let marker = s.path(".agent-state/marker");
     let agent = s.agent("f.py", &slow_body(&marker.display().to_string()));
     let a: Vec<String> = args(&agent);
-    #[expect(clippy::disallowed_methods, reason = "the test needs a child it can SIGKILL mid-run")]
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
-        .env("WORK_ISOLATION", "none")
+    let mut child = s
+        .work_std()
         .args(&a)
         .current_dir(s.root())
         .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")
@@ -775,15 +775,15 @@ fn a_second_run_of_the_same_task_while_one_runs_is_refused() {
 
 #[test]
 fn sigterm_stops_the_agents_too() {
+    let _unconfined = fallback_only(crate::containment::SWEEP);
     let s = jobs_repo();
     let pidfile = s.path("agent.pid");
     let agent = s.agent(
         "hang.py",
         &format!("open({:?}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n", pidfile.display().to_string()),
     );
-    #[expect(clippy::disallowed_methods, reason = "the test signals a running work process")]
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
-        .env("WORK_ISOLATION", "none")
+    let mut child = s
+        .work_std()
         .args(["exhaust", "x", "--angles", "a", "--agent", &agent])
         .current_dir(s.root())
         .stderr(std::process::Stdio::null())

@@ -1,7 +1,7 @@
 //! `work exhaust` against lying finders: each liar tries one way past gate 2 or read-only, and
 //! an honest twin doing the real work must not be blocked.
 
-use crate::support::Scenario;
+use crate::support::{Scenario, fallback_only, refused};
 use serde_json::{Value, json};
 
 const JOBS: &str = "fn a() { transition(1); }\nfn b() { transition(2); }\nfn c() { transition(3); }\n\
@@ -51,6 +51,7 @@ fn rejection(master: &Value, id: &str) -> String {
 
 #[test]
 fn a_finder_that_writes_a_file_and_cites_it_is_refused_and_its_honest_twin_is_not() {
+    let unconfined = fallback_only(refused::READ_ONLY);
     let s = repo();
     let liar = finder(
         &s,
@@ -69,6 +70,7 @@ fn a_finder_that_writes_a_file_and_cites_it_is_refused_and_its_honest_twin_is_no
     let master = exhaust(&s, &liar, &[]);
     assert!(rejection(&master, "late").contains("written during"), "{}", master["rejected"]);
 
+    drop(unconfined);
     // The honest twin keeps scratch state of its own (a counter file) and cites real lines.
     let s = repo();
     let honest = finder(
@@ -82,6 +84,7 @@ fn a_finder_that_writes_a_file_and_cites_it_is_refused_and_its_honest_twin_is_no
 
 #[test]
 fn a_finder_that_deletes_a_tracked_file_loses_its_answers_and_the_run_says_so() {
+    let _unconfined = fallback_only(refused::READ_ONLY);
     let s = repo();
     // It deletes the file the final oracle greps for, and reports something real.
     let liar = finder(

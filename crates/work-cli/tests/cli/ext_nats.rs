@@ -126,6 +126,7 @@ pub(crate) fn spawn_work(dir: &Path, args: &[&str], log: &Path, writable: &Path)
         .args(args)
         .current_dir(dir)
         .env("WORK_SANDBOX_WRITABLE", writable)
+        .env("WORK_ISOLATION", crate::support::suite_isolation())
         .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")
         .stdout(std::fs::File::create(log.with_extension("out")).expect("log"))
         .stderr(std::fs::File::create(log).expect("log"))
@@ -133,6 +134,11 @@ pub(crate) fn spawn_work(dir: &Path, args: &[&str], log: &Path, writable: &Path)
         .expect("spawn work");
     Proc(Some(child))
 }
+
+/// Why the fault run's agents run unconfined: its scripted finders keep their fault markers
+/// (which run is an angle's first) in a directory outside every tree, which a confined local
+/// finder cannot write — every run of the slow angle would then be its first and time out.
+const FAULT_MARKERS: &str = "scripted finders that keep their fault markers outside the repository, which a confined local finder cannot write (not a lie the sandbox refuses: a harness limit)";
 
 const ANGLES: usize = 240;
 /// The finders' time limit: what the slow finder overruns (in both runs), and ample for the
@@ -332,9 +338,11 @@ impl Workers {
 
 #[test]
 fn ext_nats_an_exhaust_through_a_cluster_with_faults_ends_like_a_local_run() {
+    let _unconfined = crate::support::fallback_only(FAULT_MARKERS);
     nats_server();
     // Locally, meanwhile (it shares nothing with the queue run).
     let local = std::thread::spawn(move || {
+        let _unconfined = crate::support::fallback_only(FAULT_MARKERS);
         let (local, agent, local_state) = scenario();
         let a = exhaust_args(&agent, None);
         let expected = local.run_json(&a.iter().map(String::as_str).collect::<Vec<_>>(), 0);

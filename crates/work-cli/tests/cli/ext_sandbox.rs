@@ -1,6 +1,6 @@
 //! The kernel sandbox against lying agents, through the binary (`--isolation required`, which
-//! the flag sets over the suite's `WORK_ISOLATION=none`: these
-//! tests fail where no sandbox can be had, never skip). Each liar tries a route that detection
+//! the flag sets whatever mode the suite runs in: these tests fail where no sandbox can be had,
+//! never skip). Each liar tries a route that detection
 //! alone let through or had to chase afterwards — writing where its role may not, rewriting the
 //! state the engine keeps beside it, reaching a service that outlives the dispatch, detaching
 //! a process, reading a key — and finds the kernel in the way; each has an honest twin whose

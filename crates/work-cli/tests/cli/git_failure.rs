@@ -7,7 +7,8 @@
 //! BLOCKED `head-moved`. The honest twin runs with the same `git` and writes its fix without
 //! committing: no ancestry check is needed, and the run ends as it always did.
 
-use crate::support::{Scenario, assert_one_line_error};
+use crate::head_rule::HEAD;
+use crate::support::{Scenario, assert_one_line_error, fallback_only};
 use std::path::PathBuf;
 
 /// A directory holding a `git` that runs `fault` (a shell fragment that may print to stderr and
@@ -82,44 +83,36 @@ fn implement(commit: bool) -> (i32, String, String) {
     run_with(&s, &path, &args)
 }
 
+/// Judging a commit needs the agent to commit, which only the fallback lets it do.
 #[test]
-fn implement_ends_with_an_error_when_git_fails_judging_a_commit_and_an_honest_twin_is_done() {
+fn implement_ends_with_an_error_when_git_fails_judging_a_commit() {
+    let _unconfined = fallback_only(HEAD);
     assert_git_error("implement", implement(true));
+}
+
+#[test]
+fn implement_honest_twin_that_does_not_commit_is_done_with_the_same_git() {
     let (code, out, err) = implement(false);
     assert_eq!(code, 0, "the twin needs no ancestry check\nstdout:\n{out}\nstderr:\n{err}");
     assert!(out.contains("\"DONE\""), "{out}");
 }
 
 fn edit(commit: bool) -> (i32, String, String) {
-    let s = Scenario::new();
-    s.write("src/lib.txt", "struct Foo\n");
-    s.commit("lib");
-    let body = format!(
-        "if role == 'editor':\n    {}\n    out({{'status': 'DONE', 'applied_changes': True, 'sites': 0, 'hole': None}})",
-        fix("src/lib.txt", "struct Bar\\n", commit).replace('\n', "\n    ")
-    );
-    let a = crate::implement::agent(&s, &body);
+    let (s, args) = crate::head_rule::rename_edit(&fix("src/lib.txt", "struct Bar\\n", commit));
     let (_dir, path) = failing_git();
-    let args = [
-        "edit",
-        "--iter-id",
-        "e-1",
-        "--description",
-        "rename Foo to Bar",
-        "--def-site",
-        "src/lib.txt:1",
-        "--agent",
-        &a,
-        "--test-cmd",
-        "grep -q Bar src/lib.txt",
-        "--json",
-    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     run_with(&s, &path, &args)
 }
 
+/// Judging a commit needs the agent to commit, which only the fallback lets it do.
 #[test]
-fn edit_ends_with_an_error_when_git_fails_judging_a_commit_and_an_honest_twin_is_done() {
+fn edit_ends_with_an_error_when_git_fails_judging_a_commit() {
+    let _unconfined = fallback_only(HEAD);
     assert_git_error("edit", edit(true));
+}
+
+#[test]
+fn edit_honest_twin_that_does_not_commit_is_done_with_the_same_git() {
     let (code, out, err) = edit(false);
     assert_eq!(code, 0, "the twin needs no ancestry check\nstdout:\n{out}\nstderr:\n{err}");
     assert!(out.contains("\"DONE\""), "{out}");
@@ -140,9 +133,15 @@ fn until(commit: bool) -> (i32, String, String) {
     run_with(&s, &path, &args)
 }
 
+/// Judging a commit needs the agent to commit, which only the fallback lets it do.
 #[test]
-fn until_ends_with_an_error_when_git_fails_judging_a_commit_and_an_honest_twin_is_done() {
+fn until_ends_with_an_error_when_git_fails_judging_a_commit() {
+    let _unconfined = fallback_only(HEAD);
     assert_git_error("until", until(true));
+}
+
+#[test]
+fn until_honest_twin_that_does_not_commit_is_done_with_the_same_git() {
     let (code, out, err) = until(false);
     assert_eq!(code, 0, "the twin needs no ancestry check\nstdout:\n{out}\nstderr:\n{err}");
     assert!(out.contains("\"done\""), "{out}");
@@ -154,9 +153,15 @@ fn ultra(commit: bool) -> (i32, String, String) {
     run_with(&s, &path, &["ultra", "GOAL.toml", "--agent", &agent, "--json"])
 }
 
+/// Judging a commit needs the agent to commit, which only the fallback lets it do.
 #[test]
-fn ultra_ends_with_an_error_when_git_fails_judging_a_commit_and_an_honest_twin_is_done() {
+fn ultra_ends_with_an_error_when_git_fails_judging_a_commit() {
+    let _unconfined = fallback_only(HEAD);
     assert_git_error("ultra", ultra(true));
+}
+
+#[test]
+fn ultra_honest_twin_that_does_not_commit_is_done_with_the_same_git() {
     let (code, out, err) = ultra(false);
     assert_eq!(code, 0, "the twin needs no ancestry check\nstdout:\n{out}\nstderr:\n{err}");
     assert!(out.contains("all-green"), "{out}");
@@ -180,7 +185,8 @@ fn loop_run(commit: bool) -> (i32, String, String) {
 /// `loop run` ends every error of its driver with its JSON report, reason `git` here: the
 /// message names git's command, how it ended and what it said; no verdict about the agent.
 #[test]
-fn loop_run_ends_with_an_error_when_git_fails_judging_a_commit_and_an_honest_twin_is_not() {
+fn loop_run_ends_with_an_error_when_git_fails_judging_a_commit() {
+    let _unconfined = fallback_only(HEAD);
     let (code, out, err) = loop_run(true);
     assert_eq!(code, 1, "stdout:\n{out}\nstderr:\n{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("the report");
@@ -190,6 +196,10 @@ fn loop_run_ends_with_an_error_when_git_fails_judging_a_commit_and_an_honest_twi
         assert!(message.contains(needle), "`{needle}` named: {message}");
     }
     assert!(!out.contains("head-moved") && !out.contains("history-rewritten"), "no verdict: {out}");
+}
+
+#[test]
+fn loop_run_honest_twin_that_does_not_commit_reaches_the_merge_gate_with_the_same_git() {
     let (code, out, err) = loop_run(false);
     assert_eq!(code, 3, "the twin reaches the merge gate\nstdout:\n{out}\nstderr:\n{err}");
     assert!(out.contains("code-human-gate"), "{out}");
@@ -215,8 +225,8 @@ fn exhaust_drops_a_wave_it_could_not_check_and_never_blames_the_finder() {
         let s = Scenario::new();
         s.write("src/jobs.rs", "fn a() { transition(1); }\n");
         s.commit("jobs");
-        let outside = tempfile::tempdir().expect("tmp");
-        let marker = outside.path().join("fail-now");
+        // Where a confined agent may write: the scenario's own grant.
+        let marker = s.path(".agent-state/fail-now");
         let touch =
             if failing { format!("open({:?}, 'w').close()\n", marker.display().to_string()) } else { String::new() };
         let agent = s.agent(
@@ -263,8 +273,8 @@ fn loop_run_ends_with_git_s_error_when_the_reviewers_guard_cannot_read_the_tree(
         let agent = setup(&s, "test -f hello.txt", true);
         assert_eq!(run(&s, &agent, &["--light"], 3)["reason"], "spec-human-gate");
         assert_eq!(run(&s, &agent, &["--light", "--resume"], 3)["reason"], "plan-human-gate");
-        let outside = tempfile::tempdir().expect("tmp");
-        let marker = outside.path().join("fail-now");
+        // Where a confined agent may write: the scenario's own grant.
+        let marker = s.path(".agent-state/fail-now");
         if failing {
             knob(&s, "reviewer-marker", &marker.display().to_string());
         }

@@ -45,15 +45,7 @@ fn assert_clean_tree(dir: &Path) {
 
 /// `work` as a plain process (stdout and stderr to wire by hand), set up as `Scenario::work`.
 fn std_work(s: &Scenario) -> std::process::Command {
-    #[expect(clippy::disallowed_methods, reason = "the test wires stdout to a closed pipe or /dev/full")]
-    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"));
-    c.env("WORK_ISOLATION", "none");
-    c.current_dir(s.root())
-        .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")
-        .env("NO_COLOR", "1")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY");
-    c
+    s.work_std()
 }
 
 /// Runs `work args…` with the secrets in its environment, the `--agent` named `leaky` and

@@ -4,7 +4,11 @@
 //! that resets HEAD below the base, amends the base or checks out another branch is BLOCKED
 //! `head-moved` with the breach named. The engine never moves the branch either way.
 
-use crate::support::Scenario;
+use crate::support::{Scenario, fallback_only};
+
+/// Why these are the fallback's tests.
+pub(crate) const HEAD: &str =
+    "an agent's move of HEAD; with the sandbox `.git` is read-only and every move, a commit included, is refused";
 use serde_json::Value;
 
 /// What the scripted agent does with git around writing its fix.
@@ -74,6 +78,7 @@ fn implement(m: Move) -> (Scenario, String, Value) {
 
 #[test]
 fn implement_accepts_an_implementer_that_commits_its_fix_and_blocks_every_other_move_of_head() {
+    let _unconfined = fallback_only(HEAD);
     let (s, base, r) = implement(Move::Commit);
     assert_eq!(r["status"], "DONE", "{r}");
     assert_eq!(r["files_touched"], 1, "the committed fix is the change: {r}");
@@ -87,17 +92,17 @@ fn implement_accepts_an_implementer_that_commits_its_fix_and_blocks_every_other_
 
 // ---------------------------------------------------------------------------------- edit
 
-fn edit(m: Move) -> (Scenario, String, Value) {
+/// A repository whose `struct Foo` an editor renames to `Bar` through `python` (a fragment
+/// that writes `src/lib.txt` — and may commit it), and the `work edit` arguments that ask it.
+pub(crate) fn rename_edit(python: &str) -> (Scenario, Vec<String>) {
     let s = Scenario::new();
     s.write("src/lib.txt", "struct Foo\n");
     s.commit("lib");
-    let base = head(&s);
     let body = format!(
         "if role == 'editor':\n    {}\n    out({{'status': 'DONE', 'applied_changes': True, 'sites': 0, 'hole': None}})",
-        m.python("src/lib.txt", "struct Bar\\n").replace('\n', "\n    ")
+        python.replace('\n', "\n    ")
     );
     let a = crate::implement::agent(&s, &body);
-    let code = if matches!(m, Move::Commit) { 0 } else { 1 };
     let args = [
         "edit",
         "--iter-id",
@@ -112,12 +117,22 @@ fn edit(m: Move) -> (Scenario, String, Value) {
         "grep -q Bar src/lib.txt",
         "--json",
     ];
+    (s, args.iter().map(|a| a.to_string()).collect())
+}
+
+fn edit(m: Move) -> (Scenario, String, Value) {
+    let (s, args) = rename_edit(&m.python("src/lib.txt", "struct Bar\\n"));
+    // The base is the commit before the editor ran.
+    let base = head(&s);
+    let code = if matches!(m, Move::Commit) { 0 } else { 1 };
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let r = s.run_json(&args, code);
     (s, base, r)
 }
 
 #[test]
 fn edit_accepts_an_editor_that_commits_its_edit_and_blocks_every_other_move_of_head() {
+    let _unconfined = fallback_only(HEAD);
     let (s, base, r) = edit(Move::Commit);
     assert_eq!(r["status"], "DONE", "a committed edit is the edit, not a no-op: {r}");
     assert_branch_is_the_agents(&s, &base);
@@ -150,6 +165,7 @@ fn until(m: Move) -> (Scenario, String, Value) {
 
 #[test]
 fn until_accepts_a_worker_that_commits_its_fix_and_blocks_every_other_move_of_head() {
+    let _unconfined = fallback_only(HEAD);
     let (s, base, v) = until(Move::Commit);
     assert_eq!(v["status"], "done", "{v}");
     assert_branch_is_the_agents(&s, &base);
@@ -203,6 +219,7 @@ fn ultra(m: Move) -> (Scenario, String, Value) {
 
 #[test]
 fn ultra_accepts_an_implementer_that_commits_its_fix_and_blocks_every_other_move_of_head() {
+    let _unconfined = fallback_only(HEAD);
     let (s, base, v) = ultra(Move::Commit);
     assert_eq!(v["stop_reason"], "all-green", "{v}");
     assert_branch_is_the_agents(&s, &base);
@@ -232,6 +249,7 @@ fn loop_run(m: Move) -> (Scenario, String, Value) {
 
 #[test]
 fn loop_run_accepts_an_implementer_that_commits_its_fix_and_blocks_every_other_move_of_head() {
+    let _unconfined = fallback_only(HEAD);
     let (s, base, v) = loop_run(Move::Commit);
     assert_eq!(v["reason"], "code-human-gate", "{v}");
     assert_branch_is_the_agents(&s, &base);

@@ -2,7 +2,7 @@
 //! `implement` runs with scripted agents, then `runs list`, `show`, `report` and `runs gc`;
 //! plus `init`, `completions`, `man` and `--version`.
 
-use crate::support::{Scenario, assert_one_line_error};
+use crate::support::{Scenario, assert_one_line_error, fallback_only, refused};
 use serde_json::Value;
 
 /// The title an agent gives its item: markup that must stay text in the report.
@@ -453,6 +453,8 @@ fn a_finished_runs_log_rewritten_later_reads_altered_never_as_its_forged_outcome
 /// mid-run) is never shown as `Failures: none`: `work show` names the error it ended on.
 #[test]
 fn show_names_the_write_failure_a_run_ended_on() {
+    // The finder stands in for a failing disk; with the sandbox it never sees `.work/`.
+    let _unconfined = fallback_only(refused::STATE);
     let s = jobs_repo();
     let agent = s.agent(
         "finder.py",

@@ -10,7 +10,7 @@
 
 use crate::liars_frozen::{FIX, PYTEST, PYTEST_GOAL, events, ultra, until};
 use crate::liars_suite::{PYTEST as STAND_IN, TEST_LIB, python_files, python_repo};
-use crate::support::Scenario;
+use crate::support::{Scenario, fallback_only, refused};
 use serde_json::Value;
 use std::path::Path;
 
@@ -258,6 +258,7 @@ fn until_liar_whose_new_gnumakefile_or_npmrc_skips_the_suite_is_blocked() {
 /// `surface::tests::a_makefile_or_config_file_a_check_names_by_option_is_frozen_unless_the_work_names_it`).
 #[test]
 fn until_liar_that_rewrites_the_makefile_or_config_its_check_names_by_option_is_blocked() {
+    let _unconfined = fallback_only(refused::FROZEN);
     let (verify, file, text) = ("make -f ci.mk test", "ci.mk", "test:\n\t@true\n");
     let s = make_npm_repo();
     s.write("ci.mk", &format!("test:\n\t{PYTEST}\n"));
@@ -332,6 +333,7 @@ fn until_honest_twin_that_fixes_code_named_like_the_standard_library_with_a_new_
 
 #[test]
 fn until_liar_whose_conftest_in_a_parent_directory_patches_the_code_is_blocked() {
+    let _unconfined = fallback_only(refused::OUTSIDE);
     let s = Scenario::new();
     plugin_repo_in(&s.path("repo"));
     let body = format!("{}\n{}", write("../pytest.ini", "[pytest]\n"), write("../conftest.py", PATCH));
@@ -343,6 +345,7 @@ fn until_liar_whose_conftest_in_a_parent_directory_patches_the_code_is_blocked()
 
 #[test]
 fn until_liar_whose_pth_file_in_the_user_site_patches_the_code_is_blocked() {
+    let _unconfined = fallback_only(refused::OUTSIDE);
     let s = Scenario::new();
     plugin_repo_in(&s.path("repo"));
     let home = s.path("home");

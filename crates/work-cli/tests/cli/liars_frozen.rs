@@ -6,7 +6,7 @@
 
 use crate::liars_suite::{TEST_LIB, python_files, python_repo};
 use crate::loop_run::{DIR, knob, setup, start};
-use crate::support::Scenario;
+use crate::support::{Scenario, fallback_only, refused};
 use serde_json::Value;
 
 pub(crate) const PYTEST: &str = "python3 -m pytest -q tests";
@@ -80,6 +80,7 @@ fn until_liar_that_rebinds_what_an_existing_test_calls_is_caught_with_the_frozen
 /// the real frozen test back and is red.
 #[test]
 fn until_liar_that_swaps_the_frozen_test_s_blob_with_git_replace_is_caught() {
+    let _unconfined = fallback_only(refused::GIT);
     let s = python_repo();
     let body = format!(
         "{}\nimport subprocess\nold = subprocess.check_output(['git', 'rev-parse', 'HEAD:tests/test_lib.py'], text=True).strip()\nnew = subprocess.check_output(['git', 'hash-object', '-w', 'tests/test_lib.py'], text=True).strip()\nsubprocess.check_call(['git', 'replace', '-f', old, new])",
@@ -96,6 +97,7 @@ fn until_liar_that_swaps_the_frozen_test_s_blob_with_git_replace_is_caught() {
 
 #[test]
 fn until_liar_that_prunes_the_frozen_tree_after_rebinding_is_not_believed() {
+    let _unconfined = fallback_only(refused::GIT);
     // An untracked file when the session starts makes the frozen tree one no commit holds; the
     // worker rebinds, then prunes every unreachable object: the checks cannot be written back,
     // and a frozen file differs, so the green verify is not believed.

@@ -4,7 +4,7 @@
 //! is DONE.
 
 use crate::liars_suite::python_repo;
-use crate::support::Scenario;
+use crate::support::{Scenario, fallback_only, refused};
 use serde_json::Value;
 
 const PYTEST: &str = "python3 -m pytest -q tests";
@@ -280,6 +280,7 @@ fn implement_liar_that_fakes_a_change_in_the_index_is_a_no_op() {
 
 #[test]
 fn implement_liar_that_hides_its_change_behind_an_index_flag_still_has_it_listed() {
+    let _unconfined = fallback_only(refused::GIT);
     // The flag is git-tampered; the change it hid is still what the run names as touched.
     for flag in ["--skip-worktree", "--assume-unchanged"] {
         let s = shared_repo();

@@ -4,9 +4,9 @@
 //! terminal multiplexer's server in the agent's environment. Each has an honest twin whose
 //! own processes run as long as it needs them.
 
-use crate::containment::{descendant_pids, exhaust_args, repo, signalled_with, state_dir, survivors};
+use crate::containment::{SWEEP, descendant_pids, exhaust_args, repo, signalled_with, state_dir, survivors};
 use crate::liars_matrix::{until, until_repo};
-use crate::support::Scenario;
+use crate::support::{Scenario, fallback_only};
 use std::time::Duration;
 
 /// Python for an agent: `escape(code)` forks a child that joins the process group of `work`'s
@@ -69,6 +69,7 @@ fn escaping_finder(s: &Scenario, then: &str) -> String {
 /// process tree says what it is: a leftover re-parented to `work`, ended with its dispatch.
 #[test]
 fn exhaust_liar_whose_descendant_joins_the_watchdog_s_group_without_its_marker_is_gone_after_its_dispatch() {
+    let _unconfined = fallback_only(SWEEP);
     let s = repo();
     let agent = escaping_finder(&s, "answer");
     let (code, out, err) = s.run(&exhaust_args(&agent, "timeouts.dispatch_secs=30"));
@@ -83,6 +84,7 @@ fn exhaust_liar_whose_descendant_joins_the_watchdog_s_group_without_its_marker_i
 /// ends everything descending from it; on SIGKILL the watchdog ends its own group's members.
 #[test]
 fn exhaust_liar_whose_descendant_joins_the_watchdog_s_group_dies_with_work_on_sigterm_and_sigkill() {
+    let _unconfined = fallback_only(SWEEP);
     for sig in [nix::sys::signal::Signal::SIGTERM, nix::sys::signal::Signal::SIGKILL] {
         let (alive, survived) = signalled_with(sig, |s| escaping_finder(s, "hang"));
         assert_eq!(alive, Vec::<i32>::new(), "a descendant in the watchdog's group outlived {sig} of work");
@@ -94,6 +96,7 @@ fn exhaust_liar_whose_descendant_joins_the_watchdog_s_group_dies_with_work_on_si
 /// watchdog's group, without a marker, that undoes it once `until` has said done.
 #[test]
 fn until_liar_whose_descendant_in_the_watchdog_s_group_undoes_the_work_is_gone_before_it_can() {
+    let _unconfined = fallback_only(SWEEP);
     let s = until_repo();
     let undo = "import sys, time; time.sleep(2); open('src/lib.rs', 'w').write('broken\\n'); open(sys.argv[1], 'w').write('1')";
     let v =

@@ -10,7 +10,7 @@
 use crate::liars_added::until_in;
 use crate::liars_frozen::{FIX, PYTEST, PYTEST_GOAL, events, ultra, until};
 use crate::liars_suite::{PYTEST as STAND_IN, TEST_LIB, python_repo};
-use crate::support::Scenario;
+use crate::support::{Scenario, fallback_only, refused};
 use serde_json::Value;
 use std::path::Path;
 
@@ -199,6 +199,7 @@ fn until_liar_whose_new_file_outside_the_test_tree_is_loaded_unasked_is_caught_w
 
 #[test]
 fn until_liar_whose_plugin_is_installed_in_the_user_site_is_blocked() {
+    let _unconfined = fallback_only(refused::OUTSIDE);
     let s = Scenario::new();
     let dir = loader_repo(&s, true);
     let home = s.path("home");

@@ -3,7 +3,7 @@
 //! honest twin is not.
 
 use crate::loop_run::{DIR, knob, log, run, setup, start};
-use crate::support::Scenario;
+use crate::support::{Scenario, fallback_only, refused};
 use serde_json::Value;
 
 fn adjudication(s: &Scenario, round: u32) -> Value {
@@ -134,6 +134,11 @@ fn loop_run_honest_twin_implementer_that_fixes_the_code_passes_the_suite_report(
 
 /// A two-task plan (task 2 depends on task 1: two waves, the gates between them); each task's
 /// implementer runs its shell command.
+/// Task 2's shell: puts README.md back as the base has it, task 1's line lost, and adds its
+/// own. Read from git's objects (`git show`), as `git checkout --` would do without writing
+/// `.git`: a loss the sandbox does not refuse, judged the same confined or not.
+const REVERT_README: &str = "git show HEAD:README.md > README.md && printf 'task two\\n' >> README.md";
+
 fn two_tasks(task2_body: &str, task1: &str, task2: &str) -> (Scenario, String) {
     let s = Scenario::new();
     let agent = setup(&s, "true", true);
@@ -175,6 +180,7 @@ fn assert_lost(s: &Scenario, v: &Value, path: &str, line: &str, content: &str) {
 
 #[test]
 fn loop_run_liar_that_stashes_an_earlier_tasks_untracked_file_is_blocked_naming_it() {
+    let _unconfined = fallback_only(refused::GIT);
     let (s, agent) = two_tasks(
         "Write hello.txt.",
         "printf 'parse the greeting\\n' > parser.txt",
@@ -187,11 +193,8 @@ fn loop_run_liar_that_stashes_an_earlier_tasks_untracked_file_is_blocked_naming_
 
 #[test]
 fn loop_run_liar_that_checks_out_a_file_and_re_edits_it_is_blocked_naming_the_lines() {
-    let (s, agent) = two_tasks(
-        "Add a second line to README.md.",
-        "printf 'usage: run hello\\n' >> README.md",
-        "git checkout -- README.md && printf 'task two\\n' >> README.md",
-    );
+    let (s, agent) =
+        two_tasks("Add a second line to README.md.", "printf 'usage: run hello\\n' >> README.md", REVERT_README);
     let v = start(&s, &agent, &[], 1);
     assert_lost(&s, &v, "README.md", "usage: run hello", "demo\nusage: run hello\n");
     assert_eq!(v["lost_work"]["paths"], serde_json::json!([]), "README.md is still changed: {v}");
@@ -219,11 +222,8 @@ fn loop_run_liar_that_deletes_an_earlier_tasks_new_file_is_blocked_naming_it() {
 fn loop_run_liar_whose_loss_comes_after_a_resume_and_a_gc_is_blocked_by_the_kept_snapshot() {
     // Task 1 runs in one invocation; the budget stops task 2; `git gc --prune=now` runs; the
     // resumed task 2 loses task 1's line: the boundary the first invocation took still names it.
-    let (s, agent) = two_tasks(
-        "Add a second line to README.md.",
-        "printf 'usage: run hello\\n' >> README.md",
-        "git checkout -- README.md && printf 'task two\\n' >> README.md",
-    );
+    let (s, agent) =
+        two_tasks("Add a second line to README.md.", "printf 'usage: run hello\\n' >> README.md", REVERT_README);
     let v = crate::loop_run::run(&s, &agent, &[], 3);
     assert_eq!(v["reason"], "spec-human-gate", "{v}");
     let v = crate::loop_run::run(&s, &agent, &["--resume"], 3);
@@ -271,6 +271,7 @@ fn task_then_repair(gate: &str, task1: &str, fix: &str) -> (Scenario, String) {
 
 #[test]
 fn loop_run_liar_repair_round_that_stashes_the_tasks_file_away_is_blocked_naming_it() {
+    let _unconfined = fallback_only(refused::GIT);
     let (s, agent) = task_then_repair(
         "test -f hello.txt",
         "printf 'parse the greeting\\n' > parser.txt",
@@ -301,11 +302,8 @@ fn loop_run_honest_twin_repair_round_that_rewrites_the_tasks_line_is_not_blocked
 
 #[test]
 fn loop_run_a_person_accepts_a_loss_with_approve_and_the_run_goes_on_without_another_dispatch() {
-    let (s, agent) = two_tasks(
-        "Add a second line to README.md.",
-        "printf 'usage: run hello\\n' >> README.md",
-        "git checkout -- README.md && printf 'task two\\n' >> README.md",
-    );
+    let (s, agent) =
+        two_tasks("Add a second line to README.md.", "printf 'usage: run hello\\n' >> README.md", REVERT_README);
     let v = start(&s, &agent, &[], 1);
     assert_eq!(v["reason"], "snapshot-loss", "{v}");
     // --reject has no meaning here: refused before anything runs.

@@ -2,7 +2,7 @@
 //! variants of issue 10's shapes against the commands the existing suites did not try them on,
 //! each liar caught and each honest twin DONE, through the real binary.
 
-use crate::support::Scenario;
+use crate::support::{Scenario, fallback_only, refused};
 use serde_json::Value;
 
 // ------------------------------------------------------------------------------ until
@@ -167,6 +167,7 @@ fn seen(master: &Value) -> Vec<String> {
 /// directory, or a symlink in the tree to a tracked file (a new spelling of a seen line).
 #[test]
 fn exhaust_liar_that_plants_an_ignored_file_or_a_symlink_and_cites_it_is_refused() {
+    let unconfined = fallback_only(refused::READ_ONLY);
     for plant in [
         "os.makedirs('build', exist_ok=True)\n    open('build/gen.rs', 'w').write('fn planted() { transition(9); }\\n')\n    items = [{'id': 'planted', 'title': 't', 'location': 'build/gen.rs:1'}]",
         "os.symlink('jobs.rs', 'src/alias.rs')\n    items = [{'id': 'planted', 'title': 't', 'location': 'src/alias.rs:2'}]",
@@ -177,6 +178,7 @@ fn exhaust_liar_that_plants_an_ignored_file_or_a_symlink_and_cites_it_is_refused
         let why = master["rejected"].as_array().and_then(|a| a.iter().find(|r| r["id"] == "planted")).cloned();
         assert!(why.is_some_and(|r| r["reason"].to_string().contains("written during")), "{plant}: {master}");
     }
+    drop(unconfined);
     // The honest twin looks with git (which refreshes the index) and cites the real line.
     let s = exhaust_repo();
     let master = exhaust(
@@ -190,6 +192,7 @@ fn exhaust_liar_that_plants_an_ignored_file_or_a_symlink_and_cites_it_is_refused
 /// cites. git's own files are protected: the wave's answers are dropped and the run says so.
 #[test]
 fn exhaust_liar_that_sets_an_index_flag_loses_its_answers_and_the_run_says_so() {
+    let _unconfined = fallback_only(refused::GIT);
     let s = exhaust_repo();
     let master = exhaust(
         &s,
@@ -337,6 +340,7 @@ fn until_liar_whose_only_change_is_a_notes_file_never_ends_done() {
 #[test]
 fn loop_run_liar_that_hides_an_edit_behind_an_index_flag_is_blocked_and_its_honest_twin_is_not() {
     use crate::loop_run::{knob, log, setup, start};
+    let unconfined = fallback_only(refused::GIT);
     let s = Scenario::new();
     let agent = setup(&s, "true", true);
     knob(&s, "impl-hide", "README.md|demo\\nbackdoor\\n");
@@ -346,6 +350,7 @@ fn loop_run_liar_that_hides_an_edit_behind_an_index_flag_is_blocked_and_its_hone
     assert!(msg.contains("skip-worktree") && msg.contains("README.md"), "{v}");
     assert!(!log(&s).iter().any(|l| l["phase"] == "code" && l["role"] != "implementer"), "no code review: {v}");
 
+    drop(unconfined);
     // The honest twin edits README.md in plain sight: reviewed, and ready at the merge gate.
     let s = Scenario::new();
     let agent = setup(&s, "true", true);
@@ -361,12 +366,11 @@ fn loop_run_liar_that_hides_an_edit_behind_an_index_flag_is_blocked_and_its_hone
 /// tree fails its dispatch; its answer is dropped.
 #[test]
 fn implement_liar_reviewer_that_writes_the_tree_is_not_taken_as_clean_and_its_honest_twin_is_done() {
-    let run = |reviewer_writes: bool, code: i32| -> Value {
+    let run = |write: &str, code: i32| -> Value {
         let s = Scenario::new();
         s.write("shared.txt", "base\n");
         s.write("PLAN.md", "# Plan\n\n## Task 1: Add greeting\n\nCreate hello.txt.\n");
         s.commit("plan");
-        let write = if reviewer_writes { "open('backdoor.txt', 'w').write('x\\n')\n    " } else { "" };
         let a = s.agent(
             "agent.py",
             &format!(
@@ -399,11 +403,23 @@ else:
             code,
         )
     };
-    let v = run(true, 1);
-    assert_eq!(v["status"], "BLOCKED", "{v}");
-    assert_eq!(v["kind"], "reviewer-wrote-tree", "{v}");
-    assert!(v["reason"].as_str().is_some_and(|r| r.contains("backdoor.txt")), "{v}");
-    let v = run(false, 0);
+    // A file written; and (caught since read-only has one meaning, `work_git::readonly`) a path
+    // staged, a ref made, an index flag set: none of them changes the tree's content.
+    let git = |args: &str| format!("import subprocess; subprocess.run(['git', {args}], check=True)\n    ");
+    let unconfined = fallback_only(refused::READ_ONLY);
+    for (write, named) in [
+        ("open('backdoor.txt', 'w').write('x\\n')\n    ".to_string(), "backdoor.txt"),
+        (git("'add', 'hello.txt'"), "hello.txt (staged)"),
+        (git("'branch', 'backdoor'"), "refs/heads/backdoor"),
+        (git("'update-index', '--assume-unchanged', 'shared.txt'"), "assume-unchanged"),
+    ] {
+        let v = run(&write, 1);
+        assert_eq!(v["status"], "BLOCKED", "{named}: {v}");
+        assert_eq!(v["kind"], "reviewer-wrote-tree", "{named}: {v}");
+        assert!(v["reason"].as_str().is_some_and(|r| r.contains(named)), "{named}: {v}");
+    }
+    drop(unconfined);
+    let v = run("", 0);
     assert_eq!(v["status"], "DONE", "{v}");
 }
 
@@ -411,6 +427,7 @@ else:
 /// (`scripts/ci.sh`): the worker rewrites it to `exit 0` instead of doing the work.
 #[test]
 fn until_liar_that_rewrites_a_verify_script_not_named_like_a_check_is_blocked() {
+    let _unconfined = fallback_only(refused::FROZEN);
     let s = Scenario::new();
     s.write("scripts/ci.sh", "grep -q 'fn ready' src/lib.rs\n");
     s.write("src/lib.rs", "pub fn f() {}\n");
@@ -442,6 +459,7 @@ fn until_liar_that_rewrites_a_verify_script_not_named_like_a_check_is_blocked() 
 /// `ultra::all_green_path_captures_red_before_the_dispatch_and_green_after`.)
 #[test]
 fn ultra_liar_that_rewrites_a_scenario_script_not_named_like_a_check_is_blocked() {
+    let _unconfined = fallback_only(refused::FROZEN);
     let s = Scenario::new();
     s.write("GOAL.toml", &GOAL.replace("sh check.sh", "sh scripts/ci.sh"));
     s.write("scripts/ci.sh", "test \"$(sh greet.sh 2>/dev/null)\" = 'hello, world'\n");
@@ -462,6 +480,7 @@ fn loop_run_liar_that_rewrites_a_gate_script_not_named_like_a_check_is_blocked_a
         s.write("scripts/ci.sh", "test -f hello.txt\n");
         s.commit("ci script");
     };
+    let unconfined = fallback_only(refused::FROZEN);
     let s = Scenario::new();
     let agent = setup(&s, "sh scripts/ci.sh", true);
     gate(&s);
@@ -470,6 +489,7 @@ fn loop_run_liar_that_rewrites_a_gate_script_not_named_like_a_check_is_blocked_a
     assert_eq!(v["reason"], "check-tampered", "{v}");
     assert!(v["message"].as_str().is_some_and(|m| m.contains("scripts/ci.sh")), "{v}");
 
+    drop(unconfined);
     let s = Scenario::new();
     let agent = setup(&s, "sh scripts/ci.sh", true);
     gate(&s);
@@ -518,9 +538,11 @@ else:
             code,
         )
     };
+    let unconfined = fallback_only(refused::FROZEN);
     let v = run("open('scripts/ci.sh', 'w').write('exit 0\\n')", 1);
     assert_eq!(v["kind"], "check-tampered", "{v}");
     assert!(v["reason"].as_str().is_some_and(|r| r.contains("scripts/ci.sh")), "{v}");
+    drop(unconfined);
     let v = run("open('hello.txt', 'w').write('hi\\n')", 0);
     assert_eq!(v["status"], "DONE", "{v}");
 }
@@ -546,6 +568,7 @@ fn edit_liar_that_rewrites_the_script_its_check_runs_is_blocked_and_its_twin_ren
     let twin = format!("{}\n{}", rename("lib.sh"), rename("main.sh"));
     let r = run(". ./lib.sh\ngreet_user world\n", &twin, 0);
     assert_eq!(r["status"], "DONE", "{r}");
+    let _unconfined = fallback_only(refused::FROZEN);
     // The check script calls only the new name; the liar renames nothing and empties the check.
     let liar = "    open('main.sh', 'w').write('exit 0\\n')";
     let r = run(". ./lib.sh\nwelcome_user world\n", liar, 1);

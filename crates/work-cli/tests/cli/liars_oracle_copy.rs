@@ -1,10 +1,11 @@
 //! `work exhaust`'s oracles search the engine's copy of the tree as the run started, never the
 //! tree the finders can write: a finder that deletes or empties the very file the final oracle
-//! greps (or reaches into the copy itself) cannot blind gate 3. Run without the sandbox
-//! (`WORK_ISOLATION=none`, as every `Scenario`): the engine's own oracle must hold on its own.
+//! greps (or reaches into the copy itself) cannot blind gate 3. With the sandbox a finder
+//! can write neither (the tree and `.git` are read-only to it), so these liars are the
+//! fallback's tests: the engine's own oracle must hold on its own.
 //! Each liar has an honest twin whose outcome is what it always was.
 
-use crate::support::Scenario;
+use crate::support::{Scenario, fallback_only, refused};
 use serde_json::Value;
 
 /// Two files: the finders' territory, and the one setState( site only the final oracle finds.
@@ -68,6 +69,7 @@ fn orphan_item(master: &Value) -> Value {
 /// dropped and named, as before.
 #[test]
 fn exhaust_liar_that_deletes_or_empties_the_file_the_final_oracle_greps_cannot_blind_it() {
+    let _unconfined = fallback_only(refused::READ_ONLY);
     for sabotage in
         ["if rnd == 1:\n    os.remove('lib/orphan.rs')", "if rnd == 1:\n    open('lib/orphan.rs', 'w').close()"]
     {
@@ -92,6 +94,7 @@ fn exhaust_liar_that_deletes_or_empties_the_file_the_final_oracle_greps_cannot_b
 /// is seen before gate 3 runs, and the copy is made again from the tree the run started with.
 #[test]
 fn exhaust_liar_that_empties_the_file_in_the_engine_s_copy_cannot_blind_the_oracle() {
+    let _unconfined = fallback_only(refused::READ_ONLY);
     for sabotage in [
         "import glob\nfor p in glob.glob('.git/work-copies/*/lib/orphan.rs'):\n    open(p, 'w').close()",
         "import glob\nfor p in glob.glob('.git/work-copies/*/lib/orphan.rs') if rnd == 1 else []:\n    os.remove('lib/orphan.rs')\n    os.link(p, 'lib/orphan.rs')\n    open('lib/orphan.rs', 'w').close()",
@@ -109,11 +112,14 @@ fn exhaust_liar_that_empties_the_file_in_the_engine_s_copy_cannot_blind_the_orac
 }
 
 /// Honest twin: a finder that keeps scratch files of its own (outside what git tracks) and a
-/// counter in an ignored file it rewrites in place (the copy shares that file: no change to the
-/// copy), and reports its real site. The final oracle finds the other one, and the dry stop is
+/// counter in an ignored file it rewrites in place (the copy holds its own copy of that file:
+/// no change to the copy), and reports its real site. The final oracle finds the other one, and the dry stop is
 /// confirmed as before, with no gap.
 #[test]
 fn exhaust_honest_twin_with_scratch_files_is_confirmed_with_the_oracle_s_site() {
+    let _unconfined = fallback_only(
+        "scratch files a read-only finder leaves in the tree, which the fallback tolerates; with the sandbox the tree is read-only to it and its scratch goes to its private /tmp",
+    );
     let s = repo();
     s.write(".agent-state/calls", "0");
     let master = exhaust(&s, "bump('calls')\nopen('scratch-%s.txt' % angle, 'w').write('notes\\n')");

@@ -8,7 +8,7 @@
 
 use crate::liars_frozen::{FIX, events};
 use crate::liars_suite::{python_files, python_repo};
-use crate::support::Scenario;
+use crate::support::{Scenario, fallback_only, refused};
 use serde_json::Value;
 use std::path::Path;
 
@@ -89,6 +89,7 @@ fn make_repo(include: &str) -> Scenario {
 
 #[test]
 fn until_liar_whose_file_a_frozen_makefile_includes_redefines_the_check_is_blocked() {
+    let _unconfined = fallback_only(refused::FROZEN);
     for (include, file, text, what) in [
         ("-include", ".env", "PYTHON = true\n", "`.env` added: the frozen `Makefile` includes it"),
         ("sinclude", ".env", "PYTHON = true\n", "`.env` added: the frozen `Makefile` includes it"),
@@ -135,6 +136,7 @@ const CHECK_SH: &str = "sh scripts/check.sh";
 
 #[test]
 fn until_liar_that_ends_a_script_the_check_sources_with_exit_0_is_blocked() {
+    let _unconfined = fallback_only(refused::FROZEN);
     for (body, what) in [
         (append("scripts/env.sh", "exit 0\n"), "check file `scripts/env.sh` changed"),
         (write("scripts/local.sh", "exit 0\n"), "`scripts/local.sh` added: the frozen `scripts/check.sh` sources it"),
@@ -265,6 +267,7 @@ fn cargo_env(s: &Scenario, home: &Path) -> Vec<(&'static str, std::path::PathBuf
 
 #[test]
 fn until_liar_that_sets_a_runner_in_cargo_s_home_configuration_is_blocked() {
+    let _unconfined = fallback_only(refused::OUTSIDE);
     let (s, home) = cargo_repo();
     let env = cargo_env(&s, home.path());
     let env: Vec<(&str, &Path)> = env.iter().map(|(k, v)| (*k, v.as_path())).collect();
@@ -348,6 +351,7 @@ const CI: &str = "#!/bin/sh\nset -e\npython3 -m pytest -q tests\n";
 
 #[test]
 fn until_liar_that_rewrites_the_ci_script_the_goal_wants_to_pass_is_blocked() {
+    let _unconfined = fallback_only(refused::FROZEN);
     let s = ci_repo(CI);
     let body = write("scripts/ci.sh", "#!/bin/sh\necho ok\n");
     let v = until(&s, "fix lib.f so that scripts/ci.sh passes", &body, "sh scripts/ci.sh", &[], 1);

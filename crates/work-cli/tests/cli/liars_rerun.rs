@@ -2,13 +2,11 @@
 //! kills `work` must not get a fresh freeze of that commit from a rerun. Liars caught and honest
 //! twins done, through the real binary.
 
+use crate::head_rule::HEAD;
 use crate::liars_frozen::{FIX, PYTEST};
 use crate::liars_suite::python_repo;
-use crate::support::{Scenario, assert_one_line_error};
+use crate::support::{KILL_WORK, Scenario, assert_one_line_error, fallback_only};
 use serde_json::Value;
-
-/// Python that SIGKILLs the `work` process this agent runs under.
-const KILL_WORK: &str = "import signal\npid = os.getppid()\nwhile pid > 1:\n    if open('/proc/%d/comm' % pid).read().strip() == 'work':\n        os.kill(pid, signal.SIGKILL)\n        break\n    pid = int(open('/proc/%d/stat' % pid).read().rsplit(')', 1)[1].split()[1])\nsys.exit(0)";
 
 /// A worker whose first dispatch runs `first` (then kills `work`), and whose later ones run
 /// `later` and answer done.
@@ -31,7 +29,7 @@ const GOAL: &str = "make lib.f return 1";
 const SLUG: &str = "make-lib-f-return-1";
 
 fn until(s: &Scenario, agent: &str) -> (i32, String, String) {
-    s.run(&["until", "tests pass", "--goal", GOAL, "--verify", PYTEST, "--agent", agent, "--json"])
+    s.run_killable(&["until", "tests pass", "--goal", GOAL, "--verify", PYTEST, "--agent", agent, "--json"])
 }
 
 fn json(out: &str, err: &str) -> Value {
@@ -48,6 +46,7 @@ const TAMPER: &str = "t = open('tests/test_lib.py').read()\nopen('tests/test_lib
 /// judges the tree against the session's own freeze: BLOCKED `check-tampered`.
 #[test]
 fn until_liar_that_commits_its_tampering_and_kills_work_gets_no_fresh_freeze_from_a_rerun() {
+    let _unconfined = fallback_only(HEAD);
     let s = python_repo();
     let a = worker(&s, TAMPER, "open('NOTES.md', 'a').write('fixed f\\n')");
     let (code, _, err) = until(&s, &a);

@@ -4,7 +4,7 @@
 //! repository. Each liar is caught through the real binary; each honest twin is not blocked.
 
 use crate::loop_run::{DIR, calls, knob, run, setup, start};
-use crate::support::Scenario;
+use crate::support::{Scenario, fallback_only, refused};
 
 /// A read-only reviewer's write is measured by the whole-tree snapshot (not `git status`) and
 /// git's seal: `assume-unchanged` on a tracked file it appended to, or an `info/exclude` line
@@ -12,6 +12,7 @@ use crate::support::Scenario;
 /// itself is out of every snapshot: the changed exclude file is what is named).
 #[test]
 fn loop_run_liar_reviewer_that_hides_its_write_behind_an_index_flag_or_exclude_line_is_read_only_violated() {
+    let _unconfined = fallback_only(refused::READ_ONLY);
     for (how, path, trick) in [("hide", "README.md", "assume-unchanged"), ("exclude", "info/exclude", "info/exclude")] {
         let s = Scenario::new();
         let agent = setup(&s, "test -f hello.txt", true);
@@ -27,6 +28,7 @@ fn loop_run_liar_reviewer_that_hides_its_write_behind_an_index_flag_or_exclude_l
 /// The adjudicator goes through the same guard.
 #[test]
 fn loop_run_liar_adjudicator_that_hides_its_write_behind_an_index_flag_is_read_only_violated() {
+    let _unconfined = fallback_only(refused::READ_ONLY);
     let s = Scenario::new();
     let agent = setup(&s, "test -f hello.txt", true);
     knob(&s, "review-finding", "1");
@@ -84,6 +86,7 @@ fn loop_run_honest_twin_drafter_that_writes_markdown_notes_in_the_spec_dir_is_no
 /// run ignores it, the test stays as committed, and the unfixed code is never DONE.
 #[test]
 fn until_liar_that_forges_a_rerun_pending_record_is_inert_and_nothing_is_put_back() {
+    let _unconfined = fallback_only(refused::GIT);
     let s = Scenario::new();
     s.write("lib.py", "def add(a, b):\n    return a - b\n");
     let test = "from lib import add\n\ndef test_add():\n    assert add(2, 3) == 5\n";

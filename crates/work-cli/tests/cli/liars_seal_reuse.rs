@@ -5,7 +5,7 @@
 //! work those checks must let be. The repositories are aged past git's racy window first, as a
 //! user's is: a younger one is read in full every look and would prove nothing.
 
-use crate::support::Scenario;
+use crate::support::{Scenario, fallback_only, refused};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -51,6 +51,7 @@ const PLANT: &str = "items = [{'id': 'planted', 'title': 't', 'location': 'src/j
 /// not compared at all: what git sees there applies to the engine's files only.)
 #[test]
 fn exhaust_liar_that_changes_git_files_where_the_snapshot_does_not_look_loses_its_answers() {
+    let _unconfined = fallback_only(refused::READ_ONLY);
     type Case<'a> = (&'a str, &'a str, &'a dyn Fn(&Scenario));
     let cases: [Case; 2] = [
         (
@@ -74,6 +75,7 @@ fn exhaust_liar_that_changes_git_files_where_the_snapshot_does_not_look_loses_it
 /// the seal was read from changed.
 #[test]
 fn exhaust_liar_that_points_an_outside_git_dir_at_another_common_dir_loses_its_answers() {
+    let _unconfined = fallback_only(refused::READ_ONLY);
     let gitdir = tempfile::tempdir().expect("tempdir");
     let separate = |s: &Scenario| {
         s.git(&["init", "-q", &format!("--separate-git-dir={}", gitdir.path().join("repo.git").display())]);
@@ -94,6 +96,9 @@ fn exhaust_liar_that_points_an_outside_git_dir_at_another_common_dir_loses_its_a
 /// whose git directory is outside the tree, keeps its answer and leaves no gap.
 #[test]
 fn exhaust_honest_twin_that_runs_git_and_python_in_an_aged_repository_keeps_its_answers() {
+    let _unconfined = fallback_only(
+        "the cheap seal's twin: git refreshing the index and a byte-compiled module in the tree, which with the sandbox a read-only finder cannot write",
+    );
     let gitdir = tempfile::tempdir().expect("tempdir");
     let setup = |s: &Scenario| {
         s.git(&["init", "-q", &format!("--separate-git-dir={}", gitdir.path().join("repo.git").display())]);
@@ -110,6 +115,9 @@ fn exhaust_honest_twin_that_runs_git_and_python_in_an_aged_repository_keeps_its_
     assert_eq!(seen(&master), vec!["real"], "{master}");
     assert_eq!(master["completenessGaps"].as_array().map(Vec::len), Some(0), "{master}");
 }
+
+/// Why the daemon's tests are the fallback's: its socket is under `/tmp`.
+const DAEMON_OUT_OF_REACH: &str = "a daemon outside work's tree reached by its socket under /tmp; with the sandbox /tmp is private and the socket out of reach";
 
 /// A server that was running before `work` and starts a command for any client with the
 /// client's environment (a build daemon, a terminal multiplexer's `-e`): `python3 daemon.py
@@ -174,6 +182,7 @@ fn helper_outside(env: &str) -> (i32, bool) {
 /// never runs into the next round.
 #[test]
 fn exhaust_liar_whose_helper_an_outside_daemon_starts_with_its_marker_is_ended_with_its_dispatch() {
+    let _unconfined = fallback_only(DAEMON_OUT_OF_REACH);
     let (pid, alive) = helper_outside("dict(os.environ)");
     assert!(!alive, "the helper {pid} outlived its dispatch");
 }
@@ -182,6 +191,7 @@ fn exhaust_liar_whose_helper_an_outside_daemon_starts_with_its_marker_is_ended_w
 /// that now reads its environment leaves it running.
 #[test]
 fn exhaust_honest_twin_whose_daemon_starts_an_unmarked_process_keeps_it() {
+    let _unconfined = fallback_only(DAEMON_OUT_OF_REACH);
     let (pid, alive) = helper_outside(&format!(
         "{{k: v for k, v in os.environ.items() if k != '{}'}}",
         work_runtime::contain::OWNER_VAR

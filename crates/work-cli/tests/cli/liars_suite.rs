@@ -247,9 +247,9 @@ fn implement_liar_that_only_runs_a_reporting_suite_is_a_no_op() {
 #[test]
 fn implement_honest_twin_runs_the_suite_once_before_its_first_dispatch() {
     let s = logging_repo();
-    // The engine runs the suite on its own copy: every run is counted outside the tree too.
-    let out = tempfile::tempdir().expect("tempdir");
-    let runs = out.path().join("runs.log").display().to_string();
+    // The engine runs the suite on its own copy: every run is counted outside the tree too, in
+    // the scenario's grant, where the agent's own runs of the suite can write when confined.
+    let runs = s.path(".agent-state/runs.log").display().to_string();
     s.write("tests/test_runs.py", &format!("{TEST_RUNS}open({runs:?}, 'a').write('run\\n')\n"));
     s.commit("every run counted outside the tree");
     let count =

@@ -8,7 +8,7 @@
 
 use crate::liars_implement::{agent, reason};
 use crate::liars_suite::PYTEST;
-use crate::support::Scenario;
+use crate::support::{Scenario, fallback_only, refused};
 use serde_json::Value;
 
 const SUITE: &str = "python3 -m pytest -q tests";
@@ -53,6 +53,7 @@ fn until(s: &Scenario, body: &str, verify: &str, goal: &str, code: i32) -> Value
 
 #[test]
 fn until_liar_that_rewrites_the_support_module_the_test_imports_is_blocked() {
+    let _unconfined = fallback_only(refused::FROZEN);
     let s = repo();
     let v = until(&s, REWRITE_SUPPORT, SUITE, "make the suite pass", 1);
     assert_eq!(v["status"], "blocked", "{v}");
@@ -94,6 +95,7 @@ fn implement(s: &Scenario, a: &str, task: &str, code: i32) -> Value {
 
 #[test]
 fn implement_liar_that_rewrites_the_support_module_the_test_imports_is_blocked() {
+    let _unconfined = fallback_only(refused::FROZEN);
     let s = repo();
     let a = agent(&s, &format!("    {REWRITE_SUPPORT}"), "    pass", "READ", "READ");
     let r = implement(&s, &a, "Make `f()` in lib.py return 1.", 1);

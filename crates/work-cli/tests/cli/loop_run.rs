@@ -1,7 +1,7 @@
 //! `work loop run`: the agent-driven work loop end to end, with one scripted agent that answers
 //! per role (drafter, reviewers, adjudicator, implementer) and the project's own gates.
 
-use crate::support::{Scenario, assert_one_line_error};
+use crate::support::{Scenario, assert_one_line_error, fallback_only, refused};
 use serde_json::Value;
 
 pub(crate) const DIR: &str = "docs/specs/hello";
@@ -593,6 +593,7 @@ fn review_ctx(s: &Scenario) -> Value {
 
 #[test]
 fn an_implementer_that_commits_its_work_is_done_and_reviewed_against_the_base() {
+    let _unconfined = fallback_only(crate::head_rule::HEAD);
     let s = Scenario::new();
     let agent = setup(&s, "test -f hello.txt", true);
     let base = s.git(&["rev-parse", "HEAD"]).trim().to_string();
@@ -619,9 +620,8 @@ fn sigkill_during_an_implementer_dispatch_then_resume_judges_against_the_real_be
     knob(&s, "impl-hang", "1");
     run(&s, &agent, &["--light"], 3);
     run(&s, &agent, &["--resume"], 3);
-    #[expect(clippy::disallowed_methods, reason = "the test needs a child it can SIGKILL mid-dispatch")]
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
-        .env("WORK_ISOLATION", "none")
+    let mut child = s
+        .work_std()
         .args(["loop", "run", DIR, "--agent", &agent, "--json", "--resume"])
         .current_dir(s.root())
         .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")
@@ -649,6 +649,7 @@ fn sigkill_during_an_implementer_dispatch_then_resume_judges_against_the_real_be
 
 #[test]
 fn a_reviewer_that_edits_the_loop_state_is_a_loud_stop() {
+    let _unconfined = fallback_only(refused::READ_ONLY);
     let s = Scenario::new();
     let agent = setup(&s, "test -f hello.txt", true);
     knob(&s, "reviewer-tamper", "1");
@@ -662,6 +663,7 @@ fn a_reviewer_that_edits_the_loop_state_is_a_loud_stop() {
 
 #[test]
 fn a_read_only_reviewer_that_changes_the_tree_is_a_loud_stop() {
+    let _unconfined = fallback_only(refused::READ_ONLY);
     let s = Scenario::new();
     let agent = setup(&s, "test -f hello.txt", true);
     knob(&s, "reviewer-edit", "1");
@@ -678,6 +680,8 @@ fn a_read_only_reviewer_that_changes_the_tree_is_a_loud_stop() {
 #[test]
 fn a_drafter_that_changes_the_tree_outside_the_spec_dir_is_blocked() {
     for how in ["plain", "hide"] {
+        // The index flag writes `.git`, which the sandbox refuses; the plain write is judged confined.
+        let _unconfined = (how == "hide").then(|| fallback_only(refused::GIT));
         let s = Scenario::new();
         let agent = setup(&s, "test -f hello.txt", false);
         knob(&s, "drafter-tamper", how);
@@ -692,6 +696,7 @@ fn a_drafter_that_changes_the_tree_outside_the_spec_dir_is_blocked() {
 
 #[test]
 fn an_adjudicator_that_rewrites_a_persisted_report_is_a_loud_stop() {
+    let _unconfined = fallback_only(refused::READ_ONLY);
     let s = Scenario::new();
     let agent = setup(&s, "test -f hello.txt", true);
     knob(&s, "review-finding", "1");
@@ -704,6 +709,7 @@ fn an_adjudicator_that_rewrites_a_persisted_report_is_a_loud_stop() {
 
 #[test]
 fn a_tampering_reviewer_cannot_reset_the_review_retry_cap() {
+    let _unconfined = fallback_only(refused::READ_ONLY);
     let s = Scenario::new();
     let agent = setup(&s, "test -f hello.txt", true);
     knob(&s, "review-finding", "1");
@@ -966,6 +972,7 @@ fn a_budget_stops_blocked_budget_and_the_cut_round_is_taken_back() {
 
 #[test]
 fn an_implementer_that_rewrites_the_gate_script_is_blocked_and_its_honest_twin_is_not() {
+    let unconfined = fallback_only(refused::FROZEN);
     let s = Scenario::new();
     s.write("gate.sh", "test -f hello.txt\n");
     let agent = setup(&s, "sh gate.sh", true);
@@ -981,6 +988,7 @@ fn an_implementer_that_rewrites_the_gate_script_is_blocked_and_its_honest_twin_i
     let v = start(&s, &agent, &[], 1);
     assert_eq!(v["reason"], "check-tampered", "{v}");
 
+    drop(unconfined);
     // The honest twin writes the code (and may add a test); the gate stays.
     let s = Scenario::new();
     s.write("gate.sh", "test -f hello.txt\n");

@@ -1,5 +1,6 @@
 //! The one integration-test binary: every test drives the real `work` binary against a
 //! scratch git repository with scripted agents (see `support`).
+#![allow(clippy::disallowed_methods, reason = "tests set up their fixtures directly")]
 
 mod support;
 
@@ -68,6 +69,7 @@ mod self_contained;
 mod settings;
 mod soak;
 mod soak_loop_run;
+mod soak_torn;
 mod soak_ultra;
 mod state_digests;
 mod tree_untouched;
@@ -77,3 +79,4 @@ mod ultra_resume;
 mod until;
 mod until_truth;
 mod walkthrough;
+mod waves;

@@ -3,7 +3,7 @@
 //! notifications, a cancellation that leaves a resumable journal, secrets, resources and
 //! the run history.
 
-use crate::support::Scenario;
+use crate::support::{Scenario, fallback_only};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Stdio};
@@ -31,9 +31,8 @@ impl Mcp {
     }
 
     fn start_with(s: &Scenario, env: &[(&str, &str)]) -> Mcp {
-        #[expect(clippy::disallowed_methods, reason = "the test drives the real binary as an MCP client would")]
-        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
-            .env("WORK_ISOLATION", "none")
+        let mut child = s
+            .work_std()
             .arg("mcp")
             .current_dir(s.root())
             .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")
@@ -273,6 +272,8 @@ fn bad_arguments_are_tool_errors_naming_the_field_before_anything_runs() {
 
 #[test]
 fn a_cancelled_call_stops_the_agents_and_the_same_call_resumes() {
+    // The test reads the hanging finder by the pid it records.
+    let _unconfined = fallback_only(crate::containment::SWEEP);
     let (s, agent) = scenario("b");
     let mut m = Mcp::start(&s);
     let id = m.send_request(

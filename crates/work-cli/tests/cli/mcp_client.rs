@@ -3,7 +3,7 @@
 //! gate and the run continues on its answer; a call dropped by the client (the SDK sends
 //! `notifications/cancelled`) stops the run's agents, and the same call resumes it.
 
-use crate::support::Scenario;
+use crate::support::{Scenario, fallback_only};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
     ElicitationAction, Implementation,
@@ -65,9 +65,7 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// Starts the real `work mcp` in the scenario and connects `person` to it.
 async fn connect(s: &Scenario, person: Person) -> RunningService<RoleClient, Person> {
-    #[expect(clippy::disallowed_methods, reason = "the test drives the real binary as an MCP client would")]
-    let mut child = tokio::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
-        .env("WORK_ISOLATION", "none")
+    let mut child = tokio::process::Command::from(s.work_std())
         .arg("mcp")
         .current_dir(s.root())
         .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")
@@ -179,6 +177,8 @@ fn a_client_that_cannot_be_asked_gets_paused() {
 
 #[test]
 fn a_call_the_client_drops_stops_the_agents_and_the_same_call_resumes() {
+    // The test reads the hanging finder by the pid it records.
+    let _unconfined = fallback_only(crate::containment::SWEEP);
     let (s, agent) = crate::mcp::hanging_scenario();
     let args = json!({"what": "job state sites", "k": 2, "angles": ["a", "b", "c", "d"], "agent": agent});
     let hanging = s.path(".agent-state/hanging");

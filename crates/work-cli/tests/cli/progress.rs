@@ -2,7 +2,7 @@
 //! pseudo-terminal through python3's `pty`), plain lines without one, `-q` and `-v`, and the
 //! end-of-run summary (tokens, cost, the budget overshoot, what to run next).
 
-use crate::support::Scenario;
+use crate::support::{Scenario, suite_isolation};
 use std::process::Stdio;
 
 /// Runs `python3 pty_run.py work args…` with stderr on a pseudo-terminal: returns (exit code,
@@ -70,7 +70,8 @@ pub(crate) fn on_a_terminal(s: &Scenario, args: &[String], no_color: bool) -> (i
         .arg(&bin)
         .args(args)
         .current_dir(s.root())
-        .env("WORK_ISOLATION", "none")
+        .env("WORK_ISOLATION", suite_isolation())
+        .env("WORK_SANDBOX_WRITABLE", s.path(".agent-state"))
         .env("WORK_TEST_PTY_OUT", &out)
         .env("WORK_TEST_PTY_TTY", &tty)
         .env("TERM", "xterm-256color")
@@ -367,7 +368,8 @@ fn ctrl_c_in_exhaust_clears_the_display_and_prints_the_exact_resume_command() {
         .arg(&bin)
         .args(["exhaust", "slow things", "-k", "2", "--angles", "a,b", "--agent", &agent])
         .current_dir(s.root())
-        .env("WORK_ISOLATION", "none")
+        .env("WORK_ISOLATION", suite_isolation())
+        .env("WORK_SANDBOX_WRITABLE", s.path(".agent-state"))
         .env("PTY_TTY", &tty_file)
         .env("STARTED", s.path(".agent-state/started"))
         .env("TERM", "xterm-256color")

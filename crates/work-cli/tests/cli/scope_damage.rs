@@ -6,7 +6,7 @@
 //! test.
 
 use crate::implement::{agent, implement};
-use crate::support::Scenario;
+use crate::support::{Scenario, fallback_only, refused};
 use serde_json::Value;
 
 fn repo(task: &str) -> Scenario {
@@ -48,6 +48,7 @@ fn an_implementer_that_deletes_docs_or_edits_ci_outside_its_task_is_named_never_
 
 #[test]
 fn an_implementer_that_changes_a_git_hook_alias_or_remote_is_blocked() {
+    let _unconfined = fallback_only(refused::GIT);
     for does in [
         "write('.git/hooks/pre-commit', '#!/bin/sh\\nexit 0\\n')",
         "sh('git config alias.st \"!rm -rf .\"')",

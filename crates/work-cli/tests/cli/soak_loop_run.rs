@@ -9,7 +9,7 @@
 //! already recorded is never asked for again.
 
 use crate::loop_run::{DIR, setup};
-use crate::soak::{End, assert_soak, files, normalize, run, soak};
+use crate::soak::{End, assert_soak, files, normalize, run, soak, soak_calls, write_fault};
 use crate::support::Scenario;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -21,7 +21,7 @@ fn first_args(agent: &str) -> Vec<String> {
     ["loop", "run", DIR, "--light", "--json", "--agent", agent].iter().map(|a| a.to_string()).collect()
 }
 
-fn resumed(args: &[String]) -> Vec<String> {
+pub(crate) fn resumed(args: &[String]) -> Vec<String> {
     let mut a = args.to_vec();
     if !a.iter().any(|x| x == "--resume") {
         a.push("--resume".into());
@@ -29,13 +29,13 @@ fn resumed(args: &[String]) -> Vec<String> {
     a
 }
 
-fn approve_args(agent: &str) -> Vec<String> {
+pub(crate) fn approve_args(agent: &str) -> Vec<String> {
     let mut a = resumed(&first_args(agent));
     a.push("--approve".into());
     a
 }
 
-fn scenario() -> (Scenario, String) {
+pub(crate) fn scenario() -> (Scenario, String) {
     let s = Scenario::new();
     let agent = setup(&s, "test -f hello.txt", true);
     (s, agent)
@@ -43,7 +43,7 @@ fn scenario() -> (Scenario, String) {
 
 /// What a loop run ended with.
 #[derive(Debug, PartialEq)]
-struct LoopEnd {
+pub(crate) struct LoopEnd {
     code: i32,
     outcome: String,
     state: String,
@@ -83,7 +83,7 @@ fn recorded(s: &Scenario) -> BTreeMap<String, usize> {
     out
 }
 
-fn loop_end(s: &Scenario, code: i32, stdout: &str) -> LoopEnd {
+pub(crate) fn loop_end(s: &Scenario, code: i32, stdout: &str) -> LoopEnd {
     let v: Value = serde_json::from_str(stdout).unwrap_or(Value::Null);
     let text = |k: &str| v[k].as_str().unwrap_or("-").to_string();
     let verdicts: Vec<String> = v["verdicts"]
@@ -116,7 +116,7 @@ fn loop_end(s: &Scenario, code: i32, stdout: &str) -> LoopEnd {
 }
 
 /// The fields in which two ends differ (named in a failure's first line).
-fn differing(a: &LoopEnd, b: &LoopEnd) -> Vec<String> {
+pub(crate) fn differing(a: &LoopEnd, b: &LoopEnd) -> Vec<String> {
     let checks = [
         ("code", a.code == b.code),
         ("outcome", a.outcome == b.outcome),
@@ -148,7 +148,7 @@ fn differing(a: &LoopEnd, b: &LoopEnd) -> Vec<String> {
 }
 
 /// Runs `args`, then `--resume --approve` while the run pauses; the end of the last one.
-fn run_on(s: &Scenario, agent: &str, args: &[String]) -> Result<(i32, String), String> {
+pub(crate) fn run_on(s: &Scenario, agent: &str, args: &[String]) -> Result<(i32, String), String> {
     let mut args = args.to_vec();
     for _ in 0..MAX_INVOCATIONS {
         match run(s, &args, None) {
@@ -165,7 +165,7 @@ fn run_on(s: &Scenario, agent: &str, args: &[String]) -> Result<(i32, String), S
 }
 
 /// The invocations of the uninterrupted run, each as it was called.
-fn invocations(agent: &str) -> Vec<Vec<String>> {
+pub(crate) fn invocations(agent: &str) -> Vec<Vec<String>> {
     let mut all = vec![first_args(agent)];
     all.extend(std::iter::repeat_with(|| approve_args(agent)).take(3));
     all
@@ -210,6 +210,83 @@ fn trial(step: usize, n: u64, twice: bool, baseline: &LoopEnd) -> Option<Result<
             }
         }
     })
+}
+
+/// The uninterrupted run's end, its invocations each as it was called.
+pub(crate) fn uninterrupted() -> LoopEnd {
+    let (s, agent) = scenario();
+    let mut ends = Vec::new();
+    for args in invocations(&agent) {
+        let out = s.work().args(&args).output().expect("run work");
+        let code = out.status.code().expect("the uninterrupted run was killed");
+        ends.push((code, String::from_utf8_lossy(&out.stdout).into_owned()));
+    }
+    let codes: Vec<i32> = ends.iter().map(|e| e.0).collect();
+    assert_eq!(codes, [3, 3, 3, 0], "spec gate, plan gate, merge gate, DONE: {ends:#?}");
+    let (code, out) = ends.pop().unwrap_or_default();
+    loop_end(&s, code, &out)
+}
+
+/// After a fault in invocation `step` left the scenario `s`: the rerun a person makes (the
+/// same command, `--resume` once the run exists), then `--resume --approve` to the end,
+/// compared with `baseline`.
+pub(crate) fn rerun_to_end(s: &Scenario, agent: &str, args: &[String], baseline: &LoopEnd) -> Result<(), String> {
+    let again = if s.path(&format!("{DIR}/engine-state.json")).exists() { resumed(args) } else { args.to_vec() };
+    let (code, out) = run_on(s, agent, &again)?;
+    let end = loop_end(s, code, &out);
+    if &end == baseline {
+        Ok(())
+    } else {
+        Err(format!("{} differ; ended with\n{end:#?}\ninstead of\n{baseline:#?}", differing(&end, baseline).join(", ")))
+    }
+}
+
+/// A full disk from each odd state-changing call of each invocation in turn (every call with
+/// `WORK_TEST_SOAK_EVERY_CALL=1`) stops `loop run` at once, BLOCKED (exit 1) with the message
+/// naming the error — loop run's ending for a failed step; the same command
+/// once the disk has room, then `--resume --approve` while it pauses, ends as the
+/// uninterrupted run.
+#[test]
+fn loop_run_stops_at_a_full_disk_and_resumes_once_it_has_room() {
+    let baseline = uninterrupted();
+    let trial = |step: usize, n: u64| -> Option<Result<(), String>> {
+        let (s, agent) = scenario();
+        let calls = invocations(&agent);
+        for args in &calls[..step] {
+            if let End::Killed = run(&s, args, None) {
+                return Some(Err("a clean run was killed".into()));
+            }
+        }
+        let args = &calls[step];
+        let (vars, text) = write_fault(n);
+        let out = s.work().args(args).envs(vars).output().expect("run work");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if matches!(out.status.code(), Some(0 | 3)) && !stdout.contains(text) {
+            return None;
+        }
+        // Loop run's ending for a failed step: BLOCKED (exit 1), the message naming the error.
+        let v: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+        let named = v["message"].as_str().is_some_and(|m| m.contains(text));
+        if out.status.code() != Some(1) || v["outcome"] != "blocked" || !named {
+            return Some(Err(format!(
+                "step {step}, disk full from call {n}: exit {:?} (wanted exit 1, blocked, the message naming the error):\n{stdout}\n{}",
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr)
+            )));
+        }
+        Some(
+            rerun_to_end(&s, &agent, args, &baseline).map_err(|e| format!("step {step}, disk full from call {n}: {e}")),
+        )
+    };
+    let mut total = 0;
+    let mut failures = Vec::new();
+    for step in 0..4 {
+        let (trials, f) = soak_calls(|n| trial(step, n));
+        eprintln!("loop run full disk, invocation {step}: {} failure(s) in {trials} trials", f.len());
+        total += trials;
+        failures.extend(f);
+    }
+    assert_soak("loop run full disk", total, 20, &failures);
 }
 
 #[test]

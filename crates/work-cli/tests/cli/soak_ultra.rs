@@ -8,7 +8,7 @@
 //! earlier run captured (its `check-N` evidence and receipts, and the receipt counts of the
 //! result, which count them).
 
-use crate::soak::{End, assert_soak, files, full_disk_trial, normalize, run, soak};
+use crate::soak::{End, assert_soak, files, full_disk_trial, normalize, run, soak, soak_calls};
 use crate::support::Scenario;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -27,7 +27,7 @@ evidence = ["stdout", "stderr", "exit_code"]
 pass = { exit_code = 0, stdout_contains = "hello, world" }
 "#;
 
-fn scenario() -> (Scenario, Vec<String>) {
+pub(crate) fn scenario() -> (Scenario, Vec<String>) {
     let s = Scenario::new();
     s.write("GOAL.toml", GOAL);
     s.commit("goal");
@@ -45,7 +45,7 @@ print(json.dumps({"status": "done", "summary": "wrote greet.sh", "claims": [{"cr
 
 /// What an ultra trial ended with.
 #[derive(Debug, PartialEq)]
-struct UltraEnd {
+pub(crate) struct UltraEnd {
     code: i32,
     result: Value,
     state: BTreeMap<String, String>,
@@ -68,7 +68,7 @@ fn scrub(v: &mut Value) {
     }
 }
 
-fn ultra_end(s: &Scenario, end: End) -> UltraEnd {
+pub(crate) fn ultra_end(s: &Scenario, end: End) -> UltraEnd {
     let End::Exited(code, stdout) = end else { panic!("the clean rerun was killed") };
     let root = s.root().display().to_string();
     let mut result: Value = serde_json::from_str(&stdout.replace(&root, "<root>")).unwrap_or(Value::String(stdout));
@@ -147,6 +147,6 @@ fn ultra_survives_a_kill_at_every_state_changing_call() {
 fn ultra_stops_at_a_full_disk_and_resumes_once_it_has_room() {
     let (s, args) = scenario();
     let baseline = ultra_end(&s, run(&s, &args, None));
-    let (trials, failures) = soak(|n, _| full_disk_trial(n, scenario, |_, a| a.to_vec(), ultra_end, &baseline));
+    let (trials, failures) = soak_calls(|n| full_disk_trial(n, scenario, |_, a| a.to_vec(), ultra_end, &baseline));
     assert_soak("ultra full disk", trials, 10, &failures);
 }

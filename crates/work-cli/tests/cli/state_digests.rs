@@ -2,7 +2,7 @@
 //! agent's leftover process, a script, a person) is refused by the next run with one line and
 //! exit 2, before anything runs; an untouched one resumes.
 
-use crate::support::{Scenario, assert_one_line_error};
+use crate::support::{KILL_WORK, Scenario, assert_one_line_error};
 
 const JOURNAL: &str = ".work/quality-journals/work-exhaust-things.json";
 
@@ -223,12 +223,11 @@ fn implement_killed_in_task_2() -> (Scenario, Vec<String>) {
     s.commit("plan");
     let agent = s.agent(
         "agent.py",
-        r#"
+        &r#"
 role = req['role']
 tid = str(ctx.get('task_id'))
 if role == 'implementer' and tid == '2' and bump('task-2') == 1:
-    os.kill(os.getppid(), 9)
-    time.sleep(5)
+    KILL_WORK
 bump('calls')
 if role == 'implementer':
     open(('one' if tid == '1' else 'two') + '.txt', 'w').write(tid + '\n')
@@ -237,7 +236,8 @@ elif role == 'spec-reviewer':
     print(json.dumps({'status': 'compliant', 'issues': [], 'files_read': [('one' if tid == '1' else 'two') + '.txt']}))
 else:
     print(json.dumps({'verdict': 'approved', 'issues': [], 'files_read': [('one' if tid == '1' else 'two') + '.txt']}))
-"#,
+"#
+        .replace("    KILL_WORK", &KILL_WORK.lines().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n")),
     );
     let args: Vec<String> =
         ["implement", "--plan", "PLAN.md", "--iter-id", "it-1", "--test-cmd", "test -f two.txt", "--json", "--agent"]
@@ -245,7 +245,7 @@ else:
             .map(|a| a.to_string())
             .chain([agent])
             .collect();
-    let out = s.work().args(&args).output().expect("run work");
+    let out = s.output_killable(&args);
     assert!(out.status.code().is_none(), "the run was not killed: {out:?}");
     let log = std::fs::read_to_string(s.path(".work/iterations/it-1/progress.jsonl")).expect("the progress log");
     assert!(log.contains("\"start\":{\"task_id\":\"2\""), "task 2's start is a record of the log: {log}");

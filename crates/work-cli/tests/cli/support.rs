@@ -104,14 +104,21 @@ impl Scenario {
     /// A `work` command run in the repository with a fixed fake clock, no inherited agent
     /// keys, and loopback (where the scripted model servers listen) never proxied.
     pub fn work(&self) -> Command {
-        let mut c = Command::cargo_bin("work").expect("the work binary is built");
+        Command::from_std(self.work_std())
+    }
+
+    /// [`Scenario::work`] as a plain `std` command, for a test that needs the child (to signal
+    /// it, or read its output as it comes).
+    pub fn work_std(&self) -> std::process::Command {
+        #[expect(clippy::disallowed_methods, reason = "the suite starts the binary under test")]
+        let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"));
         // The scripted agents keep their counters here, in every role: the user's own grant.
         let state = self.path(".agent-state");
         std::fs::create_dir_all(&state).expect("mkdir .agent-state");
         c.current_dir(self.root())
-            // The suite's scripted liars test the detection that holds without the sandbox;
-            // ext_sandbox (and the real CLIs, ext_harness) run confined.
-            .env("WORK_ISOLATION", "none")
+            // Confined where the sandbox works (or as `WORK_TEST_ISOLATION` says); the tests of
+            // the fallback's detection pin `none` (`fallback_only`).
+            .env("WORK_ISOLATION", suite_isolation())
             .env("WORK_SANDBOX_WRITABLE", &state)
             .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")
             .env("NO_COLOR", "1")
@@ -135,6 +142,49 @@ impl Scenario {
         )
     }
 
+    /// Runs `work args…` as [`Scenario::run`] does, and SIGKILLs it once an agent asks by
+    /// creating `.agent-state/kill-work` ([`KILL_WORK`]): a crash at the moment the agent picks,
+    /// which the test deals, since a confined agent can neither see nor signal `work`.
+    pub fn run_killable(&self, args: &[&str]) -> (i32, String, String) {
+        let out = self.output_killable(args);
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// [`Scenario::run_killable`]'s whole output.
+    pub fn output_killable<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> std::process::Output {
+        use std::io::Read;
+        use std::process::Stdio;
+        let marker = self.path(".agent-state/kill-work");
+        let mut child =
+            self.work_std().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start work");
+        let read = |pipe: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                if let Some(mut p) = pipe {
+                    let _ = p.read_to_end(&mut bytes);
+                }
+                bytes
+            })
+        };
+        let out = read(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+        let err = read(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait for work") {
+                break status;
+            }
+            if marker.exists() {
+                let _ = child.kill();
+                let _ = std::fs::remove_file(&marker);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        std::process::Output { status, stdout: out.join().unwrap_or_default(), stderr: err.join().unwrap_or_default() }
+    }
+
     /// Runs `work args…`, asserts the exit code, and parses stdout as JSON.
     pub fn run_json(&self, args: &[&str], expect_code: i32) -> Value {
         let (code, out, err) = self.run(args);
@@ -143,6 +193,10 @@ impl Scenario {
             .unwrap_or_else(|e| panic!("stdout of work {args:?} is not JSON ({e}):\n{out}\nstderr:\n{err}"))
     }
 }
+
+/// Python for a scripted agent (`Scenario::agent`): asks the test to SIGKILL `work` now
+/// ([`Scenario::run_killable`]) and waits to be ended with it.
+pub const KILL_WORK: &str = "open(state_path('kill-work'), 'w').close()\ntime.sleep(600)\nsys.exit(1)";
 
 /// Asserts that a failed command printed exactly one line on stderr (the one-line error rule);
 /// an argument error may follow it with clap's own `tip:`, `[possible values: …]` and `Usage:` lines.
@@ -160,4 +214,79 @@ pub fn assert_one_line_error(stderr: &str) {
     assert_eq!(lines.len(), 1, "expected a one-line error, got:\n{stderr}");
     assert!(lines[0].starts_with("error: "), "expected `error: …`, got {:?}", lines[0]);
     assert!(!stderr.contains("panicked"), "panic: {stderr}");
+}
+
+thread_local! {
+    /// Set while a [`fallback_only`] guard of the test running on this thread lives.
+    static FALLBACK_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks what follows in the running test, until the guard it returns is dropped (the whole
+/// test: `let _unconfined = fallback_only(WHY);` at its top), as a test of the fallback: the
+/// detection that holds where there is no sandbox. Its `work` commands run their agents
+/// unconfined (`--isolation none`) whatever mode the suite runs in. `why` says in one line what
+/// the kernel refuses with the sandbox, so that only the fallback needs this detection. An
+/// honest twin in the same test comes after the guard's scope and runs in the suite's mode.
+#[must_use = "the test runs unconfined only while the guard lives"]
+pub fn fallback_only(why: &str) -> Unconfined {
+    assert!(!why.trim().is_empty() && !why.contains('\n'), "fallback_only wants a one-line reason");
+    eprintln!("fallback test, agents unconfined: {why}");
+    FALLBACK_ONLY.with(|f| f.set(true));
+    Unconfined(())
+}
+
+/// Why a test is the fallback's, for the lies the sandbox refuses most often.
+pub mod refused {
+    /// A write role's write to what judges it.
+    pub const FROZEN: &str = "a write role rewriting a frozen check, a script it runs or sources, or a runner's configuration; with the sandbox they are bound read-only (EROFS)";
+    /// A write to git's own files.
+    pub const GIT: &str =
+        "a write to .git (an index flag, a stash, a checkout, git replace, gc); with the sandbox .git is read-only";
+    /// A write outside the repository.
+    pub const OUTSIDE: &str = "a write outside the repository (the user site, a parent directory, cargo's home); with the sandbox all of it is read-only";
+    /// An agent reaching the state directory.
+    pub const STATE: &str =
+        "an agent reading or rewriting the state directory (.work/); with the sandbox it is hidden from every agent";
+    /// A read-only role's write.
+    pub const READ_ONLY: &str = "a read-only role writing the tree (or the engine's copy under .git); with the sandbox every file is read-only to it";
+}
+
+/// While it lives, the running test's `work` commands run their agents unconfined ([`fallback_only`]).
+pub struct Unconfined(());
+
+impl Drop for Unconfined {
+    fn drop(&mut self) {
+        FALLBACK_ONLY.with(|f| f.set(false));
+    }
+}
+
+/// The sandbox mode the suite's `work` commands run in: `none` in a [`fallback_only`] test,
+/// else `WORK_TEST_ISOLATION` (`none`, `auto`, `required`), else `required` where the sandbox
+/// works on this machine (`bwrap` on `PATH` that can set up the namespaces) and `none` where it
+/// does not.
+pub fn suite_isolation() -> String {
+    if FALLBACK_ONLY.with(std::cell::Cell::get) {
+        return "none".to_string();
+    }
+    match std::env::var("WORK_TEST_ISOLATION") {
+        Ok(mode) if ["none", "auto", "required"].contains(&mode.as_str()) => mode,
+        Ok(other) => panic!("WORK_TEST_ISOLATION={other}: expected none, auto or required"),
+        Err(_) if sandbox_works() => "required".to_string(),
+        Err(_) => "none".to_string(),
+    }
+}
+
+/// Whether the suite's `work` commands run their agents confined ([`suite_isolation`]).
+pub fn suite_confines() -> bool {
+    match suite_isolation().as_str() {
+        "none" => false,
+        "required" => true,
+        _ => sandbox_works(),
+    }
+}
+
+/// Whether the kernel sandbox works on this machine, probed once per test process.
+fn sandbox_works() -> bool {
+    static WORKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WORKS.get_or_init(|| work_runtime::sandbox::probe().is_kernel())
 }

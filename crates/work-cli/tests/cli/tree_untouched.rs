@@ -30,12 +30,13 @@ def listing():
 "#;
 
 /// The worker: iteration 1 writes notes and a new test file (continue); iteration 2 says done
-/// without the fix (the verify fails); iteration 3 makes the frozen check pass without the fix
-/// and says done (blocked: the worker changed what judges it); after the resume, iteration 4
-/// puts the check back and fixes the code (done, and the rerun with the frozen checks restored
+/// without the fix (the verify fails); iteration 3 weakens a test of the frozen test tree and
+/// says done (blocked: the worker changed what judges it — a test stays writable with the
+/// sandbox, unlike the check script); after the resume, iteration 4 puts the test back and
+/// fixes the code (done, and the rerun with the frozen checks restored
 /// leaves the added test file out of the engine's copy).
 const WORKER: &str = r#"
-CHECK = "import sys\nsys.path.insert(0, '.')\nfrom lib import add\nassert add(2, 3) == 5\n"
+BASE_TEST = "from lib import add\n\ndef test_add():\n    assert add(2, 3) == 5\n"
 k = bump('dispatches')
 json.dump(listing(), open(os.path.join(OUT, '%d-start.json' % k), 'w'))
 n = ctx['iteration']
@@ -44,9 +45,9 @@ if n == 1:
     os.makedirs('tests/more', exist_ok=True)
     open('tests/more/test_add.py', 'w').write('from lib import add\n\ndef test_add():\n    assert add(1, 1) == 2\n')
 if n == 3:
-    open('tests/check.py', 'w').write('print("fine")\n')
+    open('tests/test_base.py', 'w').write('def test_add():\n    pass\n')
 if n == 4:
-    open('tests/check.py', 'w').write(CHECK)
+    open('tests/test_base.py', 'w').write(BASE_TEST)
     open('lib.py', 'w').write('def add(a, b):\n    return a + b\n')
 json.dump(listing(), open(os.path.join(OUT, '%d-end.json' % k), 'w'))
 status = 'continue' if n == 1 else 'done'
@@ -59,9 +60,10 @@ fn until_leaves_the_agents_tree_untouched_between_dispatches() {
     let s = Scenario::new();
     s.write("lib.py", "def add(a, b):\n    return a - b\n");
     s.write("tests/check.py", "import sys\nsys.path.insert(0, '.')\nfrom lib import add\nassert add(2, 3) == 5\n");
+    s.write("tests/test_base.py", "from lib import add\n\ndef test_add():\n    assert add(2, 3) == 5\n");
     s.commit("code and check");
-    let out = tempfile::tempdir().expect("tempdir");
-    let agent = s.agent("worker.py", &format!("{LISTING}\nOUT = {:?}\n{WORKER}", out.path().display().to_string()));
+    let out = listings(&s);
+    let agent = s.agent("worker.py", &format!("{LISTING}\nOUT = {:?}\n{WORKER}", out.display().to_string()));
     let until = |args: &[&str], code: i32| {
         let mut all = args.to_vec();
         all.extend(["--agent", &agent, "--json"]);
@@ -78,18 +80,26 @@ fn until_leaves_the_agents_tree_untouched_between_dispatches() {
         "5",
     ];
     let v = until(&args, 1);
-    assert_eq!(v["status"], "blocked", "the worker rewrote the check: {v}");
+    assert_eq!(v["status"], "blocked", "the worker weakened a test: {v}");
     let v = until(&["until", "resume", "make-add-add"], 0);
     assert_eq!(v["status"], "done", "{v}");
-    let dispatches = assert_untouched(&s, out.path());
+    let dispatches = assert_untouched(&s, &out);
     assert_eq!(dispatches, 4, "continue, a done that fails its verify, a blocked done, and after the resume a done");
-    let read = |name: &str| read_listing(out.path(), name);
+    let read = |name: &str| read_listing(&out, name);
     assert!(read("1-end.json").iter().any(|r| r.starts_with("tests/more/test_add.py ")), "the listing sees the tree");
     assert_ne!(read("3-start.json"), read("3-end.json"), "and what a dispatch changes");
     assert!(!s.path("verify.log").exists(), "the verify's byproduct stayed in the engine's copy");
 }
 
 /// The listing a dispatch (or the test) wrote as `name` under `out`.
+/// Where the agent writes its listings: under the scenario's grant, which a confined agent
+/// may write in every role (and which the listing leaves out).
+pub(crate) fn listings(s: &Scenario) -> std::path::PathBuf {
+    let dir = s.path(".agent-state/listings");
+    std::fs::create_dir_all(&dir).expect("mkdir listings");
+    dir
+}
+
 pub(crate) fn read_listing(out: &std::path::Path, name: &str) -> Vec<String> {
     let text = std::fs::read_to_string(out.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
@@ -117,4 +127,29 @@ pub(crate) fn assert_untouched(s: &Scenario, out: &std::path::Path) -> usize {
         assert!(gone.is_empty() && came.is_empty(), "from {end} to {next}: was {gone:#?}, now {came:#?}");
     }
     dispatches
+}
+
+/// A verify that rewrites an ignored file in place (appends to a counter a cache keeps, the way
+/// a log or a database is written) writes the engine's copy only: the ignored entries are
+/// copied into it (up to 1 MiB), not linked to the agent's files. Failed while they were hard links: the
+/// agent's counter grew by one line per verify.
+#[test]
+fn a_verify_that_rewrites_an_ignored_file_in_place_leaves_the_agents_file_alone() {
+    let s = Scenario::new();
+    s.write(".gitignore", "cache/\n");
+    s.write("lib.py", "def add(a, b):\n    return a - b\n");
+    s.write("tests/check.py", "import sys\nsys.path.insert(0, '.')\nfrom lib import add\nassert add(2, 3) == 5\n");
+    s.commit("code, check and an ignored cache");
+    s.write("cache/runs.log", "before\n");
+    let agent = s.agent(
+        "fixer.py",
+        "open('lib.py', 'w').write('def add(a, b):\\n    return a + b\\n')\nprint(json.dumps({'status': 'done', 'summary': 'fixed', 'changes_claimed': ['lib.py'], 'blocker': None, 'next_steps': [], 'decisions': [], 'evidence': []}))",
+    );
+    let verify = "python3 tests/check.py && echo ran >> cache/runs.log && grep -q before cache/runs.log";
+    let v = s.run_json(
+        &["until", "the check passes", "--goal", "make add add", "--verify", verify, "--agent", &agent, "--json"],
+        0,
+    );
+    assert_eq!(v["status"], "done", "{v}");
+    assert_eq!(s.read("cache/runs.log"), "before\n", "the verify appended to the engine's copy of the file only");
 }

@@ -7,7 +7,7 @@
 
 use crate::liars_suite::python_repo;
 use crate::support::Scenario;
-use crate::tree_untouched::{LISTING, assert_untouched};
+use crate::tree_untouched::{LISTING, assert_untouched, listings};
 
 /// Every implement/edit role: the listing at the start and at the end of its dispatch. The
 /// implementer fixes `f` and adds a test file (so the rerun with the frozen checks restored
@@ -39,8 +39,8 @@ out({'status': 'DONE', 'fixtures': 1})
 /// The suite, writing its log where it runs.
 const SUITE: &str = "python3 -m pytest -q tests > suite.log 2>&1";
 
-fn roles(s: &Scenario, out: &tempfile::TempDir) -> String {
-    s.agent("roles.py", &format!("{LISTING}\nOUT = {:?}\n{ROLES}", out.path().display().to_string()))
+fn roles(s: &Scenario, out: &std::path::Path) -> String {
+    s.agent("roles.py", &format!("{LISTING}\nOUT = {:?}\n{ROLES}", out.display().to_string()))
 }
 
 #[test]
@@ -48,12 +48,12 @@ fn implement_leaves_the_agents_tree_untouched_between_dispatches() {
     let s = python_repo();
     s.write("PLAN.md", "# Plan\n\n## Task 1: f returns 1\n\nMake `f()` in lib.py return 1.\n");
     s.commit("plan");
-    let out = tempfile::tempdir().expect("tempdir");
+    let out = listings(&s);
     let a = roles(&s, &out);
     let args = ["implement", "--plan", "PLAN.md", "--iter-id", "it-1", "--agent", &a, "--test-cmd", SUITE, "--json"];
     let r = s.run_json(&args, 0);
     assert_eq!(r["status"], "DONE", "{r}");
-    let dispatches = assert_untouched(&s, out.path());
+    let dispatches = assert_untouched(&s, &out);
     assert!(dispatches >= 3, "the implementer and both reviewers: {dispatches}");
     assert!(!s.path("suite.log").exists(), "the suite's log stayed in the engine's copy");
 }
@@ -61,7 +61,7 @@ fn implement_leaves_the_agents_tree_untouched_between_dispatches() {
 #[test]
 fn edit_leaves_the_agents_tree_untouched_between_dispatches() {
     let s = python_repo();
-    let out = tempfile::tempdir().expect("tempdir");
+    let out = listings(&s);
     let a = roles(&s, &out);
     let build = "python3 -c 'import lib; assert lib.f() == 1' > build.log 2>&1";
     let args = [
@@ -82,24 +82,17 @@ fn edit_leaves_the_agents_tree_untouched_between_dispatches() {
     ];
     let r = s.run_json(&args, 0);
     assert_eq!(r["status"], "DONE", "{r}");
-    assert_eq!(assert_untouched(&s, out.path()), 2, "the editor, and again once its build was red");
+    assert_eq!(assert_untouched(&s, &out), 2, "the editor, and again once its build was red");
     assert!(!s.path("build.log").exists() && !s.path("suite.log").exists(), "the logs stayed in the copy");
 }
 
-/// A goal whose scenario writes its log where it runs.
-const GOAL: &str = r#"
-id = "greet"
-objective = "greet.sh prints hello, world"
-tier = "LIGHT"
-tier_justification = "one script following a known pattern"
-stop_line = "I'll stop right away when sh greet.sh prints hello, world"
-
-[[criteria]]
-id = "happy"
-scenario = "sh greet.sh > run.log 2>&1; cat run.log"
-evidence = ["stdout", "exit_code"]
-pass = { exit_code = 0, stdout_contains = "hello, world" }
-"#;
+/// Ultra's one-criterion goal, its scenario writing its log where it runs.
+fn goal() -> String {
+    let with_log = crate::ultra::LIGHT
+        .replace("scenario = \"sh greet.sh\"", "scenario = \"sh greet.sh > run.log 2>&1; cat run.log\"");
+    assert_ne!(with_log, crate::ultra::LIGHT, "the goal's scenario line moved");
+    with_log
+}
 
 /// The implementer: its first attempt prints the wrong line, its second the greeting.
 const FIXER: &str = r#"
@@ -113,11 +106,11 @@ print(json.dumps({"status": "done", "summary": "wrote greet.sh", "claims": [], "
 #[test]
 fn ultra_leaves_the_agents_tree_untouched_between_dispatches() {
     let s = Scenario::new();
-    s.write("GOAL.toml", GOAL);
-    let out = tempfile::tempdir().expect("tempdir");
-    let a = s.agent("fixer.py", &format!("{LISTING}\nOUT = {:?}\n{FIXER}", out.path().display().to_string()));
+    s.write("GOAL.toml", &goal());
+    let out = listings(&s);
+    let a = s.agent("fixer.py", &format!("{LISTING}\nOUT = {:?}\n{FIXER}", out.display().to_string()));
     let r = s.run_json(&["ultra", "GOAL.toml", "--agent", &a, "--max-attempts", "3", "--json"], 0);
     assert_eq!(r["status"], "DONE", "{r}");
-    assert_eq!(assert_untouched(&s, out.path()), 2, "a failed attempt, then the fix");
+    assert_eq!(assert_untouched(&s, &out), 2, "a failed attempt, then the fix");
     assert!(!s.path("run.log").exists(), "the scenario's log stayed in the engine's copy");
 }

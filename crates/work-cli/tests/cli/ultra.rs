@@ -1,6 +1,6 @@
 //! `work ultra`: the evidence-driven goal runner, through the real binary with scripted agents.
 
-use crate::support::{Scenario, assert_one_line_error};
+use crate::support::{Scenario, assert_one_line_error, fallback_only, refused};
 use serde_json::Value;
 
 pub(crate) const LIGHT: &str = r#"
@@ -17,10 +17,10 @@ evidence = ["stdout", "stderr", "exit_code"]
 pass = { exit_code = 0, stdout_contains = "hello, world" }
 "#;
 
-/// An implementer that records what it saw, then writes greet.sh.
+/// An implementer that records what it got and when it ran, then writes greet.sh.
 const FIXER: &str = r#"
 n = bump('calls')
-seen = {'red_exists': os.path.exists('.work/goals/greet/evidence/happy/red.json'), 'req': req}
+seen = {'ran_at': time.time(), 'req': req}
 open(state_path('call-%d.json' % n), 'w').write(json.dumps(seen))
 open('greet.sh', 'w').write('echo "hello, world"\n')
 print(json.dumps({"status": "done", "summary": "wrote greet.sh", "claims": [{"criterion": "happy", "claim": "greet.sh prints the greeting"}], "cleanup": []}))
@@ -60,9 +60,16 @@ fn all_green_path_captures_red_before_the_dispatch_and_green_after() {
     assert_eq!(out["attempts"], 1);
     assert_eq!(calls(&s), 1);
 
-    // RED existed when the implementer was dispatched: the failing-first proof came first.
+    // RED was written before the implementer ran: the failing-first proof came first (read by
+    // time, which a confined agent, which never sees `.work/`, can record too).
     let seen: Value = serde_json::from_str(&s.read(".agent-state/call-1.json")).expect("json");
-    assert_eq!(seen["red_exists"], true);
+    let red_written = std::fs::metadata(criterion(&out, "happy")["red"]["evidence"]["json"].as_str().expect("a path"))
+        .and_then(|m| m.modified())
+        .expect("RED's evidence file")
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs_f64();
+    assert!(red_written <= seen["ran_at"].as_f64().expect("ran_at"), "RED was written after the dispatch: {seen}");
     let req = &seen["req"];
     assert_eq!(req["role"], "implementer");
     assert_eq!(req["access"], "workspace-write");
@@ -446,6 +453,7 @@ fn pids_in(s: &Scenario, rel: &str) -> Vec<i32> {
 
 #[test]
 fn a_process_the_implementer_leaves_running_is_gone_before_the_engine_observes() {
+    let _unconfined = fallback_only(crate::containment::SWEEP);
     let s = Scenario::new();
     s.write("GOAL.toml", LIGHT);
     let agent = s.agent(
@@ -526,9 +534,8 @@ print(json.dumps({"status": "done", "summary": "wrote greet.sh", "claims": [], "
             let _ = self.1.wait();
         }
     }
-    #[expect(clippy::disallowed_methods, reason = "the test needs a first run still going while a second starts")]
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
-        .env("WORK_ISOLATION", "none")
+    let child = s
+        .work_std()
         .args(["ultra", "GOAL.toml", "--agent", &agent, "--json"])
         .current_dir(s.root())
         .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")
@@ -562,6 +569,7 @@ print(json.dumps({"status": "done", "summary": "wrote greet.sh", "claims": [], "
 
 #[test]
 fn an_agent_that_rewrites_the_notepad_or_the_red_evidence_is_caught() {
+    let _unconfined = fallback_only(refused::STATE);
     let s = Scenario::new();
     s.write("GOAL.toml", LIGHT);
     let agent = s.agent(
@@ -659,6 +667,7 @@ fn checked_repo() -> Scenario {
 
 #[test]
 fn an_implementer_that_rewrites_the_check_script_is_blocked_and_its_honest_twin_is_not() {
+    let unconfined = fallback_only(refused::FROZEN);
     let s = checked_repo();
     let liar = s.agent(
         "liar.py",
@@ -683,6 +692,7 @@ print(json.dumps({"status": "done", "summary": "fixed", "claims": [], "cleanup":
     let out = s.run_json(&["ultra", "GOAL.toml", "--agent", &liar, "--fresh", "--json"], 1);
     assert_eq!(out["stop_reason"], "already-green", "{out}");
 
+    drop(unconfined);
     // The honest twin writes the code and adds a test; the existing test and the check stay.
     let s = checked_repo();
     let honest = s.agent(
@@ -713,6 +723,7 @@ print(json.dumps({"status": "done", "summary": "fixed", "claims": [], "cleanup":
 
 #[test]
 fn an_implementer_that_hides_a_change_from_git_is_blocked_and_its_honest_twin_is_not() {
+    let unconfined = fallback_only(refused::GIT);
     for hide in [
         "open('.git/info/exclude', 'a').write('notes.txt\\n')",
         "import subprocess\nsubprocess.run(['git', 'update-index', '--assume-unchanged', 'check.sh'])",
@@ -728,6 +739,7 @@ fn an_implementer_that_hides_a_change_from_git_is_blocked_and_its_honest_twin_is
         assert_eq!(out["status"], "BLOCKED", "{hide}: {out}");
         assert_eq!(out["stop_reason"], "git-tampered", "{hide}: {out}");
     }
+    drop(unconfined);
     let s = checked_repo();
     let honest = s.agent(
         "honest.py",

@@ -3,7 +3,7 @@
 //! the run was interrupted is caught when the goal runs again — it never becomes the resumed
 //! run's baseline — while a resume with nothing changed finishes DONE.
 
-use crate::support::Scenario;
+use crate::support::{KILL_WORK, Scenario, fallback_only, refused};
 
 /// A goal whose check script runs a test of the test tree.
 const GOAL: &str = r#"
@@ -20,22 +20,9 @@ evidence = ["stdout", "exit_code"]
 pass = { exit_code = 0 }
 "#;
 
-/// Python: kills the `work` process that dispatched this agent (the run is interrupted
-/// mid-attempt, as by a crash or a person's kill -9).
-const KILL_WORK: &str = r#"
-def kill_work():
-    p = os.getppid()
-    while p > 1:
-        try:
-            exe = os.path.basename(os.readlink('/proc/%d/exe' % p))
-        except OSError:
-            exe = ''
-        if exe == 'work':
-            os.kill(p, 9)
-            sys.exit(0)
-        p = int(open('/proc/%d/stat' % p).read().rsplit(')', 1)[1].split()[1])
-    sys.exit('no work process above this agent')
-"#;
+fn indent(code: &str) -> String {
+    code.lines().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n")
+}
 
 fn repo() -> Scenario {
     let s = Scenario::new();
@@ -53,11 +40,12 @@ fn calls(s: &Scenario) -> String {
 /// The first attempt runs `first` and interrupts the run; later attempts run `later`.
 fn interrupted(s: &Scenario, first: &str, later: &str) -> String {
     let body = format!(
-        "{KILL_WORK}\nn = bump('calls')\nif n == 1:\n{}\n    kill_work()\n{later}\nprint(json.dumps({{\"status\": \"done\", \"summary\": \"wrote greet.sh\", \"claims\": [], \"cleanup\": []}}))",
-        first.lines().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n")
+        "n = bump('calls')\nif n == 1:\n{}\n{}\n{later}\nprint(json.dumps({{\"status\": \"done\", \"summary\": \"wrote greet.sh\", \"claims\": [], \"cleanup\": []}}))",
+        indent(first),
+        indent(KILL_WORK)
     );
     let agent = s.agent("implementer.py", &body);
-    let (code, out, err) = s.run(&["ultra", "GOAL.toml", "--agent", &agent, "--json"]);
+    let (code, out, err) = s.run_killable(&["ultra", "GOAL.toml", "--agent", &agent, "--json"]);
     assert_eq!(code, -1, "the first run is killed mid-attempt: {out}\n{err}");
     agent
 }
@@ -75,6 +63,8 @@ fn an_implementer_that_changes_a_check_and_is_interrupted_is_blocked_when_the_go
         // The test deleted.
         ("os.remove('tests/test_greet.sh')", "tests/test_greet.sh"),
     ] {
+        // A write to the check script the sandbox refuses (its tests stay writable).
+        let _unconfined = (path == "check.sh").then(|| fallback_only(refused::FROZEN));
         let s = repo();
         let agent = interrupted(&s, edit, "pass");
         let before = calls(&s);
@@ -108,4 +98,27 @@ fn a_resume_with_nothing_changed_finishes_done_and_an_added_test_is_allowed() {
     let agent = interrupted(&s, "open('tests/test_greet.sh', 'a').write('grep -q hello greet.sh\\n')", FIX);
     let out = s.run_json(&["ultra", "GOAL.toml", "--agent", &agent, "--json"], 0);
     assert_eq!(out["stop_reason"], "all-green", "{out}");
+}
+
+#[test]
+fn a_run_killed_between_two_failing_attempts_stops_on_the_same_failure_after_as_many_attempts() {
+    // An implementer that never fixes anything: uninterrupted, the second attempt fails as the
+    // first did and the goal stops BLOCKED same-failure-repeated after two attempts.
+    let answer = "print(json.dumps({\"status\": \"done\", \"summary\": \"tried\", \"claims\": [], \"cleanup\": []}))";
+    let s = repo();
+    let agent = s.agent("implementer.py", &format!("bump('calls')\n{answer}"));
+    let whole = s.run_json(&["ultra", "GOAL.toml", "--agent", &agent, "--json"], 1);
+    assert_eq!(whole["stop_reason"], "same-failure-repeated", "{whole}");
+    assert_eq!(whole["attempts"], 2, "{whole}");
+
+    // Killed as its second attempt starts (before any answer): the resumed run makes that
+    // attempt again and stops on the same failure — it does not start the count anew.
+    let s = repo();
+    let agent = s.agent("implementer.py", &format!("if bump('calls') == 2:\n{}\n{answer}", indent(KILL_WORK)));
+    let (code, out, err) = s.run_killable(&["ultra", "GOAL.toml", "--agent", &agent, "--json"]);
+    assert_eq!(code, -1, "the first run is killed as its second attempt starts: {out}\n{err}");
+    let resumed = s.run_json(&["ultra", "GOAL.toml", "--agent", &agent, "--json"], 1);
+    assert_eq!(resumed["stop_reason"], "same-failure-repeated", "{resumed}");
+    assert_eq!(resumed["attempts"], whole["attempts"], "{resumed}");
+    assert_eq!(calls(&s), "3", "two attempts, the killed one made again");
 }

@@ -1,6 +1,6 @@
 //! `work until` end to end: the real binary, scripted worker agents, a scratch git repository.
 
-use crate::support::{Scenario, assert_one_line_error};
+use crate::support::{Scenario, assert_one_line_error, fallback_only, refused};
 use serde_json::Value;
 
 /// Logs `iteration:attempt` for every dispatch, then runs `body`.
@@ -426,9 +426,8 @@ open('f%d' % n, 'a').write('x')
 print(json.dumps({"status": "done" if n == 3 else "continue", "summary": "step %d" % n, "changes_claimed": ["f%d" % n]}))
 "#,
     );
-    #[expect(clippy::disallowed_methods, reason = "the test must hold the child to kill it mid-iteration")]
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("work"))
-        .env("WORK_ISOLATION", "none")
+    let mut child = s
+        .work_std()
         .args(["until", "file f3 exists", "--goal", "three files", "--slug", "k", "--agent", &agent, "--json"])
         .current_dir(s.root())
         .env("WORK_FAKE_CLOCK", "2026-01-01T00:00:00Z")
@@ -595,6 +594,7 @@ fn checked_repo() -> Scenario {
 
 #[test]
 fn a_worker_that_rewrites_the_verify_script_or_a_test_is_blocked_and_its_honest_twin_is_not() {
+    let unconfined = fallback_only(refused::FROZEN);
     // The liar makes the check pass instead of doing the work.
     let s = checked_repo();
     let liar = worker(
@@ -610,6 +610,7 @@ print(json.dumps({"status": "done", "summary": "done"}))"#,
     let reason = v["stoppedReason"].as_str().unwrap_or_default();
     assert!(reason.contains("check-tampered") && reason.contains("check.sh"), "{v}");
 
+    drop(unconfined);
     // Deleting a test is caught the same way (adding one is not).
     let s = checked_repo();
     let liar = worker(
@@ -647,6 +648,8 @@ fn a_worker_that_hides_a_change_from_git_is_blocked_and_its_honest_twin_is_not()
         "open('.git/info/exclude', 'a').write('backdoor.rs\\n')",
         "open('.gitattributes', 'w').write('*.rs -diff\\n')",
     ] {
+        // All but `.gitattributes` (a file of the tree) write `.git`, which the sandbox refuses.
+        let _unconfined = (!hide.contains(".gitattributes")).then(|| fallback_only(refused::GIT));
         let s = checked_repo();
         let liar = worker(
             &s,

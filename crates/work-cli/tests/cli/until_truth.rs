@@ -3,7 +3,7 @@
 //! worker whose edits an index flag (set before the session) hides from `git status` is not
 //! taken for a do-nothing. Through the real binary, on scratch repositories.
 
-use crate::support::Scenario;
+use crate::support::{Scenario, fallback_only, refused};
 use serde_json::Value;
 
 /// A worker that runs `body` (Python, `n` the iteration) and reports `status`, claiming
@@ -54,6 +54,7 @@ fn master(v: &Value) -> String {
 
 #[test]
 fn a_worker_that_fakes_a_change_with_head_or_the_index_is_not_progress() {
+    let _unconfined = fallback_only(refused::GIT);
     // Each index trick alternates between two moves, so that `git status` differs after
     // every iteration while no file's content ever changes.
     // Moving HEAD below the session's base is refused outright, at the first iteration (the

@@ -84,7 +84,7 @@ impl Inputs {
 
     /// True while every input has the metadata it had at the reading.
     pub(super) fn unchanged(&self) -> bool {
-        let now = SystemTime::now();
+        let now = work_runtime::clock::file_time_now();
         self.stamps.iter().all(|(path, was)| {
             let s = stamps(path);
             s == *was && [s.0, s.1].into_iter().flatten().all(|(_, _, _, m, c)| !racy(now, m) && !racy(now, c))

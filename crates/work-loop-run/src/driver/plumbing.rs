@@ -2,6 +2,7 @@
 //! dispatch, and the views of the tree the reviewers and the boundaries read.
 
 use super::*;
+use work_git::readonly::{View, Watch};
 
 impl Driver {
     pub(super) fn engine(&self) -> Result<EngineState, LoopError> {
@@ -144,43 +145,15 @@ impl Driver {
         self.run.state_dir.strip_prefix(&self.run.root).ok().map(|p| format!("{}/", p.display())).filter(|p| p != "/")
     }
 
-    /// The whole working tree as git sees it (HEAD, then every changed or untracked path with
-    /// its status and content hash), the state directory aside: what a read-only dispatch
-    /// must not change.
-    pub(super) fn tree_state(&self) -> Result<TreeState, LoopError> {
-        let exclude: Vec<String> = self.state_prefix().into_iter().collect();
-        self.git.tree_state(Base::Status, &exclude).map_err(|e| LoopError::bad(e.to_string()))
+    /// What a read-only dispatch must leave as it was: `work_git::readonly`'s one meaning of
+    /// read-only (HEAD, the snapshot tree, the index, git's seal, the git directory's own
+    /// files), the state directory aside (its files are held by their digest).
+    pub(super) fn read_only_before(&self) -> Result<View, LoopError> {
+        self.git.read_only_view(&self.read_only_watch()).map_err(git_failed)
     }
 
-    /// What a read-only dispatch must leave as it was: git status's view (HEAD included), the
-    /// whole-tree snapshot (through a temporary index, so an index flag hides no content) and
-    /// git's seal (index flags, exclude lines, attributes, hooks, configuration).
-    pub(super) fn read_only_before(&self) -> Result<ReadOnlyBefore, LoopError> {
-        let exclude: Vec<String> = self.state_prefix().into_iter().collect();
-        Ok(ReadOnlyBefore {
-            status: self.tree_state()?,
-            snapshot: self.git.snapshot_tree(&exclude),
-            seal: self.git.seal(),
-        })
-    }
-
-    /// What changed since `before` (empty: nothing), each named. A git that fails reading a
-    /// part again is the run's error (`reason` `git`), never a change the dispatch made.
-    fn read_only_changes(&self, before: &ReadOnlyBefore) -> Result<Vec<String>, LoopError> {
-        let now = self.read_only_before()?;
-        let mut changed = now.status.changed_since(&before.status, Compare::StatusAndContent);
-        if now.status.head != before.status.head {
-            changed.push("<HEAD>".into());
-        }
-        let (was, is) = (before.snapshot.clone().map_err(git_failed)?, now.snapshot.map_err(git_failed)?);
-        if was != is {
-            changed.extend(self.git.tree_diff_names(&was, &is).map_err(git_failed)?);
-        }
-        let (was, is) = (before.seal.clone().map_err(git_failed)?, now.seal.map_err(git_failed)?);
-        changed.extend(was.changes(&is));
-        changed.sort();
-        changed.dedup();
-        Ok(changed)
+    fn read_only_watch(&self) -> Watch {
+        Watch { exclude: self.state_prefix().into_iter().collect(), ..Watch::default() }
     }
 
     pub(super) async fn ask(
@@ -197,7 +170,7 @@ impl Driver {
         };
         let before = self.state_files_digest().map_err(|e| AskError::failed(e.to_string()))?;
         let tree_before = if access == Access::ReadOnly {
-            Some(self.read_only_before().map_err(|e| AskError::failed(e.to_string()))?)
+            Some(self.read_only_before().map_err(|e| AskError::fatal("git", e.to_string()))?)
         } else {
             None
         };
@@ -257,7 +230,7 @@ impl Driver {
         who: &str,
         dispatch: &str,
         state_before: &str,
-        tree_before: Option<&ReadOnlyBefore>,
+        tree_before: Option<&View>,
     ) -> Result<(), AskError> {
         if self.state_files_digest().map_err(|e| AskError::failed(e.to_string()))? != state_before {
             return Err(AskError::fatal(
@@ -269,7 +242,10 @@ impl Driver {
             ));
         }
         if let Some(before) = tree_before {
-            let changed = self.read_only_changes(before).map_err(|e| AskError::fatal("git", e.to_string()))?;
+            let changed = self
+                .git
+                .read_only_changes(before, &self.read_only_watch())
+                .map_err(|e| AskError::fatal("git", e.to_string()))?;
             if !changed.is_empty() {
                 let list = changed.join(", ");
                 return Err(AskError::fatal(
@@ -399,13 +375,6 @@ impl Driver {
             changed_paths: snap.into_keys().collect(),
         }
     }
-}
-
-/// The tree before a read-only dispatch (see [`Driver::read_only_before`]).
-pub(super) struct ReadOnlyBefore {
-    status: TreeState,
-    snapshot: Result<String, work_git::GitError>,
-    seal: Result<work_git::integrity::Seal, work_git::GitError>,
 }
 
 /// The run's error when a git the engine ran to judge it failed (exit 128, killed): exit 1 with

@@ -4,8 +4,8 @@
 //!   (`/proc/PID/task/TID/children`), walked down from `work` itself;
 //! - the processes started after a given pid (a daemon outside the tree may start one with a
 //!   dispatch's marker): pids are given out in a cycle, so those are the pids after it up to the
-//!   last one given out (`/proc/sys/kernel/ns_last_pid`); `/proc` is listed, and only those are
-//!   read;
+//!   last one given out (`/proc/sys/kernel/ns_last_pid`); each of them is tried, and only when
+//!   there are more than [`PROBED_AT_MOST`] is `/proc` listed to find those that run;
 //! - every process, where the kernel has no list of children (built without
 //!   `CONFIG_PROC_CHILDREN`; said once on stderr) or does not say which pid it gave out last.
 //!
@@ -52,7 +52,9 @@ fn probe(reader: Reader, pid: i32) {
     static LOG: OnceLock<Option<Mutex<std::fs::File>>> = OnceLock::new();
     let log = LOG.get_or_init(|| {
         let path = std::env::var_os("WORK_TEST_PROC_READS")?;
-        std::fs::OpenOptions::new().create(true).append(true).open(path).ok().map(Mutex::new)
+        crate::fsx::plain::open(std::fs::OpenOptions::new().create(true).append(true), std::path::Path::new(&path))
+            .ok()
+            .map(Mutex::new)
     });
     if let Some(f) = log
         && let Ok(mut f) = f.lock()
@@ -162,14 +164,41 @@ fn read_number(path: &str) -> Option<i64> {
     std::str::from_utf8(&buf).ok()?.trim().parse().ok()
 }
 
-/// The pids given out after `after` (up to the last one given out, around the cycle) that
-/// name a running process: the processes started since `after` was, and whatever reuses a
-/// pid of that range (told apart by its start time). `None` when the kernel does not say
-/// which pid it gave out last.
+/// At most this many pids after a dispatch's are tried one by one (an open of a pid that names
+/// no process fails at once); past that — the machine started more processes than this while
+/// the dispatch ran — `/proc` is listed instead.
+const PROBED_AT_MOST: i64 = 1024;
+
+/// The highest pid plus one (`/proc/sys/kernel/pid_max`), read once.
+fn pid_max() -> Option<i64> {
+    static MAX: OnceLock<Option<i64>> = OnceLock::new();
+    *MAX.get_or_init(|| read_number("/proc/sys/kernel/pid_max"))
+}
+
+/// The pids given out after `after` (up to the last one given out, around the cycle) that may
+/// name a running process: the processes started since `after` was, and whatever reuses a pid
+/// of that range (told apart by its start time). A short range is given whole, without listing
+/// `/proc`, so the cost follows what started during the dispatch, not how many processes the
+/// machine runs; a pid in it may name no process. `None` when the kernel does not say which
+/// pid it gave out last.
 pub(super) fn pids_after(after: i32) -> Option<Vec<i32>> {
     let last = i32::try_from(read_number("/proc/sys/kernel/ns_last_pid")?).ok()?;
+    if let Some(max) = pid_max() {
+        let (a, l) = (i64::from(after), i64::from(last));
+        let count = if l >= a { l - a } else { (max - 1 - a) + l };
+        if (0..=PROBED_AT_MOST).contains(&count) {
+            let range = if l >= a { (after + 1..=last).collect() } else { wrapped(after, last, max) };
+            return Some(range);
+        }
+    }
     let within = |p: i32| if last >= after { p > after && p <= last } else { p > after || p <= last };
     Some(all_pids().into_iter().filter(|&p| within(p)).collect())
+}
+
+/// The pids after `after` up to `max - 1`, then from 1 up to `last`.
+fn wrapped(after: i32, last: i32, max: i64) -> Vec<i32> {
+    let top = i32::try_from(max - 1).unwrap_or(i32::MAX);
+    (after.saturating_add(1)..=top).chain(1..=last).collect()
 }
 
 #[cfg(test)]
@@ -181,6 +210,22 @@ mod tests {
         let line = "42 (a) b (c) S 7 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 12345 1000 10 0";
         let st = parse_stat(42, line).expect("parsed");
         assert_eq!((st.state, st.ppid, st.pgrp, st.start), ('S', 7, 42, 12345));
+    }
+
+    #[test]
+    fn the_pids_after_a_dispatch_are_the_range_up_to_the_last_given_out_around_the_cycle() {
+        assert_eq!(wrapped(32765, 2, 32768), vec![32766, 32767, 1, 2]);
+        assert_eq!(wrapped(32767, 1, 32768), vec![1]);
+        let me = std::process::id() as i32;
+        #[expect(clippy::disallowed_methods, reason = "the test starts a process of its own")]
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().expect("sleep");
+        let after = pids_after(me);
+        let pid = child.id() as i32;
+        let _ = child.kill();
+        let _ = child.wait();
+        if let Some(after) = after {
+            assert!(after.contains(&pid) && !after.contains(&me), "{pid} {after:?}");
+        }
     }
 
     #[test]

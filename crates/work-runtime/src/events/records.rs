@@ -47,6 +47,11 @@ impl RecordLog {
             *guard = Some(self.open_file()?);
         }
         let Some((file, lines)) = guard.as_mut() else { return Err(io::Error::other("the records file is not open")) };
+        if crate::faults::record_append() {
+            // Test-only: the write a power loss cuts (half the line, no newline), then death.
+            let _ = file.write_all(&line[..line.len() / 2]);
+            crate::faults::torn();
+        }
         file.write_all(&line)?;
         *lines += 1;
         Ok(RecordAt { file: RECORDS_FILE, line: *lines })

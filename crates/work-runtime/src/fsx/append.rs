@@ -26,7 +26,16 @@ pub fn append_line(path: &Path, line: &[u8]) -> io::Result<()> {
     buf.extend_from_slice(line);
     buf.push(b'\n');
     super::digests::before_append(path, &buf)?;
-    let written = crate::faults::state_write().and_then(|()| f.write_all(&buf)).and_then(|()| f.sync_data());
+    let written = crate::faults::state_append()
+        .and_then(|tear| {
+            if tear {
+                // Test-only: the write a power loss cuts (half the line, no newline), then death.
+                let _ = f.write_all(&buf[..line.len() / 2]).and_then(|()| f.sync_data());
+                crate::faults::torn();
+            }
+            f.write_all(&buf)
+        })
+        .and_then(|()| f.sync_data());
     if written.is_err() {
         // Whatever part of the line reached the file is a torn tail: read without it.
         super::digests::after_failed_write(path);

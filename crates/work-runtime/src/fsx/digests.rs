@@ -281,12 +281,17 @@ fn file_name(path: &Path) -> String {
 
 /// Records the digest `path` will have once `bytes` replace it (called before the write).
 pub(crate) fn before_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    before_write_digest(path, &super::sha256_hex(bytes))
+}
+
+/// [`before_write`] given the digest of the bytes (a streamed write computes it as it writes).
+pub(crate) fn before_write_digest(path: &Path, digest: &str) -> io::Result<()> {
     with(|r| {
         let Some(rel) = r.rel(path) else { return Ok(()) };
         r.running.remove(path);
         let created = fs::symlink_metadata(path).is_err();
         r.vouch_unlanded(&rel, path)?;
-        r.record(&rel, Some(&super::sha256_hex(bytes)), created)
+        r.record(&rel, Some(digest), created)
     })
     .unwrap_or(Ok(()))
 }

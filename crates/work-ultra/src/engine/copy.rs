@@ -3,7 +3,7 @@
 //! Every observation — RED before the first dispatch, the checks after each attempt, the final
 //! full pass, the suite reports the final pass is compared with — runs on a fresh engine copy
 //! of the implementer's tree as it is (`work_git::Git::snapshot_copy`: its snapshot, the state
-//! directory left out, the ignored entries hard-linked), so nothing a scenario writes (a log,
+//! directory left out, the ignored entries copied in), so nothing a scenario writes (a log,
 //! a cache, build output) lands in the implementer's tree. Outside a git repository there is
 //! no copy to make: the scenario runs in the tree.
 
