@@ -17,6 +17,17 @@
 use crate::{Git, GitError, split_z};
 use std::path::{Path, PathBuf};
 
+/// A task's worktree of a parallel wave: `<git-common-dir>/work/trees/<run>/<task>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskTree {
+    /// The run that made it.
+    pub run: String,
+    /// The task's id.
+    pub task: String,
+    /// Where it is.
+    pub dir: PathBuf,
+}
+
 /// Why a name cannot go into a ref.
 pub fn ref_part_ok(part: &str) -> bool {
     !part.is_empty()
@@ -156,6 +167,40 @@ impl Git {
             self.run_env(&write, &env)?;
         }
         Ok(())
+    }
+
+    /// Every task worktree git knows under `<git-common-dir>/work/trees/` (`<run>/<task>`),
+    /// sorted by path.
+    pub fn task_trees(&self) -> Result<Vec<TaskTree>, GitError> {
+        let trees = self.wave_dir("")?;
+        let mut out: Vec<TaskTree> = self
+            .worktrees_under(&trees)?
+            .into_iter()
+            .filter_map(|dir| {
+                let rel = dir.strip_prefix(&trees).ok()?;
+                let mut parts = rel.iter().map(|p| p.to_str());
+                match (parts.next(), parts.next(), parts.next()) {
+                    (Some(Some(run)), Some(Some(task)), None) => {
+                        Some(TaskTree { run: run.to_string(), task: task.to_string(), dir: dir.clone() })
+                    }
+                    _ => None,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.dir.cmp(&b.dir));
+        Ok(out)
+    }
+
+    /// Whether the work in task worktree `t` is exported: its result ref exists and holds
+    /// exactly the worktree's tree as it is now (tracked and untracked files alike), so
+    /// removing the worktree loses nothing. Run in the user's repository.
+    pub fn exported(&self, t: &TaskTree) -> Result<Option<String>, GitError> {
+        let Some(name) = result_ref(&t.run, &t.task) else { return Ok(None) };
+        let Some(commit) = self.ref_target(&name)? else { return Ok(None) };
+        let kept = self.run(&["rev-parse", &format!("{commit}^{{tree}}")])?;
+        let none: [&str; 0] = [];
+        let now = Git::new(&t.dir).snapshot_tree(&none)?;
+        Ok((kept.trim() == now.trim()).then_some(name))
     }
 
     /// The worktrees git knows under `dir`.

@@ -169,21 +169,47 @@ impl Store {
     pub fn gc(&self, older_than_secs: i64, now: DateTime<Utc>, mode: Gc) -> Result<GcReport, HistoryError> {
         let mut report = GcReport { dry_run: mode == Gc::Preview, ..GcReport::default() };
         for run in self.list()? {
-            let started = run.started.as_deref().and_then(parse_ts).or_else(|| id_time(&run.run_id));
-            let old = started.is_some_and(|t| (now - t).num_seconds() > older_than_secs);
-            if !old {
-                report.kept += 1;
-            } else if run.state == RunState::Running {
-                report.kept_running.push(run.run_id);
-            } else if mode == Gc::Preview {
-                report.removed.push(run.run_id);
-            } else {
-                work_runtime::fsx::remove_state_dir(&run.run_dir)
-                    .map_err(|source| HistoryError::Remove { path: run.run_dir.display().to_string(), source })?;
-                report.removed.push(run.run_id);
+            match age(Some(&run), &run.run_id, older_than_secs, now) {
+                Age::Young => report.kept += 1,
+                Age::Running => report.kept_running.push(run.run_id),
+                Age::Old if mode == Gc::Preview => report.removed.push(run.run_id),
+                Age::Old => {
+                    work_runtime::fsx::remove_state_dir(&run.run_dir)
+                        .map_err(|source| HistoryError::Remove { path: run.run_dir.display().to_string(), source })?;
+                    report.removed.push(run.run_id);
+                }
             }
         }
         Ok(report)
+    }
+
+    /// How `gc` judges what run `run_id` left elsewhere (a parallel wave's worktrees): by its
+    /// run's start and state, or by its id's time once its directory is gone.
+    pub fn age_of(&self, run_id: &str, older_than_secs: i64, now: DateTime<Utc>) -> Result<Age, HistoryError> {
+        let runs = self.list()?;
+        Ok(age(runs.iter().find(|r| r.run_id == run_id), run_id, older_than_secs, now))
+    }
+}
+
+/// Where a run stands for `gc`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Age {
+    /// Started within the cut-off: kept.
+    Young,
+    /// Old enough, but its process lives: never removed.
+    Running,
+    /// Old enough and not running: removed.
+    Old,
+}
+
+fn age(run: Option<&RunSummary>, run_id: &str, older_than_secs: i64, now: DateTime<Utc>) -> Age {
+    let started = run.and_then(|r| r.started.as_deref()).and_then(parse_ts).or_else(|| id_time(run_id));
+    if started.is_none_or(|t| (now - t).num_seconds() <= older_than_secs) {
+        Age::Young
+    } else if run.is_some_and(|r| r.state == RunState::Running) {
+        Age::Running
+    } else {
+        Age::Old
     }
 }
 

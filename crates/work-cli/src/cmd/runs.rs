@@ -5,7 +5,9 @@
 //!   outcome, dispatches, tokens, cost. A run without `run.end` is `running` while its
 //!   process lives, else `interrupted`.
 //! - `work runs gc --older-than DURATION [--json]`: removes the run directories that started
-//!   longer ago than DURATION (`30d`, `12h`, `90m`, `2w`); a running run is never removed.
+//!   longer ago than DURATION (`30d`, `12h`, `90m`, `2w`); a running run is never removed. The
+//!   task worktrees parallel waves of those runs left are removed where their work is on their
+//!   ref, kept and named where it is not.
 
 use crate::CmdResult;
 use crate::ctx::{CliError, Ctx, Global};
@@ -122,10 +124,14 @@ fn gc(global: &Global, older_than: &str, json: bool, dry_run: bool) -> CmdResult
         .map_err(|e| CliError::bad(format!("parse --older-than: {e}")))?;
     let ctx = Ctx::new(global)?;
     let mode = if dry_run { work_history::Gc::Preview } else { work_history::Gc::Remove };
-    let report =
-        Store::new(&ctx.state_dir).gc(secs, ctx.clock.now(), mode).map_err(|e| CliError::Runtime(e.to_string()))?;
+    let store = Store::new(&ctx.state_dir);
+    let report = store.gc(secs, ctx.clock.now(), mode).map_err(|e| CliError::Runtime(e.to_string()))?;
+    let trees = gc_worktrees(&ctx, &store, secs, dry_run)?;
     if json {
-        work_run::output::json(&serde_json::to_value(&report).unwrap_or_default());
+        let mut v = serde_json::to_value(&report).unwrap_or_default();
+        v["worktrees_removed"] = json!(trees.removed);
+        v["worktrees_kept"] = json!(trees.kept);
+        work_run::output::json(&v);
         return Ok(ExitStatus::Done);
     }
     let (verb, done) = if dry_run { ("would remove", "would be removed") } else { ("removed", "removed") };
@@ -135,6 +141,12 @@ fn gc(global: &Global, older_than: &str, json: bool, dry_run: bool) -> CmdResult
     for id in &report.kept_running {
         work_run::output::human(format!("kept {id} (still running)"));
     }
+    for t in &trees.removed {
+        work_run::output::human(format!("{verb} worktree {} (its work is on {})", t.path, t.reference));
+    }
+    for t in &trees.kept {
+        work_run::output::human(format!("kept worktree {} ({})", t.path, t.reason));
+    }
     work_run::output::human(format!(
         "{} run(s) {done}, {} still running kept, {} younger than {older_than} kept.",
         report.removed.len(),
@@ -142,4 +154,56 @@ fn gc(global: &Global, older_than: &str, json: bool, dry_run: bool) -> CmdResult
         report.kept
     ));
     Ok(ExitStatus::Done)
+}
+
+/// A parallel wave's task worktree `gc` removed (or would): its work is on its ref.
+#[derive(Debug, serde::Serialize)]
+struct TreeRemoved {
+    path: String,
+    reference: String,
+}
+
+/// A task worktree `gc` kept, and why.
+#[derive(Debug, serde::Serialize)]
+struct TreeKept {
+    path: String,
+    reason: String,
+}
+
+#[derive(Debug, Default)]
+struct TreesGc {
+    removed: Vec<TreeRemoved>,
+    kept: Vec<TreeKept>,
+}
+
+/// The task worktrees of parallel waves (`<git-common-dir>/work/trees/<run>/<task>`) of the
+/// runs `gc` selects (old enough, not running): one whose work is exported — its ref
+/// `refs/work/<run>/<task>` holds exactly its tree — is removed; one with work on no ref is
+/// kept and named, never removed. Outside a git repository there are none.
+fn gc_worktrees(ctx: &Ctx, store: &Store, secs: i64, dry_run: bool) -> Result<TreesGc, CliError> {
+    let git = work_git::Git::new(&ctx.root);
+    let now = ctx.clock.now();
+    let mut out = TreesGc::default();
+    let Ok(trees) = git.task_trees() else { return Ok(out) };
+    let failed = |e: &dyn std::fmt::Display| CliError::Runtime(format!("gc of the wave worktrees: {e}"));
+    for t in trees {
+        let age = store.age_of(&t.run, secs, now).map_err(|e| failed(&e))?;
+        if age != work_history::store::Age::Old {
+            continue;
+        }
+        let path = t.dir.display().to_string();
+        match git.exported(&t).map_err(|e| failed(&e))? {
+            Some(reference) => {
+                if !dry_run {
+                    git.drop_worktree(&t.dir).map_err(|e| failed(&e))?;
+                }
+                out.removed.push(TreeRemoved { path, reference });
+            }
+            None => {
+                let reason = format!("work on no ref; look: git -C {path} status");
+                out.kept.push(TreeKept { path, reason });
+            }
+        }
+    }
+    Ok(out)
 }

@@ -260,3 +260,58 @@ fn a_bad_concurrency_is_one_line_and_exit_2_before_anything() {
         assert!(!s.path(".work").exists(), "nothing written for --concurrency {bad}");
     }
 }
+
+#[test]
+fn gc_removes_a_kept_worktree_only_once_its_work_is_exactly_on_its_ref() {
+    let s = repo_with_plan(&[
+        ("1", "One", "Change `shared.txt` to say one."),
+        ("2", "Two", "Change `shared.txt` to say two."),
+    ]);
+    let a = wave_agent(
+        &s,
+        "if role == 'implementer':\n    write('shared.txt', {'1': 'one\\n', '2': 'two\\n'}[tid])\n    out(DONE)",
+    );
+    let r = implement(&s, &a, "true", &["--concurrency", "2"], 1);
+    assert_eq!(r["tasks"][1]["kind"], "merge-conflict", "{r}");
+    let found = &r["tasks"][1]["findings"][0];
+    let (reference, wt) = (found["ref"].as_str().expect("ref"), found["worktree"].as_str().expect("worktree"));
+    let gc = |when: Option<&str>, extra: &[&str]| {
+        let mut args = vec!["runs", "gc", "--older-than", "1d"];
+        args.extend_from_slice(extra);
+        let mut cmd = s.work();
+        cmd.args(&args);
+        if let Some(t) = when {
+            cmd.env("WORK_FAKE_CLOCK", t);
+        }
+        let out = cmd.output().expect("run work");
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let later = Some("2099-01-01T00:00:00Z");
+
+    // A young run's worktree is not looked at.
+    let v: Value = serde_json::from_str(&gc(None, &["--json"])).expect("gc json");
+    assert_eq!(
+        (v["worktrees_removed"].as_array().map(Vec::len), v["worktrees_kept"].as_array().map(Vec::len)),
+        (Some(0), Some(0)),
+        "{v}"
+    );
+
+    // Work in the worktree that is on no ref: kept and named, whatever the age.
+    std::fs::write(format!("{wt}/notes.txt"), "unsaved\n").expect("write into the kept worktree");
+    let out = gc(later, &[]);
+    assert!(out.contains(&format!("kept worktree {wt} (work on no ref; look: git -C {wt} status)")), "{out}");
+    assert!(std::path::Path::new(&format!("{wt}/notes.txt")).exists(), "unexported work was removed");
+
+    // Exactly its ref's tree: a dry run names it, the real run removes the worktree, the ref stays.
+    std::fs::remove_file(format!("{wt}/notes.txt")).expect("remove");
+    let out = gc(later, &["--dry-run"]);
+    assert!(out.contains(&format!("would remove worktree {wt} (its work is on {reference})")), "{out}");
+    assert!(std::path::Path::new(wt).exists(), "a dry run removed a worktree");
+    let v: Value = serde_json::from_str(&gc(later, &["--json"])).expect("gc json");
+    assert_eq!(v["worktrees_removed"][0]["path"], wt, "{v}");
+    assert_eq!(v["worktrees_removed"][0]["reference"], reference, "{v}");
+    assert!(!std::path::Path::new(wt).exists(), "the exported worktree is still there");
+    assert!(!s.git(&["worktree", "list"]).contains(wt), "git still lists the worktree");
+    assert_eq!(s.git(&["show", &format!("{reference}:shared.txt")]), "two\n", "the ref keeps the work");
+}
