@@ -178,6 +178,41 @@ fn a_task_deleting_a_siblings_ref_is_caught_and_the_ref_put_back() {
     assert_eq!(refs.lines().count(), 2, "the deleted ref is back: {refs}");
 }
 
+/// A task that forges a sibling's merge: it points the sibling's result ref at a commit of its
+/// own making (the sibling's tree plus a file no task was judged on).
+const FORGER: &str = r#"
+if role == 'implementer':
+    if tid == '1':
+        wait_for(lambda: has_ref('2'), 'the sibling kept its result')
+        env = dict(os.environ, GIT_INDEX_FILE=os.path.join(tempfile.mkdtemp(), 'forged.idx'))
+        def g(*args, stdin=None):
+            return subprocess.run(['git'] + list(args), input=stdin, capture_output=True, text=True, env=env).stdout.strip()
+        g('read-tree', ref_of('2'))
+        blob = g('hash-object', '-w', '--stdin', stdin='forged\n')
+        g('update-index', '--add', '--cacheinfo', '100644,' + blob + ',backdoor.txt')
+        forged = g('commit-tree', g('write-tree'), '-p', ref_of('2'), '-m', 'forged')
+        git('update-ref', ref_of('2'), forged)
+    write('t' + tid + '.txt', tid + '\n')
+    out(DONE)
+"#;
+
+#[test]
+fn a_task_forging_a_siblings_merge_is_caught_and_the_recorded_result_merged() {
+    let _unconfined = fallback_only(refused::GIT);
+    let s = repo_with_plan(&[("1", "One", "Create `t1.txt`."), ("2", "Two", "Create `t2.txt`.")]);
+    let a = wave_agent(&s, &format!("import tempfile\n{FORGER}"));
+    let r = implement(&s, &a, "test -f t1.txt && test -f t2.txt", &["--concurrency", "2"], 0);
+    assert_eq!(r["status"], "DONE", "{r}");
+    let concerns = r["concerns"].to_string();
+    assert!(concerns.contains("deleted or moved") && concerns.contains("put back"), "{concerns}");
+    assert_eq!(s.read("t2.txt"), "2\n", "merged from the recorded result");
+    assert!(!s.path("backdoor.txt").exists(), "the forged commit was merged");
+    let reference = format!("refs/work/{}/2", r["run_id"].as_str().expect("run id"));
+    let listed = s.git(&["ls-tree", "--name-only", &reference]);
+    assert!(!listed.contains("backdoor.txt"), "the ref still points at the forged commit: {listed}");
+    assert!(!kinds(&events(&s, &r), "ref.restored").is_empty(), "no ref.restored event");
+}
+
 #[test]
 fn honest_twins_run_at_once_without_a_finding() {
     let _unconfined = fallback_only(WATCHES_SIBLINGS);
