@@ -67,16 +67,54 @@ impl Git {
     }
 
     /// A detached worktree at `base` in `dir`; kept as it is when `dir` is a worktree already.
+    ///
+    /// One at a time in the process: a `git worktree add` reads every worktree's
+    /// administrative files, and fails on one another `add` is still writing. What a `work`
+    /// killed during an `add` left is finished first: an `add` still running (its worktree
+    /// locked as "initializing") is waited for; one that never finishes, a half-written `.git`
+    /// file or a directory without one is moved aside (never deleted; no agent ran there: a
+    /// task is dispatched only once its `add` returned) and its registration pruned.
     pub fn task_worktree(&self, dir: &Path, base: &str) -> Result<(), GitError> {
-        if dir.join(".git").exists() {
+        let _admin = WORKTREE_ADMIN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let at = dir.display().to_string();
+        if dir.join(".git").exists() && !initializing(dir) {
             return Ok(());
         }
-        let at = dir.display().to_string();
+        // Unlocked, so that the prune below drops the registration once the directory is aside.
+        self.unlock_registration(dir)?;
+        if std::fs::symlink_metadata(dir).is_ok() {
+            let aside = dir.with_file_name(format!(
+                "{}.partial-{}",
+                dir.file_name().and_then(|n| n.to_str()).unwrap_or("task"),
+                std::process::id()
+            ));
+            work_runtime::fsx::plain::rename(dir, &aside)
+                .map_err(|e| GitError::Spawn(format!("move aside the partial worktree {at}: {e}")))?;
+        }
+        self.run(&["worktree", "prune"])?;
         self.run(&["worktree", "add", "--detach", "--quiet", &at, base]).map(|_| ())
+    }
+
+    /// Removes the "initializing" lock of the registration (`<git-common-dir>/worktrees/*`)
+    /// whose `gitdir` names `dir`, if there is one.
+    fn unlock_registration(&self, dir: &Path) -> Result<(), GitError> {
+        let common = self.run(&["rev-parse", "--path-format=absolute", "--git-common-dir"])?;
+        let Ok(entries) = std::fs::read_dir(Path::new(common.trim()).join("worktrees")) else { return Ok(()) };
+        let ours = dir.join(".git");
+        for e in entries.flatten() {
+            let named = std::fs::read_to_string(e.path().join("gitdir")).unwrap_or_default();
+            let locked = e.path().join("locked");
+            if Path::new(named.trim()) == ours && locked.exists() {
+                work_runtime::fsx::plain::remove_file(&locked)
+                    .map_err(|err| GitError::Spawn(format!("unlock {}: {err}", locked.display())))?;
+            }
+        }
+        Ok(())
     }
 
     /// Removes the worktree `dir` (its result merged): the worktree and its administrative files.
     pub fn drop_worktree(&self, dir: &Path) -> Result<(), GitError> {
+        let _admin = WORKTREE_ADMIN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if !dir.exists() {
             return Ok(());
         }
@@ -212,6 +250,25 @@ impl Git {
             .filter(|p| p.starts_with(dir))
             .collect())
     }
+}
+
+/// Held while git's worktree administration is changed: one `add` or `remove` at a time.
+static WORKTREE_ADMIN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Whether the worktree in `dir` is still being made by a `git worktree add` (git locks it as
+/// "initializing" until the add is done), waiting up to 5 s for that add to finish; or was
+/// left half-made (a `.git` file that names no git directory).
+fn initializing(dir: &Path) -> bool {
+    let link = std::fs::read_to_string(dir.join(".git")).unwrap_or_default();
+    let Some(admin) = link.trim().strip_prefix("gitdir: ") else { return true };
+    let locked = Path::new(admin).join("locked");
+    for _ in 0..50 {
+        match std::fs::read_to_string(&locked) {
+            Ok(why) if why.trim() == "initializing" => std::thread::sleep(std::time::Duration::from_millis(100)),
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// Whether a directory on the way from `root` to `rel` is a symlink: a deletion there would

@@ -71,6 +71,7 @@ mod soak;
 mod soak_loop_run;
 mod soak_torn;
 mod soak_ultra;
+mod soak_waves;
 mod state_digests;
 mod tree_untouched;
 mod tree_untouched_more;

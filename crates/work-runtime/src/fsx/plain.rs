@@ -23,6 +23,11 @@ pub fn remove_file(path: impl AsRef<Path>) -> io::Result<()> {
     std::fs::remove_file(path)
 }
 
+/// Renames `from` to `to` (`std::fs::rename`).
+pub fn rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<()> {
+    std::fs::rename(from, to)
+}
+
 /// Removes an empty directory.
 pub fn remove_dir(path: impl AsRef<Path>) -> io::Result<()> {
     std::fs::remove_dir(path)
