@@ -10,8 +10,11 @@
 //!   writable `/tmp` (a directory of the engine's, removed after the dispatch), an empty `/run`
 //!   and `/dev/shm` (no user bus, no `ssh-agent`, no container socket, no `/run/user`, no
 //!   tmux or screen socket: those live under `/tmp` and `/run`);
-//! - write roles ([`Confine::write`]): the repository root writable, except its `.git` (read
-//!   only) and every path [`protect`]ed for the run (the frozen checks, read only);
+//! - write roles ([`Confine::write`]): the repository root writable, except every path
+//!   [`protect`]ed for the run (the frozen checks, read only); its `.git` replaced by a private
+//!   git directory made for the dispatch ([`git::GitScratch`]): a confined agent's commits land
+//!   there and are discarded, what is judged is the working tree against the run's base, and the
+//!   user's branch never moves;
 //! - the state directory ([`configure`]) replaced by an empty read-only directory: not visible;
 //! - [`Network::None`]: a network namespace of its own with only loopback (command agents);
 //!   [`Network::Host`]: the host's network (the CLI backends reach their model endpoint);

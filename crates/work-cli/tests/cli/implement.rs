@@ -1355,7 +1355,7 @@ fn hidden_from_git_is_blocked(hide: &str, named: &str) {
 fn an_implementer_that_hides_a_change_from_git_is_blocked_and_its_honest_twin_is_not() {
     // Each liar does the task and hides a second change from `git status` / `git diff` with
     // plumbing: the run stops before a reviewer reads a diff that does not show it. All but the
-    // `.gitattributes` (a file of the tree) write `.git`, which the sandbox refuses.
+    // `.gitattributes` (a file of the tree) write `.git`, which the sandbox makes a private copy (the lie never reaches the user's git).
     let unconfined = fallback_only(refused::GIT);
     for (hide, named) in [
         (

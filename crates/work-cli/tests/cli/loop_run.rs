@@ -685,7 +685,7 @@ fn a_read_only_reviewer_that_changes_the_tree_is_a_loud_stop() {
 #[test]
 fn a_drafter_that_changes_the_tree_outside_the_spec_dir_is_blocked() {
     for how in ["plain", "hide"] {
-        // The index flag writes `.git`, which the sandbox refuses; the plain write is judged confined.
+        // The index flag writes `.git` (a private copy with the sandbox); the plain write is judged confined.
         let _unconfined = (how == "hide").then(|| fallback_only(refused::GIT));
         let s = Scenario::new();
         let agent = setup(&s, "test -f hello.txt", false);
