@@ -271,7 +271,7 @@ fn bwrap_loop(root: &Path, tmp: &Path, agent: &str, input: &Path, n: usize) -> S
     use work_runtime::sandbox::{Confine, Network, bwrap_args};
     let c = Confine::read_only(root, Network::None);
     let args: Vec<String> =
-        bwrap_args(&c, tmp, root, [agent]).iter().map(|a| format!("'{}'", a.to_string_lossy())).collect();
+        bwrap_args(&c, tmp, root, [agent], None).iter().map(|a| format!("'{}'", a.to_string_lossy())).collect();
     format!("for i in $(seq {n}); do bwrap {} -- {agent} < {} > /dev/null; done", args.join(" "), input.display())
 }
 

@@ -10,8 +10,11 @@
 //!   writable `/tmp` (a directory of the engine's, removed after the dispatch), an empty `/run`
 //!   and `/dev/shm` (no user bus, no `ssh-agent`, no container socket, no `/run/user`, no
 //!   tmux or screen socket: those live under `/tmp` and `/run`);
-//! - write roles ([`Confine::write`]): the repository root writable, except its `.git` (read
-//!   only) and every path [`protect`]ed for the run (the frozen checks, read only);
+//! - write roles ([`Confine::write`]): the repository root writable, except every path
+//!   [`protect`]ed for the run (the frozen checks, read only); its `.git` replaced by a private
+//!   git directory made for the dispatch ([`git::GitScratch`]): a confined agent's commits land
+//!   there and are discarded, what is judged is the working tree against the run's base, and the
+//!   user's branch never moves;
 //! - the state directory ([`configure`]) replaced by an empty read-only directory: not visible;
 //! - [`Network::None`]: a network namespace of its own with only loopback (command agents);
 //!   [`Network::Host`]: the host's network (the CLI backends reach their model endpoint);
@@ -29,6 +32,8 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
+
+pub mod git;
 
 /// How a run asks for the sandbox (`--isolation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -327,9 +332,15 @@ fn named_paths<'a>(c: &Confine, named: impl IntoIterator<Item = &'a str>) -> Vec
 }
 
 /// The `bwrap` arguments (before `--` and the program) that confine a process as `c` says,
-/// with `tmp` as its private `/tmp`, `cwd` its working directory and `named` its program and
-/// arguments.
-pub fn bwrap_args<'a>(c: &Confine, tmp: &Path, cwd: &Path, named: impl IntoIterator<Item = &'a str>) -> Vec<OsString> {
+/// with `tmp` as its private `/tmp`, `cwd` its working directory, `named` its program and
+/// arguments, and `git` a write role's private git directory ([`git::GitScratch`]).
+pub fn bwrap_args<'a>(
+    c: &Confine,
+    tmp: &Path,
+    cwd: &Path,
+    named: impl IntoIterator<Item = &'a str>,
+    git: Option<&git::GitScratch>,
+) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
     let mut push = |xs: &[&std::ffi::OsStr]| a.extend(xs.iter().map(|x| x.to_os_string()));
     push(&["--unshare-user".as_ref(), "--unshare-pid".as_ref(), "--unshare-ipc".as_ref(), "--unshare-uts".as_ref()]);
@@ -349,10 +360,8 @@ pub fn bwrap_args<'a>(c: &Confine, tmp: &Path, cwd: &Path, named: impl IntoItera
     let bind = if c.write { "--bind" } else { "--ro-bind" };
     push(&[bind.as_ref(), c.root.as_os_str(), c.root.as_os_str()]);
     if c.write {
-        let git = c.root.join(".git");
-        if git.symlink_metadata().is_ok() {
-            push(&["--ro-bind".as_ref(), git.as_os_str(), git.as_os_str()]);
-        }
+        let git = git::binds(&c.root, git);
+        push(&git.iter().map(OsString::as_os_str).collect::<Vec<_>>());
         for p in protected() {
             if p.starts_with(&c.root) && p.symlink_metadata().is_ok() {
                 push(&["--ro-bind".as_ref(), p.as_os_str(), p.as_os_str()]);
@@ -394,7 +403,7 @@ mod tests {
     #[test]
     fn a_read_only_role_gets_no_writable_bind_of_the_root() {
         let c = Confine::read_only(Path::new("/repo"), Network::None);
-        let args: Vec<String> = bwrap_args(&c, Path::new("/t"), Path::new("/repo"), [])
+        let args: Vec<String> = bwrap_args(&c, Path::new("/t"), Path::new("/repo"), [], None)
             .iter()
             .map(|a| a.to_string_lossy().into())
             .collect();

@@ -288,7 +288,7 @@ impl Spawner {
             done: false,
             in_pid_namespace: sandbox.is_some(),
             _cache: cache,
-            _tmp: sandbox.map(|s| s.tmp),
+            _tmp: sandbox.map(|s| (s.tmp, s.git)),
         });
         Ok((child, guard))
     }
@@ -423,8 +423,8 @@ pub(crate) struct Ended {
     in_pid_namespace: bool,
     /// The process's fresh bytecode cache, removed once what it left has ended.
     _cache: Option<crate::bytecode::FreshCache>,
-    /// A sandboxed process's private `/tmp`, removed once it has ended.
-    _tmp: Option<crate::scratch::ScratchDir>,
+    /// A sandboxed process's private `/tmp` and private git directory, removed once it has ended.
+    _tmp: Option<(crate::scratch::ScratchDir, Option<crate::sandbox::git::GitScratch>)>,
 }
 
 impl Ended {
@@ -440,12 +440,13 @@ impl Ended {
     }
 }
 
-/// How a confined process is started in the kernel sandbox: `bwrap`, its arguments, and the
-/// private `/tmp` it gets.
+/// How a confined process is started in the kernel sandbox: `bwrap`, its arguments, the
+/// private `/tmp` it gets, and a write role's private git directory.
 struct Sandboxed {
     bwrap: PathBuf,
     args: Vec<std::ffi::OsString>,
     tmp: crate::scratch::ScratchDir,
+    git: Option<crate::sandbox::git::GitScratch>,
 }
 
 impl Sandboxed {
@@ -455,13 +456,17 @@ impl Sandboxed {
         let Some(c) = &spec.confine else { return Ok(None) };
         let crate::sandbox::Mode::Kernel { bwrap } = crate::sandbox::mode() else { return Ok(None) };
         let tmp = crate::scratch::ScratchDir::new("work-sandbox-")?;
+        // A write role commits into a copy of the git directory, never the real one.
+        // Where the copy cannot be made, `.git` stays read-only (a commit gets `EROFS`).
+        let git = if c.write { crate::sandbox::git::GitScratch::new(&c.root).ok().flatten() } else { None };
         let args = crate::sandbox::bwrap_args(
             c,
             tmp.path(),
             &spec.cwd,
             std::iter::once(spec.program.as_str()).chain(spec.args.iter().map(String::as_str)),
+            git.as_ref(),
         );
-        Ok(Some(Self { bwrap: bwrap.clone(), args, tmp }))
+        Ok(Some(Self { bwrap: bwrap.clone(), args, tmp, git }))
     }
 }
 

@@ -116,7 +116,8 @@ fn ext_nats_review_loop_run_reviews_on_a_worker_with_the_local_verdicts() {
 
 #[test]
 fn ext_nats_review_a_worker_without_the_commit_refuses_until_it_has_it() {
-    // An implementer that commits needs .git writable, which the sandbox makes read-only.
+    // Confined, the implementer's commit lands in its private git directory and the
+    // coordinator's HEAD never moves: the missing commit is the fallback's case.
     let _unconfined = crate::support::fallback_only(crate::support::refused::GIT);
     nats_server();
     let cluster = Cluster::start(1);

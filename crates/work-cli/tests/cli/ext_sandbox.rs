@@ -128,8 +128,10 @@ fn a_read_only_finder_cannot_write_the_tree_the_state_directory_or_outside_and_i
     assert_eq!(v["seen"], serde_json::json!(["f"]), "{v}");
 }
 
+/// A write role's `.git` is a private copy: its hook and configuration land there (no hooks
+/// directory: the write is refused), and the user's git directory is untouched.
 #[test]
-fn a_write_role_writes_the_tree_but_not_git_the_frozen_check_the_state_or_outside() {
+fn a_write_role_writes_the_tree_and_a_private_git_but_not_the_frozen_check_the_state_or_outside() {
     let s = repo();
     let out = outside();
     let digests = s.path(".work/state-digests.jsonl");
@@ -151,9 +153,11 @@ fn a_write_role_writes_the_tree_but_not_git_the_frozen_check_the_state_or_outsid
     let got = attempts(&s);
     assert_eq!(got["fix"], "ok", "the working tree is writable: {got}");
     assert_eq!(got["scratch"], "ok", "a private /tmp is writable: {got}");
-    for route in ["check", "hook", "git-config", "outside"] {
+    for route in ["check", "outside"] {
         assert_eq!(got[route], "EROFS", "{route}: {got}");
     }
+    assert_eq!(got["git-config"], "ok", "git's configuration is the dispatch's private copy: {got}");
+    assert_eq!(got["hook"], "ENOENT", "the private git directory has no hooks: {got}");
     assert_ne!(got["state"], "ok", "the state directory is not there for the agent: {got}");
     assert_eq!(s.read("check.sh"), "grep -q 'fn ready' src/lib.rs\n");
     assert!(!s.path(".git/hooks/pre-commit").exists() && !s.read(".git/config").contains("alias"));

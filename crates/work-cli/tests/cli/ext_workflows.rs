@@ -488,13 +488,15 @@ pub fn loop_run_implements_reviews_and_reaches_the_merge_gate(which: Cli) {
     }
     assert_eq!(s.read("hello.txt"), "hello from task 1\n", "the CLI's write tool wrote the task's file");
     assert!(!tree_status(&s).contains("-wrote.txt") && !tree_status(&s).contains("-shell.txt"), "{}", tree_status(&s));
-    // The sandbox keeps `.git` read-only for both CLIs: the commit is refused, and the brief
-    // says the change left in the tree counts: both reach the merge gate.
+    // Confined, both CLIs' commits land in the dispatch's private git directory and are
+    // discarded; the brief says the change left in the tree counts: both reach the merge gate
+    // with the user's branch where it was.
     let implementer = cli.server.requests_for(0);
     assert!(implementer[0].brief.contains("you need not commit"), "{}", implementer[0].brief);
     let commit =
         implementer.iter().find(|r| r.tool_results == 2).expect("the commit's result came back").body.to_string();
-    assert!(commit.contains("commit-refused"), "{} cannot write .git: {commit}", which.name());
+    let expected = if crate::support::suite_confines() { "committed" } else { "commit-refused" };
+    assert!(commit.contains(expected), "{}: {expected}: {commit}", which.name());
     assert_eq!(s.git(&["rev-parse", "HEAD"]), base);
     assert_eq!(s.git(&["status", "--porcelain", "--", "hello.txt"]), "?? hello.txt\n", "in the tree");
     assert_refused(&cli, &s, 1, &["adversarial"]);

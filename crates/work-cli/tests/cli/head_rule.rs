@@ -3,12 +3,16 @@
 //! top of the run's base, on the run's branch, is judged by what it changed and accepted; one
 //! that resets HEAD below the base, amends the base or checks out another branch is BLOCKED
 //! `head-moved` with the breach named. The engine never moves the branch either way.
+//!
+//! Confined, an agent's git directory is a private copy discarded after the dispatch: the honest
+//! twin's commit succeeds there, the user's branch stays at the base and the fix is in the
+//! working tree, uncommitted, and judged the same. The liars' moves never reach the user's
+//! branch either, so they are the fallback's tests.
 
-use crate::support::{Scenario, fallback_only};
+use crate::support::{Scenario, fallback_only, suite_confines};
 
 /// Why these are the fallback's tests.
-pub(crate) const HEAD: &str =
-    "an agent's move of HEAD; with the sandbox `.git` is read-only and every move, a commit included, is refused";
+pub(crate) const HEAD: &str = "an agent's move of HEAD; with the sandbox its git directory is a private copy, discarded after the dispatch, and no move reaches the user's branch";
 use serde_json::Value;
 
 /// What the scripted agent does with git around writing its fix.
@@ -57,6 +61,20 @@ fn assert_branch_is_the_agents(s: &Scenario, base: &str) {
     assert_eq!(s.git(&["symbolic-ref", "--short", "HEAD"]).trim(), "main");
 }
 
+/// After an honest run whose agent committed `path`: unconfined, its commit sits on the base
+/// ([`assert_branch_is_the_agents`]); confined, the commit landed in the dispatch's private git
+/// directory and was discarded: the user's branch is still `main` at the base, and the fix is in
+/// the working tree, uncommitted.
+pub(crate) fn assert_honest_commit(s: &Scenario, base: &str, path: &str) {
+    if !suite_confines() {
+        return assert_branch_is_the_agents(s, base);
+    }
+    assert_eq!(head(s), base, "the user's branch did not move");
+    assert_eq!(s.git(&["symbolic-ref", "--short", "HEAD"]).trim(), "main", "nor did HEAD leave it");
+    let status = s.git(&["status", "--porcelain", "--", path]);
+    assert!(!status.trim().is_empty(), "the fix is in the working tree, uncommitted: {status:?}");
+}
+
 fn named(v: &Value, breach: &str, m: Move) {
     assert!(v.to_string().contains(breach), "{m:?}: the breach `{breach}` is named: {v}");
 }
@@ -78,11 +96,12 @@ fn implement(m: Move) -> (Scenario, String, Value) {
 
 #[test]
 fn implement_accepts_an_implementer_that_commits_its_fix_and_blocks_every_other_move_of_head() {
-    let _unconfined = fallback_only(HEAD);
     let (s, base, r) = implement(Move::Commit);
     assert_eq!(r["status"], "DONE", "{r}");
     assert_eq!(r["files_touched"], 1, "the committed fix is the change: {r}");
-    assert_branch_is_the_agents(&s, &base);
+    assert_honest_commit(&s, &base, "shared.txt");
+    assert_eq!(s.read("shared.txt"), "base\nmore\n");
+    let _unconfined = fallback_only(HEAD);
     for (m, breach) in LIARS {
         let (_s, _base, r) = implement(m);
         assert_eq!((r["status"].as_str(), r["kind"].as_str()), (Some("BLOCKED"), Some("head-moved")), "{m:?}: {r}");
@@ -132,10 +151,11 @@ fn edit(m: Move) -> (Scenario, String, Value) {
 
 #[test]
 fn edit_accepts_an_editor_that_commits_its_edit_and_blocks_every_other_move_of_head() {
-    let _unconfined = fallback_only(HEAD);
     let (s, base, r) = edit(Move::Commit);
     assert_eq!(r["status"], "DONE", "a committed edit is the edit, not a no-op: {r}");
-    assert_branch_is_the_agents(&s, &base);
+    assert_honest_commit(&s, &base, "src/lib.txt");
+    assert_eq!(s.read("src/lib.txt"), "struct Bar\n");
+    let _unconfined = fallback_only(HEAD);
     for (m, breach) in LIARS {
         let (_s, _base, r) = edit(m);
         assert_eq!(r["kind"], "head-moved", "{m:?}: {r}");
@@ -165,10 +185,11 @@ fn until(m: Move) -> (Scenario, String, Value) {
 
 #[test]
 fn until_accepts_a_worker_that_commits_its_fix_and_blocks_every_other_move_of_head() {
-    let _unconfined = fallback_only(HEAD);
     let (s, base, v) = until(Move::Commit);
     assert_eq!(v["status"], "done", "{v}");
-    assert_branch_is_the_agents(&s, &base);
+    assert_honest_commit(&s, &base, "src/lib.rs");
+    assert!(s.read("src/lib.rs").contains("pub fn ready() {}"));
+    let _unconfined = fallback_only(HEAD);
     for (m, breach) in LIARS {
         let (_s, _base, v) = until(m);
         assert_eq!(v["status"], "blocked", "{m:?}: {v}");
@@ -219,10 +240,11 @@ fn ultra(m: Move) -> (Scenario, String, Value) {
 
 #[test]
 fn ultra_accepts_an_implementer_that_commits_its_fix_and_blocks_every_other_move_of_head() {
-    let _unconfined = fallback_only(HEAD);
     let (s, base, v) = ultra(Move::Commit);
     assert_eq!(v["stop_reason"], "all-green", "{v}");
-    assert_branch_is_the_agents(&s, &base);
+    assert_honest_commit(&s, &base, "greet.sh");
+    assert_eq!(s.read("greet.sh"), "echo \"hello, world\"\n");
+    let _unconfined = fallback_only(HEAD);
     for (m, breach) in LIARS {
         let (_s, _base, v) = ultra(m);
         assert_eq!(
@@ -249,10 +271,11 @@ fn loop_run(m: Move) -> (Scenario, String, Value) {
 
 #[test]
 fn loop_run_accepts_an_implementer_that_commits_its_fix_and_blocks_every_other_move_of_head() {
-    let _unconfined = fallback_only(HEAD);
     let (s, base, v) = loop_run(Move::Commit);
     assert_eq!(v["reason"], "code-human-gate", "{v}");
-    assert_branch_is_the_agents(&s, &base);
+    assert_honest_commit(&s, &base, "hello.txt");
+    assert_eq!(s.read("hello.txt"), "hello\n");
+    let _unconfined = fallback_only(HEAD);
     for (m, breach) in LIARS {
         let (_s, _base, v) = loop_run(m);
         assert_eq!(v["reason"], "head-moved", "{m:?}: {v}");

@@ -1049,10 +1049,10 @@ fn blocked_runs_write_their_artifacts_even_on_a_clean_tree() {
 
 /// A commit on top of the base is the implementer's change (the one rule for HEAD,
 /// `head_rule.rs`): the reviewers are shown it, measured from the base, and it counts as
-/// touched. A reviewer that was not shown the committed file rejects the task.
+/// touched. A reviewer that was not shown the committed file rejects the task. Confined, the
+/// commit lands in the dispatch's private git directory: the same change, left in the tree.
 #[test]
 fn an_implementers_commit_is_shown_to_the_reviewers_and_counted() {
-    let _unconfined = fallback_only(crate::head_rule::HEAD);
     let s = repo_with_plan(&[("1", "Edit shared", "Append to shared.txt and add committed.txt.")]);
     let a = agent(
         &s,
@@ -1070,7 +1070,12 @@ if role == 'spec-reviewer' and 'committed.txt' not in READ:
     let r = implement(&s, &a, "true", &[], 0);
     assert_eq!(r["status"], "DONE", "{r}");
     assert_eq!(r["files_touched"], 2, "{r}");
-    assert_eq!(s.git(&["rev-parse", "HEAD~1"]).trim(), head, "the implementer's commit, on the base");
+    if crate::support::suite_confines() {
+        assert_eq!(s.git(&["rev-parse", "HEAD"]).trim(), head, "the user's branch did not move");
+        assert_eq!(s.read("committed.txt"), "shown to the reviewers\n", "the change is in the tree");
+    } else {
+        assert_eq!(s.git(&["rev-parse", "HEAD~1"]).trim(), head, "the implementer's commit, on the base");
+    }
 }
 
 #[test]
@@ -1350,7 +1355,7 @@ fn hidden_from_git_is_blocked(hide: &str, named: &str) {
 fn an_implementer_that_hides_a_change_from_git_is_blocked_and_its_honest_twin_is_not() {
     // Each liar does the task and hides a second change from `git status` / `git diff` with
     // plumbing: the run stops before a reviewer reads a diff that does not show it. All but the
-    // `.gitattributes` (a file of the tree) write `.git`, which the sandbox refuses.
+    // `.gitattributes` (a file of the tree) write `.git`, which the sandbox makes a private copy (the lie never reaches the user's git).
     let unconfined = fallback_only(refused::GIT);
     for (hide, named) in [
         (

@@ -23,6 +23,7 @@ mod ext_sandbox;
 mod ext_workflows;
 mod fs_safety;
 mod git_failure;
+mod git_scratch;
 mod harness;
 mod head_rule;
 mod help;

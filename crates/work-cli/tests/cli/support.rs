@@ -240,8 +240,7 @@ pub mod refused {
     /// A write role's write to what judges it.
     pub const FROZEN: &str = "a write role rewriting a frozen check, a script it runs or sources, or a runner's configuration; with the sandbox they are bound read-only (EROFS)";
     /// A write to git's own files.
-    pub const GIT: &str =
-        "a write to .git (an index flag, a stash, a checkout, git replace, gc); with the sandbox .git is read-only";
+    pub const GIT: &str = "a write to .git (an index flag, a stash, a checkout, git replace, gc); with the sandbox .git is a private copy discarded after the dispatch";
     /// A write outside the repository.
     pub const OUTSIDE: &str = "a write outside the repository (the user site, a parent directory, cargo's home); with the sandbox all of it is read-only";
     /// An agent reaching the state directory.

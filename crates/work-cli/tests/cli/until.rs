@@ -648,7 +648,7 @@ fn a_worker_that_hides_a_change_from_git_is_blocked_and_its_honest_twin_is_not()
         "open('.git/info/exclude', 'a').write('backdoor.rs\\n')",
         "open('.gitattributes', 'w').write('*.rs -diff\\n')",
     ] {
-        // All but `.gitattributes` (a file of the tree) write `.git`, which the sandbox refuses.
+        // All but `.gitattributes` (a file of the tree) write `.git`, which the sandbox makes a private copy (the lie never reaches the user's git).
         let _unconfined = (!hide.contains(".gitattributes")).then(|| fallback_only(refused::GIT));
         let s = checked_repo();
         let liar = worker(
