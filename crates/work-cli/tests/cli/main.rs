@@ -20,6 +20,7 @@ mod ext_nats;
 mod ext_nats_review;
 mod ext_real_model;
 mod ext_sandbox;
+mod ext_sandbox_state;
 mod ext_workflows;
 mod fs_safety;
 mod git_failure;
