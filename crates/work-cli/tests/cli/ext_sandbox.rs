@@ -454,63 +454,79 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     out
 }
 
-/// A key granted to an agent (`[agents.NAME].env`) that the agent sends back encoded — base64,
-/// hex, reversed, URL-encoded — in its answer and on stderr: none of those forms, nor the key
-/// itself, reaches anything `work` writes or prints.
+/// Python: `forms(k)`, the encoded forms of `k` an agent could smuggle it out in — base64
+/// (standard and URL-safe) at each of the three offsets it can take inside longer data, hex
+/// (whole and in spaced pairs), reversed, URL-encoded, rot13 and spaced out.
+const FORMS: &str = r#"
+import base64, codecs, urllib.parse
+def forms(k):
+    b = k.encode()
+    out = []
+    for lead in (b'', b'a', b'ab'):
+        out += [base64.b64encode(lead + b).decode(), base64.urlsafe_b64encode(lead + b).decode()]
+    return out + [b.hex(), ' '.join('%02x' % c for c in b), k[::-1], urllib.parse.quote(k, safe=''),
+                  codecs.encode(k, 'rot13'), ' '.join(k)]
+"#;
+
+/// The forms of `key` ([`FORMS`]), computed by the same Python.
+fn forms(key: &str) -> Vec<String> {
+    #[expect(clippy::disallowed_methods, reason = "the test computes the encodings it looks for")]
+    let o = std::process::Command::new("python3")
+        .args(["-c", &format!("{FORMS}\nimport sys\nprint('\\n'.join(forms(sys.argv[1])))"), key])
+        .output()
+        .expect("python3");
+    String::from_utf8_lossy(&o.stdout).lines().map(str::to_string).collect()
+}
+
+/// A key granted to an agent (`[agents.NAME].env`) that the agent sends back in every form of
+/// [`FORMS`] — in an item's title (one form between each ` | `) and on stderr: each form is
+/// redacted in the JSON output, and no form, nor the key itself, reaches anything `work`
+/// writes or prints. The honest twin in the same answer: ordinary base64 and hex of other
+/// data, and a digest, come through as they were.
 #[test]
 fn a_granted_key_sent_back_encoded_is_redacted_everywhere() {
     let s = repo();
     let key = "tok-canary-0987654321/+x";
+    let ordinary = "aGVsbG8sIHdvcmxkIG9mIG9yZGluYXJ5IHRleHQ= 68656c6c6f2c20776f726c64 e3b0c44298fc1c149afbf4c8996fb924";
     let leaker = s.agent(
         "leak.py",
-        "import base64, urllib.parse\nk = os.environ['DEPLOY_TOKEN']\nforms = [base64.b64encode(k.encode()).decode(), base64.b64encode(('ab' + k).encode()).decode(), k.encode().hex(), k[::-1], urllib.parse.quote(k, safe='')]\nsys.stderr.write(' '.join(forms) + '\\n')\nprint(json.dumps({'angle': ctx['angle'], 'items': [{'id': 'x', 'title': ' '.join(forms), 'location': 'src/lib.rs:1', 'evidence': 'pub fn f() {}'}]}))",
+        &format!(
+            "{FORMS}\nk = os.environ['DEPLOY_TOKEN']\nsys.stderr.write(' | '.join(forms(k)) + '\\n')\n\
+             print(json.dumps({{'angle': ctx['angle'], 'items': [\
+             {{'id': 'x', 'title': ' | '.join(forms(k)), 'location': 'src/lib.rs:1', 'evidence': 'pub fn f() {{}}'}},\
+             {{'id': 'y', 'title': {ordinary:?}, 'location': 'check.sh:1', 'evidence': 'grep -q'}}]}}))"
+        ),
     );
     let spec = format!("agents.leaker.spec={leaker:?}");
     let out = s
         .work()
         .env("DEPLOY_TOKEN", key)
-        .args([
-            "--isolation",
-            "required",
-            "-c",
-            &spec,
-            "-c",
-            "agents.leaker.env=[\"DEPLOY_TOKEN\"]",
-            "exhaust",
-            "things",
-            "-k",
-            "2",
-            "--angles",
-            "a",
-            "--agent",
-            "leaker",
-            "--json",
-        ])
+        .args(["--isolation", "required", "-c", &spec, "-c", "agents.leaker.env=[\"DEPLOY_TOKEN\"]"])
+        .args(["exhaust", "things", "-k", "2", "--angles", "a", "--agent", "leaker", "--json"])
         .output()
         .expect("run work");
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let master: Value = serde_json::from_slice(&out.stdout).expect("the master object");
-    let title = master["items"][0]["title"].as_str().unwrap_or_default().to_string();
-    assert_eq!(title.matches("[REDACTED]").count(), 5, "the agent sent the key back, each form redacted: {master}");
-    let printed = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    let b64 = |t: &str| {
-        // The same encodings, computed here (no dependency): through python, once.
-        #[expect(clippy::disallowed_methods, reason = "the test computes the encodings it looks for")]
-        let o = std::process::Command::new("python3")
-            .args(["-c", "import base64,sys,urllib.parse;k=sys.argv[1];print(base64.b64encode(k.encode()).decode());print(base64.b64encode(('ab'+k).encode()).decode());print(k.encode().hex());print(k[::-1]);print(urllib.parse.quote(k,safe=''))", t])
-            .output()
-            .expect("python3");
-        String::from_utf8_lossy(&o.stdout).lines().map(str::to_string).collect::<Vec<_>>()
+    let title = |id: &str| {
+        let items = master["items"].as_array().cloned().unwrap_or_default();
+        let item = items.iter().find(|i| i["id"] == id).unwrap_or_else(|| panic!("item {id}: {master}"));
+        item["title"].as_str().unwrap_or_default().to_string()
     };
-    let mut forms = b64(key);
-    forms.push(key.to_string());
-    // The padded base64 form: its middle, away from the alignment bytes at either end.
-    forms[1] = forms[1][4..forms[1].len() - 4].to_string();
-    let mut written = printed;
+    let forms = forms(key);
+    let sent = title("x");
+    let pieces: Vec<&str> = sent.split(" | ").collect();
+    assert_eq!(pieces.len(), forms.len(), "one piece per form: {sent}");
+    for (piece, form) in pieces.iter().zip(&forms) {
+        // At most the characters the bytes around the key decide (base64's lead, last group, padding).
+        let left = piece.replace("[REDACTED]", "");
+        assert!(piece.contains("[REDACTED]") && left.len() <= 6, "the form {form:?} came back as {piece:?}");
+    }
+    assert_eq!(title("y"), ordinary, "ordinary encoded data is not redacted");
+    let mut written = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     for p in walk(&s.path(".work")) {
         written.push_str(&String::from_utf8_lossy(&std::fs::read(&p).unwrap_or_default()));
     }
-    for f in &forms {
+    for f in forms.iter().map(|f| f[4..f.len() - 4].to_string()).chain([key.to_string()]) {
         assert!(!written.contains(f.as_str()), "the form {f:?} of the key was written or printed");
     }
 }
