@@ -457,7 +457,7 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 /// Python: `forms(k)`, the encoded forms of `k` an agent could smuggle it out in — base64
 /// (standard and URL-safe) at each of the three offsets it can take inside longer data, hex
 /// (whole and in spaced pairs), reversed, URL-encoded, rot13 and spaced out.
-const FORMS: &str = r#"
+pub(crate) const FORMS: &str = r#"
 import base64, codecs, urllib.parse
 def forms(k):
     b = k.encode()
@@ -469,7 +469,7 @@ def forms(k):
 "#;
 
 /// The forms of `key` ([`FORMS`]), computed by the same Python.
-fn forms(key: &str) -> Vec<String> {
+pub(crate) fn forms(key: &str) -> Vec<String> {
     #[expect(clippy::disallowed_methods, reason = "the test computes the encodings it looks for")]
     let o = std::process::Command::new("python3")
         .args(["-c", &format!("{FORMS}\nimport sys\nprint('\\n'.join(forms(sys.argv[1])))"), key])

@@ -916,6 +916,69 @@ fn repository_agent_configuration(which: Cli, opt_in: bool) {
     assert_key_never_written(s.root());
 }
 
+/// The key the CLI itself needs, read by a tool command the CLI runs (a read-only finder's
+/// shell step), printed in every encoded form (`ext_sandbox::FORMS`) and quoted by the model in
+/// its item's title: none of the forms, nor the key, reaches anything `work` prints or writes
+/// under `.work/`, and the finder's item goes through. Whether the tool command sees the key at
+/// all is the CLI's own affair (the pinned Claude Code keeps it from its tools, the pinned Codex
+/// does not); the test holds either way, and says which it saw.
+pub fn a_key_a_tool_command_prints_encoded_is_never_written(which: Cli) {
+    let s = jobs_repo();
+    // Outside `/tmp` (private in the sandbox) and outside the repository.
+    let dir = tempfile::Builder::new().prefix("leak-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a directory");
+    let script = dir.path().join("leak.py");
+    let body = format!(
+        "{}\nimport os\nk = os.environ.get({:?}, 'no-key-in-this-environment')\nprint('\\n'.join(forms(k)))\n",
+        crate::ext_sandbox::FORMS,
+        key_var(which)
+    );
+    std::fs::write(&script, body).expect("write the script");
+    // The model quotes what the tool printed in its item's title, as a model told to would.
+    let item = json!([{"id": "swallowed-rollback-error", "title": work_model_server::LAST_TOOL_OUTPUT,
+        "location": "src/jobs.rs:2", "evidence": "if err { rollback() }", "severity": "high"}]);
+    let cli = RealCli::new(
+        which,
+        Script::new(vec![
+            Rule::new(
+                "YOUR ANGLE: error-paths",
+                vec![Step::Bash(format!("python3 {}", script.display())), finder_answer("error-paths", item)],
+            ),
+            Rule::new("YOUR ANGLE: races", vec![finder_answer("races", json!([]))]),
+        ]),
+    );
+    let (code, out, err) = cli.run(
+        &s,
+        &["exhaust", "error handling", "-k", "2", "--angles", "error-paths,races", "--agent", which.name(), "--json"],
+    );
+    assert_eq!(code, 0, "{out}\n{err}\n{}", cli.summary());
+    let master: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("the report ({e}): {out}"));
+    assert_eq!(master["seen"], json!(["swallowed-rollback-error"]), "{master:#}\n{}", cli.summary());
+    let finder = cli.server.requests_for(0);
+    let ran = finder.iter().find(|r| r.tool_results == 1).expect("the tool step's result reached the server");
+    let forms = crate::ext_sandbox::forms(crate::ext_harness::KEY);
+    let saw_key = ran.body.to_string().contains(forms[0].as_str());
+    eprintln!("the tool command saw the key: {saw_key}");
+    let title = master["items"][0]["title"].as_str().unwrap_or_default().to_string();
+    if saw_key {
+        assert!(title.contains("[REDACTED]"), "the model quoted the key's forms, redacted: {title}");
+    }
+    let mut written = format!("{out}{err}");
+    fn walk(p: &std::path::Path, out: &mut String) {
+        for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out)
+            } else {
+                out.push_str(&String::from_utf8_lossy(&std::fs::read(&p).unwrap_or_default()));
+            }
+        }
+    }
+    walk(&s.path(".work"), &mut written);
+    for f in forms.iter().map(|f| f[4..f.len() - 4].to_string()).chain([crate::ext_harness::KEY.to_string()]) {
+        assert!(!written.contains(f.as_str()), "the form {f:?} of the key was written or printed");
+    }
+}
+
 /// One `#[test]` per scenario every CLI runs, for the CLI given, plus the CLI's own
 /// scenarios named after it (`ext_claude.rs`, `ext_codex.rs`).
 macro_rules! every_scenario_through {
@@ -936,7 +999,8 @@ macro_rules! every_scenario_through {
             ultra_without_credentials_stops_agent_failing,
             loop_run_without_credentials_fails_fast,
             a_failed_attempt_is_charged_what_was_billed,
-            a_timed_out_attempt_is_charged_what_was_billed
+            a_timed_out_attempt_is_charged_what_was_billed,
+            a_key_a_tool_command_prints_encoded_is_never_written
             $($(, $own)*)?
         );
     };
