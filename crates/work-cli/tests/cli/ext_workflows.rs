@@ -127,6 +127,46 @@ pub fn until_with_recon_writes_through_the_cli(which: Cli) {
     assert_key_never_written(s.root());
 }
 
+/// A write role through the CLI writes the tree and nothing outside it: the worker writes
+/// READY (its honest work) and tries a file outside the repository with the CLI's own write
+/// tool and with a shell redirect; both are refused (`EROFS`, the outside directory stays
+/// empty) and the run is DONE on READY.
+pub fn a_write_role_writes_the_tree_and_nothing_outside(which: Cli) {
+    let s = Scenario::new();
+    s.write("notes.md", "todo\n");
+    s.commit("notes");
+    let root = s.root().display().to_string();
+    // Outside `/tmp` (private in the sandbox) and outside the repository.
+    let outside = tempfile::Builder::new().prefix("outside-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a dir");
+    let out = outside.path().display().to_string();
+    let cli = RealCli::new(
+        which,
+        Script::new(vec![Rule::new(
+            "You are the worker for iteration 1",
+            vec![
+                Step::Write { path: format!("{out}/written.txt"), content: "x\n".into() },
+                Step::Bash(format!("echo x > {out}/shell.txt")),
+                Step::Write { path: format!("{root}/READY"), content: "ok\n".into() },
+                Step::Answer(json!({"status": "done", "summary": "wrote READY", "changes_claimed": ["READY"],
+                    "blocker": null, "next_steps": [], "decisions": [], "evidence": ["wrote READY"]})),
+            ],
+        )]),
+    );
+    let args = ["until", "file READY exists", "--goal", "write READY", "--verify", "test -e READY"];
+    let v = cli.run_json(&s, &[&args[..], &["--agent", which.name()]].concat(), 0);
+    let left: Vec<String> = std::fs::read_dir(outside.path())
+        .expect("the outside directory")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(left.is_empty(), "the write role wrote outside the repository: {left:?}\n{}", cli.summary());
+    assert_eq!(v["status"], "done", "{v:#}\n{}", cli.summary());
+    assert_eq!(s.read("READY"), "ok\n", "the CLI's write tool wrote the tree");
+    let worker = cli.server.requests_for(0);
+    assert!(worker.iter().any(|r| r.tool_results == 3), "every step ran: {}", cli.summary());
+    assert_key_never_written(s.root());
+}
+
 /// `work agents check` asks the CLI for credentials: usable with the key, unusable (with the
 /// reason) without it.
 pub fn agents_check_probes_credentials(which: Cli) {
@@ -1000,7 +1040,8 @@ macro_rules! every_scenario_through {
             loop_run_without_credentials_fails_fast,
             a_failed_attempt_is_charged_what_was_billed,
             a_timed_out_attempt_is_charged_what_was_billed,
-            a_key_a_tool_command_prints_encoded_is_never_written
+            a_key_a_tool_command_prints_encoded_is_never_written,
+            a_write_role_writes_the_tree_and_nothing_outside
             $($(, $own)*)?
         );
     };
