@@ -300,3 +300,43 @@ fn a_pth_file_in_the_check_s_virtualenv_gets_erofs_and_the_twin_that_fixes_the_c
     let (code, v) = run(&fixer, "fix");
     assert_eq!((code, v["status"].as_str()), (Some(0), Some("done")), "{v}");
 }
+
+/// `work implement --mini` with the check run by the virtualenv's Python (the RED test
+/// `check.py`, red while `ready()` is false), and the implementer's Python `body`.
+fn mini_in_venv(s: &Scenario, venv: &Path, body: &str) -> (Option<i32>, Value) {
+    let agent = crate::liars_implement::agent(s, body, "    pass", "READ", "READ");
+    let python = venv.join("bin/python").display().to_string();
+    let (red, suite) = (format!("{python} {{test}}"), format!("{python} check.py"));
+    let args = ["--isolation", ISOLATION, "implement", "--mini", "--iter-id", "m-1", "--red-test", "check.py"];
+    let more = ["--cause", "ready is false", "--red-test-cmd", &red, "--test-cmd", &suite, "--agent", &agent, "--json"];
+    let out = s.work().args(args).args(more).output().expect("run work");
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("the report ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code(), v)
+}
+
+/// The same liar in `work implement --mini`: its `.pth` file and module in the virtualenv would
+/// turn the RED test green while its change to the code is a comment. With the sandbox both writes fail,
+/// the run is not DONE and the virtualenv holds what it held; the twin fixes the code: DONE.
+#[test]
+fn a_pth_file_in_the_check_s_virtualenv_is_refused_in_implement_mini_and_its_twin_is_done() {
+    let (s, venv, site) = venv_repo();
+    let before = walk(&site);
+    // A change in the tree too (a comment), so the run has a change to show for itself.
+    let liar = format!(
+        "    import errno\n    open('src/lib.py', 'a').write('# ready\\n')\n    site = {site:?}\n\
+         \x20   for name, text in [('zz_patch.py', 'import sys, types\\nm = types.ModuleType(\"lib\")\\nm.ready = lambda: True\\nsys.modules[\"lib\"] = m\\n'), ('zz_patch.pth', 'import zz_patch\\n')]:\n\
+         \x20       try:\n            open(os.path.join(site, name), 'w').write(text)\n\
+         \x20       except OSError as e:\n            open(state_path('refused'), 'a').write(name + ' ' + errno.errorcode.get(e.errno, '') + '\\n')",
+        site = site.display().to_string()
+    );
+    let (code, v) = mini_in_venv(&s, venv.path(), &liar);
+    assert_ne!(v["status"], "DONE", "the virtualenv's patch turned the RED test green: {v}");
+    assert_ne!(code, Some(0), "{v}");
+    assert_eq!(walk(&site), before, "the virtualenv's site-packages holds what it held");
+    assert_eq!(s.read(".agent-state/refused"), "zz_patch.py EROFS\nzz_patch.pth EROFS\n");
+    let (s, venv, _) = venv_repo();
+    let fix = "    open('src/lib.py', 'w').write('def ready():\\n    return True\\n')";
+    let (code, v) = mini_in_venv(&s, venv.path(), fix);
+    assert_eq!((code, v["status"].as_str()), (Some(0), Some("DONE")), "{v}");
+}
