@@ -22,6 +22,7 @@ mod ext_real_model;
 mod ext_sandbox;
 mod ext_sandbox_state;
 mod ext_workflows;
+mod ext_workflows_confined;
 mod fs_safety;
 mod git_failure;
 mod harness;
