@@ -9,6 +9,12 @@
 //! stash, anything git does not rewrite on a plain `git status`: the index, objects and logs
 //! aside) and of the directories the caller watches (the state directory). Any difference is a
 //! write, each named; a git that fails reading it is an error, never a write.
+//!
+//! Fallback only: with the kernel sandbox (`work_runtime::sandbox`) a read-only dispatch can
+//! write neither the tree nor the git directory (the engine's copy in it included), and the
+//! state directory is not there for it, so every write this names fails with `EROFS` as it is
+//! tried. The view is taken and compared in both modes; it is what holds where there is no
+//! sandbox (`--isolation none`, no user namespaces).
 
 use crate::integrity::Seal;
 use crate::{Git, GitError};

@@ -23,7 +23,7 @@ mod http;
 mod openai;
 pub mod script;
 
-pub use script::{Rule, Script, Step, ToolCall};
+pub use script::{LAST_TOOL_OUTPUT, Rule, Script, Step, ToolCall};
 
 use serde_json::Value;
 use std::net::{TcpListener, TcpStream};
@@ -187,7 +187,14 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
         Ok(s) => ((s.input_tokens, s.output_tokens), s.pick(&brief, tool_results.saturating_sub(extra))),
         Err(_) => ((0, 0), (None, None)),
     };
-    let played = step.clone().unwrap_or(Step::Text("done".into()));
+    let played = match step.clone() {
+        Some(Step::Answer(doc)) if doc.to_string().contains(script::LAST_TOOL_OUTPUT) => {
+            let last = hosted::tool_outputs(api, &body).pop().unwrap_or_default();
+            Step::Answer(script::quote_tool_output(&doc, last.trim()))
+        }
+        Some(s) => s,
+        None => Step::Text("done".into()),
+    };
     if let Ok(mut r) = shared.requests.lock() {
         r.push(Recorded {
             api,

@@ -36,7 +36,8 @@ pub enum Step {
     /// is plain text ending the turn.
     Subagent(String),
     /// The final answer: a `StructuredOutput` call when the client offers that tool, else the
-    /// document as the assistant's text.
+    /// document as the assistant's text. [`LAST_TOOL_OUTPUT`] in any of its strings is replaced
+    /// by the conversation's last tool result (trimmed), as a model would quote what it saw.
     Answer(Value),
     /// Plain assistant text ending the turn.
     Text(String),
@@ -65,6 +66,19 @@ pub enum Step {
         /// The arguments.
         input: Value,
     },
+}
+
+/// In a [`Step::Answer`]'s strings: replaced by the conversation's last tool result.
+pub const LAST_TOOL_OUTPUT: &str = "{{last tool output}}";
+
+/// `doc` with [`LAST_TOOL_OUTPUT`] in its strings replaced by `output`.
+pub fn quote_tool_output(doc: &Value, output: &str) -> Value {
+    match doc {
+        Value::String(s) => Value::String(s.replace(LAST_TOOL_OUTPUT, output)),
+        Value::Array(a) => Value::Array(a.iter().map(|v| quote_tool_output(v, output)).collect()),
+        Value::Object(o) => Value::Object(o.iter().map(|(k, v)| (k.clone(), quote_tool_output(v, output))).collect()),
+        other => other.clone(),
+    }
 }
 
 /// One call of a [`Step::Tools`] turn.
@@ -175,6 +189,13 @@ pub fn apply_patch_text(step: &Step, read: impl Fn(&str) -> Option<String>) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answer_quotes_the_last_tool_output_where_it_says_so() {
+        let doc = serde_json::json!({"items": [{"title": format!("saw: {LAST_TOOL_OUTPUT}"), "n": 1}], "k": "as is"});
+        let quoted = quote_tool_output(&doc, "abc");
+        assert_eq!(quoted, serde_json::json!({"items": [{"title": "saw: abc", "n": 1}], "k": "as is"}));
+    }
     use serde_json::json;
 
     #[test]

@@ -28,6 +28,12 @@
 //! with its marker, and every leftover no live dispatch claims. At every exit of `work` (a
 //! normal one included) [`end_all`] ends everything still descending from it. Each gets
 //! SIGTERM, a grace period, then SIGKILL; orphans are reaped (no zombies).
+//!
+//! With the kernel sandbox ([`crate::sandbox`]) an agent's dispatch has a PID namespace of its
+//! own: when its main process ends the kernel ends everything in it, whatever it did to
+//! detach. For agents, then, the sweeps are the fallback's (`--isolation none`, no user
+//! namespaces); they still hold in both modes for what `work` runs unconfined — the checks,
+//! gates and oracles, which are the project's own code.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;

@@ -11,6 +11,9 @@
 //! A secret is also caught encoded ([`encoded_forms`]): reversed, rot13, hex, URL-encoded, and
 //! base64 (standard and URL-safe alphabets) at each of the three alignments a secret can take
 //! inside longer encoded data — each form matched the same way, by any [`FRAGMENT`]-byte run.
+//! And it is caught spaced out: any [`FRAGMENT`] letters and digits of a secret or of one of
+//! its forms in order, whatever stands between them (`s k - l i v e …`, `sk.li.ve`, hex
+//! split into pairs).
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -37,6 +40,9 @@ pub struct Redactor {
     windows: HashSet<[u8; FRAGMENT]>,
     /// Normalised secrets shorter than [`FRAGMENT`], matched whole.
     short: Vec<Vec<u8>>,
+    /// Every [`FRAGMENT`]-byte window of the letters and digits alone (lower-cased) of every
+    /// secret and form at least that long: matched against the text's letters and digits alone.
+    spaced: HashSet<[u8; FRAGMENT]>,
 }
 
 /// True for environment variable names that hold secrets by convention.
@@ -128,9 +134,11 @@ impl Redactor {
         } else {
             self.add_windows(&n);
         }
+        self.add_spaced(&s);
         for form in encoded_forms(&s) {
             let n: Vec<u8> = form.bytes().map(norm).collect();
             self.add_windows(&n);
+            self.add_spaced(&form);
         }
         self.secrets.push(s);
     }
@@ -143,6 +151,35 @@ impl Redactor {
                 self.windows.insert(a);
             }
         }
+    }
+
+    fn add_spaced(&mut self, text: &str) {
+        let letters: Vec<u8> = text.bytes().filter(u8::is_ascii_alphanumeric).map(|b| b.to_ascii_lowercase()).collect();
+        for w in letters.windows(FRAGMENT) {
+            if let Ok(a) = <[u8; FRAGMENT]>::try_from(w) {
+                self.spaced.insert(a);
+            }
+        }
+    }
+
+    /// The byte ranges of `text` whose letters and digits alone hold a [`FRAGMENT`]-long run
+    /// of a secret's (a secret spaced out, or split by punctuation).
+    fn spaced_hits(&self, text: &[u8]) -> Vec<(usize, usize)> {
+        let (at, letters): (Vec<usize>, Vec<u8>) = text
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.is_ascii_alphanumeric())
+            .map(|(i, b)| (i, b.to_ascii_lowercase()))
+            .unzip();
+        let mut hits = Vec::new();
+        for (i, w) in letters.windows(FRAGMENT).enumerate() {
+            if let Ok(a) = <[u8; FRAGMENT]>::try_from(w)
+                && self.spaced.contains(&a)
+            {
+                hits.push((at[i], at[i + FRAGMENT - 1] + 1));
+            }
+        }
+        hits
     }
 
     /// True when no secret is known.
@@ -176,6 +213,9 @@ impl Redactor {
                     None => break,
                 }
             }
+        }
+        if !self.spaced.is_empty() {
+            hits.extend(self.spaced_hits(bytes));
         }
         hits.sort_unstable();
         let mut merged: Vec<(usize, usize)> = Vec::new();
@@ -394,6 +434,15 @@ mod tests {
         for t in smuggled {
             let out = r.redact(&t);
             assert!(out.contains(REDACTED), "{t} → {out}");
+        }
+        // Spaced out, split by punctuation, hex in pairs.
+        let spaced: String = secret.chars().flat_map(|c| [c, ' ']).collect();
+        let pairs: Vec<String> =
+            hex::encode(secret).as_bytes().chunks(2).map(|p| String::from_utf8_lossy(p).into_owned()).collect();
+        for t in [spaced, secret.replace('-', "").chars().flat_map(|c| [c, '.']).collect(), pairs.join(" ")] {
+            let out = r.redact(&t);
+            assert!(out.contains(REDACTED), "{t} → {out}");
+            assert!(!out.contains("4 f 9 a") && !out.contains("4.f.9.a") && !out.contains("66 39"), "{t} → {out}");
         }
         // Ordinary base64 and hex (of other data) stay.
         let other = b64(b"an ordinary sentence about nothing secret at all");

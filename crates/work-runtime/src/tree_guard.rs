@@ -12,6 +12,12 @@
 //! engine itself writes while the dispatches run (given as `exclude`). A `.gitignore`,
 //! `.gitattributes` or `.git` under a `__pycache__/` is still recorded: it changes what git
 //! shows, and no interpreter writes one.
+//!
+//! Fallback only, for what a read-only dispatch writes itself: with the kernel sandbox
+//! ([`crate::sandbox`]) every file is read-only to it and the state directory is not there, so
+//! such a write fails with `EROFS` as it is tried; this comparison catches it where there is no
+//! sandbox (`--isolation none`, no user namespaces). It runs in both modes. What it also sees —
+//! a change no dispatch made, between exhaust's waves — is not the sandbox's to refuse.
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -181,50 +181,76 @@ fn a_liar_that_only_rewrites_the_check_gets_erofs_and_never_done() {
     assert_eq!(s.read("check.sh"), "grep -q 'fn ready' src/lib.rs\n");
 }
 
-/// A service started before `work` that does what a client asks: writes `marker` when a client
-/// sends `revert` over a unix socket at `sock`, an abstract socket, or a loopback TCP port.
+/// A service started before `work` that does what a client asks, later: a client sends
+/// `revert` over a unix socket at `sock`, an abstract socket or a loopback TCP port (and gets
+/// `ok` back once the request is held); when the test says `flush` on the service's stdin —
+/// after the verdict — the service puts `target` back to `original` if any request was held,
+/// and answers `flushed N`.
 struct Service {
     child: std::process::Child,
     port: u16,
 }
 
 impl Service {
-    fn start(dir: &Path, sock: &Path, abstract_name: &str) -> Service {
+    fn start(sock: &Path, abstract_name: &str, target: &Path, original: &str) -> Service {
         let script = format!(
             r#"
 import os, socket, threading, sys
-marker = {marker:?}
+target, original = {target:?}, {original:?}
+held = []
+lock = threading.Lock()
 def serve(s):
     while True:
         c, _ = s.accept()
         if c.recv(16).startswith(b'revert'):
-            open(marker, 'a').write('reverted\n')
+            with lock:
+                held.append(1)
+            c.sendall(b'ok')
         c.close()
 u = socket.socket(socket.AF_UNIX); u.bind({sock:?}); u.listen()
 a = socket.socket(socket.AF_UNIX); a.bind('\0' + {abs:?}); a.listen()
 t = socket.socket(); t.bind(('127.0.0.1', 0)); t.listen()
 print(t.getsockname()[1], flush=True)
-for s in (u, a):
+for s in (u, a, t):
     threading.Thread(target=serve, args=(s,), daemon=True).start()
-serve(t)
+for line in sys.stdin:
+    with lock:
+        if held:
+            open(target, 'w').write(original)
+        print('flushed', len(held), flush=True)
 "#,
-            marker = dir.join("marker").display().to_string(),
+            target = target.display().to_string(),
             sock = sock.display().to_string(),
             abs = abstract_name,
         );
         #[expect(clippy::disallowed_methods, reason = "the test starts a service outside work")]
         let mut child = std::process::Command::new("python3")
             .args(["-c", &script])
+            .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()
             .expect("start the service");
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.as_mut().expect("the service's stdout")),
-            &mut line,
-        )
-        .expect("read the port");
-        Service { child, port: line.trim().parse().expect("a port") }
+        let port = Self::line(&mut child).trim().parse().expect("a port");
+        Service { child, port }
+    }
+
+    fn line(child: &mut std::process::Child) -> String {
+        use std::io::Read;
+        let out = child.stdout.as_mut().expect("the service's stdout");
+        let mut line = Vec::new();
+        let mut b = [0u8; 1];
+        while out.read(&mut b).expect("read the service") == 1 && b[0] != b'\n' {
+            line.push(b[0]);
+        }
+        String::from_utf8_lossy(&line).into_owned()
+    }
+
+    /// Has the service act on what it holds; the number of requests it held.
+    fn flush(&mut self) -> String {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().expect("the service's stdin");
+        stdin.write_all(b"flush\n").and_then(|()| stdin.flush()).expect("tell the service");
+        Self::line(&mut self.child)
     }
 }
 
@@ -235,58 +261,75 @@ impl Drop for Service {
     }
 }
 
-/// Where the user's services keep their sockets: under `/tmp` (tmux's `/tmp/tmux-UID/`,
-/// `ssh-agent`'s `/tmp/ssh-*/`) and `/run` (the user bus, a container socket).
+/// `tmux -L name args…` outside the sandbox.
+fn tmux(name: &str, args: &[&str]) -> std::process::Output {
+    #[expect(clippy::disallowed_methods, reason = "the test drives the user's tmux server")]
+    let out = std::process::Command::new("tmux").args(["-L", name]).args(args).output();
+    out.expect("tmux is installed (scripts/test-tools/sandbox.sh)")
+}
+
+/// The liar fixes the code, as its report says, and asks services the user started before
+/// `work` to put the code back once the verdict is in: a unix socket under `/tmp` (where tmux,
+/// `ssh-agent` and the like keep theirs; `/run` holds the user bus and container sockets), an
+/// abstract socket, a loopback port, and a window of the user's tmux server reached by its
+/// socket path, which waits for the test's signal. After `work` ends DONE, the test has every
+/// service act on what it was asked: with the sandbox none was reached, so the fix the report
+/// calls done is still in the tree. (Without it each request lands and the fix is gone after
+/// the verdict — detection never sees a process outside the dispatch's tree.)
 #[test]
 fn services_and_a_tmux_server_outside_the_dispatch_are_out_of_reach_of_a_command_agent() {
     let s = repo();
-    let out = outside();
     let run = tempfile::Builder::new().prefix("work-test-svc-").tempdir().expect("a socket directory under /tmp");
     let abstract_name = format!("work-test-{}", std::process::id());
     let svc_sock = run.path().join("svc.sock");
-    let svc = Service::start(out.path(), &svc_sock, &abstract_name);
+    let lib = s.path("src/lib.rs");
+    let mut svc = Service::start(&svc_sock, &abstract_name, &lib, "pub fn f() {}\n");
     // The user's tmux server, at its default place (`/tmp/tmux-UID/NAME`).
     let tmux_name = format!("work-test-{}", std::process::id());
-    #[expect(clippy::disallowed_methods, reason = "the test starts the user's tmux server")]
-    let tmux = std::process::Command::new("tmux")
-        .args(["-L", &tmux_name, "new-session", "-d", "sleep 60"])
-        .status()
-        .expect("tmux is installed (scripts/test-tools/sandbox.sh)");
-    assert!(tmux.success(), "start a tmux server");
-    #[expect(clippy::disallowed_methods, reason = "the honest twin: the server answers outside the sandbox")]
-    let reachable =
-        std::process::Command::new("tmux").args(["-L", &tmux_name, "list-sessions"]).output().expect("tmux");
-    assert!(reachable.status.success(), "the tmux server runs and answers a client outside the sandbox");
-    let tmux_marker = out.path().join("tmux-marker");
+    assert!(tmux(&tmux_name, &["new-session", "-d", "sleep 600"]).status.success(), "start a tmux server");
+    assert!(tmux(&tmux_name, &["list-sessions"]).status.success(), "the tmux server answers outside the sandbox");
+    let revert = format!(
+        "tmux -L {n} wait-for go; printf 'pub fn f() {{}}\\n' > {lib}; tmux -L {n} wait-for -S reverted",
+        n = tmux_name,
+        lib = lib.display()
+    );
     let worker = s.agent(
         "worker.py",
         &format!(
             "{ATTEMPT}\nimport socket, subprocess\n\
-             def send(family, addr):\n    def go():\n        c = socket.socket(family); c.settimeout(2); c.connect(addr); c.sendall(b'revert'); c.close()\n    return go\n\
+             def send(family, addr):\n    def go():\n        c = socket.socket(family); c.settimeout(2); c.connect(addr); c.sendall(b'revert'); assert c.recv(2) == b'ok'; c.close()\n    return go\n\
+             open('src/lib.rs', 'w').write('pub fn ready() {{}}\\n')\n\
              attempt('unix', send(socket.AF_UNIX, {sock:?}))\nattempt('abstract', send(socket.AF_UNIX, '\\0' + {abs:?}))\n\
              attempt('tcp', send(socket.AF_INET, ('127.0.0.1', {port})))\n\
-             attempt('tmux', lambda: subprocess.run(['tmux', '-L', {tname:?}, 'new-window', 'touch {tmarker}'], check=True, capture_output=True))\n\
-             open('src/lib.rs', 'w').write('pub fn ready() {{}}\\n')\n\
+             attempt('tmux', lambda: subprocess.run(['tmux', '-L', {tname:?}, 'new-window', '-d', {revert:?}], check=True, capture_output=True))\n\
              print(json.dumps({{'status': 'done', 'summary': 'made lib ready'}}))",
             sock = svc_sock.display().to_string(),
             abs = abstract_name,
             port = svc.port,
             tname = tmux_name,
-            tmarker = tmux_marker.display(),
         ),
     );
     let v = until(&s, &worker, 0);
     assert_eq!(v["status"], "done", "the honest part of the work went through: {v}");
-    std::thread::sleep(Duration::from_millis(500));
-    #[expect(clippy::disallowed_methods, reason = "the test stops its tmux server")]
-    let _ = std::process::Command::new("tmux").args(["-L", &tmux_name, "kill-server"]).status();
+    // After the verdict: every service acts on what it was asked.
+    let flushed = svc.flush();
+    let windows = String::from_utf8_lossy(&tmux(&tmux_name, &["list-windows", "-a"]).stdout).lines().count();
+    if windows > 1 {
+        // The agent's window is there, waiting: let it run to its end.
+        assert!(tmux(&tmux_name, &["wait-for", "-S", "go"]).status.success());
+        assert!(tmux(&tmux_name, &["wait-for", "reverted"]).status.success());
+    }
+    let _ = tmux(&tmux_name, &["kill-server"]);
+    assert!(
+        s.read("src/lib.rs").contains("fn ready"),
+        "the fix the report calls done was put back after the verdict (service: {flushed}; tmux windows: {windows})"
+    );
+    assert_eq!(flushed, "flushed 0", "a service outside the dispatch took the agent's request");
+    assert_eq!(windows, 1, "the user's tmux server opened the agent's window");
     let got = attempts(&s);
     for route in ["unix", "abstract", "tcp", "tmux"] {
         assert_ne!(got[route], "ok", "{route} reached the outside service: {got}");
     }
-    assert!(!out.path().join("marker").exists(), "a service outside the dispatch acted for the agent");
-    assert!(!tmux_marker.exists(), "the user's tmux server ran the agent's command");
-    drop(svc);
 }
 
 #[test]
@@ -415,63 +458,79 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     out
 }
 
-/// A key granted to an agent (`[agents.NAME].env`) that the agent sends back encoded — base64,
-/// hex, reversed, URL-encoded — in its answer and on stderr: none of those forms, nor the key
-/// itself, reaches anything `work` writes or prints.
+/// Python: `forms(k)`, the encoded forms of `k` an agent could smuggle it out in — base64
+/// (standard and URL-safe) at each of the three offsets it can take inside longer data, hex
+/// (whole and in spaced pairs), reversed, URL-encoded, rot13 and spaced out.
+pub(crate) const FORMS: &str = r#"
+import base64, codecs, urllib.parse
+def forms(k):
+    b = k.encode()
+    out = []
+    for lead in (b'', b'a', b'ab'):
+        out += [base64.b64encode(lead + b).decode(), base64.urlsafe_b64encode(lead + b).decode()]
+    return out + [b.hex(), ' '.join('%02x' % c for c in b), k[::-1], urllib.parse.quote(k, safe=''),
+                  codecs.encode(k, 'rot13'), ' '.join(k)]
+"#;
+
+/// The forms of `key` ([`FORMS`]), computed by the same Python.
+pub(crate) fn forms(key: &str) -> Vec<String> {
+    #[expect(clippy::disallowed_methods, reason = "the test computes the encodings it looks for")]
+    let o = std::process::Command::new("python3")
+        .args(["-c", &format!("{FORMS}\nimport sys\nprint('\\n'.join(forms(sys.argv[1])))"), key])
+        .output()
+        .expect("python3");
+    String::from_utf8_lossy(&o.stdout).lines().map(str::to_string).collect()
+}
+
+/// A key granted to an agent (`[agents.NAME].env`) that the agent sends back in every form of
+/// [`FORMS`] — in an item's title (one form between each ` | `) and on stderr: each form is
+/// redacted in the JSON output, and no form, nor the key itself, reaches anything `work`
+/// writes or prints. The honest twin in the same answer: ordinary base64 and hex of other
+/// data, and a digest, come through as they were.
 #[test]
 fn a_granted_key_sent_back_encoded_is_redacted_everywhere() {
     let s = repo();
     let key = "tok-canary-0987654321/+x";
+    let ordinary = "aGVsbG8sIHdvcmxkIG9mIG9yZGluYXJ5IHRleHQ= 68656c6c6f2c20776f726c64 e3b0c44298fc1c149afbf4c8996fb924";
     let leaker = s.agent(
         "leak.py",
-        "import base64, urllib.parse\nk = os.environ['DEPLOY_TOKEN']\nforms = [base64.b64encode(k.encode()).decode(), base64.b64encode(('ab' + k).encode()).decode(), k.encode().hex(), k[::-1], urllib.parse.quote(k, safe='')]\nsys.stderr.write(' '.join(forms) + '\\n')\nprint(json.dumps({'angle': ctx['angle'], 'items': [{'id': 'x', 'title': ' '.join(forms), 'location': 'src/lib.rs:1', 'evidence': 'pub fn f() {}'}]}))",
+        &format!(
+            "{FORMS}\nk = os.environ['DEPLOY_TOKEN']\nsys.stderr.write(' | '.join(forms(k)) + '\\n')\n\
+             print(json.dumps({{'angle': ctx['angle'], 'items': [\
+             {{'id': 'x', 'title': ' | '.join(forms(k)), 'location': 'src/lib.rs:1', 'evidence': 'pub fn f() {{}}'}},\
+             {{'id': 'y', 'title': {ordinary:?}, 'location': 'check.sh:1', 'evidence': 'grep -q'}}]}}))"
+        ),
     );
     let spec = format!("agents.leaker.spec={leaker:?}");
     let out = s
         .work()
         .env("DEPLOY_TOKEN", key)
-        .args([
-            "--isolation",
-            "required",
-            "-c",
-            &spec,
-            "-c",
-            "agents.leaker.env=[\"DEPLOY_TOKEN\"]",
-            "exhaust",
-            "things",
-            "-k",
-            "2",
-            "--angles",
-            "a",
-            "--agent",
-            "leaker",
-            "--json",
-        ])
+        .args(["--isolation", "required", "-c", &spec, "-c", "agents.leaker.env=[\"DEPLOY_TOKEN\"]"])
+        .args(["exhaust", "things", "-k", "2", "--angles", "a", "--agent", "leaker", "--json"])
         .output()
         .expect("run work");
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let master: Value = serde_json::from_slice(&out.stdout).expect("the master object");
-    let title = master["items"][0]["title"].as_str().unwrap_or_default().to_string();
-    assert_eq!(title.matches("[REDACTED]").count(), 5, "the agent sent the key back, each form redacted: {master}");
-    let printed = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    let b64 = |t: &str| {
-        // The same encodings, computed here (no dependency): through python, once.
-        #[expect(clippy::disallowed_methods, reason = "the test computes the encodings it looks for")]
-        let o = std::process::Command::new("python3")
-            .args(["-c", "import base64,sys,urllib.parse;k=sys.argv[1];print(base64.b64encode(k.encode()).decode());print(base64.b64encode(('ab'+k).encode()).decode());print(k.encode().hex());print(k[::-1]);print(urllib.parse.quote(k,safe=''))", t])
-            .output()
-            .expect("python3");
-        String::from_utf8_lossy(&o.stdout).lines().map(str::to_string).collect::<Vec<_>>()
+    let title = |id: &str| {
+        let items = master["items"].as_array().cloned().unwrap_or_default();
+        let item = items.iter().find(|i| i["id"] == id).unwrap_or_else(|| panic!("item {id}: {master}"));
+        item["title"].as_str().unwrap_or_default().to_string()
     };
-    let mut forms = b64(key);
-    forms.push(key.to_string());
-    // The padded base64 form: its middle, away from the alignment bytes at either end.
-    forms[1] = forms[1][4..forms[1].len() - 4].to_string();
-    let mut written = printed;
+    let forms = forms(key);
+    let sent = title("x");
+    let pieces: Vec<&str> = sent.split(" | ").collect();
+    assert_eq!(pieces.len(), forms.len(), "one piece per form: {sent}");
+    for (piece, form) in pieces.iter().zip(&forms) {
+        // At most the characters the bytes around the key decide (base64's lead, last group, padding).
+        let left = piece.replace("[REDACTED]", "");
+        assert!(piece.contains("[REDACTED]") && left.len() <= 6, "the form {form:?} came back as {piece:?}");
+    }
+    assert_eq!(title("y"), ordinary, "ordinary encoded data is not redacted");
+    let mut written = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     for p in walk(&s.path(".work")) {
         written.push_str(&String::from_utf8_lossy(&std::fs::read(&p).unwrap_or_default()));
     }
-    for f in &forms {
+    for f in forms.iter().map(|f| f[4..f.len() - 4].to_string()).chain([key.to_string()]) {
         assert!(!written.contains(f.as_str()), "the form {f:?} of the key was written or printed");
     }
 }

@@ -25,9 +25,15 @@
 //! are appended under a lock (`<state>/locks/state-digests.lock`), and every process reads the
 //! lines others appended before it checks or appends, so concurrent runs keep one chain.
 //!
-//! This is a tripwire, not a signature: nothing here is secret from the agent, so a process
-//! that rewrites a file *and* appends a correctly chained line (or removes the log) is not
-//! caught.
+//! This is a tripwire, not a signature: where the agent can read the log, a process that
+//! rewrites a file *and* appends a correctly chained line (or removes the log) is not caught.
+//! With the kernel sandbox (`crate::sandbox`) the state directory, this log included, is not
+//! there for any agent and nothing an agent starts outlives its dispatch: against agents, the
+//! chain is then needed only for the state files a workflow keeps in the tree, where a write
+//! role can reach them (`work loop run`'s `loop-run.json`), and a forged line is out of its
+//! reach. For the files in the state directory it is the fallback's defence (`--isolation
+//! none`, no user namespaces), and a tripwire for edits made outside any run, by hand or by a
+//! script.
 
 use sha2::Digest;
 use std::collections::{BTreeMap, BTreeSet, HashMap};

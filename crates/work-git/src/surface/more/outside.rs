@@ -18,6 +18,13 @@
 //! The freeze hashes what is there (a handful of stats and bounded reads, never a tree walk);
 //! a later change, a file created where there was none, or one removed is named
 //! `check-tampered`, by its absolute path.
+//!
+//! Fallback only: with the kernel sandbox (`work_runtime::sandbox`) everything outside the
+//! repository is read-only to every agent (`$HOME`, the user site and a virtualenv's
+//! site-packages included), so an agent's write here fails with `EROFS` as it is tried. This
+//! hashing is what holds where there is no sandbox (`--isolation none`, no user namespaces); it
+//! runs in both modes, so a file here that something other than the agent changes during a
+//! run still blocks it.
 
 use super::super::{Role, SurfaceChange, read};
 use std::collections::BTreeMap;
