@@ -33,8 +33,10 @@ use std::time::Instant;
 
 const WORK: &str = env!("CARGO_BIN_EXE_work");
 
+/// A scratch repository outside `/tmp`, where a user's repository is (the sandbox replaces
+/// `/tmp`, and a root under it must be bound again).
 fn repo() -> tempfile::TempDir {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     for args in [
         &["init", "-q"][..],
         &["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "x"],
@@ -65,12 +67,15 @@ struct Cost {
     cpu: f64,
 }
 
-/// Runs `cmd` under `/usr/bin/time` in `dir`, stdin from `stdin` (or /dev/null).
+/// Runs `cmd` under `/usr/bin/time` in `dir`, stdin from `stdin` (or /dev/null), through this
+/// benchmark's [`subreap`] mode, so that the CPU of processes orphaned inside the run counts.
 fn timed(dir: &Path, cmd: &[&str], stdin: Option<&Path>) -> Cost {
     let out = dir.join(".time");
     let st = Command::new("/usr/bin/time")
         .args(["-f", "%e %U %S", "-o"])
         .arg(&out)
+        .arg(std::env::current_exe().unwrap())
+        .arg(SUBREAP)
         .args(cmd)
         .current_dir(dir)
         .stdin(stdin.map_or_else(Stdio::null, |p| Stdio::from(std::fs::File::open(p).unwrap())))
@@ -183,7 +188,7 @@ fn overhead_per_dispatch(isolation: &str) {
     std::fs::write(&input, [b' '; 2048]).unwrap();
     let shell_loop = format!("for i in $(seq {N}); do {agent} < {} > /dev/null; done", input.display());
     // With the sandbox, the same loop with every run under `bwrap` with the arguments the
-    // engine gives a read-only finder: the sandbox's own cost, which the engine cannot cut.
+    // engine gives a read-only finder: the sandbox's own cost.
     let sandbox_tmp = tempfile::tempdir().unwrap();
     let bwrap_loop = (isolation == "required").then(|| bwrap_loop(r.path(), sandbox_tmp.path(), &agent, &input, N));
     let (a, spec, n) = (angles(ANGLES), format!("command:{agent}"), ANGLES.to_string());
@@ -360,7 +365,28 @@ fn resume_10k() {
     );
 }
 
+/// The argument that runs this benchmark as [`subreap`].
+const SUBREAP: &str = "--subreap";
+
+/// Runs `cmd` as the subreaper of everything it starts and reaps every orphan before exiting
+/// with its status. `/usr/bin/time` counts the CPU of the children that were waited for: a
+/// process whose parent exits without waiting for it is reaped by init, and its CPU is counted
+/// nowhere. `bwrap` is such a case: its outer process returns as soon as the sandbox's PID 1
+/// reports the agent's status, and PID 1 (which did the namespace and mount setup) is left to
+/// whoever reaps orphans. `work` is itself a subreaper; this puts the shell loops on the same
+/// footing.
+fn subreap(cmd: &[String]) -> ! {
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
+    let status = Command::new(&cmd[0]).args(&cmd[1..]).status().unwrap();
+    while nix::sys::wait::wait().is_ok() {}
+    std::process::exit(status.code().unwrap_or(1));
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(SUBREAP) {
+        subreap(&args[2..]);
+    }
     if std::env::args().any(|a| a == "--list") {
         return;
     }

@@ -19,7 +19,10 @@
 //! - [`Network::None`]: a network namespace of its own with only loopback (command agents);
 //!   [`Network::Host`]: the host's network (the CLI backends reach their model endpoint);
 //! - when the dispatch's main process ends, the kernel ends every process of its PID namespace,
-//!   whatever they did to detach (`--die-with-parent` when `work` itself dies).
+//!   whatever they did to detach (`--die-with-parent` when `work` itself dies). The agent's
+//!   program is that namespace's PID 1 (`--as-pid-1`): no reaper process of `bwrap`'s between.
+//!
+//! What each part costs per dispatch is measured in docs/performance.md.
 //!
 //! The environment is built from an allowlist ([`BASE_ENV`], the protocol's `WORK_*`
 //! variables, and only the names the backend asks for: [`Confine::env_allow`]), in every mode:
@@ -308,6 +311,12 @@ fn find_on_path(program: &str) -> Option<PathBuf> {
 /// The directories a confined process gets private, empty copies of.
 const PRIVATE_MOUNTS: [&str; 3] = ["/tmp", "/run", "/dev/shm"];
 
+/// Whether the sandbox replaces what is at `path` (a private mount, or the fresh `/dev` and
+/// `/proc`): only there must the root be bound again to stay visible.
+fn replaced(path: &Path) -> bool {
+    PRIVATE_MOUNTS.iter().chain(&["/dev", "/proc"]).any(|m| path.starts_with(m))
+}
+
 /// What of `named` (the program and arguments an agent's command line gives) the private mounts
 /// would hide from it: a regular file under `/tmp`, `/run` or `/dev/shm` (by its real path) and
 /// outside the root. Bound read-only, so `command:/tmp/x/finder.sh` runs confined as it runs
@@ -334,6 +343,11 @@ fn named_paths<'a>(c: &Confine, named: impl IntoIterator<Item = &'a str>) -> Vec
 /// The `bwrap` arguments (before `--` and the program) that confine a process as `c` says,
 /// with `tmp` as its private `/tmp`, `cwd` its working directory, `named` its program and
 /// arguments, and `git` a write role's private git directory ([`git::GitScratch`]).
+///
+/// Each bind costs `bwrap` a read of the whole mount table (to set its flags), so nothing is
+/// bound that is already there as it must be: `--dev` gives `/dev/shm` as an empty directory of
+/// its own `tmpfs`, and a read-only role's root is read-only through `/` unless it lies where
+/// the sandbox replaces what the host has.
 pub fn bwrap_args<'a>(
     c: &Confine,
     tmp: &Path,
@@ -345,20 +359,23 @@ pub fn bwrap_args<'a>(
     let mut push = |xs: &[&std::ffi::OsStr]| a.extend(xs.iter().map(|x| x.to_os_string()));
     push(&["--unshare-user".as_ref(), "--unshare-pid".as_ref(), "--unshare-ipc".as_ref(), "--unshare-uts".as_ref()]);
     push(&["--unshare-cgroup-try".as_ref(), "--die-with-parent".as_ref(), "--new-session".as_ref()]);
+    push(&["--as-pid-1".as_ref()]);
     push(&["--cap-drop".as_ref(), "ALL".as_ref()]);
     if c.network == Network::None {
         push(&["--unshare-net".as_ref()]);
     }
     push(&["--ro-bind".as_ref(), "/".as_ref(), "/".as_ref()]);
     push(&["--dev".as_ref(), "/dev".as_ref(), "--proc".as_ref(), "/proc".as_ref()]);
-    push(&["--tmpfs".as_ref(), "/dev/shm".as_ref(), "--tmpfs".as_ref(), "/run".as_ref()]);
+    push(&["--tmpfs".as_ref(), "/run".as_ref()]);
     push(&["--bind".as_ref(), tmp.as_os_str(), "/tmp".as_ref()]);
     for p in named_paths(c, named) {
         push(&["--ro-bind".as_ref(), p.as_os_str(), p.as_os_str()]);
     }
     // The root again, after `/tmp`: a repository under `/tmp` stays visible.
-    let bind = if c.write { "--bind" } else { "--ro-bind" };
-    push(&[bind.as_ref(), c.root.as_os_str(), c.root.as_os_str()]);
+    if c.write || replaced(&c.root) {
+        let bind = if c.write { "--bind" } else { "--ro-bind" };
+        push(&[bind.as_ref(), c.root.as_os_str(), c.root.as_os_str()]);
+    }
     if c.write {
         let git = git::binds(&c.root, git);
         push(&git.iter().map(OsString::as_os_str).collect::<Vec<_>>());
@@ -400,20 +417,33 @@ mod tests {
         assert!(allowed("ANTHROPIC_API_KEY", &["ANTHROPIC_*"]));
     }
 
+    fn args_of(c: &Confine) -> Vec<String> {
+        bwrap_args(c, Path::new("/t"), &c.root, [], None).iter().map(|a| a.to_string_lossy().into()).collect()
+    }
+
     #[test]
     fn a_read_only_role_gets_no_writable_bind_of_the_root() {
-        let c = Confine::read_only(Path::new("/repo"), Network::None);
-        let args: Vec<String> = bwrap_args(&c, Path::new("/t"), Path::new("/repo"), [], None)
-            .iter()
-            .map(|a| a.to_string_lossy().into())
-            .collect();
+        let args = args_of(&Confine::read_only(Path::new("/repo"), Network::None));
         let binds: Vec<&[String]> = args.windows(3).filter(|w| w[0] == "--bind").collect();
-        assert_eq!(binds.len(), 1, "only the private /tmp is writable: {args:?}");
-        assert_eq!(binds[0][2], "/tmp");
-        let tmp = args.iter().position(|a| a == "/tmp").expect("a private /tmp");
-        let root = args.windows(3).position(|w| w == ["--ro-bind", "/repo", "/repo"]).expect("the root, read-only");
-        assert!(root > tmp, "the root is bound after /tmp, so a repository under /tmp stays visible: {args:?}");
+        assert_eq!(binds, [["--bind", "/t", "/tmp"]], "only the private /tmp is writable: {args:?}");
+        assert!(args.windows(3).any(|w| w == ["--ro-bind", "/", "/"]), "the root is read-only through /: {args:?}");
+        assert!(!args.windows(2).any(|w| w[0].ends_with("bind") && w[1] == "/repo"), "nor bound again: {args:?}");
         assert!(args.contains(&"--unshare-net".to_string()) && args.contains(&"ALL".to_string()));
+
+        // A repository under a private mount is bound again, read-only, after that mount.
+        let args = args_of(&Confine::read_only(Path::new("/tmp/repo"), Network::None));
+        let tmp = args.windows(3).position(|w| w == ["--bind", "/t", "/tmp"]).expect("a private /tmp");
+        let root = args.windows(3).position(|w| w == ["--ro-bind", "/tmp/repo", "/tmp/repo"]).expect("the root");
+        assert!(root > tmp, "the root is bound after /tmp, so a repository under /tmp stays visible: {args:?}");
+    }
+
+    #[test]
+    fn a_write_role_binds_its_root_writable_and_the_dev_shm_of_dev_is_not_mounted_again() {
+        let args = args_of(&Confine::write(Path::new("/repo"), Network::Host));
+        assert!(args.windows(3).any(|w| w == ["--bind", "/repo", "/repo"]), "{args:?}");
+        assert!(!args.iter().any(|a| a == "--unshare-net"), "the host's network: {args:?}");
+        assert!(args.windows(2).any(|w| w == ["--dev", "/dev"]), "{args:?}");
+        assert!(!args.iter().any(|a| a == "/dev/shm"), "`--dev` gives an empty /dev/shm of its own: {args:?}");
     }
 
     #[test]
