@@ -15,6 +15,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
+use work_runtime::events::Event;
 use work_runtime::run::RunContext;
 
 mod oracles;
@@ -259,7 +260,10 @@ impl<'a> Engine<'a> {
         };
         written
             .map_err(|source| ExhaustError::Journal { path: self.params.journal_path.display().to_string(), source })?;
-        self.run.emit("journal.saved", json!({"rounds": self.journal.rounds.len(), "seen": self.journal.seen.len()}));
+        self.run.emit(Event::JournalSaved {
+            rounds: self.journal.rounds.len() as u64,
+            seen: self.journal.seen.len() as u64,
+        });
         Ok(())
     }
 
@@ -314,8 +318,12 @@ impl<'a> Engine<'a> {
                 return Admission::Duplicate;
             }
             self.refused.extend(keys);
-            self.run
-                .emit("gate2.rejected", json!({"id": id, "location": location, "reason": reason, "source": source}));
+            self.run.emit(Event::Gate2Rejected {
+                id: json!(id),
+                location: json!(location),
+                reason: json!(reason),
+                source: json!(source),
+            });
             self.journal.rejected.push(Rejected {
                 id: id.clone(),
                 location,
@@ -391,7 +399,7 @@ impl<'a> Engine<'a> {
                 );
             }
         }
-        self.run.emit("exhaust.stop", json!({"stoppedReason": reason, "detail": detail}));
+        self.run.emit(Event::ExhaustStop { stopped_reason: json!(reason), detail: json!(detail) });
         // The stop writes the journal whole: the documented file is the final master object.
         self.persist(true)
     }
@@ -550,7 +558,11 @@ impl<'a> Engine<'a> {
     async fn finder_round(&mut self, n: u32, k: u32, angles: &[String]) -> Result<bool, ExhaustError> {
         let seen = seen_summary(&self.journal.items);
         let specs: Vec<DispatchSpec> = angles.iter().map(|a| self.finder_spec(a, n, &seen)).collect();
-        self.run.emit("round.start", json!({"round": n, "angles": angles, "cap": self.params.concurrency}));
+        self.run.emit(Event::RoundStart {
+            round: u64::from(n),
+            angles: json!(angles),
+            cap: json!(self.params.concurrency),
+        });
         let outcomes = self.read_only_waves(n, specs).await;
         let mut rec = RoundRecord {
             n,
@@ -604,10 +616,12 @@ impl<'a> Engine<'a> {
                         *c += 1;
                         *c
                     };
-                    self.run.emit(
-                        "finder.failed",
-                        json!({"round": n, "angle": angle, "reason": reason, "failures": count}),
-                    );
+                    self.run.emit(Event::FinderFailed {
+                        round: json!(n),
+                        angle: json!(angle),
+                        reason: json!(reason),
+                        failures: json!(count),
+                    });
                     if count >= 2 {
                         self.angles.give_up(&mut self.journal, angle);
                         self.angles.unqueue(&mut self.journal, [angle.as_str()]);

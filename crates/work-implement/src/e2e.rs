@@ -17,6 +17,7 @@ use crate::task_loop::TaskSpec;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use work_runtime::dispatch::Access;
+use work_runtime::events::Event;
 
 /// Removes the tester's fixture directory however the tester ends.
 struct Fixtures(PathBuf);
@@ -85,7 +86,7 @@ async fn one(
     if let (Some((index, count)), Value::Object(o)) = (b.part, &mut context) {
         o.insert("review_part".into(), json!({"index": index, "count": count}));
         env.run.progress(&format!("task {}: the E2E tester reads part {index} of {count} of the change", t.id));
-        env.run.emit("e2e.part", json!({"task_id": t.id, "index": index, "count": count}));
+        env.run.emit(Event::E2ePart { task_id: json!(t.id), index: json!(index), count: json!(count) });
     }
     let guard = crate::read_only::Guard::take(env, &keep_out);
     let mut c = Counter::default();

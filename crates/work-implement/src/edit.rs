@@ -36,6 +36,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use work_git::surface::{CheckSurface, TestEdits};
 use work_runtime::dispatch::Access;
+use work_runtime::events::Event;
 
 /// What an edit run is asked.
 #[derive(Debug, Clone)]
@@ -228,7 +229,7 @@ fn renamed_checks(env: &Env, surface: &CheckSurface, rename: Option<&(Rename, re
     let renamed: Vec<String> = ours.into_iter().map(|(p, _)| p).collect();
     if !renamed.is_empty() {
         env.rename_frozen_checks(tree);
-        env.run.emit("check-surface.renamed", json!({"old": r.old, "new": r.new, "paths": renamed}));
+        env.run.emit(Event::CheckSurfaceRenamed { old: json!(r.old), new: json!(r.new), paths: json!(renamed) });
     }
     renamed
 }
@@ -511,6 +512,6 @@ fn end(env: &Env, mut report: EndReport, mut task: TaskOutcome, detail: Value) -
     artifacts::finalize(&env.run, &mut report)?;
     // The last write of the run: the iteration's record finished, its report kept.
     resume::finish(env, &report)?;
-    env.run.emit("iteration.end", json!({"status": report.status, "kind": report.kind, "reason": report.reason}));
+    env.run.emit(Event::IterationEnd { status: json!(report.status), reason: json!(report.reason) });
     Ok(report)
 }

@@ -19,6 +19,7 @@ use crate::state_write::RunError;
 use crate::tree::Preflight;
 use serde_json::json;
 use work_runtime::dispatch::Access;
+use work_runtime::events::Event;
 
 /// What a mini run is asked.
 #[derive(Debug, Clone)]
@@ -231,6 +232,6 @@ fn end(env: &Env, mut report: EndReport) -> Result<EndReport, RunError> {
     report.concerns.extend(report.tasks.iter().flat_map(|t| t.concerns.clone()));
     fill_stats(env, &mut report, Counter::default());
     artifacts::finalize(&env.run, &mut report)?;
-    env.run.emit("iteration.end", json!({"status": report.status, "kind": report.kind, "reason": report.reason}));
+    env.run.emit(Event::IterationEnd { status: json!(report.status), reason: json!(report.reason) });
     Ok(report)
 }

@@ -21,6 +21,7 @@ use crate::tree::{Preflight, Tree};
 use serde_json::json;
 use std::path::Path;
 use work_runtime::budget::Spent;
+use work_runtime::events::Event;
 
 /// The digest of what an iteration is asked (the parts that decide its outcome, in order):
 /// a finished record answers a rerun only for the same request.
@@ -40,7 +41,7 @@ pub fn resume_progress(
     if let Some(p) = progress::load(&env.run.state_dir, iter).ok().flatten()
         && p.head == env.base_head
     {
-        env.run.emit("iteration.resumed", json!({"ended": p.ended.len(), "in_progress": p.in_progress}));
+        env.run.emit(Event::IterationResumed { ended: p.ended.len() as u64, in_progress: json!(p.in_progress) });
         report.preflight = Some(p.preflight.clone());
         env.run.budget.carry_to(&plus(&p.spent, &env.run.budget.spent()));
         return Ok(p);

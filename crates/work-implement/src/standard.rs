@@ -22,6 +22,7 @@ use crate::tree::{Preflight, Snapshot, lost_paths};
 use serde_json::{Value, json};
 use work_git::snapshot::LostLines;
 use work_loop::plan::{Plan, PlanError, parse_plan};
+use work_runtime::events::Event;
 
 /// How a plan text is read.
 #[derive(Debug, Clone)]
@@ -111,7 +112,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
             return end(env, report, extraction);
         }
     };
-    env.run.emit("plan.selected", json!({"tasks": tasks.iter().map(|t| &t.id).collect::<Vec<_>>()}));
+    env.run.emit(Event::PlanSelected { tasks: json!(tasks.iter().map(|t| &t.id).collect::<Vec<_>>()) });
     let multi = tasks.len() > 1;
     let asked = request(&input.plan_text, input.range, &env.settings.test_cmd);
     let mut progress = resume::resume_progress(env, &iter, &asked, &mut report)?;
@@ -133,7 +134,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
                 continue;
             }
             if let Some(done) = progress.done(&t.id) {
-                env.run.emit("task.resumed", json!({"task_id": t.id, "status": done.status}));
+                env.run.emit(Event::TaskResumed { task_id: json!(t.id), status: json!(done.status) });
                 report.concerns.extend(done.concerns.iter().cloned());
                 report.tasks.push(done.clone());
                 continue;
@@ -153,8 +154,13 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
             if multi && !head_moved {
                 match env.tree.snapshot(&t.id) {
                     Ok(snap) => {
-                        env.run
-                            .emit("snapshot", json!({"boundary": snap.boundary, "sha": snap.sha, "paths": snap.paths}));
+                        env.run.emit(Event::Snapshot {
+                            boundary: json!(snap.boundary),
+                            sha: json!(snap.sha),
+                            paths: Some(json!(snap.paths)),
+                            tree: None,
+                            reference: None,
+                        });
                         if let Some(p) = &prev {
                             let lost = lost_paths(p, &snap);
                             if !lost.is_empty() {
@@ -208,7 +214,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
             let text: Vec<&str> = tasks.iter().map(|t| t.text.as_str()).collect();
             report.out_of_scope_damage = work_git::scope::damage(&lines, &text.join("\n"));
             for d in &report.out_of_scope_damage {
-                env.run.emit("scope.damage", json!({"path": d.path, "kind": d.kind}));
+                env.run.emit(Event::ScopeDamage { path: json!(d.path) });
                 report.concerns.push(d.describe());
             }
             report.files = lines;
@@ -389,6 +395,6 @@ fn end(env: &Env, mut report: EndReport, extraction: Counter) -> Result<EndRepor
     artifacts::finalize(&env.run, &mut report)?;
     // The last write of the run: its progress record is spent, its report kept.
     resume::finish(env, &report)?;
-    env.run.emit("iteration.end", json!({"status": report.status, "kind": report.kind, "reason": report.reason}));
+    env.run.emit(Event::IterationEnd { status: json!(report.status), reason: json!(report.reason) });
     Ok(report)
 }

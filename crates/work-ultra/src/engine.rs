@@ -42,6 +42,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use work_runtime::dispatch::replay::{CutOffRuns, Replayed, request_digest};
 use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
+use work_runtime::events::Event;
 use work_runtime::run::RunContext;
 
 mod copy;
@@ -1186,10 +1187,13 @@ impl Runner<'_, '_> {
         });
         let p = self.env.dir.join(&paths.json);
         run.write_state(&p, &record).map_err(werr(&p))?;
-        run.emit(
-            "ultra.observe",
-            json!({"goal_id": self.goal.id, "criterion": c.id, "label": label, "verdict": verdict.word(), "end": obs.describe_end()}),
-        );
+        run.emit(Event::UltraObserve {
+            goal_id: json!(self.goal.id),
+            criterion: json!(c.id),
+            label: json!(label),
+            verdict: json!(verdict.word()),
+            end: json!(obs.describe_end()),
+        });
         Ok(to_record(label, &run.run_id, ts, &obs, &verdict, fingerprint, paths))
     }
 }

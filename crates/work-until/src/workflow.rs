@@ -51,6 +51,7 @@ use std::path::Path;
 use std::time::Duration;
 use work_git::{Git, is_excluded};
 use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
+use work_runtime::events::Event;
 use work_runtime::run::RunContext;
 
 /// What the loop needs from the outside world.
@@ -173,10 +174,14 @@ async fn check_surface(
     }
     s.record_suites(&env.run.spawner, &env.run.root, std::slice::from_ref(verify), Some(env.verify_timeout)).await;
     for (part, collected, skipped) in s.suites() {
-        env.run.emit("until.suite.baseline", json!({"command": part, "collected": collected, "skipped": skipped}));
+        env.run.emit(Event::UntilSuiteBaseline {
+            command: json!(part),
+            collected: json!(collected),
+            skipped: json!(skipped),
+        });
     }
     if let Err(e) = env.run.write_state(&path, &s) {
-        env.run.emit("until.surface.unsaved", json!({"error": e.to_string()}));
+        env.run.emit(Event::UntilSurfaceUnsaved { error: e.to_string() });
     }
     Ok(Some(s))
 }
@@ -272,12 +277,12 @@ impl Ctx<'_, '_> {
 
     async fn verify(&self, cmd: &str, dir: Result<&Path, &str>) -> VerifyResult {
         let run = self.env.run;
-        run.emit("until.verify.start", json!({"command": cmd}));
+        run.emit(Event::UntilVerifyStart { command: json!(cmd) });
         let dir = match dir {
             Ok(dir) => dir,
             Err(why) => {
                 let v = VerifyResult { command: cmd.into(), passed: false, end: why.to_string(), tail: Vec::new() };
-                run.emit("until.verify.end", json!({"command": cmd, "passed": false, "end": v.end}));
+                run.emit(Event::UntilVerifyEnd { command: json!(cmd), passed: false, end: json!(v.end) });
                 return v;
             }
         };
@@ -296,7 +301,7 @@ impl Ctx<'_, '_> {
             }
             Err(e) => VerifyResult { command: cmd.into(), passed: false, end: e.to_string(), tail: Vec::new() },
         };
-        run.emit("until.verify.end", json!({"command": cmd, "passed": v.passed, "end": v.end}));
+        run.emit(Event::UntilVerifyEnd { command: json!(cmd), passed: v.passed, end: json!(v.end) });
         v
     }
 }
@@ -346,7 +351,7 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
         && k > session.meta.iteration_count
     {
         ledger.incident(&format!("iteration {k:02} was interrupted before it was merged; it is redone as {k:02}"));
-        run.emit("until.iteration.redo", json!({"iteration": k}));
+        run.emit(Event::UntilIterationRedo { iteration: json!(k) });
     }
     // A committed iteration that stopped the session, rolled forward: the run that made it
     // was killed before it could finish; this one finishes it, dispatching nothing.
@@ -394,7 +399,7 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
         cx.save_meta(session)?;
         let handoff = templates::handoff(&session.meta, &ledger, n, last_verify.as_ref());
         cx.write(&session.handoff_path(), &handoff)?;
-        run.emit("until.iteration.start", json!({"session": session.meta.id, "iteration": n}));
+        run.emit(Event::UntilIterationStart { session: json!(session.meta.id), iteration: u64::from(n) });
 
         let before = commit::iteration_start(&cx, session, n, redo)?;
         let outcome = env
@@ -517,11 +522,14 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
             if record.git { format!("{} changed", record.changed.len()) } else { "changes unknown".into() },
             record.decision
         ));
-        run.emit(
-            "until.iteration.end",
-            json!({"session": session.meta.id, "iteration": n, "status": record.report.status.as_str(),
-                   "decision": record.decision, "changed": record.changed, "false_claims": record.false_claims}),
-        );
+        run.emit(Event::UntilIterationEnd {
+            session: json!(session.meta.id),
+            iteration: u64::from(n),
+            status: json!(record.report.status.as_str()),
+            decision: json!(record.decision),
+            changed: json!(record.changed),
+            false_claims: json!(record.false_claims),
+        });
         if let Some((s, r)) = status {
             return Ok(finish(&cx, session, &ledger, s, r));
         }
@@ -568,7 +576,12 @@ async fn decide(
     if let (Some(g), Some(base)) = (cx.git.as_ref(), cx.head.as_ref())
         && let Some(why) = g.judge_head(base)?.describe(base)
     {
-        cx.env.run.emit("head.moved", json!({"from": base.sha, "to": g.head_sha(), "branch": g.branch()}));
+        cx.env.run.emit(Event::HeadMoved {
+            from: json!(base.sha),
+            to: json!(g.head_sha()),
+            breach: None,
+            branch: json!(g.branch()),
+        });
         record.decision = "head-moved".to_string();
         return Ok((Some(SessionStatus::Blocked), format!("head-moved: {why}")));
     }
@@ -593,7 +606,7 @@ async fn decide(
                     .filter(|c| !c.is_empty()) =>
             {
                 let what = work_git::surface::describe(&changes);
-                cx.env.run.emit("until.check-tampered", json!({"changes": what}));
+                cx.env.run.emit(Event::UntilCheckTampered { changes: json!(what) });
                 (
                     Some(SessionStatus::Blocked),
                     format!(
@@ -622,7 +635,7 @@ async fn decide(
                 drop(copy);
                 if passed && !lost.is_empty() {
                     let what = work_git::surface::describe(&lost);
-                    cx.env.run.emit("until.check-tampered", json!({"changes": what}));
+                    cx.env.run.emit(Event::UntilCheckTampered { changes: json!(what) });
                     (
                         Some(SessionStatus::Blocked),
                         format!(
@@ -631,7 +644,7 @@ async fn decide(
                         "check-tampered".to_string(),
                     )
                 } else if passed && let Some(why) = cx.restored_verdict(&cmd).await {
-                    cx.env.run.emit("until.check-tampered", json!({"changes": why}));
+                    cx.env.run.emit(Event::UntilCheckTampered { changes: json!(why) });
                     (Some(SessionStatus::Blocked), why, "check-tampered".to_string())
                 } else if passed {
                     meta.empty_streak = 0;
@@ -770,17 +783,18 @@ fn finish(
     // always the last write, so a meta that says stopped has its ledger.
     let mut l = ledger.clone();
     if let Err(e) = cx.save_ledger(session, &mut l) {
-        cx.env.run.emit("until.error", json!({"error": e.to_string()}));
+        cx.env.run.emit(Event::UntilError { error: e.to_string() });
     }
     if let Err(e) = cx.save_meta(session) {
-        cx.env.run.emit("until.error", json!({"error": e.to_string()}));
+        cx.env.run.emit(Event::UntilError { error: e.to_string() });
     }
     let summary = summary_lines(session, &l);
-    cx.env.run.emit(
-        "until.stop",
-        json!({"session": session.meta.id, "status": status.as_str(), "reason": reason,
-               "iterations": session.meta.iteration_count}),
-    );
+    cx.env.run.emit(Event::UntilStop {
+        session: json!(session.meta.id),
+        status: json!(status.as_str()),
+        reason: json!(reason),
+        iterations: json!(session.meta.iteration_count),
+    });
     LoopOutcome { status, stopped_reason: reason, iterations: session.meta.iteration_count, summary }
 }
 

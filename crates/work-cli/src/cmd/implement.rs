@@ -16,6 +16,7 @@ use crate::CmdResult;
 use crate::budget_args::BudgetArgs;
 use crate::ctx::{self, CliError, Ctx, Global};
 use serde_json::Value;
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use work_implement::carrier::{self, Carrier, Mode};
@@ -23,6 +24,7 @@ use work_implement::report::{EndReport, Status};
 use work_implement::tree::{Preflight, Tree};
 use work_implement::{Env, RoleDispatch, Settings};
 use work_runtime::budget::{Budget, Spent};
+use work_runtime::events::Event;
 
 /// `work implement`: the per-task implementer → spec review → quality review pipeline.
 #[derive(Debug, clap::Args)]
@@ -164,10 +166,7 @@ fn loose_iter_id(flag: &Option<String>, value: &Option<Value>) -> Option<String>
 fn early_exit(ctx: &Ctx, workflow: &str, json: bool, report: EndReport) -> CmdResult {
     let mut report = report;
     if let Ok(run) = ctx.start_run(workflow, Budget::default(), Spent::default()) {
-        run.emit(
-            "iteration.end",
-            serde_json::json!({"status": report.status, "kind": report.kind, "reason": report.reason}),
-        );
+        run.emit(Event::IterationEnd { status: json!(report.status), reason: json!(report.reason) });
         run.finish(report.status.as_str(), serde_json::json!({"kind": report.kind}));
         report.run_id = Some(run.run_id.clone());
     }

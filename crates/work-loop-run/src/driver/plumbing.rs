@@ -2,7 +2,9 @@
 //! dispatch, and the views of the tree the reviewers and the boundaries read.
 
 use super::*;
+use serde_json::json;
 use work_git::readonly::{View, Watch};
+use work_runtime::events::Event;
 
 impl Driver {
     pub(super) fn engine(&self) -> Result<EngineState, LoopError> {
@@ -52,7 +54,7 @@ impl Driver {
     pub(super) fn fire(&mut self, event: &str, opts: TransitionOpts) -> Result<EngineState, LoopError> {
         let out = engine::transition(&self.sd, event, opts, self.run.clock.as_ref())?;
         self.transitions.push(out.text.clone());
-        self.run.emit("loop.transition", json!({ "event": event, "text": out.text }));
+        self.run.emit(Event::LoopTransition { event: json!(event), text: json!(out.text) });
         self.run.progress(&format!("loop: {}", out.text));
         self.engine()
     }
@@ -277,7 +279,12 @@ impl Driver {
             branch: self.rs.code_branch.clone().or_else(|| self.git.branch()),
         };
         let Some(why) = self.git.judge_head(&base).map_err(git_failed)?.describe(&base) else { return Ok(None) };
-        self.run.emit("head.moved", json!({"from": base.sha, "to": self.git.head_sha(), "branch": self.git.branch()}));
+        self.run.emit(Event::HeadMoved {
+            from: json!(base.sha),
+            to: json!(self.git.head_sha()),
+            breach: None,
+            branch: json!(self.git.branch()),
+        });
         Ok(Some(why))
     }
 
