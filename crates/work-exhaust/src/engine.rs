@@ -22,20 +22,7 @@ mod oracles;
 mod readonly;
 
 /// The stop reasons of the master object.
-pub mod stop {
-    /// K consecutive qualifying dry rounds, gate 3 clean.
-    pub const K_DRY: &str = "k-consecutive-dry";
-    /// No fresh angle and no un-run oracle left.
-    pub const EXHAUSTED: &str = "angles-and-oracles-exhausted";
-    /// A dispatch, token or USD budget was spent.
-    pub const BUDGET: &str = "budget";
-    /// The caller's target (`--max-rounds`) was reached.
-    pub const CALLER_TARGET: &str = "caller-target";
-    /// Every finder failed, for the same cause, in consecutive rounds covering two different
-    /// angles (a logged-out agent, a refused schema — not one angle's own trouble): the cause is
-    /// the stop's detail and a gap. Resumable.
-    pub const AGENT_FAILING: &str = "agent-failing";
-}
+pub use work_runtime::outcome::ExhaustStop;
 
 /// How many different angles the consecutive all-failed rounds with one cause must cover to
 /// stop the run.
@@ -362,8 +349,8 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn stop(&mut self, reason: &str, detail: &str) -> Result<(), ExhaustError> {
-        if reason == stop::BUDGET || reason == stop::CALLER_TARGET {
+    fn stop(&mut self, reason: ExhaustStop, detail: &str) -> Result<(), ExhaustError> {
+        if reason == ExhaustStop::Budget || reason == ExhaustStop::CallerTarget {
             // Every angle left is named once: membership by set, not by scanning the list.
             let mut named: HashSet<String> = self.journal.dropped_due_to_budget.iter().cloned().collect();
             for a in self.remaining_angles() {
@@ -374,7 +361,7 @@ impl<'a> Engine<'a> {
             }
         }
         self.journal.stopped_reason = Some(reason.into());
-        if reason == stop::K_DRY {
+        if reason == ExhaustStop::KDry {
             let moved = self.tree_moved();
             let given_up = self.journal.given_up.clone();
             let in_tree = self.oracles_in_tree();
@@ -399,7 +386,7 @@ impl<'a> Engine<'a> {
                 );
             }
         }
-        self.run.emit(Event::ExhaustStop { stopped_reason: json!(reason), detail: json!(detail) });
+        self.run.emit(Event::ExhaustStop { stopped_reason: reason, detail: json!(detail) });
         // The stop writes the journal whole: the documented file is the final master object.
         self.persist(true)
     }
@@ -499,18 +486,18 @@ impl<'a> Engine<'a> {
             if let Some(max) = self.params.max_rounds
                 && self.journal.rounds.len() as u32 >= max
             {
-                self.stop(stop::CALLER_TARGET, &format!("--max-rounds {max} reached"))?;
+                self.stop(ExhaustStop::CallerTarget, &format!("--max-rounds {max} reached"))?;
                 break;
             }
             if let Some(kind) = self.run.budget.exhausted() {
-                self.stop(stop::BUDGET, &format!("{kind} budget spent"))?;
+                self.stop(ExhaustStop::Budget, &format!("{kind} budget spent"))?;
                 break;
             }
             let mut picks = self.pick_angles();
             let left = self.run.budget.dispatches_left();
             let cut = if (picks.len() as u64) > left { picks.split_off(left as usize) } else { Vec::new() };
             if picks.is_empty() && !cut.is_empty() {
-                self.stop(stop::BUDGET, "dispatches budget spent")?;
+                self.stop(ExhaustStop::Budget, "dispatches budget spent")?;
                 break;
             }
             if picks.is_empty() {
@@ -525,7 +512,7 @@ impl<'a> Engine<'a> {
                     if self.journal.angles_used.is_empty() && !self.journal.given_up.is_empty() {
                         self.gap("no finder ever returned valid output: the territory was never searched".into());
                     }
-                    self.stop(stop::EXHAUSTED, "no fresh angle and no un-run oracle left")?;
+                    self.stop(ExhaustStop::Exhausted, "no fresh angle and no un-run oracle left")?;
                     break;
                 }
                 if self.gate3_round(n, k).await? {
@@ -684,7 +671,7 @@ impl<'a> Engine<'a> {
         let stopped = self.commit_round(rec, &suffix, stopped)?;
         if let Some(cause) = failing_stop {
             self.gap(format!("stopped: every finder of consecutive rounds failed for one cause: {cause}"));
-            self.stop(stop::AGENT_FAILING, &cause)?;
+            self.stop(ExhaustStop::AgentFailing, &cause)?;
             return Ok(true);
         }
         Ok(stopped)
@@ -728,7 +715,7 @@ impl<'a> Engine<'a> {
         self.journal.rounds.push(rec);
         self.run.progress(&line);
         if stopped {
-            self.stop(stop::K_DRY, "K consecutive qualifying dry rounds, gate 3 clean")?;
+            self.stop(ExhaustStop::KDry, "K consecutive qualifying dry rounds, gate 3 clean")?;
         } else {
             self.save()?;
         }

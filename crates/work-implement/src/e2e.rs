@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use work_runtime::dispatch::Access;
 use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 /// Removes the tester's fixture directory however the tester ends.
 struct Fixtures(PathBuf);
@@ -97,9 +98,9 @@ async fn one(
     o.spent.dispatches += c.dispatches;
     o.spent.tokens += c.tokens;
     if let Some(m) = env.head_moved() {
-        report.kind = Some("head-moved".into());
+        report.kind = Some(StopReason::HeadMoved.into());
         report.reason = format!("during the E2E tester of task {}, {}", t.id, m.describe());
-        report.blocked_detail = Some(json!({"task_id": t.id, "kind": "head-moved", "head": m}));
+        report.blocked_detail = Some(json!({"task_id": t.id, "kind": StopReason::HeadMoved.as_str(), "head": m}));
         return None;
     }
     if !changed.is_empty() {

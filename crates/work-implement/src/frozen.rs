@@ -20,6 +20,7 @@ use serde_json::json;
 use work_git::restore::Rerun;
 use work_git::surface::{CheckSurface, TestEdits};
 use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 impl Env {
     /// From now on the rerun writes the frozen checks back from `tree`: the tree the checks
@@ -100,8 +101,7 @@ impl Env {
         let reason =
             outcome.blocked_reason("the suite", |r| format!("`{}` {}", r.command, r.end), !changed.is_empty())?;
         self.run.emit(Event::CheckSurfaceChanged { goal_id: None, changes: None, restored: Some(json!(restored)) });
-        let detail =
-            serde_json::json!({"kind": "check-tampered", "reason": reason, "restored": restored, "frozen_run": run});
+        let detail = serde_json::json!({"kind": StopReason::CheckTampered.as_str(), "reason": reason, "restored": restored, "frozen_run": run});
         Some((reason, detail))
     }
 

@@ -22,6 +22,7 @@ use serde_json::json;
 use std::path::Path;
 use work_runtime::budget::Spent;
 use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 /// The digest of what an iteration is asked (the parts that decide its outcome, in order):
 /// a finished record answers a rerun only for the same request.
@@ -128,7 +129,7 @@ pub fn finish(env: &Env, report: &EndReport) -> Result<(), StateWriteError> {
     if let Some(iter) = report.iter_id.as_deref()
         && let Some(mut p) = progress::load(&env.run.state_dir, iter).ok().flatten()
     {
-        let budget_stop = report.kind.as_deref() == Some("budget");
+        let budget_stop = report.kind.as_deref() == Some(StopReason::Budget.as_str());
         p.finished = !budget_stop;
         p.report = (!budget_stop).then(|| report.to_json());
         p.tree = env.tree.fingerprint().ok();

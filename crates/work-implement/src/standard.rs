@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use work_git::snapshot::LostLines;
 use work_loop::plan::{Plan, PlanError, parse_plan};
 use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 /// How a plan text is read.
 #[derive(Debug, Clone)]
@@ -149,7 +150,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
             let ok = outcome.status == TaskStatus::Done;
             // With HEAD moved off the base's line, the snapshot comparison would read paths as
             // lost that the move took away. The head-moved verdict stands alone.
-            let head_moved = outcome.kind.as_deref() == Some("head-moved");
+            let head_moved = outcome.kind.as_deref() == Some(StopReason::HeadMoved.as_str());
             report.push_judged(outcome);
             if multi && !head_moved {
                 match env.tree.snapshot(&t.id) {
@@ -245,7 +246,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
             "task_id": stop.id, "kind": stop.kind, "findings": stop.findings, "held": stop.held,
             "tasks_done": done,
         });
-        if stop.kind.as_deref() == Some("head-moved") {
+        if stop.kind.as_deref() == Some(StopReason::HeadMoved.as_str()) {
             detail["head"] =
                 json!({"from": env.base_head, "to": env.tree.git().head_sha(), "breach": stop.findings.first()});
         }
@@ -269,16 +270,16 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
     }
     if let Some(why) = env.git_tampered() {
         report.status = Status::Blocked;
-        report.kind = Some("git-tampered".into());
+        report.kind = Some(StopReason::GitTampered.into());
         report.reason = why.clone();
-        report.blocked_detail = Some(json!({"kind": "git-tampered", "reason": why}));
+        report.blocked_detail = Some(json!({"kind": StopReason::GitTampered.as_str(), "reason": why}));
         return end(env, report, extraction);
     }
     if let Some(why) = env.check_tampered(&surface) {
         report.status = crate::report::Status::Blocked;
-        report.kind = Some("check-tampered".into());
+        report.kind = Some(StopReason::CheckTampered.into());
         report.reason = why.clone();
-        report.blocked_detail = Some(json!({"kind": "check-tampered", "reason": why}));
+        report.blocked_detail = Some(json!({"kind": StopReason::CheckTampered.as_str(), "reason": why}));
         return end(env, report, extraction);
     }
     // End-verify leg 2: the engine's own suite run.
@@ -301,15 +302,15 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
         return end(env, report, extraction);
     }
     if let Some(why) = env.suite_lost(&surface, &copy).await {
-        report.kind = Some("check-tampered".into());
+        report.kind = Some(StopReason::CheckTampered.into());
         report.reason = why.clone();
-        report.blocked_detail = Some(json!({"kind": "check-tampered", "reason": why}));
+        report.blocked_detail = Some(json!({"kind": StopReason::CheckTampered.as_str(), "reason": why}));
         return end(env, report, extraction);
     }
     if let Some((why, detail)) =
         env.frozen_verdict(&surface, std::slice::from_ref(&env.settings.test_cmd), &mut report.concerns).await
     {
-        report.kind = Some("check-tampered".into());
+        report.kind = Some(StopReason::CheckTampered.into());
         report.reason = why;
         report.blocked_detail = Some(detail);
         return end(env, report, extraction);
@@ -333,7 +334,7 @@ fn discard_verdict(report: &mut EndReport, prev: &Snapshot, next: &Snapshot, los
     let sha = prev.sha.clone().unwrap_or_default();
     let recovery: Vec<String> = lost.iter().map(|p| format!("git show {sha}:{p}")).collect();
     report.status = Status::Blocked;
-    report.kind = Some("snapshot-loss".into());
+    report.kind = Some(StopReason::SnapshotLoss.into());
     report.reason = format!(
         "uncommitted work discarded between task boundaries ({} → {}): {} modified at the first boundary and gone at \
 the next; recover from snapshot {sha} (`{}`); adjudicate against the snapshot",
@@ -357,7 +358,7 @@ fn lines_lost_verdict(report: &mut EndReport, prev: &Snapshot, next: &Snapshot, 
     let sha = prev.sha.clone().unwrap_or_default();
     let recovery: Vec<String> = lost.iter().map(|l| format!("git show {sha}:{}", l.path)).collect();
     report.status = Status::Blocked;
-    report.kind = Some("snapshot-loss".into());
+    report.kind = Some(StopReason::SnapshotLoss.into());
     report.reason = format!(
         "lines an earlier task added are gone at the next boundary ({} → {}) and the task's text does not say so: {}; recover from snapshot {sha} (`{}`); adjudicate against the snapshot",
         prev.boundary,

@@ -38,6 +38,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use work_runtime::dispatch::Access;
 use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 /// One task as the loop runs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,7 +144,7 @@ pub async fn run_task(env: &Env, iter: &str, task: &TaskSpec, start: Option<Opti
     let fp_start = start.unwrap_or_else(|| env.tree.fingerprint().ok());
     let mut result = drive(env, iter, task, &mut out, fp_start.as_deref()).await;
     // A reviewer (or anything else) may have committed too: the last word is HEAD's.
-    if !matches!(&result, Err(Stop::Blocked { kind: "head-moved", .. }))
+    if !matches!(&result, Err(Stop::Blocked { kind, .. }) if *kind == StopReason::HeadMoved.as_str())
         && let Err(stop) = head_guard(env, &task.id, "the task")
     {
         result = Err(stop);
@@ -201,7 +202,7 @@ pub fn head_guard(env: &Env, task_id: &str, during: &str) -> Result<(), Stop> {
         None if env.git_failed().is_err() => Err(blocked("git", format!("task {task_id}: git failed judging HEAD"))),
         None => Ok(()),
         Some(m) => Err(Stop::Blocked {
-            kind: "head-moved",
+            kind: StopReason::HeadMoved.as_str(),
             reason: format!("task {task_id}: during {during}, {}", m.describe()),
             findings: vec![Value::String(m.breach.as_str().into())],
         }),
@@ -280,7 +281,7 @@ async fn implementer_turn(
     let doc = answers::implementer(&doc);
     head_guard(env, &task.id, &format!("the implementer's {phase} dispatch"))?;
     if let Some(why) = env.git_tampered() {
-        return Err(blocked("git-tampered", format!("task {} ({phase}): {why}", task.id)));
+        return Err(blocked(StopReason::GitTampered.as_str(), format!("task {} ({phase}): {why}", task.id)));
     }
     if let Some(why) = nested_repositories(env, &task.text) {
         return Err(blocked(work_git::nested::NESTED, format!("task {} ({phase}): {why}", task.id)));

@@ -26,6 +26,7 @@ pub mod exit;
 pub mod faults;
 #[allow(clippy::disallowed_methods, reason = "the chokepoint for file writes and removals")]
 pub mod fsx;
+pub mod outcome;
 pub mod redact;
 pub mod run;
 pub mod sandbox;

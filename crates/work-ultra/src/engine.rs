@@ -43,6 +43,7 @@ use std::time::Duration;
 use work_runtime::dispatch::replay::{CutOffRuns, Replayed, request_digest};
 use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
 use work_runtime::events::Event;
+use work_runtime::outcome::StopReason as Shared;
 use work_runtime::run::RunContext;
 
 mod copy;
@@ -132,11 +133,11 @@ impl StopReason {
             StopReason::AgentBlocked => "agent-blocked",
             StopReason::LeftoverState => "leftover-state",
             StopReason::EvidenceTampered => "evidence-tampered",
-            StopReason::Budget => "budget",
-            StopReason::CheckTampered => "check-tampered",
+            StopReason::Budget => Shared::Budget.as_str(),
+            StopReason::CheckTampered => Shared::CheckTampered.as_str(),
             StopReason::AgentFailing => "agent-failing",
-            StopReason::GitTampered => "git-tampered",
-            StopReason::HeadMoved => "head-moved",
+            StopReason::GitTampered => Shared::GitTampered.as_str(),
+            StopReason::HeadMoved => Shared::HeadMoved.as_str(),
         }
     }
 }

@@ -52,6 +52,7 @@ use std::time::Duration;
 use work_git::{Git, is_excluded};
 use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
 use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 use work_runtime::run::RunContext;
 
 /// What the loop needs from the outside world.
@@ -570,7 +571,7 @@ async fn decide(
     record: &mut IterationRecord,
 ) -> Result<(Option<SessionStatus>, String), UntilError> {
     if let Some(why) = crate::seal::tampered(cx.env, cx.seal.as_ref(), cx.git.as_ref())? {
-        record.decision = "git-tampered".to_string();
+        record.decision = StopReason::GitTampered.to_string();
         return Ok((Some(SessionStatus::Blocked), why));
     }
     if let (Some(g), Some(base)) = (cx.git.as_ref(), cx.head.as_ref())
@@ -582,7 +583,7 @@ async fn decide(
             breach: None,
             branch: json!(g.branch()),
         });
-        record.decision = "head-moved".to_string();
+        record.decision = StopReason::HeadMoved.to_string();
         return Ok((Some(SessionStatus::Blocked), format!("head-moved: {why}")));
     }
     let meta = &mut session.meta;
@@ -612,7 +613,7 @@ async fn decide(
                     format!(
                         "check-tampered: the worker changed what judges it ({what}); `{cmd}` is only as honest as the files it runs: restore them (git diff shows the change)"
                     ),
-                    "check-tampered".to_string(),
+                    StopReason::CheckTampered.to_string(),
                 )
             }
             Some(cmd) => {
@@ -641,11 +642,11 @@ async fn decide(
                         format!(
                             "check-tampered: `{cmd}` exited 0 but its suite lost tests since the session started ({what}); adding tests is the only change allowed: restore them (git diff shows the change)"
                         ),
-                        "check-tampered".to_string(),
+                        StopReason::CheckTampered.to_string(),
                     )
                 } else if passed && let Some(why) = cx.restored_verdict(&cmd).await {
                     cx.env.run.emit(Event::UntilCheckTampered { changes: json!(why) });
-                    (Some(SessionStatus::Blocked), why, "check-tampered".to_string())
+                    (Some(SessionStatus::Blocked), why, StopReason::CheckTampered.to_string())
                 } else if passed {
                     meta.empty_streak = 0;
                     (Some(SessionStatus::Done), format!("done: `{cmd}` exited 0"), "done (verified)".to_string())

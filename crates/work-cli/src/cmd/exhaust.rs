@@ -7,6 +7,7 @@ use crate::ctx::{self, CliError, Ctx, Global};
 use serde_json::json;
 use std::time::Duration;
 use work_exhaust::{Engine, ExhaustError, Journal, Params};
+use work_run::status::ExhaustStop;
 use work_runtime::events::Event;
 
 /// Discovery until dry: rounds of parallel finders until K consecutive qualifying rounds find
@@ -333,7 +334,7 @@ fn run_locked(
                 j.completeness_gaps.clone(),
             )
             .print();
-            Ok(work_run::status::exhaust(work_run::status::ExhaustStop::parse(&reason), covered))
+            Ok(work_run::status::exhaust(ExhaustStop::parse(&reason), covered))
         }
         Err(ExhaustError::Oracle(e)) => {
             if fresh_seed && run.budget.spent().dispatches == 0 {
@@ -517,7 +518,7 @@ fn rerun_finished(
     ));
     let covered = head.given_up == 0;
     summary(&run, &head.first_items, head.seen, &reason, head.completeness_gaps.clone()).print();
-    Ok(work_run::status::exhaust(work_run::status::ExhaustStop::parse(&reason), covered))
+    Ok(work_run::status::exhaust(ExhaustStop::parse(&reason), covered))
 }
 
 /// The end of the run: the accepted items as `PATH:LINE title` (the first 20), the
@@ -547,12 +548,12 @@ fn summary(
         gaps,
         spent: run.budget.spent(),
         budget: run.budget.budget(),
-        next: match work_run::status::ExhaustStop::parse(reason) {
-            work_run::status::ExhaustStop::KDry | work_run::status::ExhaustStop::Exhausted => None,
-            work_run::status::ExhaustStop::Budget | work_run::status::ExhaustStop::CallerTarget => {
+        next: match ExhaustStop::parse(reason) {
+            Some(ExhaustStop::KDry | ExhaustStop::Exhausted) => None,
+            Some(ExhaustStop::Budget | ExhaustStop::CallerTarget) => {
                 Some("the same command with a larger budget or --max-rounds resumes from the journal".into())
             }
-            work_run::status::ExhaustStop::Other => Some("the same command resumes from the journal".into()),
+            Some(ExhaustStop::AgentFailing) | None => Some("the same command resumes from the journal".into()),
         },
         events: Some(run.run_dir().join("events.jsonl")),
     }

@@ -24,9 +24,10 @@ use serde_json::{Value, json};
 use work_git::loss::Loss;
 use work_loop::LoopError;
 use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 /// The stop reason.
-pub const LOSS: &str = "snapshot-loss";
+pub const LOSS: &str = StopReason::SnapshotLoss.as_str();
 
 impl Driver {
     /// The ref that keeps this run's boundary snapshots.

@@ -3,6 +3,7 @@
 use super::*;
 use serde_json::json;
 use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 impl Driver {
     pub(super) async fn execute(&mut self, st: &EngineState) -> Step {
@@ -213,7 +214,7 @@ impl Driver {
                 return Ok(Err(("approved-artifacts-changed".into(), m)));
             }
             if let Some(why) = self.head_breach()? {
-                return Ok(Err(("head-moved".into(), format!("{label}: {why}"))));
+                return Ok(Err((StopReason::HeadMoved.into(), format!("{label}: {why}"))));
             }
             let after = self.snapshot_since(&base)?;
             if after != before {

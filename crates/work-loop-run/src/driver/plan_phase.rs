@@ -3,6 +3,7 @@
 use super::*;
 use serde_json::json;
 use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 impl Driver {
     pub(super) async fn drafting(&mut self, st: &EngineState) -> Step {
@@ -153,7 +154,7 @@ impl Driver {
         msg: String,
         exit: ExitStatus,
     ) -> Step {
-        if code == "budget" {
+        if code == StopReason::Budget.as_str() {
             // No review result: the round was taken back, and no verdict is written for it.
             return Ok(Some(self.blocked(code, msg)));
         }

@@ -5,6 +5,7 @@ use super::*;
 use serde_json::json;
 use work_git::readonly::{View, Watch};
 use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 impl Driver {
     pub(super) fn engine(&self) -> Result<EngineState, LoopError> {
@@ -196,7 +197,9 @@ impl Driver {
             DispatchOutcome::Ok { output, .. } => Ok(output),
             // Not the agent's failure: the run stops with reason `budget`, and a resume with a
             // bigger budget redoes this dispatch.
-            DispatchOutcome::OverBudget { .. } => Err(AskError::fatal("budget", self.budget_message(role, &id))),
+            DispatchOutcome::OverBudget { .. } => {
+                Err(AskError::fatal(StopReason::Budget.as_str(), self.budget_message(role, &id)))
+            }
             other => Err(AskError::failed(format!(
                 "{role} dispatch {id} {}",
                 other.failure_reason().unwrap_or_else(|| "gave no answer".into())
@@ -221,7 +224,7 @@ impl Driver {
         self.rs.unit_reviews.retain(|o| o.round != round_no);
         self.rs.unit_findings.retain(|f| f.round != round_no);
         self.save()?;
-        Ok(Round { results: Vec::new(), stop: Some(("budget".into(), msg, ExitStatus::Unsuccessful)) })
+        Ok(Round { results: Vec::new(), stop: Some((StopReason::Budget.into(), msg, ExitStatus::Unsuccessful)) })
     }
 
     /// After a dispatch (or a fan-out of them): the loop's state files and review artifacts

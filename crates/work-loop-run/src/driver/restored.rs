@@ -15,6 +15,7 @@ use serde_json::json;
 use work_git::restore::Rerun;
 use work_git::surface::TestEdits;
 use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 impl Driver {
     /// The stop when the green gates are red with the frozen checks restored (or cannot be
@@ -54,6 +55,6 @@ impl Driver {
         let changed = !surface.changes(&self.run.root, TestEdits::None).is_empty();
         let why = outcome.blocked_reason("the gates", String::clone, changed)?;
         self.run.emit(Event::CheckSurfaceChanged { goal_id: None, changes: Some(json!(why)), restored: None });
-        Some(self.blocked("check-tampered", format!("{why} (then resume)")))
+        Some(self.blocked(StopReason::CheckTampered.as_str(), format!("{why} (then resume)")))
     }
 }

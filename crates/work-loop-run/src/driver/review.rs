@@ -4,6 +4,7 @@
 use super::*;
 use serde_json::json;
 use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 impl Driver {
     pub(super) async fn review_round(&mut self, unit: &str, phase: &str, roles: &[&str]) -> Result<Round, LoopError> {
@@ -121,7 +122,9 @@ impl Driver {
             };
             let report = match proven {
                 Ok(report) => report,
-                Err(AskOr::Fatal(e)) if e.fatal == Some("budget") => return self.budget_round(round_no, e.message),
+                Err(AskOr::Fatal(e)) if e.fatal == Some(StopReason::Budget.as_str()) => {
+                    return self.budget_round(round_no, e.message);
+                }
                 Err(AskOr::Fatal(e)) => {
                     round.stop = Some((e.code(""), e.message, ExitStatus::Unsuccessful));
                     return Ok(round);
@@ -174,7 +177,7 @@ impl Driver {
                         indeterminate: 0,
                         note: Some(msg.clone()),
                     })?;
-                    if e.fatal == Some("budget") {
+                    if e.fatal == Some(StopReason::Budget.as_str()) {
                         return self.budget_round(round_no, e.message);
                     }
                     if e.fatal.is_some() {

@@ -4,6 +4,7 @@ use super::preflight::load_runner;
 use super::*;
 use serde_json::json;
 use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 impl Driver {
     pub(super) fn start(&mut self) -> Result<Option<Report>, LoopError> {
@@ -125,7 +126,7 @@ impl Driver {
         let what = work_git::surface::describe(&lost);
         self.run.emit(Event::CheckSurfaceChanged { goal_id: None, changes: Some(json!(what)), restored: None });
         Some(self.blocked(
-            "check-tampered",
+            StopReason::CheckTampered.as_str(),
             format!(
                 "the gates are green but their suite lost tests since the code phase began: {what}. Adding tests is the only change allowed: restore them (git diff shows the change), then resume"
             ),
@@ -143,7 +144,7 @@ impl Driver {
         let what = work_git::surface::describe(&changes);
         self.run.emit(Event::CheckSurfaceChanged { goal_id: None, changes: Some(json!(what)), restored: None });
         Some(self.blocked(
-            "check-tampered",
+            StopReason::CheckTampered.as_str(),
             format!(
                 "the implementation changed what judges it: {what}. Gates are only as honest as the scripts and tests they run: restore them (git diff shows the change), then resume"
             ),

@@ -12,6 +12,7 @@
 //! own `kind` would hide it: the log never held one).
 
 use super::Unit;
+use crate::outcome::ExhaustStop;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -253,7 +254,7 @@ pub enum Event {
     #[serde(rename = "exhaust.stop")]
     ExhaustStop {
         #[serde(rename = "stoppedReason")]
-        stopped_reason: Value,
+        stopped_reason: ExhaustStop,
         detail: Value,
     },
     #[serde(rename = "round.start")]
