@@ -10,6 +10,7 @@ use std::time::Duration;
 use work_git::copy::EngineCopy;
 use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
 use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 use work_runtime::run::RunContext;
 
 /// One role's backend and pins (model and effort travel on every dispatch).
@@ -490,7 +491,7 @@ impl Env {
     /// The BLOCKED kind of a dispatch that gave no answer: `budget` once the budget refused
     /// one (not the agent's failure), else `dispatch-failed`.
     pub fn failed_kind(&self) -> &'static str {
-        if self.budget_refused().is_some() { "budget" } else { "dispatch-failed" }
+        if self.budget_refused().is_some() { StopReason::Budget.as_str() } else { "dispatch-failed" }
     }
 
     /// The dispatch spec for `role` with its pins.

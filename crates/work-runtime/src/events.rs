@@ -27,7 +27,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-pub use kinds::Event;
+pub use kinds::{Event, EventKind};
 pub use lines::AttemptResponse;
 pub use records::{RECORDS_FILE, RecordAt, find_record, read_records};
 
@@ -628,8 +628,7 @@ pub fn read_log(path: &Path) -> io::Result<Vec<Value>> {
 /// How many dispatch attempts a log says were started: what a resumed run must count as spent
 /// even when the run was killed before it recorded their results anywhere else.
 pub fn started_dispatches(path: &Path) -> io::Result<u64> {
-    Ok(read_log(path)?.iter().filter(|e| e.get("kind").and_then(Value::as_str) == Some("dispatch.start")).count()
-        as u64)
+    Ok(read_log(path)?.iter().filter(|e| EventKind::of(e) == Some(EventKind::DispatchStart)).count() as u64)
 }
 
 #[cfg(test)]

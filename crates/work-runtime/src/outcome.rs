@@ -74,6 +74,9 @@ words! {
         SnapshotLoss => "snapshot-loss",
         /// The run's budget is spent.
         Budget => "budget",
+        /// The agent failed consecutive attempts for one cause (the dispatcher's fail-fast
+        /// streak tripped).
+        AgentFailing => "agent-failing",
     }
 }
 

@@ -135,7 +135,7 @@ impl StopReason {
             StopReason::EvidenceTampered => "evidence-tampered",
             StopReason::Budget => Shared::Budget.as_str(),
             StopReason::CheckTampered => Shared::CheckTampered.as_str(),
-            StopReason::AgentFailing => "agent-failing",
+            StopReason::AgentFailing => Shared::AgentFailing.as_str(),
             StopReason::GitTampered => Shared::GitTampered.as_str(),
             StopReason::HeadMoved => Shared::HeadMoved.as_str(),
         }

@@ -16,11 +16,51 @@ use crate::outcome::ExhaustStop;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-/// One event of a run's log.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind")]
-#[allow(missing_docs)]
-pub enum Event {
+/// Declares [`Event`] and [`EventKind`] from one list: each kind's name on disk is written
+/// once, in its variant's `rename`.
+macro_rules! events {
+    ($($(#[$m:meta])* $v:ident { $($body:tt)* },)*) => {
+        /// One event of a run's log.
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "kind")]
+        #[allow(missing_docs)]
+        pub enum Event {
+            $($(#[$m])* $v { $($body)* },)*
+        }
+
+        /// The kind of an event without its fields: what a reader of a log matches on, whatever
+        /// fields a line of an earlier build holds.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[allow(missing_docs)]
+        pub enum EventKind {
+            $($(#[$m])* $v,)*
+        }
+
+        impl EventKind {
+            /// Every kind, in the order declared.
+            pub const ALL: &'static [EventKind] = &[$(EventKind::$v,)*];
+        }
+
+        impl Event {
+            /// This event's kind.
+            pub fn kind(&self) -> EventKind {
+                match self {
+                    $(Event::$v { .. } => EventKind::$v,)*
+                }
+            }
+        }
+    };
+}
+
+impl EventKind {
+    /// The kind of a logged event (a line of `events.jsonl` read as JSON); None for a kind
+    /// this build does not log.
+    pub fn of(event: &Value) -> Option<Self> {
+        event.get("kind").and_then(|k| EventKind::deserialize(k).ok())
+    }
+}
+
+events! {
     // The run.
     #[serde(rename = "run.start")]
     RunStart { workflow: String, root: String },
