@@ -779,6 +779,18 @@ mod tests {
     }
 
     #[test]
+    fn a_reader_tells_every_kind_from_its_name_whatever_fields_the_line_has() {
+        for k in EventKind::ALL {
+            let name = serde_json::to_value(k).expect("a kind");
+            assert_eq!(EventKind::of(&json!({"kind": name})), Some(*k), "{name}");
+        }
+        let old = json!({"ts": "t", "seq": 1, "kind": "dispatch.start", "dispatch_id": "d1"});
+        assert_eq!(EventKind::of(&old), Some(EventKind::DispatchStart), "a line with fewer fields");
+        assert_eq!(EventKind::of(&json!({"kind": "galaxy.start"})), None);
+        assert_eq!(EventKind::of(&json!({"seq": 1})), None);
+    }
+
+    #[test]
     fn a_torn_last_line_is_skipped_and_the_next_append_starts_fresh() {
         let dir = tempfile::tempdir().expect("tempdir");
         let l = log(dir.path());
