@@ -15,26 +15,14 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
+use work_runtime::events::Event;
 use work_runtime::run::RunContext;
 
 mod oracles;
 mod readonly;
 
 /// The stop reasons of the master object.
-pub mod stop {
-    /// K consecutive qualifying dry rounds, gate 3 clean.
-    pub const K_DRY: &str = "k-consecutive-dry";
-    /// No fresh angle and no un-run oracle left.
-    pub const EXHAUSTED: &str = "angles-and-oracles-exhausted";
-    /// A dispatch, token or USD budget was spent.
-    pub const BUDGET: &str = "budget";
-    /// The caller's target (`--max-rounds`) was reached.
-    pub const CALLER_TARGET: &str = "caller-target";
-    /// Every finder failed, for the same cause, in consecutive rounds covering two different
-    /// angles (a logged-out agent, a refused schema — not one angle's own trouble): the cause is
-    /// the stop's detail and a gap. Resumable.
-    pub const AGENT_FAILING: &str = "agent-failing";
-}
+pub use work_runtime::outcome::ExhaustStop;
 
 /// How many different angles the consecutive all-failed rounds with one cause must cover to
 /// stop the run.
@@ -259,7 +247,10 @@ impl<'a> Engine<'a> {
         };
         written
             .map_err(|source| ExhaustError::Journal { path: self.params.journal_path.display().to_string(), source })?;
-        self.run.emit("journal.saved", json!({"rounds": self.journal.rounds.len(), "seen": self.journal.seen.len()}));
+        self.run.emit(Event::JournalSaved {
+            rounds: self.journal.rounds.len() as u64,
+            seen: self.journal.seen.len() as u64,
+        });
         Ok(())
     }
 
@@ -314,8 +305,12 @@ impl<'a> Engine<'a> {
                 return Admission::Duplicate;
             }
             self.refused.extend(keys);
-            self.run
-                .emit("gate2.rejected", json!({"id": id, "location": location, "reason": reason, "source": source}));
+            self.run.emit(Event::Gate2Rejected {
+                id: json!(id),
+                location: json!(location),
+                reason: json!(reason),
+                source: json!(source),
+            });
             self.journal.rejected.push(Rejected {
                 id: id.clone(),
                 location,
@@ -354,8 +349,8 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn stop(&mut self, reason: &str, detail: &str) -> Result<(), ExhaustError> {
-        if reason == stop::BUDGET || reason == stop::CALLER_TARGET {
+    fn stop(&mut self, reason: ExhaustStop, detail: &str) -> Result<(), ExhaustError> {
+        if reason == ExhaustStop::Budget || reason == ExhaustStop::CallerTarget {
             // Every angle left is named once: membership by set, not by scanning the list.
             let mut named: HashSet<String> = self.journal.dropped_due_to_budget.iter().cloned().collect();
             for a in self.remaining_angles() {
@@ -366,7 +361,7 @@ impl<'a> Engine<'a> {
             }
         }
         self.journal.stopped_reason = Some(reason.into());
-        if reason == stop::K_DRY {
+        if reason == ExhaustStop::KDry {
             let moved = self.tree_moved();
             let given_up = self.journal.given_up.clone();
             let in_tree = self.oracles_in_tree();
@@ -391,7 +386,7 @@ impl<'a> Engine<'a> {
                 );
             }
         }
-        self.run.emit("exhaust.stop", json!({"stoppedReason": reason, "detail": detail}));
+        self.run.emit(Event::ExhaustStop { stopped_reason: reason, detail: json!(detail) });
         // The stop writes the journal whole: the documented file is the final master object.
         self.persist(true)
     }
@@ -491,18 +486,18 @@ impl<'a> Engine<'a> {
             if let Some(max) = self.params.max_rounds
                 && self.journal.rounds.len() as u32 >= max
             {
-                self.stop(stop::CALLER_TARGET, &format!("--max-rounds {max} reached"))?;
+                self.stop(ExhaustStop::CallerTarget, &format!("--max-rounds {max} reached"))?;
                 break;
             }
             if let Some(kind) = self.run.budget.exhausted() {
-                self.stop(stop::BUDGET, &format!("{kind} budget spent"))?;
+                self.stop(ExhaustStop::Budget, &format!("{kind} budget spent"))?;
                 break;
             }
             let mut picks = self.pick_angles();
             let left = self.run.budget.dispatches_left();
             let cut = if (picks.len() as u64) > left { picks.split_off(left as usize) } else { Vec::new() };
             if picks.is_empty() && !cut.is_empty() {
-                self.stop(stop::BUDGET, "dispatches budget spent")?;
+                self.stop(ExhaustStop::Budget, "dispatches budget spent")?;
                 break;
             }
             if picks.is_empty() {
@@ -517,7 +512,7 @@ impl<'a> Engine<'a> {
                     if self.journal.angles_used.is_empty() && !self.journal.given_up.is_empty() {
                         self.gap("no finder ever returned valid output: the territory was never searched".into());
                     }
-                    self.stop(stop::EXHAUSTED, "no fresh angle and no un-run oracle left")?;
+                    self.stop(ExhaustStop::Exhausted, "no fresh angle and no un-run oracle left")?;
                     break;
                 }
                 if self.gate3_round(n, k).await? {
@@ -550,7 +545,11 @@ impl<'a> Engine<'a> {
     async fn finder_round(&mut self, n: u32, k: u32, angles: &[String]) -> Result<bool, ExhaustError> {
         let seen = seen_summary(&self.journal.items);
         let specs: Vec<DispatchSpec> = angles.iter().map(|a| self.finder_spec(a, n, &seen)).collect();
-        self.run.emit("round.start", json!({"round": n, "angles": angles, "cap": self.params.concurrency}));
+        self.run.emit(Event::RoundStart {
+            round: u64::from(n),
+            angles: json!(angles),
+            cap: json!(self.params.concurrency),
+        });
         let outcomes = self.read_only_waves(n, specs).await;
         let mut rec = RoundRecord {
             n,
@@ -604,10 +603,12 @@ impl<'a> Engine<'a> {
                         *c += 1;
                         *c
                     };
-                    self.run.emit(
-                        "finder.failed",
-                        json!({"round": n, "angle": angle, "reason": reason, "failures": count}),
-                    );
+                    self.run.emit(Event::FinderFailed {
+                        round: json!(n),
+                        angle: json!(angle),
+                        reason: json!(reason),
+                        failures: json!(count),
+                    });
                     if count >= 2 {
                         self.angles.give_up(&mut self.journal, angle);
                         self.angles.unqueue(&mut self.journal, [angle.as_str()]);
@@ -670,7 +671,7 @@ impl<'a> Engine<'a> {
         let stopped = self.commit_round(rec, &suffix, stopped)?;
         if let Some(cause) = failing_stop {
             self.gap(format!("stopped: every finder of consecutive rounds failed for one cause: {cause}"));
-            self.stop(stop::AGENT_FAILING, &cause)?;
+            self.stop(ExhaustStop::AgentFailing, &cause)?;
             return Ok(true);
         }
         Ok(stopped)
@@ -714,7 +715,7 @@ impl<'a> Engine<'a> {
         self.journal.rounds.push(rec);
         self.run.progress(&line);
         if stopped {
-            self.stop(stop::K_DRY, "K consecutive qualifying dry rounds, gate 3 clean")?;
+            self.stop(ExhaustStop::KDry, "K consecutive qualifying dry rounds, gate 3 clean")?;
         } else {
             self.save()?;
         }

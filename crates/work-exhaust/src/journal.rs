@@ -215,5 +215,6 @@ impl Journal {
 
 /// True for the stop reasons that end a loop for good.
 pub(crate) fn is_final_reason(reason: Option<&str>) -> bool {
-    matches!(reason, Some("k-consecutive-dry" | "angles-and-oracles-exhausted"))
+    use work_runtime::outcome::ExhaustStop;
+    matches!(reason.and_then(ExhaustStop::parse), Some(ExhaustStop::KDry | ExhaustStop::Exhausted))
 }

@@ -5,11 +5,12 @@
 //! is used only for its file name), each capped at [`MAX_STATE_BYTES`], and read as JSON
 //! values: a missing or unreadable file leaves its section empty.
 
-use crate::events::{kind, str_field};
+use crate::events::str_field;
 use crate::summary::RunSummary;
 use serde::Serialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use work_runtime::events::EventKind;
 
 /// The most of one state file read.
 pub const MAX_STATE_BYTES: u64 = 32 * 1024 * 1024;
@@ -185,12 +186,15 @@ fn text_of(v: &Value) -> String {
 pub fn load(state_dir: &Path, run: &RunSummary, events: &[Value]) -> Detail {
     let mut d = Detail { timeline: timeline(events), ..Detail::default() };
     for e in events {
-        match kind(e) {
-            "exhaust.start" if d.exhaust.is_none() => {
+        match EventKind::of(e) {
+            Some(EventKind::ExhaustStart) if d.exhaust.is_none() => {
                 d.exhaust = Some(exhaust(state_dir, e));
             }
-            "round.start" | "oracle.ran" | "gate2.rejected" | "gate3.failed" => gate_event(&mut d, e),
-            "artifacts.written" if d.stats.is_none() => {
+            Some(EventKind::RoundStart)
+            | Some(EventKind::OracleRan)
+            | Some(EventKind::Gate2Rejected)
+            | Some(EventKind::Gate3Failed) => gate_event(&mut d, e),
+            Some(EventKind::ArtifactsWritten) if d.stats.is_none() => {
                 let name = str_field(e, "dir")
                     .and_then(|p| Path::new(p).file_name())
                     .map(|n| n.to_string_lossy().into_owned());
@@ -209,14 +213,14 @@ pub fn load(state_dir: &Path, run: &RunSummary, events: &[Value]) -> Detail {
 
 fn gate_event(d: &mut Detail, e: &Value) {
     let round = d.gate_events.iter().filter(|(_, k)| k == "round").count() as u64;
-    match kind(e) {
-        "round.start" => d.gate_events.push((e["round"].as_u64().unwrap_or(round + 1), "round".into())),
-        "oracle.ran" => {
+    match EventKind::of(e) {
+        Some(EventKind::RoundStart) => d.gate_events.push((e["round"].as_u64().unwrap_or(round + 1), "round".into())),
+        Some(EventKind::OracleRan) => {
             let source = str_field(e, "source").unwrap_or("oracle");
             let gate = if source.contains("final") || source.contains('3') { "gate3" } else { "gate1" };
             d.gate_events.push((round, format!("{gate}: {} item(s)", e["items"].as_u64().unwrap_or(0))));
         }
-        "gate2.rejected" => d.gate_events.push((round, "gate2-rejected".into())),
+        Some(EventKind::Gate2Rejected) => d.gate_events.push((round, "gate2-rejected".into())),
         _ => d.gate_events.push((round, "gate3-failed".into())),
     }
 }
@@ -345,7 +349,7 @@ pub fn timeline(events: &[Value]) -> Vec<Step> {
     let mut labels_seen: std::collections::BTreeSet<(String, String)> = Default::default();
     let mut repairs: std::collections::BTreeSet<String> = Default::default();
     for e in events {
-        if kind(e) == "dispatch.start" && e["attempt"].as_u64() == Some(1) {
+        if EventKind::of(e) == Some(EventKind::DispatchStart) && e["attempt"].as_u64() == Some(1) {
             let id = str_field(e, "dispatch_id").unwrap_or("").to_string();
             let role = str_field(e, "role").unwrap_or("").to_string();
             // The label is what follows `dNNNN-<role>-` in the id.
@@ -356,8 +360,8 @@ pub fn timeline(events: &[Value]) -> Vec<Step> {
             roles.insert(id, role);
         }
         let s = |k: &str| str_field(e, k).unwrap_or("").to_string();
-        let row = match kind(e) {
-            "dispatch.end" => {
+        let row = match EventKind::of(e) {
+            Some(EventKind::DispatchEnd) => {
                 let id = s("dispatch_id");
                 let role = roles.get(&id).map(String::as_str).unwrap_or("");
                 let phase = dispatch_phase(role, repairs.contains(&id));
@@ -369,18 +373,18 @@ pub fn timeline(events: &[Value]) -> Vec<Step> {
                     s("reason"),
                 ))
             }
-            "gate.end" => {
+            Some(EventKind::GateEnd) => {
                 let green = e["green"].as_bool().unwrap_or(false);
                 Some(step(e, "gate", s("gate"), if green { "green" } else { "red" }.into(), s("end")))
             }
-            "until.verify.end" => {
+            Some(EventKind::UntilVerifyEnd) => {
                 let ok = e["passed"].as_bool().unwrap_or(false);
                 Some(step(e, "verify", s("command"), if ok { "passed" } else { "failed" }.into(), s("end")))
             }
-            "until.iteration.start" => {
+            Some(EventKind::UntilIterationStart) => {
                 Some(step(e, "iteration", format!("iteration {}", e["iteration"]), "started".into(), String::new()))
             }
-            "task.end" => {
+            Some(EventKind::TaskEnd) => {
                 // implement counts repairs and dispatches per task; loop run's task.end has neither.
                 let counts = match (e["repairs"].as_u64(), e["dispatches"].as_u64()) {
                     (Some(r), Some(d)) => format!("repairs {r} · dispatches {d} "),
@@ -388,26 +392,26 @@ pub fn timeline(events: &[Value]) -> Vec<Step> {
                 };
                 Some(step(e, "task", s("task_id"), s("status"), format!("{counts}{}", s("reason")).trim().to_string()))
             }
-            "snapshot" => Some(step(e, "snapshot", s("boundary"), "taken".into(), s("sha"))),
-            "iteration.end" => Some(step(e, "iteration", s("kind"), s("status"), s("reason"))),
-            "loop.transition" => Some(step(e, "transition", s("event"), String::new(), s("text"))),
-            "loop.decision" => Some(step(e, "decision", s("unit"), s("decision"), s("reason"))),
-            "loop.verdict" => Some(step(e, "review", s("path"), s("state"), String::new())),
-            "loop.task.done" => {
+            Some(EventKind::Snapshot) => Some(step(e, "snapshot", s("boundary"), "taken".into(), s("sha"))),
+            Some(EventKind::IterationEnd) => Some(step(e, "iteration", s("kind"), s("status"), s("reason"))),
+            Some(EventKind::LoopTransition) => Some(step(e, "transition", s("event"), String::new(), s("text"))),
+            Some(EventKind::LoopDecision) => Some(step(e, "decision", s("unit"), s("decision"), s("reason"))),
+            Some(EventKind::LoopVerdict) => Some(step(e, "review", s("path"), s("state"), String::new())),
+            Some(EventKind::LoopTaskDone) => {
                 Some(step(e, "task", s("label"), "done".into(), format!("{} → {}", s("base"), s("head"))))
             }
-            "loop.task.unchanged" => {
+            Some(EventKind::LoopTaskUnchanged) => {
                 Some(step(e, "task", s("label"), "unchanged".into(), format!("attempt {}", e["attempt"])))
             }
-            "ultra.observe" => {
+            Some(EventKind::UltraObserve) => {
                 Some(step(e, "observation", s("criterion"), s("verdict"), format!("{} {}", s("label"), s("end"))))
             }
-            "head.moved" => {
+            Some(EventKind::HeadMoved) => {
                 Some(step(e, "guard", "HEAD moved".into(), "blocked".into(), format!("{} → {}", s("from"), s("to"))))
             }
-            "budget.stop" => Some(step(e, "budget", "budget".into(), "stopped".into(), s("refused"))),
-            "exhaust.stop" => Some(step(e, "stop", s("stoppedReason"), String::new(), s("detail"))),
-            "run.end" => Some(step(e, "end", "run".into(), s("outcome"), String::new())),
+            Some(EventKind::BudgetStop) => Some(step(e, "budget", "budget".into(), "stopped".into(), s("refused"))),
+            Some(EventKind::ExhaustStop) => Some(step(e, "stop", s("stoppedReason"), String::new(), s("detail"))),
+            Some(EventKind::RunEnd) => Some(step(e, "end", "run".into(), s("outcome"), String::new())),
             _ => None,
         };
         out.extend(row);

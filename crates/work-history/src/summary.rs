@@ -1,11 +1,12 @@
 //! One run's summary, folded from its event log.
 
-use crate::events::{EventsRead, kind, str_field};
+use crate::events::{EventsRead, str_field};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use work_runtime::events::EventKind;
 
 /// Where a run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -192,21 +193,21 @@ pub fn summarize(run_id: &str, run_dir: PathBuf, read: &EventsRead, alive: &dyn 
             }
             s.last_event = Some(ts.to_string());
         }
-        match kind(e) {
-            "run.start" => {
+        match EventKind::of(e) {
+            Some(EventKind::RunStart) => {
                 if let Some(w) = str_field(e, "workflow") {
                     s.workflow = w.to_string();
                 }
                 s.started = str_field(e, "ts").map(str::to_string).or(s.started.take());
             }
-            "run.end" => {
+            Some(EventKind::RunEnd) => {
                 ended = true;
                 s.outcome = str_field(e, "outcome").unwrap_or("ended").to_string();
                 s.end_detail = e.get("detail").cloned().unwrap_or(Value::Null);
             }
-            "dispatch.start" => on_start(&mut s, e),
-            "dispatch.end" => on_end(&mut s, e),
-            "dispatch.dropped" | "dispatch.over_budget" => on_whole_failure(&mut s, e),
+            Some(EventKind::DispatchStart) => on_start(&mut s, e),
+            Some(EventKind::DispatchEnd) => on_end(&mut s, e),
+            Some(EventKind::DispatchDropped) | Some(EventKind::DispatchOverBudget) => on_whole_failure(&mut s, e),
             _ => {}
         }
         note_subject(&mut s, e);
@@ -302,7 +303,7 @@ fn on_end(s: &mut RunSummary, e: &Value) {
 fn on_whole_failure(s: &mut RunSummary, e: &Value) {
     let id = str_field(e, "dispatch_id").unwrap_or("").to_string();
     let role = s.attempts.iter().rev().find(|a| a.dispatch_id == id).map(|a| a.role.clone()).unwrap_or_default();
-    let dropped = kind(e) == "dispatch.dropped";
+    let dropped = EventKind::of(e) == Some(EventKind::DispatchDropped);
     s.failures.push(Failure {
         dispatch_id: id,
         attempt: 0,
@@ -332,18 +333,18 @@ fn file_stem(path: &str) -> Option<String> {
 }
 
 fn note_subject(s: &mut RunSummary, e: &Value) {
-    let subject = match kind(e) {
-        "exhaust.start" => str_field(e, "journal")
+    let subject = match EventKind::of(e) {
+        Some(EventKind::ExhaustStart) => str_field(e, "journal")
             .and_then(file_stem)
             .map(|stem| stem.strip_prefix("work-exhaust-").unwrap_or(&stem).to_string())
             .map(|id| ("task", id)),
-        "until.iteration.start" => str_field(e, "session").map(|id| ("session", id.to_string())),
-        "ultra.observe" => str_field(e, "goal_id").map(|id| ("goal", id.to_string())),
-        "plan.selected" => e["tasks"]
+        Some(EventKind::UntilIterationStart) => str_field(e, "session").map(|id| ("session", id.to_string())),
+        Some(EventKind::UltraObserve) => str_field(e, "goal_id").map(|id| ("goal", id.to_string())),
+        Some(EventKind::PlanSelected) => e["tasks"]
             .as_array()
             .filter(|t| !t.is_empty())
             .map(|t| ("tasks", t.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(","))),
-        "run.end" => {
+        Some(EventKind::RunEnd) => {
             let d = &e["detail"];
             str_field(d, "session")
                 .map(|id| ("session", id.to_string()))

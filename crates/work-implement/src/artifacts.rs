@@ -21,6 +21,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;
+use work_runtime::events::Event;
 use work_runtime::run::RunContext;
 
 /// Kinds that end without artifacts: the clean no-ops and the infra early exits.
@@ -180,7 +181,7 @@ pub fn finalize(run: &RunContext, report: &mut EndReport) -> Result<(), StateWri
         let path = dir.join(name);
         run.write_text(&path, text).map_err(StateWriteError::at(&path))?;
     }
-    run.emit("artifacts.written", json!({"dir": dir.display().to_string(), "ok": true}));
+    run.emit(Event::ArtifactsWritten { dir: dir.display().to_string(), ok: true });
     report.artifacts.stats_json = Some(stats);
     report.artifacts.blocked_md = Some(md);
     report.artifacts.dir = Some(rel(&run.root, &dir));

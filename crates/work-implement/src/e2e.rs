@@ -17,6 +17,8 @@ use crate::task_loop::TaskSpec;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use work_runtime::dispatch::Access;
+use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 /// Removes the tester's fixture directory however the tester ends.
 struct Fixtures(PathBuf);
@@ -85,7 +87,7 @@ async fn one(
     if let (Some((index, count)), Value::Object(o)) = (b.part, &mut context) {
         o.insert("review_part".into(), json!({"index": index, "count": count}));
         env.run.progress(&format!("task {}: the E2E tester reads part {index} of {count} of the change", t.id));
-        env.run.emit("e2e.part", json!({"task_id": t.id, "index": index, "count": count}));
+        env.run.emit(Event::E2ePart { task_id: json!(t.id), index: json!(index), count: json!(count) });
     }
     let guard = crate::read_only::Guard::take(env, &keep_out);
     let mut c = Counter::default();
@@ -96,9 +98,9 @@ async fn one(
     o.spent.dispatches += c.dispatches;
     o.spent.tokens += c.tokens;
     if let Some(m) = env.head_moved() {
-        report.kind = Some("head-moved".into());
+        report.kind = Some(StopReason::HeadMoved.into());
         report.reason = format!("during the E2E tester of task {}, {}", t.id, m.describe());
-        report.blocked_detail = Some(json!({"task_id": t.id, "kind": "head-moved", "head": m}));
+        report.blocked_detail = Some(json!({"task_id": t.id, "kind": StopReason::HeadMoved.as_str(), "head": m}));
         return None;
     }
     if !changed.is_empty() {

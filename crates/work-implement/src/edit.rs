@@ -36,6 +36,8 @@ use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use work_git::surface::{CheckSurface, TestEdits};
 use work_runtime::dispatch::Access;
+use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 /// What an edit run is asked.
 #[derive(Debug, Clone)]
@@ -89,7 +91,7 @@ fn judge(report: &mut EndReport, doc: &Value) -> Step {
 /// its commits on top of the base are its edit, measured from the base.
 fn head_moved(env: &Env, report: &mut EndReport, detail: &mut Value) -> bool {
     let Some(m) = env.head_moved() else { return false };
-    bounce(report, "head-moved", "-", format!("during the edit, {}", m.describe()));
+    bounce(report, StopReason::HeadMoved.as_str(), "-", format!("during the edit, {}", m.describe()));
     report.route = None;
     detail["head"] = json!(m);
     true
@@ -228,7 +230,7 @@ fn renamed_checks(env: &Env, surface: &CheckSurface, rename: Option<&(Rename, re
     let renamed: Vec<String> = ours.into_iter().map(|(p, _)| p).collect();
     if !renamed.is_empty() {
         env.rename_frozen_checks(tree);
-        env.run.emit("check-surface.renamed", json!({"old": r.old, "new": r.new, "paths": renamed}));
+        env.run.emit(Event::CheckSurfaceRenamed { old: json!(r.old), new: json!(r.new), paths: json!(renamed) });
     }
     renamed
 }
@@ -358,18 +360,18 @@ pub async fn run_edit(env: &Env, input: EditInput) -> Result<EndReport, RunError
     }
     if let Some(why) = env.git_tampered() {
         report.status = crate::report::Status::Blocked;
-        report.kind = Some("git-tampered".into());
+        report.kind = Some(StopReason::GitTampered.into());
         report.reason = why.clone();
-        report.blocked_detail = Some(json!({"kind": "git-tampered", "reason": why}));
+        report.blocked_detail = Some(json!({"kind": StopReason::GitTampered.as_str(), "reason": why}));
         return end(env, report, task, detail);
     }
     let checks_renamed = renamed_checks(env, &surface, rename.as_ref());
     detail["checks_renamed"] = json!(checks_renamed);
     if let Some(why) = env.check_tampered_except(&surface, &checks_renamed) {
         report.status = crate::report::Status::Blocked;
-        report.kind = Some("check-tampered".into());
+        report.kind = Some(StopReason::CheckTampered.into());
         report.reason = why.clone();
-        report.blocked_detail = Some(json!({"kind": "check-tampered", "reason": why}));
+        report.blocked_detail = Some(json!({"kind": StopReason::CheckTampered.as_str(), "reason": why}));
         return end(env, report, task, detail);
     }
     let copy = env.copy();
@@ -393,16 +395,16 @@ pub async fn run_edit(env: &Env, input: EditInput) -> Result<EndReport, RunError
     }
     if let Some(why) = env.suite_lost(&surface, &copy).await {
         report.status = crate::report::Status::Blocked;
-        report.kind = Some("check-tampered".into());
+        report.kind = Some(StopReason::CheckTampered.into());
         report.reason = why.clone();
-        report.blocked_detail = Some(json!({"kind": "check-tampered", "reason": why}));
+        report.blocked_detail = Some(json!({"kind": StopReason::CheckTampered.as_str(), "reason": why}));
         return end(env, report, task, detail);
     }
     if let Some((why, d)) =
         env.frozen_verdict(&surface, std::slice::from_ref(&env.settings.test_cmd), &mut report.concerns).await
     {
         report.status = crate::report::Status::Blocked;
-        report.kind = Some("check-tampered".into());
+        report.kind = Some(StopReason::CheckTampered.into());
         report.reason = why;
         detail["frozen_rerun"] = d;
         return end(env, report, task, detail);
@@ -486,7 +488,7 @@ fn end(env: &Env, mut report: EndReport, mut task: TaskOutcome, detail: Value) -
     let budget = env.budget_refused();
     if budget.is_some() {
         task.status = TaskStatus::Blocked;
-        task.kind = Some("budget".into());
+        task.kind = Some(StopReason::Budget.into());
         task.reason = Some("not finished: the budget is spent".into());
     }
     if task.status == TaskStatus::NotAttempted {
@@ -511,6 +513,6 @@ fn end(env: &Env, mut report: EndReport, mut task: TaskOutcome, detail: Value) -
     artifacts::finalize(&env.run, &mut report)?;
     // The last write of the run: the iteration's record finished, its report kept.
     resume::finish(env, &report)?;
-    env.run.emit("iteration.end", json!({"status": report.status, "kind": report.kind, "reason": report.reason}));
+    env.run.emit(Event::IterationEnd { status: json!(report.status), reason: json!(report.reason) });
     Ok(report)
 }

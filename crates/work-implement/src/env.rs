@@ -4,10 +4,13 @@
 use crate::tree::Tree;
 use serde::Serialize;
 use serde_json::Value;
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use work_git::copy::EngineCopy;
 use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
+use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 use work_runtime::run::RunContext;
 
 /// One role's backend and pins (model and effort travel on every dispatch).
@@ -176,10 +179,11 @@ impl Env {
             s.record_suites(&self.run.spawner, copy.path(), &rest, self.settings.gate_timeout).await;
         }
         for (part, collected, skipped) in s.suites() {
-            self.run.emit(
-                "suite.baseline",
-                serde_json::json!({"command": part, "collected": collected, "skipped": skipped}),
-            );
+            self.run.emit(Event::SuiteBaseline {
+                command: json!(part),
+                collected: json!(collected),
+                skipped: json!(skipped),
+            });
         }
         s
     }
@@ -198,7 +202,7 @@ impl Env {
             return None;
         }
         let what = work_git::surface::describe(&lost);
-        self.run.emit("check-surface.changed", serde_json::json!({"changes": what}));
+        self.run.emit(Event::CheckSurfaceChanged { goal_id: None, changes: Some(json!(what)), restored: None });
         Some(format!(
             "the suite is green but its own report lost tests since the run started: {what}; adding tests is the only change allowed: restore them (git diff shows the change) and run again"
         ))
@@ -223,7 +227,7 @@ impl Env {
             return None;
         }
         let what = work_git::surface::describe(&changes);
-        self.run.emit("check-surface.changed", serde_json::json!({"changes": what}));
+        self.run.emit(Event::CheckSurfaceChanged { goal_id: None, changes: Some(json!(what)), restored: None });
         Some(format!(
             "an agent changed what judges the run: {what}; a suite is only as honest as the scripts and tests it runs: restore them (git diff shows the change) and run again"
         ))
@@ -249,7 +253,7 @@ impl Env {
             return None;
         }
         let what = work_git::integrity::describe(&changes);
-        self.run.emit("git.tampered", serde_json::json!({"changes": changes}));
+        self.run.emit(Event::GitTampered { changes: json!(changes) });
         Some(format!(
             "an agent changed git's view of the tree: {what}; index flags, exclude files, attributes, hooks and drivers can hide a change from git status and git diff: undo it (e.g. `git update-index --no-skip-worktree <path>`, `git update-index --no-assume-unchanged <path>`) and run again"
         ))
@@ -300,7 +304,7 @@ impl Env {
         if let (Ok(c), Some(before), Some(after)) = (copy, before, self.copy_state(copy)) {
             let b = work_git::byproducts::Byproducts::learn(&work_git::Git::new(c.path()), &before, &after);
             if !b.is_empty() {
-                self.run.emit("byproducts.learned", serde_json::json!({"paths": b.paths, "dirs": b.dirs}));
+                self.run.emit(Event::ByproductsLearned { paths: json!(b.paths), dirs: json!(b.dirs) });
             }
             self.pin_byproducts(b);
         }
@@ -393,20 +397,23 @@ impl Env {
                 let now = self.tree.git().head_sha();
                 let mut seen = self.head_seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 if *seen != now {
-                    self.run.emit(
-                        "head.committed",
-                        serde_json::json!({"from": self.base_head, "to": now, "commits": commits}),
-                    );
+                    self.run.emit(Event::HeadCommitted {
+                        from: json!(self.base_head),
+                        to: json!(now),
+                        commits: json!(commits),
+                    });
                     *seen = now;
                 }
                 None
             }
             v => {
                 let m = self.tree.head_move(v)?;
-                self.run.emit(
-                    "head.moved",
-                    serde_json::json!({"from": m.from, "to": m.to, "breach": m.breach, "branch": m.branch}),
-                );
+                self.run.emit(Event::HeadMoved {
+                    from: json!(m.from),
+                    to: json!(m.to),
+                    breach: Some(json!(m.breach)),
+                    branch: json!(m.branch),
+                });
                 Some(m)
             }
         }
@@ -415,7 +422,7 @@ impl Env {
     /// Records `e`, a git the engine ran to judge the run that failed (the first one is kept),
     /// and emits `git.failed`.
     pub fn fail_git(&self, e: work_git::GitError) {
-        self.run.emit("git.failed", serde_json::json!({"error": e.to_string()}));
+        self.run.emit(Event::GitFailed { error: e.to_string() });
         let mut slot = self.git_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         slot.get_or_insert(e);
     }
@@ -471,7 +478,7 @@ impl Env {
         if let Ok(mut r) = self.budget_refused.lock()
             && r.is_none()
         {
-            self.run.emit("budget.stop", serde_json::json!({"refused": what, "spent": self.run.budget.spent()}));
+            self.run.emit(Event::BudgetStop { refused: json!(what), spent: json!(self.run.budget.spent()) });
             *r = Some(what.to_string());
         }
     }
@@ -484,7 +491,7 @@ impl Env {
     /// The BLOCKED kind of a dispatch that gave no answer: `budget` once the budget refused
     /// one (not the agent's failure), else `dispatch-failed`.
     pub fn failed_kind(&self) -> &'static str {
-        if self.budget_refused().is_some() { "budget" } else { "dispatch-failed" }
+        if self.budget_refused().is_some() { StopReason::Budget.as_str() } else { "dispatch-failed" }
     }
 
     /// The dispatch spec for `role` with its pins.
@@ -547,7 +554,12 @@ impl Env {
             Ok(c) => self.gate_output_in(what, cmd, c.path()).await,
             Err(why) => {
                 let run = GateRun { command: cmd.into(), green: false, end: why.clone(), tail: String::new() };
-                self.run.emit("gate.end", serde_json::json!({"gate": what, "green": false, "end": run.end}));
+                self.run.emit(Event::GateEnd {
+                    gate: json!(what),
+                    green: false,
+                    end: Some(json!(run.end)),
+                    about: None,
+                });
                 (run, None)
             }
         }
@@ -565,7 +577,7 @@ impl Env {
         cmd: &str,
         dir: &std::path::Path,
     ) -> (GateRun, Option<work_runtime::spawn::ProcessOutput>) {
-        self.run.emit("gate.start", serde_json::json!({"gate": what, "command": cmd}));
+        self.run.emit(Event::GateStart { gate: json!(what), command: json!(cmd), about: None });
         let (run, out) = match self.run.spawner.shell(cmd, dir, self.settings.gate_timeout).await {
             Ok(out) => {
                 let mut text = out.stdout_text();
@@ -588,7 +600,7 @@ impl Env {
                 None,
             ),
         };
-        self.run.emit("gate.end", serde_json::json!({"gate": what, "green": run.green, "end": run.end}));
+        self.run.emit(Event::GateEnd { gate: json!(what), green: run.green, end: Some(json!(run.end)), about: None });
         (run, out)
     }
 

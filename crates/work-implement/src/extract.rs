@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use work_loop::plan::Plan;
 use work_runtime::dispatch::Access;
+use work_runtime::events::Event;
 
 /// Why task selection stopped the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,7 +136,7 @@ async fn select_free_form_unguarded(
         let texts: BTreeMap<String, String> = tasks.iter().map(|t| (t.id.clone(), t.text.clone())).collect();
         let Err(refusal) = plan_text::check(plan, &texts, range.is_none()) else { return Ok(tasks) };
         let why = refusal.describe(plan_path);
-        env.run.emit("plan.answers_refused", json!({"attempt": attempt, "kind": refusal.kind(), "reason": why}));
+        env.run.emit(Event::PlanAnswersRefused { attempt: json!(attempt), reason: json!(why) });
         if attempt == 2 {
             return Err(SelectBlocked {
                 kind: refusal.kind(),
@@ -231,11 +232,11 @@ async fn select_attempt(
                     batched = true;
                 }
                 Err(why) => {
-                    env.run.emit("plan.batch_discarded", json!({"reason": why}));
+                    env.run.emit(Event::PlanBatchDiscarded { reason: json!(why) });
                     env.run.progress(&format!("plan: batched extract discarded ({why}); per-task fan-out"));
                 }
             },
-            Err(r) => env.run.emit("plan.batch_discarded", json!({"reason": r})),
+            Err(r) => env.run.emit(Event::PlanBatchDiscarded { reason: json!(r) }),
         }
     }
     if !batched {

@@ -16,8 +16,11 @@
 //! otherwise the rerun would be the run.
 
 use crate::env::{Env, GateRun};
+use serde_json::json;
 use work_git::restore::Rerun;
 use work_git::surface::{CheckSurface, TestEdits};
+use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 impl Env {
     /// From now on the rerun writes the frozen checks back from `tree`: the tree the checks
@@ -60,7 +63,7 @@ impl Env {
                     emptied,
                 };
                 fz.rerun(async |dir: &std::path::Path| {
-                    self.run.emit("frozen-rerun.start", serde_json::json!({}));
+                    self.run.emit(Event::FrozenRerunStart {});
                     self.run_in(dir, cmds).await
                 })
                 .await
@@ -70,13 +73,23 @@ impl Env {
         let changed: Vec<String> = surface.changes(root, TestEdits::None).into_iter().map(|c| c.path).collect();
         let (restored, run) = match &outcome {
             Rerun::Green(restored) => {
-                self.run.emit("frozen-rerun.end", serde_json::json!({"restored": restored, "green": true}));
+                self.run.emit(Event::FrozenRerunEnd {
+                    goal_id: None,
+                    restored: json!(restored),
+                    hidden: None,
+                    emptied: None,
+                    green: true,
+                });
                 return None;
             }
             Rerun::Red { restored, hidden, emptied, run } => {
-                let json =
-                    serde_json::json!({"restored": restored, "hidden": hidden, "emptied": emptied, "green": false});
-                self.run.emit("frozen-rerun.end", json);
+                self.run.emit(Event::FrozenRerunEnd {
+                    goal_id: None,
+                    restored: json!(restored),
+                    hidden: Some(json!(hidden)),
+                    emptied: Some(json!(emptied)),
+                    green: false,
+                });
                 (restored.iter().chain(hidden).chain(emptied).cloned().collect(), Some(run))
             }
             Rerun::FrozenGone(why) | Rerun::Inconclusive(why) if changed.is_empty() => {
@@ -87,9 +100,8 @@ impl Env {
         };
         let reason =
             outcome.blocked_reason("the suite", |r| format!("`{}` {}", r.command, r.end), !changed.is_empty())?;
-        self.run.emit("check-surface.changed", serde_json::json!({"restored": restored}));
-        let detail =
-            serde_json::json!({"kind": "check-tampered", "reason": reason, "restored": restored, "frozen_run": run});
+        self.run.emit(Event::CheckSurfaceChanged { goal_id: None, changes: None, restored: Some(json!(restored)) });
+        let detail = serde_json::json!({"kind": StopReason::CheckTampered.as_str(), "reason": reason, "restored": restored, "frozen_run": run});
         Some((reason, detail))
     }
 

@@ -19,6 +19,8 @@ use crate::state_write::RunError;
 use crate::tree::Preflight;
 use serde_json::json;
 use work_runtime::dispatch::Access;
+use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 /// What a mini run is asked.
 #[derive(Debug, Clone)]
@@ -89,8 +91,8 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> Result<EndReport, RunError
     task.tree_changed = fp0.is_some() && env.tree.fingerprint().ok() != fp0;
     if let Some(m) = env.head_moved() {
         let reason = format!("during the fix, {}", m.describe());
-        report.tasks.push(task.blocked("head-moved", reason.clone()));
-        blocked(&mut report, "head-moved", reason);
+        report.tasks.push(task.blocked(StopReason::HeadMoved.as_str(), reason.clone()));
+        blocked(&mut report, StopReason::HeadMoved.as_str(), reason);
         report.route = None;
         detail["head"] = json!(m);
         report.detail = Some(detail);
@@ -145,16 +147,16 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> Result<EndReport, RunError
     }
     if let Some(why) = env.git_tampered() {
         report.status = Status::Blocked;
-        report.kind = Some("git-tampered".into());
+        report.kind = Some(StopReason::GitTampered.into());
         report.reason = why.clone();
-        report.blocked_detail = Some(json!({"kind": "git-tampered", "reason": why}));
+        report.blocked_detail = Some(json!({"kind": StopReason::GitTampered.as_str(), "reason": why}));
         return end(env, report);
     }
     if let Some(why) = env.check_tampered(&surface) {
         report.status = crate::report::Status::Blocked;
-        report.kind = Some("check-tampered".into());
+        report.kind = Some(StopReason::CheckTampered.into());
         report.reason = why.clone();
-        report.blocked_detail = Some(json!({"kind": "check-tampered", "reason": why}));
+        report.blocked_detail = Some(json!({"kind": StopReason::CheckTampered.as_str(), "reason": why}));
         return end(env, report);
     }
     let copy = env.copy();
@@ -183,14 +185,14 @@ pub async fn run_mini(env: &Env, input: MiniInput) -> Result<EndReport, RunError
         return end(env, report);
     }
     if let Some(why) = env.suite_lost(&surface, &copy).await {
-        blocked(&mut report, "check-tampered", why);
+        blocked(&mut report, StopReason::CheckTampered.as_str(), why);
         report.route = None;
         report.detail = Some(detail);
         return end(env, report);
     }
     let cmds = [red_cmd.clone(), env.settings.test_cmd.clone()];
     if let Some((why, d)) = env.frozen_verdict(&surface, &cmds, &mut report.concerns).await {
-        blocked(&mut report, "check-tampered", why);
+        blocked(&mut report, StopReason::CheckTampered.as_str(), why);
         report.route = None;
         report.blocked_detail = Some(d);
         report.detail = Some(detail);
@@ -231,6 +233,6 @@ fn end(env: &Env, mut report: EndReport) -> Result<EndReport, RunError> {
     report.concerns.extend(report.tasks.iter().flat_map(|t| t.concerns.clone()));
     fill_stats(env, &mut report, Counter::default());
     artifacts::finalize(&env.run, &mut report)?;
-    env.run.emit("iteration.end", json!({"status": report.status, "kind": report.kind, "reason": report.reason}));
+    env.run.emit(Event::IterationEnd { status: json!(report.status), reason: json!(report.reason) });
     Ok(report)
 }

@@ -5,6 +5,7 @@ use crate::env::{Counter, GateRun};
 use crate::tree::{Preflight, Snapshot};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use work_runtime::outcome::StopReason;
 
 /// How an iteration ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -280,18 +281,18 @@ impl EndReport {
         if self.suite.is_none() {
             not_done.push("the end-verify suite run".into());
         }
-        for t in self.tasks.iter_mut().filter(|t| t.kind.as_deref() == Some("budget")) {
+        for t in self.tasks.iter_mut().filter(|t| t.kind.as_deref() == Some(StopReason::Budget.as_str())) {
             t.status = TaskStatus::Blocked;
         }
         self.status = Status::Blocked;
-        self.kind = Some("budget".into());
+        self.kind = Some(StopReason::Budget.into());
         self.route = None;
         self.reason = format!(
             "budget: {spent}; the {refused} was not run; not done: {}; run again with a bigger budget",
             if not_done.is_empty() { "nothing else".to_string() } else { not_done.join(", ") }
         );
         self.blocked_detail = Some(serde_json::json!({
-            "kind": "budget",
+            "kind": StopReason::Budget.as_str(),
             "refused": refused,
             "spent": spent,
             "not_done": not_done,

@@ -21,6 +21,8 @@ use crate::tree::{Preflight, Tree};
 use serde_json::json;
 use std::path::Path;
 use work_runtime::budget::Spent;
+use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 /// The digest of what an iteration is asked (the parts that decide its outcome, in order):
 /// a finished record answers a rerun only for the same request.
@@ -40,7 +42,7 @@ pub fn resume_progress(
     if let Some(p) = progress::load(&env.run.state_dir, iter).ok().flatten()
         && p.head == env.base_head
     {
-        env.run.emit("iteration.resumed", json!({"ended": p.ended.len(), "in_progress": p.in_progress}));
+        env.run.emit(Event::IterationResumed { ended: p.ended.len() as u64, in_progress: json!(p.in_progress) });
         report.preflight = Some(p.preflight.clone());
         env.run.budget.carry_to(&plus(&p.spent, &env.run.budget.spent()));
         return Ok(p);
@@ -127,7 +129,7 @@ pub fn finish(env: &Env, report: &EndReport) -> Result<(), StateWriteError> {
     if let Some(iter) = report.iter_id.as_deref()
         && let Some(mut p) = progress::load(&env.run.state_dir, iter).ok().flatten()
     {
-        let budget_stop = report.kind.as_deref() == Some("budget");
+        let budget_stop = report.kind.as_deref() == Some(StopReason::Budget.as_str());
         p.finished = !budget_stop;
         p.report = (!budget_stop).then(|| report.to_json());
         p.tree = env.tree.fingerprint().ok();

@@ -22,6 +22,8 @@ use crate::tree::{Preflight, Snapshot, lost_paths};
 use serde_json::{Value, json};
 use work_git::snapshot::LostLines;
 use work_loop::plan::{Plan, PlanError, parse_plan};
+use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 /// How a plan text is read.
 #[derive(Debug, Clone)]
@@ -111,7 +113,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
             return end(env, report, extraction);
         }
     };
-    env.run.emit("plan.selected", json!({"tasks": tasks.iter().map(|t| &t.id).collect::<Vec<_>>()}));
+    env.run.emit(Event::PlanSelected { tasks: json!(tasks.iter().map(|t| &t.id).collect::<Vec<_>>()) });
     let multi = tasks.len() > 1;
     let asked = request(&input.plan_text, input.range, &env.settings.test_cmd);
     let mut progress = resume::resume_progress(env, &iter, &asked, &mut report)?;
@@ -133,7 +135,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
                 continue;
             }
             if let Some(done) = progress.done(&t.id) {
-                env.run.emit("task.resumed", json!({"task_id": t.id, "status": done.status}));
+                env.run.emit(Event::TaskResumed { task_id: json!(t.id), status: json!(done.status) });
                 report.concerns.extend(done.concerns.iter().cloned());
                 report.tasks.push(done.clone());
                 continue;
@@ -148,13 +150,18 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
             let ok = outcome.status == TaskStatus::Done;
             // With HEAD moved off the base's line, the snapshot comparison would read paths as
             // lost that the move took away. The head-moved verdict stands alone.
-            let head_moved = outcome.kind.as_deref() == Some("head-moved");
+            let head_moved = outcome.kind.as_deref() == Some(StopReason::HeadMoved.as_str());
             report.push_judged(outcome);
             if multi && !head_moved {
                 match env.tree.snapshot(&t.id) {
                     Ok(snap) => {
-                        env.run
-                            .emit("snapshot", json!({"boundary": snap.boundary, "sha": snap.sha, "paths": snap.paths}));
+                        env.run.emit(Event::Snapshot {
+                            boundary: json!(snap.boundary),
+                            sha: json!(snap.sha),
+                            paths: Some(json!(snap.paths)),
+                            tree: None,
+                            reference: None,
+                        });
                         if let Some(p) = &prev {
                             let lost = lost_paths(p, &snap);
                             if !lost.is_empty() {
@@ -208,7 +215,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
             let text: Vec<&str> = tasks.iter().map(|t| t.text.as_str()).collect();
             report.out_of_scope_damage = work_git::scope::damage(&lines, &text.join("\n"));
             for d in &report.out_of_scope_damage {
-                env.run.emit("scope.damage", json!({"path": d.path, "kind": d.kind}));
+                env.run.emit(Event::ScopeDamage { path: json!(d.path) });
                 report.concerns.push(d.describe());
             }
             report.files = lines;
@@ -239,7 +246,7 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
             "task_id": stop.id, "kind": stop.kind, "findings": stop.findings, "held": stop.held,
             "tasks_done": done,
         });
-        if stop.kind.as_deref() == Some("head-moved") {
+        if stop.kind.as_deref() == Some(StopReason::HeadMoved.as_str()) {
             detail["head"] =
                 json!({"from": env.base_head, "to": env.tree.git().head_sha(), "breach": stop.findings.first()});
         }
@@ -263,16 +270,16 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
     }
     if let Some(why) = env.git_tampered() {
         report.status = Status::Blocked;
-        report.kind = Some("git-tampered".into());
+        report.kind = Some(StopReason::GitTampered.into());
         report.reason = why.clone();
-        report.blocked_detail = Some(json!({"kind": "git-tampered", "reason": why}));
+        report.blocked_detail = Some(json!({"kind": StopReason::GitTampered.as_str(), "reason": why}));
         return end(env, report, extraction);
     }
     if let Some(why) = env.check_tampered(&surface) {
         report.status = crate::report::Status::Blocked;
-        report.kind = Some("check-tampered".into());
+        report.kind = Some(StopReason::CheckTampered.into());
         report.reason = why.clone();
-        report.blocked_detail = Some(json!({"kind": "check-tampered", "reason": why}));
+        report.blocked_detail = Some(json!({"kind": StopReason::CheckTampered.as_str(), "reason": why}));
         return end(env, report, extraction);
     }
     // End-verify leg 2: the engine's own suite run.
@@ -295,15 +302,15 @@ pub async fn run_standard(env: &Env, input: StandardInput) -> Result<EndReport, 
         return end(env, report, extraction);
     }
     if let Some(why) = env.suite_lost(&surface, &copy).await {
-        report.kind = Some("check-tampered".into());
+        report.kind = Some(StopReason::CheckTampered.into());
         report.reason = why.clone();
-        report.blocked_detail = Some(json!({"kind": "check-tampered", "reason": why}));
+        report.blocked_detail = Some(json!({"kind": StopReason::CheckTampered.as_str(), "reason": why}));
         return end(env, report, extraction);
     }
     if let Some((why, detail)) =
         env.frozen_verdict(&surface, std::slice::from_ref(&env.settings.test_cmd), &mut report.concerns).await
     {
-        report.kind = Some("check-tampered".into());
+        report.kind = Some(StopReason::CheckTampered.into());
         report.reason = why;
         report.blocked_detail = Some(detail);
         return end(env, report, extraction);
@@ -327,7 +334,7 @@ fn discard_verdict(report: &mut EndReport, prev: &Snapshot, next: &Snapshot, los
     let sha = prev.sha.clone().unwrap_or_default();
     let recovery: Vec<String> = lost.iter().map(|p| format!("git show {sha}:{p}")).collect();
     report.status = Status::Blocked;
-    report.kind = Some("snapshot-loss".into());
+    report.kind = Some(StopReason::SnapshotLoss.into());
     report.reason = format!(
         "uncommitted work discarded between task boundaries ({} → {}): {} modified at the first boundary and gone at \
 the next; recover from snapshot {sha} (`{}`); adjudicate against the snapshot",
@@ -351,7 +358,7 @@ fn lines_lost_verdict(report: &mut EndReport, prev: &Snapshot, next: &Snapshot, 
     let sha = prev.sha.clone().unwrap_or_default();
     let recovery: Vec<String> = lost.iter().map(|l| format!("git show {sha}:{}", l.path)).collect();
     report.status = Status::Blocked;
-    report.kind = Some("snapshot-loss".into());
+    report.kind = Some(StopReason::SnapshotLoss.into());
     report.reason = format!(
         "lines an earlier task added are gone at the next boundary ({} → {}) and the task's text does not say so: {}; recover from snapshot {sha} (`{}`); adjudicate against the snapshot",
         prev.boundary,
@@ -389,6 +396,6 @@ fn end(env: &Env, mut report: EndReport, extraction: Counter) -> Result<EndRepor
     artifacts::finalize(&env.run, &mut report)?;
     // The last write of the run: its progress record is spent, its report kept.
     resume::finish(env, &report)?;
-    env.run.emit("iteration.end", json!({"status": report.status, "kind": report.kind, "reason": report.reason}));
+    env.run.emit(Event::IterationEnd { status: json!(report.status), reason: json!(report.reason) });
     Ok(report)
 }

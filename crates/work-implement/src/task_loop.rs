@@ -37,6 +37,8 @@ use crate::tree::TaskDiff;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use work_runtime::dispatch::Access;
+use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 /// One task as the loop runs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,12 +139,12 @@ fn absorb(out: &mut TaskOutcome, doc: &Value, phase: &str) -> Result<(), Stop> {
 pub async fn run_task(env: &Env, iter: &str, task: &TaskSpec, start: Option<Option<String>>) -> TaskOutcome {
     let mut out = TaskOutcome::new(&task.id, &task.title);
     out.e2e = task.e2e;
-    env.run.emit("task.start", json!({"task_id": task.id, "title": task.title}));
+    env.run.emit(Event::TaskStart { task_id: json!(task.id), title: json!(task.title), done: None, total: None });
     env.run.progress(&format!("task {}: {}", task.id, task.title));
     let fp_start = start.unwrap_or_else(|| env.tree.fingerprint().ok());
     let mut result = drive(env, iter, task, &mut out, fp_start.as_deref()).await;
     // A reviewer (or anything else) may have committed too: the last word is HEAD's.
-    if !matches!(&result, Err(Stop::Blocked { kind: "head-moved", .. }))
+    if !matches!(&result, Err(Stop::Blocked { kind, .. }) if *kind == StopReason::HeadMoved.as_str())
         && let Err(stop) = head_guard(env, &task.id, "the task")
     {
         result = Err(stop);
@@ -180,11 +182,13 @@ pub async fn run_task(env: &Env, iter: &str, task: &TaskSpec, start: Option<Opti
             held_text(&h)
         ));
     }
-    env.run.emit(
-        "task.end",
-        json!({"task_id": task.id, "status": out.status, "kind": out.kind, "reason": out.reason,
-               "dispatches": out.spent.dispatches, "repairs": out.repairs}),
-    );
+    env.run.emit(Event::TaskEnd {
+        task_id: json!(task.id),
+        status: json!(out.status),
+        reason: Some(json!(out.reason)),
+        dispatches: Some(json!(out.spent.dispatches)),
+        repairs: Some(json!(out.repairs)),
+    });
     out
 }
 
@@ -198,7 +202,7 @@ pub fn head_guard(env: &Env, task_id: &str, during: &str) -> Result<(), Stop> {
         None if env.git_failed().is_err() => Err(blocked("git", format!("task {task_id}: git failed judging HEAD"))),
         None => Ok(()),
         Some(m) => Err(Stop::Blocked {
-            kind: "head-moved",
+            kind: StopReason::HeadMoved.as_str(),
             reason: format!("task {task_id}: during {during}, {}", m.describe()),
             findings: vec![Value::String(m.breach.as_str().into())],
         }),
@@ -211,7 +215,7 @@ pub fn head_guard(env: &Env, task_id: &str, during: &str) -> Result<(), Stop> {
 fn out_of_scope(env: &Env, task: &TaskSpec, out: &mut TaskOutcome, names: &[String]) -> Result<Vec<String>, Stop> {
     let outside = work_git::scope::unplanned(names, &task.text);
     if !outside.is_empty() && outside != out.out_of_scope {
-        env.run.emit("scope.unplanned", json!({"task_id": task.id, "paths": outside}));
+        env.run.emit(Event::ScopeUnplanned { task_id: json!(task.id), paths: json!(outside) });
     }
     out.out_of_scope = outside.clone();
     if env.settings.scope_strict && !outside.is_empty() {
@@ -277,7 +281,7 @@ async fn implementer_turn(
     let doc = answers::implementer(&doc);
     head_guard(env, &task.id, &format!("the implementer's {phase} dispatch"))?;
     if let Some(why) = env.git_tampered() {
-        return Err(blocked("git-tampered", format!("task {} ({phase}): {why}", task.id)));
+        return Err(blocked(StopReason::GitTampered.as_str(), format!("task {} ({phase}): {why}", task.id)));
     }
     if let Some(why) = nested_repositories(env, &task.text) {
         return Err(blocked(work_git::nested::NESTED, format!("task {} ({phase}): {why}", task.id)));
@@ -427,7 +431,12 @@ async fn proven_review(
         let Err(why) = work_git::looked::check_files_read(&answers::strings(&r["files_read"]), changed) else {
             return Ok(r);
         };
-        env.run.emit("review.unproven", json!({"task_id": task.id, "reviewer": role, "why": why, "attempt": attempt}));
+        env.run.emit(Event::ReviewUnproven {
+            task_id: Some(json!(task.id)),
+            reviewer: json!(role),
+            why: json!(why),
+            attempt: json!(attempt),
+        });
         if attempt == 2 {
             return Err(Stop::Blocked {
                 kind: "review-unproven",
@@ -486,7 +495,12 @@ async fn reviewed(
         if let (Some((i, n)), Value::Object(o)) = (b.part, &mut review.context) {
             o.insert("review_part".into(), json!({"index": i, "count": n}));
             env.run.progress(&format!("task {}: {} reads part {i} of {n} of the diff", task.id, review.role));
-            env.run.emit("review.part", json!({"task_id": task.id, "reviewer": review.role, "index": i, "count": n}));
+            env.run.emit(Event::ReviewPart {
+                task_id: json!(task.id),
+                reviewer: json!(review.role),
+                index: json!(i),
+                count: json!(n),
+            });
         }
         let guard = crate::read_only::Guard::take(env, &[env.run.run_dir()]);
         let verdict = proven_review(env, out, review, task, &b.names).await?;
@@ -505,7 +519,7 @@ fn read_only_kept(env: &Env, task: &TaskSpec, role: &str, paths: Vec<String>) ->
     if paths.is_empty() {
         return Ok(());
     }
-    env.run.emit("review.wrote-tree", json!({"task_id": task.id, "reviewer": role, "paths": paths}));
+    env.run.emit(Event::ReviewWroteTree { task_id: json!(task.id), reviewer: json!(role), paths: json!(paths) });
     Err(Stop::Blocked {
         kind: "reviewer-wrote-tree",
         reason: format!(

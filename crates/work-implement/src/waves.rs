@@ -38,6 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use work_git::wave::Merged;
 use work_loop::plan::Plan;
+use work_runtime::events::Event;
 use work_runtime::run::RunContext;
 
 /// Builds a task's roles for a run rooted in its worktree (the agents confined there).
@@ -157,10 +158,10 @@ pub async fn run(
                 None => fresh.push(i),
             }
         }
-        env.run.emit(
-            "wave.start",
-            json!({"tasks": wave.iter().map(|&i| &tasks[i].id).collect::<Vec<_>>(), "concurrency": setup.concurrency}),
-        );
+        env.run.emit(Event::WaveStart {
+            tasks: json!(wave.iter().map(|&i| &tasks[i].id).collect::<Vec<_>>()),
+            concurrency: json!(setup.concurrency),
+        });
         if !fresh.is_empty() {
             let base = env.tree.git().wave_base(env.tree.exclusions()).map_err(RunError::Git)?;
             let dir = env.tree.git().wave_dir(&env.run.run_id).map_err(RunError::Git)?;
@@ -313,7 +314,7 @@ async fn one_task(
     settings.exclude = Vec::new();
     let tenv = Env::new(run, roles, settings);
     tenv.pin_byproducts(env.byproducts());
-    env.run.emit("wave.task", json!({"task_id": t.id, "worktree": w.worktree, "base": w.base}));
+    env.run.emit(Event::WaveTask { task_id: json!(t.id), worktree: json!(w.worktree), base: json!(w.base) });
     let mut outcome = task_loop::run_task(&tenv, iter, t, None).await;
     if let Err(e) = tenv.git_failed() {
         return (not_run(t, &format!("git failed judging it: {e}")), None);
@@ -327,7 +328,11 @@ async fn one_task(
     let git = work_git::Git::new(&dir);
     match git.keep_result(&w.base, &w.reference, &format!("work: task {} of {iter}", t.id)) {
         Ok(commit) => {
-            env.run.emit("wave.kept", json!({"task_id": t.id, "ref": w.reference, "commit": commit}));
+            env.run.emit(Event::WaveKept {
+                task_id: json!(t.id),
+                reference: json!(w.reference),
+                commit: json!(commit),
+            });
             (outcome, Some(commit))
         }
         Err(e) => {
@@ -371,7 +376,11 @@ fn merge_wave(
         let git = env.tree.git();
         if git.ref_target(&w.reference).map_err(RunError::Git)?.as_deref() != Some(result.as_str()) {
             git.set_ref(&w.reference, &result).map_err(RunError::Git)?;
-            env.run.emit("ref.restored", json!({"task_id": t.id, "ref": w.reference, "commit": result}));
+            env.run.emit(Event::RefRestored {
+                task_id: json!(t.id),
+                reference: json!(w.reference),
+                commit: json!(result),
+            });
             report.concerns.push(format!(
                 "task {}: its ref {} was deleted or moved while the wave ran; put back at the kept result {}",
                 t.id,
@@ -393,7 +402,11 @@ fn merge_wave(
         }
         match git.merge_result(&w.base, &result, &exclude).map_err(RunError::Git)? {
             Merged::Clean(paths) => {
-                env.run.emit("wave.merged", json!({"task_id": t.id, "ref": w.reference, "paths": paths}));
+                env.run.emit(Event::WaveMerged {
+                    task_id: json!(t.id),
+                    reference: json!(w.reference),
+                    paths: json!(paths),
+                });
                 env.run.progress(&format!("task {}: merged ({} path(s))", t.id, paths.len()));
                 if let Some(m) = state.get_mut(&t.id) {
                     m.merged = true;
@@ -404,7 +417,11 @@ fn merge_wave(
             }
             Merged::Conflict(paths) => {
                 let show = show_command(&w);
-                env.run.emit("wave.conflict", json!({"task_id": t.id, "ref": w.reference, "paths": paths}));
+                env.run.emit(Event::WaveConflict {
+                    task_id: json!(t.id),
+                    reference: json!(w.reference),
+                    paths: json!(paths),
+                });
                 let reason = format!(
                     "task {}: merge-conflict — its change conflicts with what was merged before it ({}); nothing of it was merged: its result is kept on {} (worktree {}); `{show}` shows it",
                     t.id,
@@ -430,7 +447,7 @@ fn merge_wave(
 
 /// The user's tree changed while the wave ran: nothing of the wave is merged.
 fn outside_user_tree(env: &Env, state: &mut WaveState, paths: &[String]) {
-    env.run.emit("wave.outside", json!({"where": "the working tree", "paths": paths}));
+    env.run.emit(Event::WaveOutside { place: json!("the working tree"), paths: json!(paths) });
     let why = format!(
         "the working tree changed while the wave ran ({}): a task writes its own worktree only; nothing of the wave was merged",
         paths.join(", ")
@@ -440,7 +457,7 @@ fn outside_user_tree(env: &Env, state: &mut WaveState, paths: &[String]) {
 
 /// A finished task's worktree changed after its result was kept: the merge stops there.
 fn outside_worktree(env: &Env, state: &mut WaveState, id: &str, paths: &[String]) {
-    env.run.emit("wave.outside", json!({"where": id, "paths": paths}));
+    env.run.emit(Event::WaveOutside { place: json!(id), paths: json!(paths) });
     let worktree = state.get(id).map(|w| w.worktree.clone()).unwrap_or_default();
     let why = format!(
         "task {id}'s worktree {worktree} changed after its result was kept ({}): another task wrote outside its own worktree; nothing more of the wave was merged",

@@ -8,9 +8,10 @@
 
 use work_git::Git;
 use work_git::integrity::{Seal, describe};
+use work_runtime::outcome::StopReason;
 
 /// The stop reason.
-pub const TAMPERED: &str = "git-tampered";
+pub const TAMPERED: &str = StopReason::GitTampered.as_str();
 
 /// Why the run stops `git-tampered` when git's view changed since `seal`; `None` otherwise. A
 /// git that fails reading the view again is an error of the run, never a change.

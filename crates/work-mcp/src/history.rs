@@ -5,6 +5,7 @@
 
 use serde_json::{Value, json};
 use std::path::Path;
+use work_runtime::events::EventKind;
 
 /// What one run's event log says.
 #[derive(Debug, Default)]
@@ -31,20 +32,20 @@ fn tally(log: &str) -> Tally {
         if t.started.is_empty() {
             t.started = s("ts");
         }
-        match ev.get("kind").and_then(Value::as_str).unwrap_or("") {
-            "run.start" => t.workflow = s("workflow"),
-            "run.end" => {
+        match EventKind::of(&ev) {
+            Some(EventKind::RunStart) => t.workflow = s("workflow"),
+            Some(EventKind::RunEnd) => {
                 t.ended = Some(s("ts"));
                 t.outcome = Some(s("outcome"));
                 t.detail = ev.get("detail").cloned().unwrap_or(Value::Null);
             }
-            "dispatch.start" => {
+            Some(EventKind::DispatchStart) => {
                 t.in_flight += 1;
                 if ev.get("attempt").and_then(Value::as_u64).unwrap_or(1) == 1 {
                     t.dispatches += 1;
                 }
             }
-            "dispatch.end" => {
+            Some(EventKind::DispatchEnd) => {
                 t.in_flight -= 1;
                 let u = &ev["usage"];
                 t.tokens += u["input_tokens"].as_u64().unwrap_or(0) + u["output_tokens"].as_u64().unwrap_or(0);
@@ -54,10 +55,10 @@ fn tally(log: &str) -> Tally {
                                            "outcome": s("outcome"), "reason": ev["reason"]}));
                 }
             }
-            "dispatch.dropped" => {
+            Some(EventKind::DispatchDropped) => {
                 t.failures.push(json!({"dispatch_id": s("dispatch_id"), "outcome": "dropped", "reason": ev["reason"]}))
             }
-            "progress" => t.progress.push(s("line")),
+            Some(EventKind::Progress) => t.progress.push(s("line")),
             _ => {}
         }
     }

@@ -106,42 +106,17 @@ pub fn goal(status: GoalStatus) -> ExitStatus {
     }
 }
 
-/// Why `work exhaust` stopped, typed from the journal's `stoppedReason`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExhaustStop {
-    /// `k-consecutive-dry`.
-    KDry,
-    /// `angles-and-oracles-exhausted`.
-    Exhausted,
-    /// `budget`.
-    Budget,
-    /// `caller-target` (`--max-rounds`).
-    CallerTarget,
-    /// Any other reason the engine wrote (never success).
-    Other,
-}
-
-impl ExhaustStop {
-    /// From the journal's `stoppedReason`.
-    pub fn parse(reason: &str) -> Self {
-        match reason {
-            "k-consecutive-dry" => ExhaustStop::KDry,
-            "angles-and-oracles-exhausted" => ExhaustStop::Exhausted,
-            "budget" => ExhaustStop::Budget,
-            "caller-target" => ExhaustStop::CallerTarget,
-            _ => ExhaustStop::Other,
-        }
-    }
-}
+/// Why `work exhaust` stopped, typed from the journal's `stoppedReason` (`ExhaustStop::parse`).
+pub use work_runtime::outcome::ExhaustStop;
 
 /// `work exhaust`: dry (K rounds, or nothing left to try) is done — but only when every angle
 /// was searched; a run that gave up an angle (its finder failed twice) did not look there,
-/// which is never success, whichever of the two dry reasons it stopped with.
-pub fn exhaust(stop: ExhaustStop, covered: bool) -> ExitStatus {
+/// which is never success, whichever of the two dry reasons it stopped with. A reason this
+/// build does not know (`None`) is never success either.
+pub fn exhaust(stop: Option<ExhaustStop>, covered: bool) -> ExitStatus {
     match (stop, covered) {
-        (ExhaustStop::KDry | ExhaustStop::Exhausted, true) => ExitStatus::Done,
-        (ExhaustStop::KDry | ExhaustStop::Exhausted, false)
-        | (ExhaustStop::Budget | ExhaustStop::CallerTarget | ExhaustStop::Other, _) => ExitStatus::Unsuccessful,
+        (Some(ExhaustStop::KDry | ExhaustStop::Exhausted), true) => ExitStatus::Done,
+        _ => ExitStatus::Unsuccessful,
     }
 }
 
@@ -175,10 +150,12 @@ mod tests {
     #[test]
     fn exhaust_dry_reasons_agree() {
         for stop in [ExhaustStop::KDry, ExhaustStop::Exhausted] {
-            assert_eq!(exhaust(stop, true), ExitStatus::Done);
-            assert_eq!(exhaust(stop, false), ExitStatus::Unsuccessful);
+            assert_eq!(exhaust(Some(stop), true), ExitStatus::Done);
+            assert_eq!(exhaust(Some(stop), false), ExitStatus::Unsuccessful);
         }
         assert_eq!(exhaust(ExhaustStop::parse("budget"), true), ExitStatus::Unsuccessful);
         assert_eq!(exhaust(ExhaustStop::parse("angles-and-oracles-exhausted"), true), ExitStatus::Done);
+        assert_eq!(exhaust(ExhaustStop::parse("agent-failing"), true), ExitStatus::Unsuccessful);
+        assert_eq!(exhaust(ExhaustStop::parse("a reason of a later build"), true), ExitStatus::Unsuccessful);
     }
 }

@@ -22,7 +22,7 @@ pub mod replay;
 pub use notes::{collect_notes, note};
 
 use crate::budget::{BudgetTracker, Usage};
-use crate::events::EventLog;
+use crate::events::{Event, EventLog};
 use async_trait::async_trait;
 use fail_fast::FailStreak;
 use serde::{Deserialize, Serialize};
@@ -397,10 +397,11 @@ impl Dispatcher {
         let id = format!("d{n:04}-{}-{}", safe_label(&spec.role), safe_label(&spec.label));
         let dispatch_id = self.events.redactor().redact_name(&id).into_owned();
         if let Some(cause) = self.streak.failing() {
-            self.events.emit(
-                "dispatch.skipped",
-                json!({"dispatch_id": dispatch_id, "reason": fail_fast::AGENT_FAILING, "cause": cause}),
-            );
+            self.events.emit(Event::DispatchSkipped {
+                dispatch_id: dispatch_id.clone(),
+                reason: fail_fast::AGENT_FAILING.to_string(),
+                cause: cause.clone(),
+            });
             return DispatchOutcome::Failed { dispatch_id, reason: cause };
         }
         let outcome = self.attempts(spec, dispatch_id, sync).await;
@@ -414,7 +415,7 @@ impl Dispatcher {
             DispatchOutcome::Ok { .. } | DispatchOutcome::Dropped { .. } => self.streak.answered(),
             DispatchOutcome::Failed { reason, .. } => {
                 if self.streak.failed(subject, reason) {
-                    self.events.emit("agent.failing", json!({"cause": reason, "agent": self.agent.describe()}));
+                    self.events.emit(Event::AgentFailing { cause: reason.to_string(), agent: self.agent.describe() });
                 }
             }
             DispatchOutcome::OverBudget { .. } => {}
@@ -444,8 +445,7 @@ impl Dispatcher {
         };
         for attempt in 1..=2u32 {
             if !self.budget.try_reserve_dispatch() {
-                self.events
-                    .emit("dispatch.over_budget", json!({"dispatch_id": request.dispatch_id, "attempt": attempt}));
+                self.events.emit(Event::DispatchOverBudget { dispatch_id: request.dispatch_id.clone(), attempt });
                 return DispatchOutcome::OverBudget { dispatch_id: request.dispatch_id };
             }
             if attempt == 2 {
@@ -464,7 +464,8 @@ impl Dispatcher {
                 Err((_, reason)) => last_error = reason,
             }
         }
-        self.events.emit("dispatch.dropped", json!({"dispatch_id": request.dispatch_id, "reason": last_error}));
+        self.events
+            .emit(Event::DispatchDropped { dispatch_id: request.dispatch_id.clone(), reason: last_error.clone() });
         DispatchOutcome::Dropped { dispatch_id: request.dispatch_id, reason: last_error }
     }
 
@@ -477,12 +478,15 @@ impl Dispatcher {
         sync: StartSync,
     ) -> Result<Value, (&'static str, String)> {
         let attempt = request.attempt;
-        self.events.emit(
-            "dispatch.start",
-            json!({"dispatch_id": request.dispatch_id, "attempt": attempt, "role": request.role,
-                   "model": request.model, "effort": request.effort, "access": request.access,
-                   "agent": self.agent.describe()}),
-        );
+        self.events.emit(Event::DispatchStart {
+            dispatch_id: request.dispatch_id.clone(),
+            attempt,
+            role: request.role.clone(),
+            model: request.model.clone(),
+            effort: request.effort.clone(),
+            access: json!(request.access),
+            agent: self.agent.describe(),
+        });
         crate::faults::state_change();
         // The start is in the log before the agent runs (a killed run's dispatches count: the
         // kernel keeps what was written when the process dies). It reaches the disk before
@@ -497,9 +501,9 @@ impl Dispatcher {
             start_synced
         );
         for note in notes {
-            self.events
-                .emit("dispatch.note", json!({"dispatch_id": request.dispatch_id, "attempt": attempt, "note": note}));
-            self.events.emit("progress", json!({"line": format!("{}: {note}", request.dispatch_id)}));
+            let line = format!("{}: {note}", request.dispatch_id);
+            self.events.emit(Event::DispatchNote { dispatch_id: request.dispatch_id.clone(), attempt, note });
+            self.events.emit(Event::Progress { line });
         }
         let (verdict, raw, attempt_usage) = match result {
             Ok(reply) => {
@@ -540,12 +544,16 @@ impl Dispatcher {
             document: verdict.as_ref().ok(),
         };
         let record = self.events.record_attempt(request, &response);
-        self.events.emit(
-            "dispatch.end",
-            json!({"dispatch_id": request.dispatch_id, "attempt": attempt, "outcome": outcome, "reason": reason,
-                   "usage": attempt_usage, "priced": priced, "record": record.map(|r| r.file),
-                   "record_line": record.map(|r| r.line)}),
-        );
+        self.events.emit(Event::DispatchEnd {
+            dispatch_id: request.dispatch_id.clone(),
+            attempt,
+            outcome: outcome.to_string(),
+            reason: reason.map(str::to_string),
+            usage: json!(attempt_usage),
+            priced,
+            record: record.map(|r| r.file.to_string()),
+            record_line: record.map(|r| r.line),
+        });
         verdict
     }
 
@@ -561,7 +569,11 @@ impl Dispatcher {
     pub async fn dispatch_waves(&self, specs: Vec<DispatchSpec>, cap: usize) -> Vec<DispatchOutcome> {
         let cap = cap.max(1);
         let total = specs.len();
-        self.events.emit("fanout.start", json!({"size": total, "cap": cap, "queued": total.saturating_sub(cap)}));
+        self.events.emit(Event::FanoutStart {
+            size: total as u64,
+            cap: cap as u64,
+            queued: total.saturating_sub(cap) as u64,
+        });
         let waves = Arc::new(Waves {
             queue: std::sync::Mutex::new(specs.into_iter().enumerate()),
             outcomes: std::sync::Mutex::new((0..total).map(|_| None).collect()),
@@ -572,11 +584,11 @@ impl Dispatcher {
         }
         while let Some(joined) = set.join_next().await {
             if let Err(e) = joined {
-                self.events.emit("fanout.task_panicked", json!({"error": e.to_string()}));
+                self.events.emit(Event::FanoutTaskPanicked { error: e.to_string() });
                 set.spawn(self.clone().slot(waves.clone()));
             }
         }
-        self.events.emit("fanout.end", json!({"size": total}));
+        self.events.emit(Event::FanoutEnd { size: total as u64 });
         // The wave's starts reach the disk together, before any answer is handed back.
         self.events.sync().await;
         // Every slot has ended: the outcomes are taken, not copied.

@@ -14,6 +14,7 @@
 //! whose last line a crash cut is read without it ([`read_log`]), and the next append starts
 //! on a fresh line.
 
+mod kinds;
 mod lines;
 pub mod records;
 
@@ -26,6 +27,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+pub use kinds::{Event, EventKind};
 pub use lines::AttemptResponse;
 pub use records::{RECORDS_FILE, RecordAt, find_record, read_records};
 
@@ -119,12 +121,22 @@ impl EventLog {
         &self.run_id
     }
 
-    /// Appends one event. `fields` (an object) is merged after `ts`, `run_id`, `seq`, `kind`.
-    /// A failure to write the log is reported on stderr once per event, never fatal.
-    pub fn emit(&self, kind: &str, mut fields: Value) {
+    /// Appends one event: `ts`, `run_id`, `seq`, then the event written out (its `kind`
+    /// first). A failure to write the log is reported on stderr once per event, never fatal.
+    pub fn emit(&self, event: Event) {
+        let mut fields = match serde_json::to_value(&event) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("warning: failed to write an event: {e}");
+                return;
+            }
+        };
+        drop(event);
+        let Some(kind) = fields.get("kind").and_then(Value::as_str).map(str::to_string) else { return };
         self.redactor.redact_json_in_place(&mut fields);
         let observed = if self.observed.load(std::sync::atomic::Ordering::Acquire) {
-            Observed::from_event(kind, fields.as_object().unwrap_or(&Map::new()))
+            // Typed again from the redacted fields: nothing observed holds a secret.
+            serde_json::from_value::<Event>(fields.clone()).ok().and_then(|e| Observed::from_event(&e))
         } else {
             None
         };
@@ -133,7 +145,7 @@ impl EventLog {
         *seq += 1;
         if let Some(f) = file.as_mut() {
             line.clear();
-            lines::write_event(line, &self.clock.now_rfc3339(), &self.run_id, *seq, kind, &fields);
+            lines::write_event(line, &self.clock.now_rfc3339(), &self.run_id, *seq, &kind, &fields);
             if let Err(e) = f.write_all(line) {
                 eprintln!("warning: failed to append to the event log: {e}");
             }
@@ -209,7 +221,7 @@ impl EventLog {
     /// display draws its done/total bar against (a round cap, a plan's tasks, an iteration
     /// maximum, a goal's criteria).
     pub fn announce_total(&self, unit: Unit, total: u64) {
-        self.emit("progress.total", json!({"unit": unit.as_str(), "total": total}));
+        self.emit(Event::ProgressTotal { unit, total });
     }
 
     /// Appends the record of one dispatch attempt (`record`: its `request` and `response`) to
@@ -324,7 +336,8 @@ fn at_least(v: &Value, min: usize) -> bool {
 }
 
 /// What a run counts in steps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Unit {
     /// An exhaust round.
     Round,
@@ -355,10 +368,6 @@ impl Unit {
             Unit::Task => "tasks",
             Unit::Criterion => "criteria",
         }
-    }
-
-    fn parse(s: &str) -> Option<Self> {
-        [Unit::Round, Unit::Iteration, Unit::Task, Unit::Criterion].into_iter().find(|u| u.as_str() == s)
     }
 }
 
@@ -481,76 +490,80 @@ pub enum Observed {
 }
 
 impl Observed {
-    /// Types an event from its kind and fields; None for a kind no display follows.
-    pub fn from_event(kind: &str, f: &Map<String, Value>) -> Option<Self> {
-        let text = |k: &str| f.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
-        let num = |k: &str| f.get(k).and_then(Value::as_u64);
-        let step_started = |unit, k: &str| Some(Observed::StepStarted { unit, n: num(k) });
-        Some(match kind {
-            "run.start" => Observed::RunStarted { workflow: text("workflow") },
-            "run.end" => Observed::RunEnded { outcome: text("outcome") },
-            "progress" => Observed::Line(text("line")),
-            "dispatch.start" => Observed::DispatchStarted {
-                dispatch_id: text("dispatch_id"),
-                attempt: num("attempt").unwrap_or(1),
-                role: text("role"),
-                model: text("model"),
-                agent: text("agent"),
+    /// Types an event for a display; None for a kind no display follows.
+    pub fn from_event(event: &Event) -> Option<Self> {
+        let opt_text = |v: &Value| v.as_str().map(str::to_string);
+        let text = |v: &Value| opt_text(v).unwrap_or_default();
+        Some(match event {
+            Event::RunStart { workflow, .. } => Observed::RunStarted { workflow: workflow.clone() },
+            Event::RunEnd { outcome, .. } => Observed::RunEnded { outcome: outcome.clone() },
+            Event::Progress { line } => Observed::Line(line.clone()),
+            Event::DispatchStart { dispatch_id, attempt, role, model, agent, .. } => Observed::DispatchStarted {
+                dispatch_id: dispatch_id.clone(),
+                attempt: u64::from(*attempt),
+                role: role.clone(),
+                model: model.clone(),
+                agent: agent.clone(),
             },
-            "dispatch.end" => {
-                let usage = f.get("usage");
-                let u = |k: &str| usage.and_then(|u| u.get(k)).and_then(Value::as_u64).unwrap_or(0);
+            Event::DispatchEnd { dispatch_id, attempt, outcome, reason, usage, .. } => {
+                let u = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
                 Observed::DispatchEnded {
-                    dispatch_id: text("dispatch_id"),
-                    attempt: num("attempt").unwrap_or(1),
-                    end: match f.get("outcome").and_then(Value::as_str) {
-                        Some("ok") => AttemptEnd::Ok,
-                        Some("malformed") => AttemptEnd::Malformed,
+                    dispatch_id: dispatch_id.clone(),
+                    attempt: u64::from(*attempt),
+                    end: match outcome.as_str() {
+                        "ok" => AttemptEnd::Ok,
+                        "malformed" => AttemptEnd::Malformed,
                         _ => AttemptEnd::Failed,
                     },
-                    reason: f.get("reason").and_then(Value::as_str).map(str::to_string),
+                    reason: reason.clone(),
                     tokens: u("input_tokens") + u("output_tokens"),
-                    cost_usd: usage.and_then(|u| u.get("cost_usd")).and_then(Value::as_f64).unwrap_or(0.0),
+                    cost_usd: usage.get("cost_usd").and_then(Value::as_f64).unwrap_or(0.0),
                 }
             }
-            "dispatch.over_budget" => Observed::OverBudget { dispatch_id: text("dispatch_id") },
-            "round.start" => return step_started(Unit::Round, "round"),
-            "until.iteration.start" => return step_started(Unit::Iteration, "iteration"),
-            "journal.saved" => Observed::StepEnded { unit: Unit::Round, done: num("rounds") },
-            "until.iteration.end" => Observed::StepEnded { unit: Unit::Iteration, done: num("iteration") },
-            "task.resumed" => Observed::StepEnded { unit: Unit::Task, done: None },
-            "task.start" => Observed::TaskStarted {
-                id: text("task_id"),
-                title: text("title"),
-                done: num("done"),
-                total: num("total"),
-            },
-            "task.end" => Observed::TaskEnded {
-                id: text("task_id"),
-                done: text("status") == "DONE",
-                reason: f.get("reason").and_then(Value::as_str).map(str::to_string),
-            },
-            "plan.selected" => Observed::Total {
-                unit: Unit::Task,
-                total: f.get("tasks").and_then(Value::as_array).map_or(0, |a| a.len() as u64),
-            },
-            "progress.total" => Observed::Total { unit: Unit::parse(&text("unit"))?, total: num("total")? },
-            "ultra.observe" => Observed::Criterion { id: text("criterion"), pass: text("verdict") == "pass" },
-            "until.check-tampered" | "check-surface.changed" => {
-                Observed::Blocked { reason: format!("what judges the run changed: {}", changes(f.get("changes"))) }
+            Event::DispatchOverBudget { dispatch_id, .. } => Observed::OverBudget { dispatch_id: dispatch_id.clone() },
+            Event::RoundStart { round, .. } => Observed::StepStarted { unit: Unit::Round, n: Some(*round) },
+            Event::UntilIterationStart { iteration, .. } => {
+                Observed::StepStarted { unit: Unit::Iteration, n: Some(*iteration) }
             }
-            "budget.stop" => Observed::Blocked { reason: format!("budget: refused {}", text("refused")) },
+            Event::JournalSaved { rounds, .. } => Observed::StepEnded { unit: Unit::Round, done: Some(*rounds) },
+            Event::UntilIterationEnd { iteration, .. } => {
+                Observed::StepEnded { unit: Unit::Iteration, done: Some(*iteration) }
+            }
+            Event::TaskResumed { .. } => Observed::StepEnded { unit: Unit::Task, done: None },
+            Event::TaskStart { task_id, title, done, total } => {
+                Observed::TaskStarted { id: text(task_id), title: text(title), done: *done, total: *total }
+            }
+            Event::TaskEnd { task_id, status, reason, .. } => Observed::TaskEnded {
+                id: text(task_id),
+                done: status.as_str() == Some("DONE"),
+                reason: reason.as_ref().and_then(opt_text),
+            },
+            Event::PlanSelected { tasks } => {
+                Observed::Total { unit: Unit::Task, total: tasks.as_array().map_or(0, |a| a.len() as u64) }
+            }
+            Event::ProgressTotal { unit, total } => Observed::Total { unit: *unit, total: *total },
+            Event::UltraObserve { criterion, verdict, .. } => {
+                Observed::Criterion { id: text(criterion), pass: verdict.as_str() == Some("pass") }
+            }
+            Event::UntilCheckTampered { changes: c } | Event::CheckSurfaceChanged { changes: Some(c), .. } => {
+                Observed::Blocked { reason: format!("what judges the run changed: {}", changes_text(c)) }
+            }
+            Event::CheckSurfaceChanged { changes: None, .. } => {
+                Observed::Blocked { reason: "what judges the run changed: ".into() }
+            }
+            Event::BudgetStop { refused, .. } => {
+                Observed::Blocked { reason: format!("budget: refused {}", text(refused)) }
+            }
             _ => return None,
         })
     }
 }
 
-fn changes(v: Option<&Value>) -> String {
+fn changes_text(v: &Value) -> String {
     match v {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "),
-        Some(other) => other.to_string(),
-        None => String::new(),
+        Value::String(s) => s.clone(),
+        Value::Array(a) => a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "),
+        other => other.to_string(),
     }
 }
 
@@ -615,8 +628,7 @@ pub fn read_log(path: &Path) -> io::Result<Vec<Value>> {
 /// How many dispatch attempts a log says were started: what a resumed run must count as spent
 /// even when the run was killed before it recorded their results anywhere else.
 pub fn started_dispatches(path: &Path) -> io::Result<u64> {
-    Ok(read_log(path)?.iter().filter(|e| e.get("kind").and_then(Value::as_str) == Some("dispatch.start")).count()
-        as u64)
+    Ok(read_log(path)?.iter().filter(|e| EventKind::of(e) == Some(EventKind::DispatchStart)).count() as u64)
 }
 
 #[cfg(test)]
@@ -649,22 +661,50 @@ mod tests {
         let seen = Arc::new(Seen::default());
         l.observe(seen.clone());
         l.announce_total(Unit::Round, 3);
-        l.emit("round.start", json!({"round": 1}));
-        l.emit("dispatch.start", json!({"dispatch_id": "d1", "attempt": 1, "role": "finder", "model": "m"}));
+        let ds = |id: &str| Event::DispatchStart {
+            dispatch_id: id.into(),
+            attempt: 1,
+            role: "finder".into(),
+            model: "m".into(),
+            effort: String::new(),
+            access: Value::Null,
+            agent: String::new(),
+        };
+        l.emit(Event::RoundStart { round: 1, angles: json!([]), cap: json!(1) });
+        l.emit(ds("d1"));
         let usage = json!({"input_tokens": 10, "output_tokens": 5, "cost_usd": 0.25});
-        l.emit(
-            "dispatch.end",
-            json!({"dispatch_id": "d1", "attempt": 1, "outcome": "failed", "reason": "x", "usage": usage}),
-        );
-        l.emit("journal.saved", json!({"rounds": 1, "seen": 0}));
-        l.emit("plan.selected", json!({"tasks": ["1", "2"]}));
-        l.emit("task.start", json!({"task_id": "1", "title": "Add the parser"}));
-        l.emit("task.end", json!({"task_id": "1", "status": "BLOCKED", "reason": "r"}));
-        l.emit("task.start", json!({"task_id": "2", "title": "t", "done": 1, "total": 2}));
-        l.emit("task.end", json!({"task_id": "2", "status": "DONE"}));
-        l.emit("loop.task.done", json!({"label": "task-2"}));
-        l.emit("oracle.ran", json!({"items": 0}));
-        l.emit("progress.total", json!({"unit": "galaxy", "total": 3}));
+        l.emit(Event::DispatchEnd {
+            dispatch_id: "d1".into(),
+            attempt: 1,
+            outcome: "failed".into(),
+            reason: Some("x".into()),
+            usage,
+            priced: true,
+            record: None,
+            record_line: None,
+        });
+        l.emit(Event::JournalSaved { rounds: 1, seen: 0 });
+        l.emit(Event::PlanSelected { tasks: json!(["1", "2"]) });
+        l.emit(Event::TaskStart { task_id: json!("1"), title: json!("Add the parser"), done: None, total: None });
+        let end = |id: &str, status: &str, reason: Option<Value>| Event::TaskEnd {
+            task_id: json!(id),
+            status: json!(status),
+            reason,
+            dispatches: None,
+            repairs: None,
+        };
+        l.emit(end("1", "BLOCKED", Some(json!("r"))));
+        l.emit(Event::TaskStart { task_id: json!("2"), title: json!("t"), done: Some(1), total: Some(2) });
+        l.emit(end("2", "DONE", None));
+        let null = Value::Null;
+        l.emit(Event::LoopTaskDone {
+            label: json!("task-2"),
+            base: null.clone(),
+            head: null.clone(),
+            changed: null.clone(),
+            reverted: null,
+        });
+        l.emit(Event::OracleRan { command: json!("c"), source: json!("s"), items: 0 });
         let got = seen.0.lock().expect("lock").clone();
         assert_eq!(
             got,
@@ -693,17 +733,77 @@ mod tests {
                 Observed::TaskStarted { id: "2".into(), title: "t".into(), done: Some(1), total: Some(2) },
                 Observed::TaskEnded { id: "2".into(), done: true, reason: None },
             ],
-            "kinds no display follows, and an unknown unit, are not observed"
+            "kinds no display follows are not observed"
         );
         // Every observed event is in the log too.
-        assert_eq!(read_log(&dir.path().join("events.jsonl")).expect("read").len(), 13);
+        assert_eq!(read_log(&dir.path().join("events.jsonl")).expect("read").len(), 12);
+    }
+
+    #[test]
+    fn an_event_is_written_kind_first_then_its_fields_in_the_order_the_log_always_had() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let l = log(dir.path());
+        l.emit(Event::TaskEnd {
+            task_id: json!("1"),
+            status: json!("BLOCKED"),
+            reason: Some(Value::Null),
+            dispatches: Some(json!(2)),
+            repairs: Some(json!(0)),
+        });
+        l.emit(Event::GateStart { gate: json!("lint"), command: json!("make"), about: Some("a finding".into()) });
+        l.emit(Event::FrozenRerunStart {});
+        let mut lost = Map::new();
+        lost.insert("to".into(), json!("b"));
+        lost.insert("from".into(), json!("a"));
+        l.emit(Event::SnapshotLoss { lost });
+        l.emit(Event::WaveOutside { place: json!("the working tree"), paths: json!(["x"]) });
+        drop(l);
+        let text = std::fs::read_to_string(dir.path().join("events.jsonl")).expect("read");
+        let want = [
+            r#""kind":"task.end","task_id":"1","status":"BLOCKED","reason":null,"dispatches":2,"repairs":0}"#,
+            r#""kind":"gate.start","gate":"lint","command":"make","for":"a finding"}"#,
+            r#""kind":"frozen-rerun.start"}"#,
+            r#""kind":"snapshot.loss","to":"b","from":"a"}"#,
+            r#""kind":"wave.outside","where":"the working tree","paths":["x"]}"#,
+        ];
+        let got: Vec<&str> = text.lines().collect();
+        assert_eq!(got.len(), want.len(), "{text}");
+        for (i, (line, tail)) in got.iter().zip(want).enumerate() {
+            let head = format!(r#","run_id":"r1","seq":{},"#, i + 1);
+            let (before, rest) = line.split_at(line.find(r#""kind""#).expect("a kind"));
+            assert!(before.starts_with(r#"{"ts":""#) && before.ends_with(&head), "{line}");
+            assert_eq!(rest, tail);
+            let back: Event = serde_json::from_str(line).expect("an event reads back");
+            assert!(Observed::from_event(&back).is_none() || i == 0, "{back:?}");
+        }
+    }
+
+    #[test]
+    fn a_reader_tells_every_kind_from_its_name_whatever_fields_the_line_has() {
+        for k in EventKind::ALL {
+            let name = serde_json::to_value(k).expect("a kind");
+            assert_eq!(EventKind::of(&json!({"kind": name})), Some(*k), "{name}");
+        }
+        let old = json!({"ts": "t", "seq": 1, "kind": "dispatch.start", "dispatch_id": "d1"});
+        assert_eq!(EventKind::of(&old), Some(EventKind::DispatchStart), "a line with fewer fields");
+        assert_eq!(EventKind::of(&json!({"kind": "galaxy.start"})), None);
+        assert_eq!(EventKind::of(&json!({"seq": 1})), None);
     }
 
     #[test]
     fn a_torn_last_line_is_skipped_and_the_next_append_starts_fresh() {
         let dir = tempfile::tempdir().expect("tempdir");
         let l = log(dir.path());
-        l.emit("dispatch.start", json!({"dispatch_id": "d1"}));
+        let ds = |id: &str| Event::DispatchStart {
+            dispatch_id: id.into(),
+            attempt: 1,
+            role: String::new(),
+            model: String::new(),
+            effort: String::new(),
+            access: Value::Null,
+            agent: String::new(),
+        };
+        l.emit(ds("d1"));
         drop(l);
         let path = dir.path().join("events.jsonl");
         let mut f = OpenOptions::new().append(true).open(&path).expect("open");
@@ -711,7 +811,7 @@ mod tests {
         drop(f);
         assert_eq!(read_log(&path).expect("read").len(), 1, "the torn line is skipped");
         let l = log(dir.path());
-        l.emit("dispatch.start", json!({"dispatch_id": "d2"}));
+        l.emit(ds("d2"));
         drop(l);
         let events = read_log(&path).expect("read");
         assert_eq!(events.len(), 2, "the append after the torn line is whole: {events:?}");

@@ -26,6 +26,7 @@ pub mod exit;
 pub mod faults;
 #[allow(clippy::disallowed_methods, reason = "the chokepoint for file writes and removals")]
 pub mod fsx;
+pub mod outcome;
 pub mod redact;
 pub mod run;
 pub mod sandbox;
@@ -34,6 +35,8 @@ pub mod scratch;
 pub mod slug;
 pub mod spawn;
 pub mod spawn_stream;
+#[cfg(test)]
+mod spelling_tests;
 #[allow(clippy::disallowed_methods, reason = "staged state directories are discarded by the runtime itself")]
 pub mod stage;
 pub mod suggest;

@@ -3,7 +3,7 @@
 
 use crate::budget::{Budget, BudgetTracker, Spent};
 use crate::clock::Clock;
-use crate::events::EventLog;
+use crate::events::{Event, EventLog};
 use crate::redact::Redactor;
 use crate::spawn::Spawner;
 use serde_json::{Value, json};
@@ -105,7 +105,7 @@ impl RunContext {
         let (root, state_dir) = (root.as_path(), state_dir.as_path());
         let dir = state_dir.join("runs").join(&run_id);
         let events = Arc::new(EventLog::open(&dir, &run_id, clock.clone(), redactor.clone())?);
-        events.emit("run.start", json!({"workflow": workflow, "root": root.display().to_string()}));
+        events.emit(Event::RunStart { workflow: workflow.to_string(), root: root.display().to_string() });
         Ok(Self {
             run_id,
             workflow: workflow.into(),
@@ -127,8 +127,8 @@ impl RunContext {
     }
 
     /// Emits an event.
-    pub fn emit(&self, kind: &str, fields: Value) {
-        self.events.emit(kind, fields);
+    pub fn emit(&self, event: Event) {
+        self.events.emit(event);
     }
 
     /// Prints one human progress line (stderr, plain) and logs it as a `progress` event.
@@ -139,7 +139,7 @@ impl RunContext {
             use std::io::Write;
             let _ = writeln!(std::io::stderr().lock(), "{line}");
         }
-        self.events.emit("progress", json!({"line": line}));
+        self.events.emit(Event::Progress { line: line.into_owned() });
     }
 
     /// Writes a JSON state file atomically, redacting secrets first.
@@ -157,13 +157,17 @@ impl RunContext {
     pub fn finish(&self, outcome: &str, detail: Value) {
         let spent = self.budget.spent();
         let by_role = self.budget.spent_by_role();
-        let mut end = json!({"outcome": outcome, "detail": detail, "spent": spent, "spent_by_role": by_role});
         let written = crate::fsx::digests::written();
-        if !written.is_empty() {
-            // The state files this run wrote and the digest chain's head: the next run checks them.
-            end["state_digests"] = json!({"files": written, "chain": crate::fsx::digests::head()});
-        }
-        self.events.emit("run.end", end);
+        // The state files this run wrote and the digest chain's head: the next run checks them.
+        let state_digests =
+            (!written.is_empty()).then(|| json!({"files": written, "chain": crate::fsx::digests::head()}));
+        self.events.emit(Event::RunEnd {
+            outcome: outcome.to_string(),
+            detail,
+            spent: json!(spent),
+            spent_by_role: json!(by_role),
+            state_digests,
+        });
         self.events.seal();
     }
 }

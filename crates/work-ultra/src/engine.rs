@@ -42,6 +42,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use work_runtime::dispatch::replay::{CutOffRuns, Replayed, request_digest};
 use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
+use work_runtime::events::Event;
+use work_runtime::outcome::StopReason as Shared;
 use work_runtime::run::RunContext;
 
 mod copy;
@@ -131,11 +133,11 @@ impl StopReason {
             StopReason::AgentBlocked => "agent-blocked",
             StopReason::LeftoverState => "leftover-state",
             StopReason::EvidenceTampered => "evidence-tampered",
-            StopReason::Budget => "budget",
-            StopReason::CheckTampered => "check-tampered",
-            StopReason::AgentFailing => "agent-failing",
-            StopReason::GitTampered => "git-tampered",
-            StopReason::HeadMoved => "head-moved",
+            StopReason::Budget => Shared::Budget.as_str(),
+            StopReason::CheckTampered => Shared::CheckTampered.as_str(),
+            StopReason::AgentFailing => Shared::AgentFailing.as_str(),
+            StopReason::GitTampered => Shared::GitTampered.as_str(),
+            StopReason::HeadMoved => Shared::HeadMoved.as_str(),
         }
     }
 }
@@ -1186,10 +1188,13 @@ impl Runner<'_, '_> {
         });
         let p = self.env.dir.join(&paths.json);
         run.write_state(&p, &record).map_err(werr(&p))?;
-        run.emit(
-            "ultra.observe",
-            json!({"goal_id": self.goal.id, "criterion": c.id, "label": label, "verdict": verdict.word(), "end": obs.describe_end()}),
-        );
+        run.emit(Event::UltraObserve {
+            goal_id: json!(self.goal.id),
+            criterion: json!(c.id),
+            label: json!(label),
+            verdict: json!(verdict.word()),
+            end: json!(obs.describe_end()),
+        });
         Ok(to_record(label, &run.run_id, ts, &obs, &verdict, fingerprint, paths))
     }
 }

@@ -10,6 +10,7 @@ use crate::workflow::LoopEnv;
 use serde_json::json;
 use work_git::Git;
 use work_git::integrity::{Seal, describe};
+use work_runtime::events::Event;
 
 /// The session's seal: the one kept, else a new one (kept for the next run).
 /// The kept seal is refused when changed or removed since `work` wrote it (a seal taken again
@@ -30,7 +31,7 @@ pub(crate) fn session_seal(
     let m = &session.meta;
     seal.allow_named_by(&format!("{}\n{}\n{}", m.until, m.goal, m.instructions));
     if let Err(e) = env.run.write_state(&path, &seal) {
-        env.run.emit("until.seal.unsaved", json!({"error": e.to_string()}));
+        env.run.emit(Event::UntilSealUnsaved { error: e.to_string() });
     }
     Ok(Some(seal))
 }
@@ -47,7 +48,7 @@ pub(crate) fn tampered(
     if changes.is_empty() {
         return Ok(None);
     }
-    env.run.emit("until.git-tampered", json!({"changes": changes}));
+    env.run.emit(Event::UntilGitTampered { changes: json!(changes) });
     Ok(Some(format!(
         "git-tampered: the worker changed git's view of the tree ({}); an index flag, an exclude line, an attribute, a hook or a driver hides a change from the ground truth: undo it (e.g. `git update-index --no-skip-worktree <path>`, `git update-index --no-assume-unchanged <path>`)",
         describe(&changes)

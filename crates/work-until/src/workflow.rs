@@ -51,6 +51,8 @@ use std::path::Path;
 use std::time::Duration;
 use work_git::{Git, is_excluded};
 use work_runtime::dispatch::{Access, DispatchOutcome, DispatchSpec, Dispatcher};
+use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 use work_runtime::run::RunContext;
 
 /// What the loop needs from the outside world.
@@ -173,10 +175,14 @@ async fn check_surface(
     }
     s.record_suites(&env.run.spawner, &env.run.root, std::slice::from_ref(verify), Some(env.verify_timeout)).await;
     for (part, collected, skipped) in s.suites() {
-        env.run.emit("until.suite.baseline", json!({"command": part, "collected": collected, "skipped": skipped}));
+        env.run.emit(Event::UntilSuiteBaseline {
+            command: json!(part),
+            collected: json!(collected),
+            skipped: json!(skipped),
+        });
     }
     if let Err(e) = env.run.write_state(&path, &s) {
-        env.run.emit("until.surface.unsaved", json!({"error": e.to_string()}));
+        env.run.emit(Event::UntilSurfaceUnsaved { error: e.to_string() });
     }
     Ok(Some(s))
 }
@@ -272,12 +278,12 @@ impl Ctx<'_, '_> {
 
     async fn verify(&self, cmd: &str, dir: Result<&Path, &str>) -> VerifyResult {
         let run = self.env.run;
-        run.emit("until.verify.start", json!({"command": cmd}));
+        run.emit(Event::UntilVerifyStart { command: json!(cmd) });
         let dir = match dir {
             Ok(dir) => dir,
             Err(why) => {
                 let v = VerifyResult { command: cmd.into(), passed: false, end: why.to_string(), tail: Vec::new() };
-                run.emit("until.verify.end", json!({"command": cmd, "passed": false, "end": v.end}));
+                run.emit(Event::UntilVerifyEnd { command: json!(cmd), passed: false, end: json!(v.end) });
                 return v;
             }
         };
@@ -296,7 +302,7 @@ impl Ctx<'_, '_> {
             }
             Err(e) => VerifyResult { command: cmd.into(), passed: false, end: e.to_string(), tail: Vec::new() },
         };
-        run.emit("until.verify.end", json!({"command": cmd, "passed": v.passed, "end": v.end}));
+        run.emit(Event::UntilVerifyEnd { command: json!(cmd), passed: v.passed, end: json!(v.end) });
         v
     }
 }
@@ -346,7 +352,7 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
         && k > session.meta.iteration_count
     {
         ledger.incident(&format!("iteration {k:02} was interrupted before it was merged; it is redone as {k:02}"));
-        run.emit("until.iteration.redo", json!({"iteration": k}));
+        run.emit(Event::UntilIterationRedo { iteration: json!(k) });
     }
     // A committed iteration that stopped the session, rolled forward: the run that made it
     // was killed before it could finish; this one finishes it, dispatching nothing.
@@ -394,7 +400,7 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
         cx.save_meta(session)?;
         let handoff = templates::handoff(&session.meta, &ledger, n, last_verify.as_ref());
         cx.write(&session.handoff_path(), &handoff)?;
-        run.emit("until.iteration.start", json!({"session": session.meta.id, "iteration": n}));
+        run.emit(Event::UntilIterationStart { session: json!(session.meta.id), iteration: u64::from(n) });
 
         let before = commit::iteration_start(&cx, session, n, redo)?;
         let outcome = env
@@ -517,11 +523,14 @@ pub async fn drive(env: &LoopEnv<'_>, session: &mut Session) -> Result<LoopOutco
             if record.git { format!("{} changed", record.changed.len()) } else { "changes unknown".into() },
             record.decision
         ));
-        run.emit(
-            "until.iteration.end",
-            json!({"session": session.meta.id, "iteration": n, "status": record.report.status.as_str(),
-                   "decision": record.decision, "changed": record.changed, "false_claims": record.false_claims}),
-        );
+        run.emit(Event::UntilIterationEnd {
+            session: json!(session.meta.id),
+            iteration: u64::from(n),
+            status: json!(record.report.status.as_str()),
+            decision: json!(record.decision),
+            changed: json!(record.changed),
+            false_claims: json!(record.false_claims),
+        });
         if let Some((s, r)) = status {
             return Ok(finish(&cx, session, &ledger, s, r));
         }
@@ -562,14 +571,19 @@ async fn decide(
     record: &mut IterationRecord,
 ) -> Result<(Option<SessionStatus>, String), UntilError> {
     if let Some(why) = crate::seal::tampered(cx.env, cx.seal.as_ref(), cx.git.as_ref())? {
-        record.decision = "git-tampered".to_string();
+        record.decision = StopReason::GitTampered.to_string();
         return Ok((Some(SessionStatus::Blocked), why));
     }
     if let (Some(g), Some(base)) = (cx.git.as_ref(), cx.head.as_ref())
         && let Some(why) = g.judge_head(base)?.describe(base)
     {
-        cx.env.run.emit("head.moved", json!({"from": base.sha, "to": g.head_sha(), "branch": g.branch()}));
-        record.decision = "head-moved".to_string();
+        cx.env.run.emit(Event::HeadMoved {
+            from: json!(base.sha),
+            to: json!(g.head_sha()),
+            breach: None,
+            branch: json!(g.branch()),
+        });
+        record.decision = StopReason::HeadMoved.to_string();
         return Ok((Some(SessionStatus::Blocked), format!("head-moved: {why}")));
     }
     let meta = &mut session.meta;
@@ -593,13 +607,13 @@ async fn decide(
                     .filter(|c| !c.is_empty()) =>
             {
                 let what = work_git::surface::describe(&changes);
-                cx.env.run.emit("until.check-tampered", json!({"changes": what}));
+                cx.env.run.emit(Event::UntilCheckTampered { changes: json!(what) });
                 (
                     Some(SessionStatus::Blocked),
                     format!(
                         "check-tampered: the worker changed what judges it ({what}); `{cmd}` is only as honest as the files it runs: restore them (git diff shows the change)"
                     ),
-                    "check-tampered".to_string(),
+                    StopReason::CheckTampered.to_string(),
                 )
             }
             Some(cmd) => {
@@ -622,17 +636,17 @@ async fn decide(
                 drop(copy);
                 if passed && !lost.is_empty() {
                     let what = work_git::surface::describe(&lost);
-                    cx.env.run.emit("until.check-tampered", json!({"changes": what}));
+                    cx.env.run.emit(Event::UntilCheckTampered { changes: json!(what) });
                     (
                         Some(SessionStatus::Blocked),
                         format!(
                             "check-tampered: `{cmd}` exited 0 but its suite lost tests since the session started ({what}); adding tests is the only change allowed: restore them (git diff shows the change)"
                         ),
-                        "check-tampered".to_string(),
+                        StopReason::CheckTampered.to_string(),
                     )
                 } else if passed && let Some(why) = cx.restored_verdict(&cmd).await {
-                    cx.env.run.emit("until.check-tampered", json!({"changes": why}));
-                    (Some(SessionStatus::Blocked), why, "check-tampered".to_string())
+                    cx.env.run.emit(Event::UntilCheckTampered { changes: json!(why) });
+                    (Some(SessionStatus::Blocked), why, StopReason::CheckTampered.to_string())
                 } else if passed {
                     meta.empty_streak = 0;
                     (Some(SessionStatus::Done), format!("done: `{cmd}` exited 0"), "done (verified)".to_string())
@@ -770,17 +784,18 @@ fn finish(
     // always the last write, so a meta that says stopped has its ledger.
     let mut l = ledger.clone();
     if let Err(e) = cx.save_ledger(session, &mut l) {
-        cx.env.run.emit("until.error", json!({"error": e.to_string()}));
+        cx.env.run.emit(Event::UntilError { error: e.to_string() });
     }
     if let Err(e) = cx.save_meta(session) {
-        cx.env.run.emit("until.error", json!({"error": e.to_string()}));
+        cx.env.run.emit(Event::UntilError { error: e.to_string() });
     }
     let summary = summary_lines(session, &l);
-    cx.env.run.emit(
-        "until.stop",
-        json!({"session": session.meta.id, "status": status.as_str(), "reason": reason,
-               "iterations": session.meta.iteration_count}),
-    );
+    cx.env.run.emit(Event::UntilStop {
+        session: json!(session.meta.id),
+        status: json!(status.as_str()),
+        reason: json!(reason),
+        iterations: json!(session.meta.iteration_count),
+    });
     LoopOutcome { status, stopped_reason: reason, iterations: session.meta.iteration_count, summary }
 }
 

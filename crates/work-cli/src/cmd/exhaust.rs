@@ -4,8 +4,11 @@
 use crate::CmdResult;
 use crate::budget_args::BudgetArgs;
 use crate::ctx::{self, CliError, Ctx, Global};
+use serde_json::json;
 use std::time::Duration;
 use work_exhaust::{Engine, ExhaustError, Journal, Params};
+use work_run::status::ExhaustStop;
+use work_runtime::events::Event;
 
 /// Discovery until dry: rounds of parallel finders until K consecutive qualifying rounds find
 /// nothing new.
@@ -298,11 +301,14 @@ fn run_locked(
         run.events.announce_total(work_runtime::events::Unit::Round, n.into());
     }
     let d = ctx::dispatcher(&run, &role, agent);
-    run.emit(
-        "exhaust.start",
-        serde_json::json!({"what": a.what, "k": a.k, "cap": concurrency, "agent": d.agent_description(),
-                           "resumed": resumed, "journal": journal_path.display().to_string()}),
-    );
+    run.emit(Event::ExhaustStart {
+        what: json!(a.what),
+        k: json!(a.k),
+        cap: json!(concurrency),
+        agent: d.agent_description().to_string(),
+        resumed,
+        journal: journal_path.display().to_string(),
+    });
     let fresh_seed = !journal.seed_done;
     let result = rt.block_on(Engine::new(&run, &d, &params, journal, oracle_tree).drive());
     match result {
@@ -328,7 +334,7 @@ fn run_locked(
                 j.completeness_gaps.clone(),
             )
             .print();
-            Ok(work_run::status::exhaust(work_run::status::ExhaustStop::parse(&reason), covered))
+            Ok(work_run::status::exhaust(ExhaustStop::parse(&reason), covered))
         }
         Err(ExhaustError::Oracle(e)) => {
             if fresh_seed && run.budget.spent().dispatches == 0 {
@@ -492,11 +498,14 @@ fn rerun_finished(
     resolve_scope(ctx, &a.scope)?;
     let run = ctx.start_resumed_run("exhaust", a.budget.budget(), head.spent, head.spent_by_role.clone())?;
     let concurrency = a.concurrency.or(ctx.config.concurrency).unwrap_or(DEFAULT_CONCURRENCY).max(1);
-    run.emit(
-        "exhaust.start",
-        serde_json::json!({"what": a.what, "k": a.k, "cap": concurrency, "agent": agent.describe(),
-                           "resumed": true, "journal": journal_path.display().to_string()}),
-    );
+    run.emit(Event::ExhaustStart {
+        what: json!(a.what),
+        k: json!(a.k),
+        cap: json!(concurrency),
+        agent: agent.describe().to_string(),
+        resumed: true,
+        journal: journal_path.display().to_string(),
+    });
     let reason = head.stopped_reason.clone().unwrap_or_default();
     run.progress(&work_exhaust::engine::already_stopped(&reason));
     run.finish(&reason, serde_json::json!({"seen": head.seen}));
@@ -509,7 +518,7 @@ fn rerun_finished(
     ));
     let covered = head.given_up == 0;
     summary(&run, &head.first_items, head.seen, &reason, head.completeness_gaps.clone()).print();
-    Ok(work_run::status::exhaust(work_run::status::ExhaustStop::parse(&reason), covered))
+    Ok(work_run::status::exhaust(ExhaustStop::parse(&reason), covered))
 }
 
 /// The end of the run: the accepted items as `PATH:LINE title` (the first 20), the
@@ -539,12 +548,12 @@ fn summary(
         gaps,
         spent: run.budget.spent(),
         budget: run.budget.budget(),
-        next: match work_run::status::ExhaustStop::parse(reason) {
-            work_run::status::ExhaustStop::KDry | work_run::status::ExhaustStop::Exhausted => None,
-            work_run::status::ExhaustStop::Budget | work_run::status::ExhaustStop::CallerTarget => {
+        next: match ExhaustStop::parse(reason) {
+            Some(ExhaustStop::KDry | ExhaustStop::Exhausted) => None,
+            Some(ExhaustStop::Budget | ExhaustStop::CallerTarget) => {
                 Some("the same command with a larger budget or --max-rounds resumes from the journal".into())
             }
-            work_run::status::ExhaustStop::Other => Some("the same command resumes from the journal".into()),
+            Some(ExhaustStop::AgentFailing) | None => Some("the same command resumes from the journal".into()),
         },
         events: Some(run.run_dir().join("events.jsonl")),
     }

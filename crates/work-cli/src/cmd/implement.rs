@@ -16,6 +16,7 @@ use crate::CmdResult;
 use crate::budget_args::BudgetArgs;
 use crate::ctx::{self, CliError, Ctx, Global};
 use serde_json::Value;
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use work_implement::carrier::{self, Carrier, Mode};
@@ -23,6 +24,8 @@ use work_implement::report::{EndReport, Status};
 use work_implement::tree::{Preflight, Tree};
 use work_implement::{Env, RoleDispatch, Settings};
 use work_runtime::budget::{Budget, Spent};
+use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 /// `work implement`: the per-task implementer → spec review → quality review pipeline.
 #[derive(Debug, clap::Args)]
@@ -164,10 +167,7 @@ fn loose_iter_id(flag: &Option<String>, value: &Option<Value>) -> Option<String>
 fn early_exit(ctx: &Ctx, workflow: &str, json: bool, report: EndReport) -> CmdResult {
     let mut report = report;
     if let Ok(run) = ctx.start_run(workflow, Budget::default(), Spent::default()) {
-        run.emit(
-            "iteration.end",
-            serde_json::json!({"status": report.status, "kind": report.kind, "reason": report.reason}),
-        );
+        run.emit(Event::IterationEnd { status: json!(report.status), reason: json!(report.reason) });
         run.finish(report.status.as_str(), serde_json::json!({"kind": report.kind}));
         report.run_id = Some(run.run_id.clone());
     }
@@ -322,11 +322,10 @@ fn next_step(report: &EndReport) -> String {
     // A budget stop leaves its iteration open: a larger budget goes on from the first task not
     // done. Any other stop finishes it: the same command over the same tree prints this report
     // again, and over a clean tree runs the iteration afresh.
-    let again = match (report.kind.as_deref(), report.iter_id.as_deref()) {
-        (Some("budget"), Some(id)) => {
-            format!("the same command with --iter-id {id} and a larger budget continues task by task")
-        }
-        (Some("budget"), None) => "the same command with a larger budget runs again".to_string(),
+    let budget = report.kind.as_deref().and_then(StopReason::parse) == Some(StopReason::Budget);
+    let again = match (budget, report.iter_id.as_deref()) {
+        (true, Some(id)) => format!("the same command with --iter-id {id} and a larger budget continues task by task"),
+        (true, None) => "the same command with a larger budget runs again".to_string(),
         _ => {
             "once the tree is clean (commit the change, or `git stash` it), the same command runs the iteration afresh"
                 .to_string()

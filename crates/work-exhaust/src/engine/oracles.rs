@@ -3,6 +3,7 @@
 use super::{Admission, Engine, ExhaustError};
 use crate::oracle::run_oracle;
 use serde_json::json;
+use work_runtime::events::Event;
 use work_runtime::tree_guard::describe_changes;
 
 /// How the gap saying the oracles ran in the tree itself begins: such a gap makes a dry stop
@@ -29,7 +30,11 @@ impl<'a> Engine<'a> {
         let (copy, changed) = self.oracles.ready()?;
         if !changed.is_empty() {
             let what = describe_changes(&changed);
-            self.run.emit("oracle.copy-remade", json!({"source": source, "round": round, "changes": changed}));
+            self.run.emit(Event::OracleCopyRemade {
+                source: json!(source),
+                round: json!(round),
+                changes: json!(changed),
+            });
             self.gap(format!(
                 "round {round}: the engine's copy the oracles search was changed ({what}); it was made again from the tree the run started with"
             ));
@@ -48,7 +53,7 @@ impl<'a> Engine<'a> {
             let ran = run_oracle(&self.run.spawner, &root, cmd, self.params.oracle_timeout).await;
             self.oracles.settle();
             let items = ran?;
-            self.run.emit("oracle.ran", json!({"command": cmd, "source": source, "items": items.len()}));
+            self.run.emit(Event::OracleRan { command: json!(cmd), source: json!(source), items: items.len() as u64 });
             for it in &items {
                 if let Admission::New(id) = self.admit(it, source, round, &root) {
                     new.push(id);
@@ -74,7 +79,7 @@ impl<'a> Engine<'a> {
         let new = match ran {
             Ok(new) => new,
             Err(ExhaustError::Oracle(e)) => {
-                self.run.emit("gate3.failed", json!({"round": n, "error": e.to_string()}));
+                self.run.emit(Event::Gate3Failed { round: json!(n), error: e.to_string() });
                 self.gap(format!("gate 3 could not run in round {n}: {e}"));
                 return Ok(None);
             }

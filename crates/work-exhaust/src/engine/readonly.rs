@@ -3,6 +3,7 @@
 use super::Engine;
 use serde_json::json;
 use work_runtime::dispatch::{DispatchOutcome, DispatchSpec};
+use work_runtime::events::Event;
 use work_runtime::tree_guard::{TreeSnapshot, describe_changes};
 
 /// The tree and git's seal at one instant.
@@ -59,7 +60,12 @@ impl Engine<'_> {
         let protected = self.protected(&changes, true);
         // Cumulative over the run: a file written in one round cannot be cited in a later one.
         self.written.extend(changes.iter().map(|c| c[1..].to_string()));
-        self.run.emit("readonly.writes", json!({"round": n, "changes": changes, "violations": protected}));
+        self.run.emit(Event::ReadonlyWrites {
+            round: Some(json!(n)),
+            between: None,
+            changes: json!(changes),
+            violations: json!(protected),
+        });
         if protected.is_empty() {
             return outcomes;
         }
@@ -159,7 +165,12 @@ impl Engine<'_> {
             if !changes.is_empty() {
                 let protected = self.protected(&changes, false);
                 self.written.extend(changes.iter().map(|c| c[1..].to_string()));
-                self.run.emit("readonly.writes", json!({"between": when, "changes": changes, "violations": protected}));
+                self.run.emit(Event::ReadonlyWrites {
+                    round: None,
+                    between: Some(json!(when)),
+                    changes: json!(changes),
+                    violations: json!(protected),
+                });
                 if !protected.is_empty() {
                     let what = describe_changes(&protected);
                     self.run.progress(&format!("The tree changed {when}, while no finder ran ({what})"));

@@ -23,9 +23,11 @@ use crate::state::{Boundary, LostWork};
 use serde_json::{Value, json};
 use work_git::loss::Loss;
 use work_loop::LoopError;
+use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 /// The stop reason.
-pub const LOSS: &str = "snapshot-loss";
+pub const LOSS: &str = StopReason::SnapshotLoss.as_str();
 
 impl Driver {
     /// The ref that keeps this run's boundary snapshots.
@@ -98,8 +100,13 @@ impl Driver {
         let earlier = self.rs.boundary.as_ref().map(|b| b.commit.clone());
         let commit = self.git.snapshot_commit_after(&tree, &message, earlier.as_deref())?;
         self.git.keep_ref(&self.snapshot_ref(), &commit)?;
-        self.run
-            .emit("snapshot", json!({ "boundary": label, "sha": commit, "tree": tree, "ref": self.snapshot_ref() }));
+        self.run.emit(Event::Snapshot {
+            boundary: json!(label),
+            sha: json!(commit),
+            paths: None,
+            tree: Some(json!(tree)),
+            reference: Some(json!(self.snapshot_ref())),
+        });
         self.rs.boundary = Some(Boundary { label: label.into(), tree, commit });
         Ok(())
     }
@@ -116,7 +123,7 @@ impl Driver {
         let lost = self.rs.lost_work.take();
         let tree = self.git.snapshot_tree(&self.review_excludes()).map_err(|e| LoopError::bad(e.to_string()))?;
         self.record_boundary(label, tree).map_err(|e| LoopError::bad(e.to_string()))?;
-        self.run.emit("snapshot.loss-accepted", serde_json::to_value(&lost).unwrap_or(Value::Null));
+        self.run.emit(Event::SnapshotLossAccepted { lost: fields_of(&lost) });
         self.run.progress(&format!(
             "loop: {label}: a person accepted the work it lost (--approve); its tree is the new boundary"
         ));
@@ -145,7 +152,7 @@ impl Driver {
             paths: loss.paths,
             recovery,
         };
-        self.run.emit("snapshot.loss", serde_json::to_value(&lost).unwrap_or(Value::Null));
+        self.run.emit(Event::SnapshotLoss { lost: fields_of(&lost) });
         self.rs.lost_work = Some(lost);
         self.save()?;
         Ok(self.blocked(LOSS, message))
@@ -163,5 +170,13 @@ pub(super) fn strings_of(v: &Value, out: &mut String) {
         Value::Array(a) => a.iter().for_each(|x| strings_of(x, out)),
         Value::Object(o) => o.values().for_each(|x| strings_of(x, out)),
         _ => {}
+    }
+}
+
+/// The fields `lost` is written as (none when it is absent).
+fn fields_of(lost: &impl serde::Serialize) -> serde_json::Map<String, Value> {
+    match serde_json::to_value(lost) {
+        Ok(Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
     }
 }

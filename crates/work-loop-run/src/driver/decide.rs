@@ -1,6 +1,7 @@
 //! DECIDE: route a finished review round (reopen the code, ship it, or stop) and the code gate.
 
 use super::*;
+use work_runtime::outcome::StopReason;
 
 impl Driver {
     pub(super) async fn review(&mut self, st: &EngineState) -> Step {
@@ -33,7 +34,7 @@ impl Driver {
                     self.rs.rereview_used = true;
                 }
                 let r = self.review_round(&unit, "code", roles).await?;
-                if r.stop.as_ref().is_some_and(|(code, _, _)| code == "budget") {
+                if r.stop.as_ref().is_some_and(|(code, _, _)| code == StopReason::Budget.as_str()) {
                     // The round did not happen: the single light-mode re-review is not used up,
                     // and the resumed run takes the same route.
                     self.rs.rereview_used = rereview_was;

@@ -1,6 +1,9 @@
 //! EXECUTE and GATES: the implementer's steps (plan tasks and repair rounds) and the pinned gates.
 
 use super::*;
+use serde_json::json;
+use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 impl Driver {
     pub(super) async fn execute(&mut self, st: &EngineState) -> Step {
@@ -122,16 +125,32 @@ impl Driver {
                     "spec_dir": self.sd.rel(),
                 });
                 let dir = self.sd.rel().to_string();
-                let start = json!({"task_id": task.id, "title": task.title, "done": done, "total": total});
-                self.run.emit("task.start", start);
+                self.run.emit(Event::TaskStart {
+                    task_id: json!(task.id),
+                    title: json!(task.title),
+                    done: Some(done as u64),
+                    total: Some(total as u64),
+                });
                 self.run.progress(&format!("loop: wave {wave_index}: task {}: {}", task.id, task.title));
                 let text = format!("{}\n{}", task.title, task.body);
                 let brief = |nudge: Option<&str>| prompts::task_brief(&dir, &task.id, &task.title, &task.body, nudge);
                 if let Some(r) = self.implement_step(&format!("task-{}", task.id), ctx, brief, &text, true).await? {
-                    self.run.emit("task.end", json!({"task_id": task.id, "status": "BLOCKED", "reason": r.message}));
+                    self.run.emit(Event::TaskEnd {
+                        task_id: json!(task.id),
+                        status: json!("BLOCKED"),
+                        reason: Some(json!(r.message)),
+                        dispatches: None,
+                        repairs: None,
+                    });
                     return Ok(Some(r));
                 }
-                self.run.emit("task.end", json!({"task_id": task.id, "status": "DONE"}));
+                self.run.emit(Event::TaskEnd {
+                    task_id: json!(task.id),
+                    status: json!("DONE"),
+                    reason: None,
+                    dispatches: None,
+                    repairs: None,
+                });
                 done += 1;
                 self.rs.done_tasks.entry(key.clone()).or_default().push(id);
                 self.rs.in_flight = None;
@@ -195,22 +214,25 @@ impl Driver {
                 return Ok(Err(("approved-artifacts-changed".into(), m)));
             }
             if let Some(why) = self.head_breach()? {
-                return Ok(Err(("head-moved".into(), format!("{label}: {why}"))));
+                return Ok(Err((StopReason::HeadMoved.into(), format!("{label}: {why}"))));
             }
             let after = self.snapshot_since(&base)?;
             if after != before {
                 let changed: Vec<&String> =
                     after.iter().filter(|(k, v)| before.get(*k) != Some(v)).map(|(k, _)| k).collect();
                 let gone: Vec<&String> = before.keys().filter(|k| !after.contains_key(*k)).collect();
-                self.run.emit(
-                    "loop.task.done",
-                    json!({ "label": label, "base": base, "head": self.git.head_sha(), "changed": changed, "reverted": gone }),
-                );
+                self.run.emit(Event::LoopTaskDone {
+                    label: json!(label),
+                    base: json!(base),
+                    head: json!(self.git.head_sha()),
+                    changed: json!(changed),
+                    reverted: json!(gone),
+                });
                 return Ok(Ok(()));
             }
             self.run
                 .progress(&format!("loop: {label}: the implementer claimed done but the working tree did not change"));
-            self.run.emit("loop.task.unchanged", json!({ "label": label, "attempt": attempt }));
+            self.run.emit(Event::LoopTaskUnchanged { label: json!(label), attempt: json!(attempt) });
             attempt += 1;
         }
         // A later resume starts the task afresh (two more dispatches).
@@ -237,7 +259,7 @@ impl Driver {
         let exclude: Vec<String> = self.state_prefix().into_iter().collect();
         let copy = self.git.snapshot_copy(&exclude).map_err(|e| format!("the engine's copy could not be made: {e}"));
         for (name, cmd) in self.s.gates.clone() {
-            self.run.emit("gate.start", json!({ "gate": name, "command": cmd }));
+            self.run.emit(Event::GateStart { gate: json!(name), command: json!(cmd), about: None });
             let ran = match &copy {
                 Ok(c) => self.run.spawner.shell(&cmd, c.path(), self.s.gate_timeout).await.map_err(|e| e.to_string()),
                 Err(why) => Err(why.clone()),
@@ -250,7 +272,7 @@ impl Driver {
                 }
                 Err(e) => (false, format!("could not start: {e}"), String::new()),
             };
-            self.run.emit("gate.end", json!({ "gate": name, "green": green, "end": end }));
+            self.run.emit(Event::GateEnd { gate: json!(name), green, end: Some(json!(end)), about: None });
             self.run.progress(&format!("gate {name}: {} ({end})", if green { "green" } else { "red" }));
             runs.push(json!({ "gate": name, "command": cmd, "green": green, "end": end, "tail": tail }));
             if !green {

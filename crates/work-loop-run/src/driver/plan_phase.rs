@@ -1,6 +1,9 @@
 //! PLAN: drafting, the spec-and-plan review, the human gates and the seal of the approved baseline.
 
 use super::*;
+use serde_json::json;
+use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 impl Driver {
     pub(super) async fn drafting(&mut self, st: &EngineState) -> Step {
@@ -151,7 +154,7 @@ impl Driver {
         msg: String,
         exit: ExitStatus,
     ) -> Step {
-        if code == "budget" {
+        if code == StopReason::Budget.as_str() {
             // No review result: the round was taken back, and no verdict is written for it.
             return Ok(Some(self.blocked(code, msg)));
         }
@@ -216,7 +219,11 @@ impl Driver {
                 self.rs.pending_decision = None;
                 self.settle_undecided(&p, "accepted");
                 self.save()?;
-                self.run.emit("loop.decision", json!({ "unit": unit, "reason": p.reason, "decision": "approve" }));
+                self.run.emit(Event::LoopDecision {
+                    unit: json!(unit),
+                    reason: json!(p.reason),
+                    decision: json!("approve"),
+                });
                 self.run.progress(&format!("loop: a person accepted the findings of {} as residual risk", p.reason));
                 if !p.sustained.is_empty() {
                     let detail = findings_text(&p.sustained);
@@ -238,7 +245,11 @@ impl Driver {
                 self.rs.pending_decision = None;
                 self.settle_undecided(&p, "open");
                 self.save()?;
-                self.run.emit("loop.decision", json!({ "unit": unit, "reason": p.reason, "decision": "reject" }));
+                self.run.emit(Event::LoopDecision {
+                    unit: json!(unit),
+                    reason: json!(p.reason),
+                    decision: json!("reject"),
+                });
                 let mut all = p.sustained.clone();
                 all.extend(p.undecided.iter().cloned());
                 let detail = format!("A person decided ({}): {text}\n{}", p.reason, findings_text(&all));

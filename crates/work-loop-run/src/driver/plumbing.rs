@@ -2,7 +2,10 @@
 //! dispatch, and the views of the tree the reviewers and the boundaries read.
 
 use super::*;
+use serde_json::json;
 use work_git::readonly::{View, Watch};
+use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 impl Driver {
     pub(super) fn engine(&self) -> Result<EngineState, LoopError> {
@@ -52,7 +55,7 @@ impl Driver {
     pub(super) fn fire(&mut self, event: &str, opts: TransitionOpts) -> Result<EngineState, LoopError> {
         let out = engine::transition(&self.sd, event, opts, self.run.clock.as_ref())?;
         self.transitions.push(out.text.clone());
-        self.run.emit("loop.transition", json!({ "event": event, "text": out.text }));
+        self.run.emit(Event::LoopTransition { event: json!(event), text: json!(out.text) });
         self.run.progress(&format!("loop: {}", out.text));
         self.engine()
     }
@@ -194,7 +197,9 @@ impl Driver {
             DispatchOutcome::Ok { output, .. } => Ok(output),
             // Not the agent's failure: the run stops with reason `budget`, and a resume with a
             // bigger budget redoes this dispatch.
-            DispatchOutcome::OverBudget { .. } => Err(AskError::fatal("budget", self.budget_message(role, &id))),
+            DispatchOutcome::OverBudget { .. } => {
+                Err(AskError::fatal(StopReason::Budget.as_str(), self.budget_message(role, &id)))
+            }
             other => Err(AskError::failed(format!(
                 "{role} dispatch {id} {}",
                 other.failure_reason().unwrap_or_else(|| "gave no answer".into())
@@ -219,7 +224,7 @@ impl Driver {
         self.rs.unit_reviews.retain(|o| o.round != round_no);
         self.rs.unit_findings.retain(|f| f.round != round_no);
         self.save()?;
-        Ok(Round { results: Vec::new(), stop: Some(("budget".into(), msg, ExitStatus::Unsuccessful)) })
+        Ok(Round { results: Vec::new(), stop: Some((StopReason::Budget.into(), msg, ExitStatus::Unsuccessful)) })
     }
 
     /// After a dispatch (or a fan-out of them): the loop's state files and review artifacts
@@ -277,7 +282,12 @@ impl Driver {
             branch: self.rs.code_branch.clone().or_else(|| self.git.branch()),
         };
         let Some(why) = self.git.judge_head(&base).map_err(git_failed)?.describe(&base) else { return Ok(None) };
-        self.run.emit("head.moved", json!({"from": base.sha, "to": self.git.head_sha(), "branch": self.git.branch()}));
+        self.run.emit(Event::HeadMoved {
+            from: json!(base.sha),
+            to: json!(self.git.head_sha()),
+            breach: None,
+            branch: json!(self.git.branch()),
+        });
         Ok(Some(why))
     }
 

@@ -14,6 +14,8 @@ use super::{Driver, Report};
 use serde_json::json;
 use work_git::restore::Rerun;
 use work_git::surface::TestEdits;
+use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 impl Driver {
     /// The stop when the green gates are red with the frozen checks restored (or cannot be
@@ -42,11 +44,17 @@ impl Driver {
         };
         if let Rerun::Green(restored) | Rerun::Red { restored, .. } = &outcome {
             let green = matches!(outcome, Rerun::Green(_));
-            self.run.emit("frozen-rerun.end", json!({ "restored": restored, "green": green }));
+            self.run.emit(Event::FrozenRerunEnd {
+                goal_id: None,
+                restored: json!(restored),
+                hidden: None,
+                emptied: None,
+                green,
+            });
         }
         let changed = !surface.changes(&self.run.root, TestEdits::None).is_empty();
         let why = outcome.blocked_reason("the gates", String::clone, changed)?;
-        self.run.emit("check-surface.changed", json!({ "changes": why }));
-        Some(self.blocked("check-tampered", format!("{why} (then resume)")))
+        self.run.emit(Event::CheckSurfaceChanged { goal_id: None, changes: Some(json!(why)), restored: None });
+        Some(self.blocked(StopReason::CheckTampered.as_str(), format!("{why} (then resume)")))
     }
 }

@@ -2,6 +2,9 @@
 //! adjudicated before it counts.
 
 use super::*;
+use serde_json::json;
+use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 impl Driver {
     pub(super) async fn review_round(&mut self, unit: &str, phase: &str, roles: &[&str]) -> Result<Round, LoopError> {
@@ -119,7 +122,9 @@ impl Driver {
             };
             let report = match proven {
                 Ok(report) => report,
-                Err(AskOr::Fatal(e)) if e.fatal == Some("budget") => return self.budget_round(round_no, e.message),
+                Err(AskOr::Fatal(e)) if e.fatal == Some(StopReason::Budget.as_str()) => {
+                    return self.budget_round(round_no, e.message);
+                }
                 Err(AskOr::Fatal(e)) => {
                     round.stop = Some((e.code(""), e.message, ExitStatus::Unsuccessful));
                     return Ok(round);
@@ -172,7 +177,7 @@ impl Driver {
                         indeterminate: 0,
                         note: Some(msg.clone()),
                     })?;
-                    if e.fatal == Some("budget") {
+                    if e.fatal == Some(StopReason::Budget.as_str()) {
                         return self.budget_round(round_no, e.message);
                     }
                     if e.fatal.is_some() {
@@ -192,7 +197,7 @@ impl Driver {
             };
             let overrides = crate::proof::check_adjudication(&mut artifact, &self.run.root, &rules, &red);
             if !overrides.is_empty() {
-                self.run.emit("adjudication.overridden", json!({ "reviewer": role, "notes": overrides }));
+                self.run.emit(Event::AdjudicationOverridden { reviewer: json!(role), notes: json!(overrides) });
                 artifact["engine"] = json!(overrides);
             }
             let adj_rel = self.write_json(&format!("{base}.adjudication.json"), &artifact)?;
@@ -325,7 +330,12 @@ impl Driver {
             _ => Ok(()),
         };
         let Err(why) = check(&report) else { return Ok(report) };
-        self.run.emit("review.unproven", json!({ "reviewer": role, "why": why, "attempt": 1 }));
+        self.run.emit(Event::ReviewUnproven {
+            task_id: None,
+            reviewer: json!(role),
+            why: json!(why),
+            attempt: json!(1),
+        });
         let prompt = format!(
             "{}\nYour previous answer was refused: {why}. Read the change, then answer again.",
             prompts::review_brief(role, phase, self.sd.rel(), target)
@@ -338,7 +348,12 @@ impl Driver {
         match check(&again) {
             Ok(()) => Ok(again),
             Err(why) => {
-                self.run.emit("review.unproven", json!({ "reviewer": role, "why": why, "attempt": 2 }));
+                self.run.emit(Event::ReviewUnproven {
+                    task_id: None,
+                    reviewer: json!(role),
+                    why: json!(why),
+                    attempt: json!(2),
+                });
                 Err(AskOr::Missing(format!("its clean verdict was refused twice: {why}")))
             }
         }
@@ -353,12 +368,21 @@ impl Driver {
         let exclude: Vec<String> = self.state_prefix().into_iter().collect();
         let copy = self.git.snapshot_copy(&exclude);
         for (name, cmd) in self.s.gates.iter().filter(|(n, _)| names.contains(n)) {
-            self.run.emit("gate.start", json!({ "gate": name, "command": cmd, "for": "a finding about the gate" }));
+            self.run.emit(Event::GateStart {
+                gate: json!(name),
+                command: json!(cmd),
+                about: Some("a finding about the gate".into()),
+            });
             let green = match &copy {
                 Ok(c) => self.run.spawner.shell(cmd, c.path(), self.s.gate_timeout).await.is_ok_and(|o| o.success()),
                 Err(_) => false,
             };
-            self.run.emit("gate.end", json!({ "gate": name, "green": green, "for": "a finding about the gate" }));
+            self.run.emit(Event::GateEnd {
+                gate: json!(name),
+                green,
+                end: None,
+                about: Some("a finding about the gate".into()),
+            });
             if !green {
                 red.insert(name.clone());
             }
@@ -418,7 +442,7 @@ impl Driver {
             self.rs.verdicts.push(rel.clone());
         }
         self.save()?;
-        self.run.emit("loop.verdict", json!({ "path": rel, "state": state }));
+        self.run.emit(Event::LoopVerdict { path: json!(rel), state: json!(state) });
         Ok(state)
     }
 

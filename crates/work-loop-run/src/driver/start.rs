@@ -2,6 +2,9 @@
 
 use super::preflight::load_runner;
 use super::*;
+use serde_json::json;
+use work_runtime::events::Event;
+use work_runtime::outcome::StopReason;
 
 impl Driver {
     pub(super) fn start(&mut self) -> Result<Option<Report>, LoopError> {
@@ -73,7 +76,7 @@ impl Driver {
             Some(pinned) if *pinned != self.s.gates => {
                 let now: Vec<String> = self.s.gates.iter().map(|(n, c)| format!("{n}=`{c}`")).collect();
                 let was: Vec<String> = pinned.iter().map(|(n, c)| format!("{n}=`{c}`")).collect();
-                self.run.emit("gates.pinned", json!({ "pinned": pinned, "configured": self.s.gates }));
+                self.run.emit(Event::GatesPinned { pinned: json!(pinned), configured: json!(self.s.gates) });
                 self.run.progress(&format!(
                     "loop: the gates changed since this run started ({}); running the pinned ones ({}) — start a new run to change them",
                     now.join(", "),
@@ -102,7 +105,11 @@ impl Driver {
             s.record_tree(&self.git, &self.state_prefix().into_iter().collect::<Vec<_>>());
             s.record_suites(&self.run.spawner, &self.run.root, &cmds, self.s.gate_timeout).await;
             for (part, collected, skipped) in s.suites() {
-                self.run.emit("suite.baseline", json!({ "command": part, "collected": collected, "skipped": skipped }));
+                self.run.emit(Event::SuiteBaseline {
+                    command: json!(part),
+                    collected: json!(collected),
+                    skipped: json!(skipped),
+                });
             }
             self.rs.check_surface = Some(s);
         }
@@ -117,9 +124,9 @@ impl Driver {
             return None;
         }
         let what = work_git::surface::describe(&lost);
-        self.run.emit("check-surface.changed", json!({ "changes": what }));
+        self.run.emit(Event::CheckSurfaceChanged { goal_id: None, changes: Some(json!(what)), restored: None });
         Some(self.blocked(
-            "check-tampered",
+            StopReason::CheckTampered.as_str(),
             format!(
                 "the gates are green but their suite lost tests since the code phase began: {what}. Adding tests is the only change allowed: restore them (git diff shows the change), then resume"
             ),
@@ -135,9 +142,9 @@ impl Driver {
             return None;
         }
         let what = work_git::surface::describe(&changes);
-        self.run.emit("check-surface.changed", json!({ "changes": what }));
+        self.run.emit(Event::CheckSurfaceChanged { goal_id: None, changes: Some(json!(what)), restored: None });
         Some(self.blocked(
-            "check-tampered",
+            StopReason::CheckTampered.as_str(),
             format!(
                 "the implementation changed what judges it: {what}. Gates are only as honest as the scripts and tests they run: restore them (git diff shows the change), then resume"
             ),

@@ -16,7 +16,7 @@ use std::sync::Mutex;
 pub const FAIL_FAST_SUBJECTS: usize = 2;
 
 /// The stop reason of a run whose agent is failing.
-pub const AGENT_FAILING: &str = "agent-failing";
+pub const AGENT_FAILING: &str = crate::outcome::StopReason::AgentFailing.as_str();
 
 /// The failure streak of one run.
 #[derive(Debug, Default)]

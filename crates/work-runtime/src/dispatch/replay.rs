@@ -183,10 +183,12 @@ impl Replayed {
     /// Takes the answer in `run`: says so (a `dispatch.replayed` event and a progress line)
     /// and gives it as an outcome that dispatched nothing and cost nothing in this run.
     pub fn take(self, run: &RunContext, role: &str) -> DispatchOutcome {
-        run.emit(
-            "dispatch.replayed",
-            json!({ "dispatch_id": self.dispatch_id, "run": self.run, "role": role, "attempt": self.attempts }),
-        );
+        run.emit(crate::events::Event::DispatchReplayed {
+            dispatch_id: self.dispatch_id.clone(),
+            run: self.run.clone(),
+            role: role.to_string(),
+            attempt: self.attempts,
+        });
         run.progress(&format!(
             "{}: the answer recorded by cut-off run {} is taken, not asked again",
             self.dispatch_id, self.run

@@ -14,10 +14,12 @@
 
 use super::{Outcome, Runner, StopReason, UltraError};
 use crate::state::{FrozenCriterion, GoalStatus, surface_digest};
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 use work_git::surface::{self, CheckSurface, Named, TestEdits};
+use work_runtime::events::Event;
 
 impl Runner<'_, '_> {
     /// The stop when the tree no longer matches the goal's frozen check surface (an earlier
@@ -29,7 +31,11 @@ impl Runner<'_, '_> {
             return Ok(None);
         }
         let what = surface::describe(&changes);
-        self.env.run.emit("check-surface.changed", serde_json::json!({"goal_id": self.goal.id, "changes": what}));
+        self.env.run.emit(Event::CheckSurfaceChanged {
+            goal_id: Some(json!(self.goal.id)),
+            changes: Some(json!(what)),
+            restored: None,
+        });
         let detail = format!(
             "what judges the goal changed since its first run froze it: {what}. A check changed between runs (an interrupted implementer, a process it left, a person) is never the new baseline: restore it (git diff shows the change) and run the goal again, or, if the change is meant, start the goal over with `work ultra {} --fresh`",
             self.env.goal_file
@@ -58,7 +64,7 @@ impl Runner<'_, '_> {
             return Ok(None);
         }
         let what = changes.join("; ");
-        self.env.run.emit("goal.changed", serde_json::json!({"goal_id": self.goal.id, "changes": changes}));
+        self.env.run.emit(Event::GoalChanged { goal_id: json!(self.goal.id), changes: json!(changes) });
         let detail = format!(
             "the goal changed since its first run froze it: {what}. A frozen criterion is never removed or redefined between runs (a weaker check would judge the work): restore `{0}`, add a criterion with a new id instead (adding is allowed), or, if the change is meant, start the goal over with `work ultra {0} --fresh`",
             self.env.goal_file

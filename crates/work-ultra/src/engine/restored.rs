@@ -14,10 +14,12 @@
 
 use super::Runner;
 use crate::observe;
+use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
 use work_git::restore::Rerun;
 use work_git::surface::{CheckSurface, TestEdits};
+use work_runtime::events::Event;
 
 impl Runner<'_, '_> {
     /// Why every criterion passing is not believed (the detail of a BLOCKED
@@ -65,10 +67,13 @@ impl Runner<'_, '_> {
         };
         if let Rerun::Green(restored) | Rerun::Red { restored, .. } = &outcome {
             let green = matches!(outcome, Rerun::Green(_));
-            run.emit(
-                "frozen-rerun.end",
-                serde_json::json!({"goal_id": self.goal.id, "restored": restored, "green": green}),
-            );
+            run.emit(Event::FrozenRerunEnd {
+                goal_id: Some(json!(self.goal.id)),
+                restored: json!(restored),
+                hidden: None,
+                emptied: None,
+                green,
+            });
         }
         let changed = !frozen.changes(root, TestEdits::None).is_empty();
         outcome.blocked_reason("every criterion", String::clone, changed)

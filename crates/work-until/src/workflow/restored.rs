@@ -13,6 +13,7 @@ use super::Ctx;
 use serde_json::json;
 use work_git::restore::Rerun;
 use work_git::surface::TestEdits;
+use work_runtime::events::Event;
 
 impl Ctx<'_, '_> {
     /// Why the green verify `cmd` is not believed (the reason of a BLOCKED `check-tampered`),
@@ -34,7 +35,7 @@ impl Ctx<'_, '_> {
         };
         if let Rerun::Green(restored) | Rerun::Red { restored, .. } = &outcome {
             let green = matches!(outcome, Rerun::Green(_));
-            run.emit("until.frozen-rerun", json!({"command": cmd, "restored": restored, "green": green}));
+            run.emit(Event::UntilFrozenRerun { command: json!(cmd), restored: json!(restored), green });
         }
         let changed = !surface.changes(&run.root, TestEdits::None).is_empty();
         let why = outcome.blocked_reason(&format!("`{cmd}`"), |end| format!("`{cmd}` {end}"), changed)?;
