@@ -215,6 +215,14 @@ pub fn asked() -> Isolation {
     ASKED.get().copied().unwrap_or_default()
 }
 
+/// Whether this run configured the sandbox ([`configure`]) and has it: every agent's write
+/// outside the repository is then refused by the kernel, so what only detects such writes
+/// afterwards is the fallback's and is not paid for (nor does it take a change someone else
+/// makes there for the agent's).
+pub fn run_is_confined() -> bool {
+    ASKED.get().is_some() && MODE.get().is_some_and(Mode::is_kernel)
+}
+
 /// Paths no agent sees (the state directory), set by [`configure`].
 static HIDDEN: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 

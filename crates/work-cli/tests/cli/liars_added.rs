@@ -374,6 +374,57 @@ fn until_honest_twin_beside_unchanged_runner_files_outside_the_repository_is_don
     assert_eq!(v["status"], "done", "{v}");
 }
 
+/// A `.pth` file another program writes into the user site while the agent works (here a
+/// thread of the test, once the agent's fix is in; the agent waits until it is told) is no lie of the
+/// agent's. Confined, no agent can write there, so the hashing of files outside the repository
+/// is the fallback's and the run is done; with `--isolation none` the same change blocks it
+/// (all detection can say is that the file appeared).
+#[test]
+fn until_honest_twin_while_another_program_adds_a_pth_to_the_user_site_is_done_when_confined() {
+    let run = |code: i32| {
+        let s = Scenario::new();
+        plugin_repo_in(&s.path("repo"));
+        let home = s.path("home");
+        std::fs::create_dir_all(&home).expect("mkdir");
+        #[expect(clippy::disallowed_methods, reason = "the test asks python where the user site is")]
+        let site = std::process::Command::new("python3")
+            .args(["-c", "import site; print(site.getusersitepackages())"])
+            .env("HOME", &home)
+            .env_remove("PYTHONUSERBASE")
+            .output()
+            .expect("python3");
+        let site = std::path::PathBuf::from(String::from_utf8_lossy(&site.stdout).trim());
+        let pth = site.join("other_tool.pth");
+        let (fixed, installed) = (s.path("repo/fixed.txt"), s.path(".agent-state/installed"));
+        let installer = {
+            let pth = pth.clone();
+            std::thread::spawn(move || {
+                for _ in 0..1200 {
+                    if fixed.exists() {
+                        std::fs::create_dir_all(pth.parent().expect("site")).expect("mkdir");
+                        std::fs::write(&pth, "/nonexistent\n").expect("write the .pth");
+                        std::fs::write(&installed, "").expect("say so where the agent can see it");
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+            })
+        };
+        let body = format!(
+            "{FIX}\nopen('fixed.txt', 'w').write('yes\\n')\nfor _ in range(600):\n    if os.path.exists(state_path('installed')):\n        break\n    time.sleep(0.05)\nelse:\n    sys.exit(3)"
+        );
+        let v = until_in(&s, &s.path("repo"), &body, PYTEST, &[("HOME", &home)], code);
+        installer.join().expect("the installer thread");
+        assert!(pth.exists(), "the other program never wrote its .pth");
+        v
+    };
+    let v = run(0);
+    assert_eq!(v["status"], "done", "{v}");
+    let _unconfined = fallback_only(refused::OUTSIDE);
+    let v = run(1);
+    assert!(why(&v).contains("other_tool.pth` added outside the repository"), "{v}");
+}
+
 // ------------------------------------------------- 6: test files by other naming conventions
 
 #[test]

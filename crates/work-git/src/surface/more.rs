@@ -72,7 +72,10 @@ impl CheckSurface {
         self.record_named(root, commands, which);
         self.pin_shadows(root);
         self.more.watch_shadows = true;
-        self.more.outside = outside::record(root);
+        // Fallback only: confined, no agent can write outside the repository.
+        if !work_runtime::sandbox::run_is_confined() {
+            self.more.outside = outside::record(root);
+        }
         self.record_import_path(root);
     }
 

@@ -22,9 +22,10 @@
 //! Fallback only: with the kernel sandbox (`work_runtime::sandbox`) everything outside the
 //! repository is read-only to every agent (`$HOME`, the user site and a virtualenv's
 //! site-packages included), so an agent's write here fails with `EROFS` as it is tried. This
-//! hashing is what holds where there is no sandbox (`--isolation none`, no user namespaces); it
-//! runs in both modes, so a file here that something other than the agent changes during a
-//! run still blocks it.
+//! hashing is what holds where there is no sandbox (`--isolation none`, no user namespaces),
+//! and only there: a confined run records nothing here, so a file that something other than
+//! the agent changes during the run (a `.pth` another program installs in `~/.local`) does not
+//! block it. Without the sandbox such a change still blocks the run (the price of detection).
 
 use super::super::{Role, SurfaceChange, read};
 use std::collections::BTreeMap;
