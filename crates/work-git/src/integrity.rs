@@ -32,7 +32,6 @@ mod inputs;
 
 use crate::{Git, GitError, split_z};
 pub use inputs::RACY;
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -341,34 +340,22 @@ pub fn may_change_seal(rel: &str) -> bool {
 
 /// One line naming the changes (at most eight).
 pub fn describe(changes: &[String]) -> String {
-    let shown = changes.iter().take(8).cloned().collect::<Vec<_>>().join("; ");
-    match changes.len().saturating_sub(8) {
-        0 => shown,
-        more => format!("{shown} (and {more} more)"),
-    }
+    crate::inventory::describe(changes, 8, "; ")
 }
 
 /// The sha256 of a file's content (streamed), a symlink's target text, or [`ABSENT`].
 fn digest_file(path: &Path) -> String {
     let Ok(meta) = std::fs::symlink_metadata(path) else { return ABSENT.to_string() };
     if meta.file_type().is_symlink() {
-        let target = std::fs::read_link(path).map(|t| t.display().to_string()).unwrap_or_default();
-        return hex::encode(Sha256::digest(format!("symlink\0{target}").as_bytes()));
+        return crate::inventory::link_digest(
+            &std::fs::read_link(path).map(|t| t.display().to_string()).unwrap_or_default(),
+        );
     }
     if !meta.is_file() {
         return format!("not a file ({:?})", meta.file_type());
     }
-    let Ok(mut f) = work_runtime::fsx::open_user_file(path) else { return "unreadable".to_string() };
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match std::io::Read::read(&mut f, &mut buf) {
-            Ok(0) => break,
-            Ok(n) => h.update(&buf[..n]),
-            Err(_) => return "unreadable".to_string(),
-        }
-    }
-    hex::encode(h.finalize())
+    let digest = work_runtime::fsx::open_user_file(path).ok().and_then(crate::inventory::digest);
+    digest.unwrap_or_else(|| "unreadable".to_string())
 }
 
 /// Name ⇒ digest of every entry of a directory (not recursive: hooks are files).

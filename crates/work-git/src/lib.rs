@@ -10,6 +10,7 @@ pub mod copy;
 pub mod evidence;
 pub mod head;
 pub mod integrity;
+pub mod inventory;
 pub mod locate;
 pub mod looked;
 pub mod loss;
@@ -23,7 +24,6 @@ pub mod support_modules;
 pub mod surface;
 pub mod wave;
 
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use work_runtime::spawn::{ProcessSpec, Spawner};
@@ -295,20 +295,8 @@ impl Git {
 /// with that content), `None` for what is missing or neither (a FIFO is never opened to wait).
 fn hash_entry(root: &Path, rel: &str) -> Option<String> {
     match work_runtime::fsx::open_confined(root, rel) {
-        Ok(mut f) => {
-            let mut h = Sha256::new();
-            let mut buf = vec![0u8; 64 * 1024];
-            loop {
-                match std::io::Read::read(&mut f, &mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => h.update(&buf[..n]),
-                    Err(_) => return None,
-                }
-            }
-            Some(hex::encode(h.finalize()))
-        }
-        Err(_) => work_runtime::fsx::symlink_target_confined(root, rel)
-            .map(|t| hex::encode(Sha256::digest(format!("symlink\0{t}").as_bytes()))),
+        Ok(f) => inventory::digest(f),
+        Err(_) => work_runtime::fsx::symlink_target_confined(root, rel).map(|t| inventory::link_digest(&t)),
     }
 }
 

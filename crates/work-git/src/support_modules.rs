@@ -24,7 +24,7 @@
 //! each, [`MAX_SCAN`] source files scanned for importers) and goes through the runtime's
 //! confined read: below the root, no symlink followed, regular files only.
 
-use crate::surface::{SKIP_DIRS, is_test_path};
+use crate::surface::is_test_path;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::Path;
@@ -365,36 +365,16 @@ fn imported_by_source(
     frozen: &impl Fn(&str) -> bool,
 ) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    let mut scanned = 0;
-    let mut stack = vec![String::new()];
-    while let Some(dir) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(fs.root.join(&dir)) else { continue };
-        let mut entries: Vec<_> = rd.flatten().collect();
-        entries.sort_by_key(|e| e.file_name());
-        for e in entries {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let child = join(&dir, &name);
-            let Ok(ft) = e.file_type() else { continue };
-            if ft.is_dir() {
-                if !SKIP_DIRS.contains(&name.as_str()) && !is_test_path(&format!("{child}/x")) {
-                    stack.push(child);
-                }
-                continue;
-            }
-            if !ft.is_file()
-                || matches!(lang_by_name(&child), None | Some(None))
-                || frozen(&child)
-                || is_test_path(&child)
-                || reads_as_support(&child)
-            {
-                continue;
-            }
-            scanned += 1;
-            if scanned > MAX_SCAN {
-                return out;
-            }
-            out.extend(imports_of(fs, &child).into_iter().filter(|d| candidates.contains_key(d)));
-        }
+    let tree = crate::surface::project(fs.root, "");
+    let source = tree.files().filter(|(rel, kind)| {
+        *kind == 'f'
+            && !matches!(lang_by_name(rel), None | Some(None))
+            && !frozen(rel)
+            && !is_test_path(rel)
+            && !reads_as_support(rel)
+    });
+    for (rel, _) in source.take(MAX_SCAN) {
+        out.extend(imports_of(fs, &rel).into_iter().filter(|d| candidates.contains_key(d)));
     }
     out
 }

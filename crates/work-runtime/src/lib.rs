@@ -37,6 +37,5 @@ pub mod spawn_stream;
 #[allow(clippy::disallowed_methods, reason = "staged state directories are discarded by the runtime itself")]
 pub mod stage;
 pub mod suggest;
-pub mod tree_guard;
 
 pub use exit::ExitStatus;
