@@ -279,52 +279,33 @@ impl Seal {
 
     /// What changed from `self` (the run's start) to `now`, one line each, sorted.
     pub fn changes(&self, now: &Seal) -> Vec<String> {
-        let mut out = Vec::new();
-        for (path, flag) in &now.flags {
-            match self.flags.get(path) {
-                None => out.push(format!("index flag {flag} set on `{path}`")),
-                Some(f) if f != flag => out.push(format!("index flags of `{path}` changed from {f} to {flag}")),
-                Some(_) => {}
-            }
-        }
-        for (path, flag) in &self.flags {
-            if !now.flags.contains_key(path) {
-                out.push(format!("index flag {flag} cleared on `{path}`"));
-            }
-        }
+        use crate::inventory::diff;
+        let mut out: Vec<String> = diff(&self.flags, &now.flags)
+            .into_iter()
+            .filter_map(|(path, was, is)| match (was, is) {
+                (Some(f), Some(t)) => Some(format!("index flags of `{path}` changed from {f} to {t}")),
+                (None, Some(f)) => Some(format!("index flag {f} set on `{path}`")),
+                (Some(f), None) => Some(format!("index flag {f} cleared on `{path}`")),
+                (None, None) => None,
+            })
+            .collect();
         let allowed =
             |what: &str| what.strip_prefix(GITIGNORE).is_some_and(|rel| self.allowed.iter().any(|a| a == rel));
-        for (what, digest) in &now.files {
-            let before = self.files.get(what).map(String::as_str).unwrap_or(ABSENT);
-            if before == digest || allowed(what) {
-                continue;
-            }
-            let verb = if before == ABSENT {
-                "created"
-            } else if digest == ABSENT {
-                "deleted"
-            } else {
-                "changed"
+        for (what, was, is) in diff(&self.files, &now.files) {
+            let (was, is) = (was.map_or(ABSENT, String::as_str), is.map_or(ABSENT, String::as_str));
+            let verb = match (was, is) {
+                _ if was == is || allowed(what) => continue,
+                (ABSENT, _) => "created",
+                (_, ABSENT) => "deleted",
+                _ => "changed",
             };
             out.push(format!("{what} {verb}"));
         }
-        for (what, digest) in &self.files {
-            if !now.files.contains_key(what) && digest != ABSENT && !allowed(what) {
-                out.push(format!("{what} deleted"));
-            }
-        }
-        for (key, value) in &now.config {
-            match self.config.get(key) {
-                None => out.push(format!("git config `{key}` set")),
-                Some(v) if v != value => out.push(format!("git config `{key}` changed")),
-                Some(_) => {}
-            }
-        }
-        for key in self.config.keys() {
-            if !now.config.contains_key(key) {
-                out.push(format!("git config `{key}` unset"));
-            }
-        }
+        out.extend(diff(&self.config, &now.config).into_iter().map(|(key, was, is)| match (was, is) {
+            (None, _) => format!("git config `{key}` set"),
+            (_, None) => format!("git config `{key}` unset"),
+            _ => format!("git config `{key}` changed"),
+        }));
         out.sort();
         out
     }

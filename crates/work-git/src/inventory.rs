@@ -118,19 +118,15 @@ impl Inventory {
     /// The paths that were added, removed or changed from `self` to `after`, sorted, each
     /// prefixed `+`, `-` or `~`.
     pub fn changes(&self, after: &Inventory) -> Vec<String> {
-        let mut out = Vec::new();
-        for (p, e) in &self.entries {
-            match after.entries.get(p) {
-                None => out.push(format!("-{}", p.display())),
-                Some(a) if a != e => out.push(format!("~{}", p.display())),
-                Some(_) => {}
-            }
-        }
-        out.extend(
-            after.entries.keys().filter(|p| !self.entries.contains_key(*p)).map(|p| format!("+{}", p.display())),
-        );
-        out.sort_by(|a, b| a[1..].cmp(&b[1..]));
-        out
+        let sign = |was: Option<&Entry>, is: Option<&Entry>| match (was, is) {
+            (None, _) => '+',
+            (_, None) => '-',
+            _ => '~',
+        };
+        diff(&self.entries, &after.entries)
+            .into_iter()
+            .map(|(p, was, is)| format!("{}{}", sign(was, is), p.display()))
+            .collect()
     }
 
     /// The number of entries recorded.
@@ -142,6 +138,19 @@ impl Inventory {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+}
+
+/// The keys whose values differ between two measurements — changed, gone (`None` after) or
+/// new (`None` before) — sorted by key: the one diff of two maps.
+pub fn diff<'a, K: Ord, V: PartialEq>(
+    before: &'a BTreeMap<K, V>,
+    after: &'a BTreeMap<K, V>,
+) -> Vec<(&'a K, Option<&'a V>, Option<&'a V>)> {
+    let mut out: Vec<_> =
+        before.iter().filter(|(k, v)| after.get(*k) != Some(*v)).map(|(k, v)| (k, Some(v), after.get(k))).collect();
+    out.extend(after.iter().filter(|(k, _)| !before.contains_key(*k)).map(|(k, v)| (k, None, Some(v))));
+    out.sort_by(|a, b| a.0.cmp(b.0));
+    out
 }
 
 /// The sha256 hex of everything `r` reads (streamed, whatever its size); `None` on a read error.

@@ -119,20 +119,13 @@ impl TreeState {
     /// by its status code; staging is no change): changed, appeared or gone (back to the base),
     /// sorted. HEAD is not compared: look at [`TreeState::head`].
     pub fn changed_since(&self, before: &TreeState) -> Vec<String> {
-        let same = |a: &PathState, b: &PathState| match (&a.hash, &b.hash) {
-            (Some(x), Some(y)) => x == y,
-            (None, None) => a.code == b.code,
-            _ => false,
+        let seen = |t: &TreeState| -> BTreeMap<String, String> {
+            t.paths
+                .iter()
+                .map(|(p, s)| (p.clone(), s.hash.clone().unwrap_or_else(|| format!("\0{}", s.code))))
+                .collect()
         };
-        let mut out: Vec<String> = self
-            .paths
-            .iter()
-            .filter(|(p, s)| before.paths.get(*p).is_none_or(|b| !same(b, s)))
-            .map(|(p, _)| p.clone())
-            .collect();
-        out.extend(before.paths.keys().filter(|p| !self.paths.contains_key(*p)).cloned());
-        out.sort();
-        out
+        inventory::diff(&seen(before), &seen(self)).into_iter().map(|(p, _, _)| p.clone()).collect()
     }
 
     /// The untracked paths.
