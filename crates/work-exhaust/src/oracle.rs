@@ -8,8 +8,8 @@ use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use work_git::copy::EngineCopy;
+use work_git::inventory::Inventory;
 use work_runtime::spawn::Spawner;
-use work_runtime::tree_guard::TreeSnapshot;
 
 /// Where a run's oracles search: the engine's copy of the tree as the run started (git's
 /// snapshot of it — HEAD and any uncommitted change, the state directory left out — checked out
@@ -39,7 +39,7 @@ struct Copied {
     home: PathBuf,
     copy: EngineCopy,
     /// The copy as the engine last left it.
-    seen: TreeSnapshot,
+    seen: Inventory,
 }
 
 impl OracleTree {
@@ -61,7 +61,7 @@ impl OracleTree {
         let tree = git.snapshot_tree(&exclude).map_err(no_copy)?;
         let home = git.copies_home().map_err(no_copy)?;
         let copy = git.engine_copy(&tree, &exclude).map_err(no_copy)?;
-        let seen = walk(copy.path())?;
+        let seen = Inventory::read_only(copy.path(), &[]);
         Ok(OracleTree { copy: Some(Copied { git, exclude, tree, home, copy, seen }) })
     }
 
@@ -70,22 +70,20 @@ impl OracleTree {
     /// run started with.
     pub fn ready(&mut self) -> Result<(Option<PathBuf>, Vec<String>), OracleError> {
         let Some(c) = &mut self.copy else { return Ok((None, Vec::new())) };
-        let now = walk(c.copy.path())?;
+        let now = Inventory::read_only(c.copy.path(), &[]);
         let changes = c.seen.changes(&now);
         c.seen = now;
         if !changes.is_empty() {
             c.copy = c.git.engine_copy(&c.tree, &c.exclude).map_err(|e| OracleError::NoCopy(e.to_string()))?;
-            c.seen = walk(c.copy.path())?;
+            c.seen = Inventory::read_only(c.copy.path(), &[]);
         }
         Ok((Some(c.copy.path().to_path_buf()), changes))
     }
 
     /// Records the copy as the oracles left it (what they write there is the engine's own).
     pub fn settle(&mut self) {
-        if let Some(c) = &mut self.copy
-            && let Ok(now) = TreeSnapshot::take(c.copy.path(), &[])
-        {
-            c.seen = now;
+        if let Some(c) = &mut self.copy {
+            c.seen = Inventory::read_only(c.copy.path(), &[]);
         }
     }
 
@@ -93,10 +91,6 @@ impl OracleTree {
     pub fn home(&self) -> Option<&Path> {
         self.copy.as_ref().map(|c| c.home.as_path())
     }
-}
-
-fn walk(dir: &Path) -> Result<TreeSnapshot, OracleError> {
-    TreeSnapshot::take(dir, &[]).map_err(|e| OracleError::NoCopy(format!("reading {}: {e}", dir.display())))
 }
 
 /// Why an oracle gave no usable answer.

@@ -51,15 +51,7 @@ fn looks_like_path(s: &str) -> bool {
         return true;
     }
     let word = t.split(':').next().unwrap_or("");
-    if word.contains('/') {
-        return true;
-    }
-    if word.contains(char::is_whitespace) || word.is_empty() {
-        return false;
-    }
-    word.rsplit_once('.').is_some_and(|(stem, ext)| {
-        !stem.is_empty() && (1..=5).contains(&ext.len()) && ext.chars().all(|c| c.is_ascii_alphanumeric())
-    })
+    word.contains('/') || crate::locate::path_like(word)
 }
 
 /// Classifies a location: `PATH:LINE`, `PATH:LINE-END`, `PATH:LINE:COL` or `PATH:LINE:TEXT`

@@ -32,7 +32,6 @@ mod inputs;
 
 use crate::{Git, GitError, split_z};
 pub use inputs::RACY;
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -280,52 +279,33 @@ impl Seal {
 
     /// What changed from `self` (the run's start) to `now`, one line each, sorted.
     pub fn changes(&self, now: &Seal) -> Vec<String> {
-        let mut out = Vec::new();
-        for (path, flag) in &now.flags {
-            match self.flags.get(path) {
-                None => out.push(format!("index flag {flag} set on `{path}`")),
-                Some(f) if f != flag => out.push(format!("index flags of `{path}` changed from {f} to {flag}")),
-                Some(_) => {}
-            }
-        }
-        for (path, flag) in &self.flags {
-            if !now.flags.contains_key(path) {
-                out.push(format!("index flag {flag} cleared on `{path}`"));
-            }
-        }
+        use crate::inventory::diff;
+        let mut out: Vec<String> = diff(&self.flags, &now.flags)
+            .into_iter()
+            .filter_map(|(path, was, is)| match (was, is) {
+                (Some(f), Some(t)) => Some(format!("index flags of `{path}` changed from {f} to {t}")),
+                (None, Some(f)) => Some(format!("index flag {f} set on `{path}`")),
+                (Some(f), None) => Some(format!("index flag {f} cleared on `{path}`")),
+                (None, None) => None,
+            })
+            .collect();
         let allowed =
             |what: &str| what.strip_prefix(GITIGNORE).is_some_and(|rel| self.allowed.iter().any(|a| a == rel));
-        for (what, digest) in &now.files {
-            let before = self.files.get(what).map(String::as_str).unwrap_or(ABSENT);
-            if before == digest || allowed(what) {
-                continue;
-            }
-            let verb = if before == ABSENT {
-                "created"
-            } else if digest == ABSENT {
-                "deleted"
-            } else {
-                "changed"
+        for (what, was, is) in diff(&self.files, &now.files) {
+            let (was, is) = (was.map_or(ABSENT, String::as_str), is.map_or(ABSENT, String::as_str));
+            let verb = match (was, is) {
+                _ if was == is || allowed(what) => continue,
+                (ABSENT, _) => "created",
+                (_, ABSENT) => "deleted",
+                _ => "changed",
             };
             out.push(format!("{what} {verb}"));
         }
-        for (what, digest) in &self.files {
-            if !now.files.contains_key(what) && digest != ABSENT && !allowed(what) {
-                out.push(format!("{what} deleted"));
-            }
-        }
-        for (key, value) in &now.config {
-            match self.config.get(key) {
-                None => out.push(format!("git config `{key}` set")),
-                Some(v) if v != value => out.push(format!("git config `{key}` changed")),
-                Some(_) => {}
-            }
-        }
-        for key in self.config.keys() {
-            if !now.config.contains_key(key) {
-                out.push(format!("git config `{key}` unset"));
-            }
-        }
+        out.extend(diff(&self.config, &now.config).into_iter().map(|(key, was, is)| match (was, is) {
+            (None, _) => format!("git config `{key}` set"),
+            (_, None) => format!("git config `{key}` unset"),
+            _ => format!("git config `{key}` changed"),
+        }));
         out.sort();
         out
     }
@@ -341,34 +321,22 @@ pub fn may_change_seal(rel: &str) -> bool {
 
 /// One line naming the changes (at most eight).
 pub fn describe(changes: &[String]) -> String {
-    let shown = changes.iter().take(8).cloned().collect::<Vec<_>>().join("; ");
-    match changes.len().saturating_sub(8) {
-        0 => shown,
-        more => format!("{shown} (and {more} more)"),
-    }
+    crate::inventory::describe(changes, 8, "; ")
 }
 
 /// The sha256 of a file's content (streamed), a symlink's target text, or [`ABSENT`].
 fn digest_file(path: &Path) -> String {
     let Ok(meta) = std::fs::symlink_metadata(path) else { return ABSENT.to_string() };
     if meta.file_type().is_symlink() {
-        let target = std::fs::read_link(path).map(|t| t.display().to_string()).unwrap_or_default();
-        return hex::encode(Sha256::digest(format!("symlink\0{target}").as_bytes()));
+        return crate::inventory::link_digest(
+            &std::fs::read_link(path).map(|t| t.display().to_string()).unwrap_or_default(),
+        );
     }
     if !meta.is_file() {
         return format!("not a file ({:?})", meta.file_type());
     }
-    let Ok(mut f) = work_runtime::fsx::open_user_file(path) else { return "unreadable".to_string() };
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match std::io::Read::read(&mut f, &mut buf) {
-            Ok(0) => break,
-            Ok(n) => h.update(&buf[..n]),
-            Err(_) => return "unreadable".to_string(),
-        }
-    }
-    hex::encode(h.finalize())
+    let digest = work_runtime::fsx::open_user_file(path).ok().and_then(crate::inventory::digest);
+    digest.unwrap_or_else(|| "unreadable".to_string())
 }
 
 /// Name ⇒ digest of every entry of a directory (not recursive: hooks are files).

@@ -10,6 +10,7 @@ pub mod copy;
 pub mod evidence;
 pub mod head;
 pub mod integrity;
+pub mod inventory;
 pub mod locate;
 pub mod looked;
 pub mod loss;
@@ -23,7 +24,6 @@ pub mod support_modules;
 pub mod surface;
 pub mod wave;
 
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use work_runtime::spawn::{ProcessSpec, Spawner};
@@ -119,20 +119,13 @@ impl TreeState {
     /// by its status code; staging is no change): changed, appeared or gone (back to the base),
     /// sorted. HEAD is not compared: look at [`TreeState::head`].
     pub fn changed_since(&self, before: &TreeState) -> Vec<String> {
-        let same = |a: &PathState, b: &PathState| match (&a.hash, &b.hash) {
-            (Some(x), Some(y)) => x == y,
-            (None, None) => a.code == b.code,
-            _ => false,
+        let seen = |t: &TreeState| -> BTreeMap<String, String> {
+            t.paths
+                .iter()
+                .map(|(p, s)| (p.clone(), s.hash.clone().unwrap_or_else(|| format!("\0{}", s.code))))
+                .collect()
         };
-        let mut out: Vec<String> = self
-            .paths
-            .iter()
-            .filter(|(p, s)| before.paths.get(*p).is_none_or(|b| !same(b, s)))
-            .map(|(p, _)| p.clone())
-            .collect();
-        out.extend(before.paths.keys().filter(|p| !self.paths.contains_key(*p)).cloned());
-        out.sort();
-        out
+        inventory::diff(&seen(before), &seen(self)).into_iter().map(|(p, _, _)| p.clone()).collect()
     }
 
     /// The untracked paths.
@@ -295,20 +288,8 @@ impl Git {
 /// with that content), `None` for what is missing or neither (a FIFO is never opened to wait).
 fn hash_entry(root: &Path, rel: &str) -> Option<String> {
     match work_runtime::fsx::open_confined(root, rel) {
-        Ok(mut f) => {
-            let mut h = Sha256::new();
-            let mut buf = vec![0u8; 64 * 1024];
-            loop {
-                match std::io::Read::read(&mut f, &mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => h.update(&buf[..n]),
-                    Err(_) => return None,
-                }
-            }
-            Some(hex::encode(h.finalize()))
-        }
-        Err(_) => work_runtime::fsx::symlink_target_confined(root, rel)
-            .map(|t| hex::encode(Sha256::digest(format!("symlink\0{t}").as_bytes()))),
+        Ok(f) => inventory::digest(f),
+        Err(_) => work_runtime::fsx::symlink_target_confined(root, rel).map(|t| inventory::link_digest(&t)),
     }
 }
 

@@ -40,7 +40,7 @@ fn prose_patterns() -> &'static [Regex] {
 }
 
 /// True when `s` reads as a file path: it has a `/` or a file extension, and no spaces.
-fn path_like(s: &str) -> bool {
+pub(crate) fn path_like(s: &str) -> bool {
     if s.is_empty() || s.contains(char::is_whitespace) {
         return false;
     }

@@ -17,9 +17,9 @@
 //! sandbox (`--isolation none`, no user namespaces).
 
 use crate::integrity::Seal;
+use crate::inventory::Inventory;
 use crate::{Git, GitError};
 use std::path::{Path, PathBuf};
-use work_runtime::tree_guard::TreeSnapshot;
 
 /// What the git directory holds that a plain `git status` or `git diff` rewrites: never a write.
 const GIT_OWN: [&str; 7] = ["index", "index.lock", "objects", "logs", "FETCH_HEAD", "ORIG_HEAD", "work-copies"];
@@ -31,7 +31,7 @@ pub struct View {
     tree: String,
     index: String,
     seal: Seal,
-    walks: Vec<(String, TreeSnapshot)>,
+    walks: Vec<(String, Inventory)>,
 }
 
 /// What [`Git::read_only_view`] leaves out and watches.
@@ -49,10 +49,10 @@ impl Git {
     /// The tree now, as [`View`] reads it.
     pub fn read_only_view(&self, w: &Watch) -> Result<View, GitError> {
         let git_dir = PathBuf::from(self.run(&["rev-parse", "--absolute-git-dir"])?.trim());
-        let mut walks = vec![(".git/".to_string(), walk(&git_dir, &git_keep_out(&git_dir, w))?)];
+        let mut walks = vec![(".git/".to_string(), Inventory::read_only(&git_dir, &git_keep_out(&git_dir, w)))];
         for dir in &w.watched {
             let label = dir.strip_prefix(&self.root).unwrap_or(dir).display().to_string();
-            walks.push((format!("{label}/"), walk(dir, &w.keep_out)?));
+            walks.push((format!("{label}/"), Inventory::read_only(dir, &w.keep_out)));
         }
         Ok(View {
             head: self.head_sha(),
@@ -93,10 +93,6 @@ impl Git {
 /// The git directory's own files a walk leaves out, and the caller's.
 fn git_keep_out(git_dir: &Path, w: &Watch) -> Vec<PathBuf> {
     GIT_OWN.iter().map(|p| git_dir.join(p)).chain(w.keep_out.iter().cloned()).collect()
-}
-
-fn walk(dir: &Path, keep_out: &[PathBuf]) -> Result<TreeSnapshot, GitError> {
-    TreeSnapshot::take(dir, keep_out).map_err(|e| GitError::Spawn(format!("walking {}: {e}", dir.display())))
 }
 
 #[cfg(test)]

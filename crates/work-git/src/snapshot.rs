@@ -36,6 +36,17 @@ pub struct LostLines {
     pub lines: Vec<String>,
 }
 
+/// One path that differs between two trees ([`Git::tree_changes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeChange {
+    /// The path, relative to the root.
+    pub path: String,
+    /// `A` added, `M` modified, `D` deleted, `T` type changed.
+    pub status: char,
+    /// Its mode in each tree (`000000`: absent).
+    pub modes: (String, String),
+}
+
 /// Removes a temporary index file when dropped.
 pub(crate) struct TempIndex(std::path::PathBuf);
 
@@ -96,7 +107,23 @@ impl Git {
 
     /// The paths that differ between two trees.
     pub fn tree_diff_names(&self, from: &str, to: &str) -> Result<Vec<String>, GitError> {
-        Ok(split_z(&self.run(&["diff-tree", "-r", "-z", "--name-only", "--no-renames", from, to])?))
+        Ok(self.tree_changes(from, to)?.into_iter().map(|c| c.path).collect())
+    }
+
+    /// Every path that differs between two trees, with how (no renames): the one diff of two
+    /// snapshots every policy reads.
+    pub fn tree_changes(&self, from: &str, to: &str) -> Result<Vec<TreeChange>, GitError> {
+        let out = self.run(&["diff-tree", "-r", "-z", "--raw", "--no-renames", from, to])?;
+        Ok(split_z(&out)
+            .chunks(2)
+            .filter_map(|c| {
+                let [meta, path] = c else { return None };
+                // `:<old mode> <new mode> <old blob> <new blob> <status>`
+                let m: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();
+                let status = m.get(4)?.chars().next()?;
+                Some(TreeChange { path: path.clone(), status, modes: (m.first()?.to_string(), m.get(1)?.to_string()) })
+            })
+            .collect())
     }
 
     /// The diff between two trees as a reviewer reads it (no external diff, no text
@@ -151,17 +178,7 @@ impl Git {
 
     /// `path → (mode in from, mode in to)` for each path that differs between two trees.
     fn raw_modes(&self, from: &str, to: &str) -> Result<BTreeMap<String, (String, String)>, GitError> {
-        let out = self.run(&["diff-tree", "-r", "-z", "--raw", "--no-renames", from, to])?;
-        let fields = split_z(&out);
-        let mut modes = BTreeMap::new();
-        let mut it = fields.iter();
-        while let (Some(meta), Some(path)) = (it.next(), it.next()) {
-            let mut m = meta.trim_start_matches(':').split(' ');
-            if let (Some(a), Some(b)) = (m.next(), m.next()) {
-                modes.insert(path.clone(), (a.to_string(), b.to_string()));
-            }
-        }
-        Ok(modes)
+        Ok(self.tree_changes(from, to)?.into_iter().map(|c| (c.path, c.modes)).collect())
     }
 
     fn lost_text_lines(&self, base: &str, prev: &str, next: &str) -> Result<Vec<LostLines>, GitError> {
@@ -273,15 +290,7 @@ impl Git {
     /// `(code, path)` for every path that differs between two trees: `A` added, `M` modified,
     /// `D` deleted, `T` type changed (no renames).
     pub fn tree_diff_status(&self, from: &str, to: &str) -> Result<Vec<(char, String)>, GitError> {
-        let out = self.run(&["diff-tree", "-r", "-z", "--name-status", "--no-renames", from, to])?;
-        let parts = split_z(&out);
-        Ok(parts
-            .chunks(2)
-            .filter_map(|c| match c {
-                [code, path] => Some((code.chars().next().unwrap_or('M'), path.clone())),
-                _ => None,
-            })
-            .collect())
+        Ok(self.tree_changes(from, to)?.into_iter().map(|c| (c.status, c.path)).collect())
     }
 }
 

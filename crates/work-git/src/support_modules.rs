@@ -24,7 +24,8 @@
 //! each, [`MAX_SCAN`] source files scanned for importers) and goes through the runtime's
 //! confined read: below the root, no symlink followed, regular files only.
 
-use crate::surface::{SKIP_DIRS, is_test_path};
+use crate::locate::normalize_rel;
+use crate::surface::is_test_path;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::Path;
@@ -118,26 +119,13 @@ impl Files<'_> {
     }
 }
 
-/// `a/b/../c` → `a/c`; `None` when the path leaves the root.
-pub(crate) fn normalise(path: &str) -> Option<String> {
-    let mut out: Vec<&str> = Vec::new();
-    for seg in path.split('/') {
-        match seg {
-            "" | "." => {}
-            ".." => {
-                out.pop()?;
-            }
-            s => out.push(s),
-        }
-    }
-    (!out.is_empty()).then(|| out.join("/"))
-}
-
-fn join(dir: &str, rel: &str) -> String {
+/// `dir/rel` (`rel` alone at the root).
+pub(crate) fn join(dir: &str, rel: &str) -> String {
     if dir.is_empty() { rel.to_string() } else { format!("{dir}/{rel}") }
 }
 
-fn parent(rel: &str) -> &str {
+/// The directory holding `rel` (`""` at the root).
+pub(crate) fn parent(rel: &str) -> &str {
     rel.rsplit_once('/').map(|(d, _)| d).unwrap_or("")
 }
 
@@ -244,7 +232,7 @@ fn python_at(fs: &Files<'_>, base: &str, module: &str, names: &[String]) -> Vec<
             }
         }
     }
-    out.into_iter().filter_map(|p| normalise(&p)).collect()
+    out.into_iter().filter_map(|p| normalize_rel(&p)).collect()
 }
 
 static JS_SPEC: LazyLock<Option<regex::Regex>> = LazyLock::new(|| {
@@ -260,7 +248,7 @@ fn js(fs: &Files<'_>, rel: &str, text: &str) -> Vec<String> {
 /// A relative specifier resolved the way Node and the bundlers do: the file, the file with an
 /// extension, a `.js` written for a `.ts` source, a directory's `index`.
 fn js_resolve(fs: &Files<'_>, spec: &str) -> Option<String> {
-    let p = normalise(spec)?;
+    let p = normalize_rel(spec)?;
     let mut cands = vec![p.clone()];
     cands.extend(JS_EXTS.iter().chain(&["json"]).map(|e| format!("{p}.{e}")));
     if let Some(stem) = p.strip_suffix(".js") {
@@ -288,7 +276,8 @@ fn shell(fs: &Files<'_>, rel: &str, text: &str) -> Vec<String> {
                 None if word.contains('$') => continue,
                 None => (word.as_str(), vec!["", dir]),
             };
-            if let Some(found) = bases.into_iter().filter_map(|b| normalise(&join(b, path))).find(|c| fs.is_file(c)) {
+            if let Some(found) = bases.into_iter().filter_map(|b| normalize_rel(&join(b, path))).find(|c| fs.is_file(c))
+            {
                 out.push(found);
             }
         }
@@ -365,36 +354,16 @@ fn imported_by_source(
     frozen: &impl Fn(&str) -> bool,
 ) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    let mut scanned = 0;
-    let mut stack = vec![String::new()];
-    while let Some(dir) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(fs.root.join(&dir)) else { continue };
-        let mut entries: Vec<_> = rd.flatten().collect();
-        entries.sort_by_key(|e| e.file_name());
-        for e in entries {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let child = join(&dir, &name);
-            let Ok(ft) = e.file_type() else { continue };
-            if ft.is_dir() {
-                if !SKIP_DIRS.contains(&name.as_str()) && !is_test_path(&format!("{child}/x")) {
-                    stack.push(child);
-                }
-                continue;
-            }
-            if !ft.is_file()
-                || matches!(lang_by_name(&child), None | Some(None))
-                || frozen(&child)
-                || is_test_path(&child)
-                || reads_as_support(&child)
-            {
-                continue;
-            }
-            scanned += 1;
-            if scanned > MAX_SCAN {
-                return out;
-            }
-            out.extend(imports_of(fs, &child).into_iter().filter(|d| candidates.contains_key(d)));
-        }
+    let tree = crate::surface::project(fs.root, "");
+    let source = tree.files().filter(|(rel, kind)| {
+        *kind == 'f'
+            && !matches!(lang_by_name(rel), None | Some(None))
+            && !frozen(rel)
+            && !is_test_path(rel)
+            && !reads_as_support(rel)
+    });
+    for (rel, _) in source.take(MAX_SCAN) {
+        out.extend(imports_of(fs, &rel).into_iter().filter(|d| candidates.contains_key(d)));
     }
     out
 }

@@ -319,29 +319,24 @@ fn shadowed(rel: &str) -> Vec<String> {
     Vec::new()
 }
 
-/// The files under `root` (relative, sorted), outside [`SKIP_DIRS`], that a runner loads on its
-/// own or that could shadow a module ([`is_loaded_on_its_own`], [`shadowed`]): the whole tree
-/// is walked (a name is all that is looked at), symlinks listed, never followed.
-fn hook_files(root: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![String::new()];
-    while let Some(dir) = stack.pop() {
-        let Ok(rd) = fs::read_dir(root.join(&dir)) else { continue };
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let child = if dir.is_empty() { name.clone() } else { format!("{dir}/{name}") };
-            let Ok(ft) = e.file_type() else { continue };
-            if ft.is_dir() {
-                if !SKIP_DIRS.contains(&name.as_str()) {
-                    stack.push(child);
-                }
-            } else if is_loaded_on_its_own(&name) || !shadowed(&child).is_empty() {
-                out.push(child);
-            }
-        }
-    }
-    out.sort();
-    out
+/// The project under `root` from `from` (see [`crate::inventory`]): every directory walked but
+/// [`SKIP_DIRS`], symlinks listed, never followed. The walk every check-surface policy reads.
+pub(crate) fn project(root: &Path, from: &str) -> crate::inventory::Inventory {
+    use crate::inventory::{Inventory, Seen};
+    Inventory::take(root, from, |rel, dir| {
+        let skip = dir && rel.file_name().is_some_and(|n| SKIP_DIRS.iter().any(|s| n == *s));
+        if skip { Seen::Skipped } else { Seen::Recorded }
+    })
+}
+
+/// The files of `tree` that a runner loads on its own or that could shadow a module
+/// ([`is_loaded_on_its_own`], [`shadowed`]): a name is all that is looked at.
+fn hook_files(tree: &crate::inventory::Inventory) -> Vec<String> {
+    let name = |rel: &str| rel.rsplit('/').next().unwrap_or_default().to_string();
+    tree.files()
+        .map(|(rel, _)| rel)
+        .filter(|rel| is_loaded_on_its_own(&name(rel)) || !shadowed(rel).is_empty())
+        .collect()
 }
 
 /// True when `rel` is in the test tree (frozen as a test file by this module): under a test
@@ -555,17 +550,18 @@ impl CheckSurface {
                         continue;
                     }
                     if root.join(&rel).is_dir() {
-                        s.walk(root, &rel, true);
+                        s.add_tests(root, &project(root, &rel), true);
                     } else {
                         s.add(root, &rel, Role::Pinned);
                     }
                 }
             }
         }
-        s.walk(root, "", false);
+        let tree = project(root, "");
+        s.add_tests(root, &tree, false);
         // What a runner loads on its own, and what would shadow a frozen module, as the tree
         // has them now: only files created later are `added`.
-        for rel in hook_files(root) {
+        for rel in hook_files(&tree) {
             let name = rel.rsplit('/').next().unwrap_or_default();
             if !s.files.contains_key(&rel)
                 && (is_loaded_on_its_own(name) || shadowed(&rel).iter().any(|m| s.files.contains_key(m)))
@@ -649,24 +645,11 @@ impl CheckSurface {
         }
     }
 
-    /// Records the test files under `rel` (every file when `all`, else by name or directory).
-    fn walk(&mut self, root: &Path, rel: &str, all: bool) {
-        let mut stack = vec![(rel.to_string(), all)];
-        while let Some((dir, in_tests)) = stack.pop() {
-            let Ok(rd) = fs::read_dir(root.join(&dir)) else { continue };
-            let mut entries: Vec<_> = rd.flatten().collect();
-            entries.sort_by_key(|e| e.file_name());
-            for e in entries {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let child = if dir.is_empty() { name.clone() } else { format!("{dir}/{name}") };
-                let Ok(ft) = e.file_type() else { continue };
-                if ft.is_dir() {
-                    if !SKIP_DIRS.contains(&name.as_str()) {
-                        stack.push((child, in_tests || is_test_dir(&name)));
-                    }
-                } else if in_tests || is_test_name(&name) {
-                    self.add(root, &child, Role::Test);
-                }
+    /// Records the files of `tree` (every one when `all`, else the test files).
+    fn add_tests(&mut self, root: &Path, tree: &crate::inventory::Inventory, all: bool) {
+        for (child, _) in tree.files() {
+            if all || is_test_path(&child) {
+                self.add(root, &child, Role::Test);
             }
         }
     }
@@ -819,7 +802,7 @@ impl CheckSurface {
                 push(cfg, "added (a test runner's configuration: it changes how every check runs)".to_string());
             }
         }
-        for rel in hook_files(root) {
+        for rel in hook_files(&project(root, "")) {
             if let Some(name) = rel.rsplit('/').next()
                 && is_loaded_on_its_own(name)
             {
@@ -955,9 +938,7 @@ fn only_appended(old: &[String], new: &[String]) -> bool {
 
 /// One line naming the changes (at most eight paths).
 pub fn describe(changes: &[SurfaceChange]) -> String {
-    let shown: Vec<String> = changes.iter().take(8).map(ToString::to_string).collect();
-    let more = changes.len().saturating_sub(8);
-    if more > 0 { format!("{} (and {more} more)", shown.join("; ")) } else { shown.join("; ") }
+    crate::inventory::describe(changes, 8, "; ")
 }
 
 #[cfg(test)]

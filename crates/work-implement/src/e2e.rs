@@ -104,7 +104,7 @@ async fn one(
         return None;
     }
     if !changed.is_empty() {
-        let what = work_runtime::tree_guard::describe_changes(&changed);
+        let what = work_git::inventory::describe_changes(&changed);
         let reason = format!(
             "task {}: the E2E tester changed the tree ({what}); the tester is read-only: its fixtures belong in the directory the engine gives it, and the change it made is not evidence — undo it and run again",
             t.id

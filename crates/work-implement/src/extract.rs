@@ -108,7 +108,7 @@ pub async fn select_free_form(
     if changed.is_empty() {
         return selected;
     }
-    let what = work_runtime::tree_guard::describe_changes(&changed);
+    let what = work_git::inventory::describe_changes(&changed);
     Err(SelectBlocked {
         kind: "extractor-wrote-tree",
         reason: format!(

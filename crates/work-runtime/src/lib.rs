@@ -40,6 +40,5 @@ mod spelling_tests;
 #[allow(clippy::disallowed_methods, reason = "staged state directories are discarded by the runtime itself")]
 pub mod stage;
 pub mod suggest;
-pub mod tree_guard;
 
 pub use exit::ExitStatus;

@@ -3,8 +3,8 @@
 use super::{Admission, Engine, ExhaustError};
 use crate::oracle::run_oracle;
 use serde_json::json;
+use work_git::inventory::describe_changes;
 use work_runtime::events::Event;
-use work_runtime::tree_guard::describe_changes;
 
 /// How the gap saying the oracles ran in the tree itself begins: such a gap makes a dry stop
 /// unconfirmed, also when the run is resumed.

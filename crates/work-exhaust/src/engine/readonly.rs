@@ -2,15 +2,15 @@
 
 use super::Engine;
 use serde_json::json;
+use work_git::inventory::{Inventory, describe_changes};
 use work_runtime::dispatch::{DispatchOutcome, DispatchSpec};
 use work_runtime::events::Event;
-use work_runtime::tree_guard::{TreeSnapshot, describe_changes};
 
 /// The tree and git's seal at one instant.
-pub(super) type Seen = (TreeSnapshot, Option<work_git::integrity::SealReading>);
+pub(super) type Seen = (Inventory, Option<work_git::integrity::SealReading>);
 
 /// One look at the tree: its snapshot and git's seal, or why the seal could not be read.
-type Looked = (TreeSnapshot, Result<work_git::integrity::SealReading, String>);
+type Looked = (Inventory, Result<work_git::integrity::SealReading, String>);
 
 /// How a gap about a change outside every finder begins: such a gap makes a dry stop
 /// unconfirmed, also when the run is resumed.
@@ -126,7 +126,7 @@ impl Engine<'_> {
     fn look(&self, last: Option<&Seen>) -> Result<(Looked, Vec<String>), String> {
         // Nor is the engine's copy the oracles search (checked before each oracle runs).
         let exclude: Vec<_> = std::iter::once(self.run.run_dir()).chain(self.oracles.home().map(Into::into)).collect();
-        let snap = TreeSnapshot::take(&self.run.root, &exclude).map_err(|e| format!("walk the tree: {e}"))?;
+        let snap = Inventory::read_only(&self.run.root, &exclude);
         let git = work_git::Git::new(&self.run.root);
         let changes = last.map(|(was, _)| was.changes(&snap)).unwrap_or_default();
         let seal = match last {

@@ -6,10 +6,7 @@
 //! runner collects, or in a package's `__init__.py`). An honest run's frozen tests pass without
 //! the files it added; the added tests are judged by the agent's own tree as before.
 
-use super::super::{
-    CheckSurface, MAX_FILES, Named, Role, SKIP_DIRS, command_words, is_check_like, is_loaded_on_its_own, is_test_dir,
-    is_test_name, named_path, shell_split,
-};
+use super::super::{CheckSurface, MAX_FILES, Named, Role, command_words, is_check_like, named_path, shell_split};
 use std::fs;
 use std::path::Path;
 
@@ -118,33 +115,12 @@ impl CheckSurface {
     /// `sitecustomize.py`, a `.pth` file); a path a check command names is left alone. Symlinks
     /// are listed, never followed.
     pub fn added_in_test_tree(&self, root: &Path) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut stack = vec![(String::new(), false)];
-        while let Some((dir, in_tests)) = stack.pop() {
-            let Ok(rd) = fs::read_dir(root.join(&dir)) else { continue };
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let child = if dir.is_empty() { name.clone() } else { format!("{dir}/{name}") };
-                let Ok(ft) = e.file_type() else { continue };
-                if ft.is_dir() {
-                    if !SKIP_DIRS.contains(&name.as_str()) {
-                        let tests = in_tests || is_test_dir(&name) || self.more.test_dirs.contains(&child);
-                        stack.push((child, tests));
-                    }
-                } else if (in_tests || is_test_name(&name) || is_loaded_on_its_own(&name))
-                    && !self.files.contains_key(&child)
-                    && !self.names_unborn(&child)
-                {
-                    out.push(child);
-                    if out.len() >= MAX_FILES {
-                        stack.clear();
-                        break;
-                    }
-                }
-            }
-        }
-        out.sort();
-        out
+        let tree = crate::surface::project(root, "");
+        let added = tree
+            .files()
+            .map(|(rel, _)| rel)
+            .filter(|rel| self.in_test_tree(rel) && !self.files.contains_key(rel) && !self.names_unborn(rel));
+        added.take(MAX_FILES).collect()
     }
 
     /// True when a check command names `rel` (or a directory holding it) that did not exist

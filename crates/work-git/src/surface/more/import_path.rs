@@ -139,7 +139,7 @@ fn python_imports(path: &Path, out: &mut BTreeSet<String>) {
 impl CheckSurface {
     /// True when `rel` is in the test tree: under a test directory (or one a check walks
     /// whole), or named like a test or a file a runner loads on its own.
-    fn in_test_tree(&self, rel: &str) -> bool {
+    pub(in crate::surface) fn in_test_tree(&self, rel: &str) -> bool {
         let mut dir = String::new();
         for part in rel.split('/').take(rel.split('/').count().saturating_sub(1)) {
             dir = if dir.is_empty() { part.to_string() } else { format!("{dir}/{part}") };
@@ -215,33 +215,17 @@ impl CheckSurface {
     /// under one of `new` — plus a test a check names that the work writes (never moved aside).
     fn project_imports(&self, root: &Path, new: &BTreeSet<&str>, frozen: &BTreeSet<String>) -> BTreeSet<String> {
         let mut out = frozen.clone();
-        let mut stack = vec![String::new()];
-        let mut seen = 0usize;
-        while let Some(dir) = stack.pop() {
-            let Ok(rd) = fs::read_dir(root.join(&dir)) else { continue };
-            for e in rd.flatten() {
-                seen += 1;
-                if seen > MAX_FILES {
-                    return out;
-                }
-                let name = e.file_name().to_string_lossy().into_owned();
-                let child = if dir.is_empty() { name.clone() } else { format!("{dir}/{name}") };
-                let Ok(ft) = e.file_type() else { continue };
-                if new.contains(child.as_str()) {
-                    continue;
-                }
-                if ft.is_dir() {
-                    if !SKIP_DIRS.contains(&name.as_str()) {
-                        stack.push(child);
-                    }
-                } else if ft.is_file()
-                    && name.ends_with(".py")
-                    && !self.files.contains_key(&child)
-                    && (!self.in_test_tree(&child) || self.names_unborn(&child))
-                    && let Ok((text, _)) = work_runtime::fsx::read_text_capped(&e.path(), READ_CAP)
-                {
-                    imports(&text, &mut out);
-                }
+        let under_new =
+            |rel: &str| new.iter().any(|n| rel == *n || rel.strip_prefix(n).is_some_and(|r| r.starts_with('/')));
+        for (child, kind) in crate::surface::project(root, "").files().take(MAX_FILES) {
+            if kind == 'f'
+                && child.ends_with(".py")
+                && !under_new(&child)
+                && !self.files.contains_key(&child)
+                && (!self.in_test_tree(&child) || self.names_unborn(&child))
+                && let Ok((text, _)) = work_runtime::fsx::read_text_capped(&root.join(&child), READ_CAP)
+            {
+                imports(&text, &mut out);
             }
         }
         out

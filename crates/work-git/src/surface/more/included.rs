@@ -25,7 +25,8 @@
 //! is named, and the rerun with the frozen checks restored keeps the work's version.
 
 use super::super::{CheckSurface, Role, SurfaceChange, read};
-use crate::support_modules::{after_variable, normalise};
+use crate::locate::normalize_rel;
+use crate::support_modules::{after_variable, parent};
 use std::collections::{BTreeSet, VecDeque};
 use std::path::Path;
 
@@ -78,12 +79,8 @@ fn text_of(root: &Path, rel: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-fn parent(rel: &str) -> &str {
-    rel.rsplit_once('/').map(|(d, _)| d).unwrap_or("")
-}
-
 fn join(dir: &str, rel: &str) -> Option<String> {
-    normalise(&if dir.is_empty() { rel.to_string() } else { format!("{dir}/{rel}") })
+    normalize_rel(&crate::support_modules::join(dir, rel))
 }
 
 /// The files a makefile's `include` lines name (relative to the root).
@@ -101,7 +98,7 @@ fn make_includes(text: &str) -> Vec<String> {
         out.extend(
             words
                 .filter(|w| !w.contains(['$', '*', '?', '[']) && !w.starts_with('/'))
-                .filter_map(|w| normalise(w.trim_start_matches("./"))),
+                .filter_map(|w| normalize_rel(w.trim_start_matches("./"))),
         );
     }
     out
