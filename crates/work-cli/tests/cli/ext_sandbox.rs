@@ -12,9 +12,12 @@ use std::path::Path;
 use std::time::Duration;
 
 /// Python run inside an agent: `attempt(name, fn)` records in `.agent-state/attempts.json`
-/// whether `fn()` succeeded, or the errno it failed with.
-const ATTEMPT: &str = r#"
-import errno
+/// whether `fn()` succeeded, or how it failed (the errno's name, or the exception's type);
+/// `write(path, text)` appends; `sha(bytes)` is its hex SHA-256.
+pub(crate) const ATTEMPT: &str = r#"
+import errno, hashlib, subprocess
+def sha(b):
+    return hashlib.sha256(b).hexdigest()
 def attempt(name, fn):
     p = state_path('attempts.json')
     got = json.load(open(p)) if os.path.exists(p) else {}
@@ -31,7 +34,7 @@ def write(path, text='planted\n'):
 "#;
 
 /// The sandbox is installed here, or a loud failure naming its installer.
-fn sandbox_installed() {
+pub(crate) fn sandbox_installed() {
     assert!(
         std::env::var_os("WORK_TEST_SANDBOX").is_some_and(|v| !v.is_empty()),
         "WORK_TEST_SANDBOX is not set: this test needs the kernel sandbox (bubblewrap) and tmux. Run \

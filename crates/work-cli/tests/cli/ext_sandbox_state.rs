@@ -15,39 +15,13 @@
 //! the forged surface, the forged event is kept in the sealed log, the virtualenv's patch makes
 //! the check pass (docs/ground-truth.md, "Not yet defended").
 
+use crate::ext_sandbox::{ATTEMPT, sandbox_installed};
 use crate::support::{KILL_WORK, Scenario};
 use serde_json::Value;
 use std::path::Path;
 
 /// The mode these tests run `work` in: the sandbox is the defence they test.
 const ISOLATION: &str = "required";
-
-/// Python run inside an agent: `attempt(name, fn)` records in `.agent-state/attempts.json`
-/// whether `fn()` succeeded, or how it failed (the errno's name, or the exception's type).
-const ATTEMPT: &str = r#"
-import errno, hashlib, subprocess
-def attempt(name, fn):
-    p = state_path('attempts.json')
-    got = json.load(open(p)) if os.path.exists(p) else {}
-    try:
-        fn()
-        got[name] = 'ok'
-    except OSError as e:
-        got[name] = errno.errorcode.get(e.errno, str(e.errno))
-    except Exception as e:
-        got[name] = type(e).__name__
-    json.dump(got, open(p, 'w'))
-def sha(b):
-    return hashlib.sha256(b).hexdigest()
-"#;
-
-fn sandbox_installed() {
-    assert!(
-        std::env::var_os("WORK_TEST_SANDBOX").is_some_and(|v| !v.is_empty()),
-        "WORK_TEST_SANDBOX is not set: this test needs the kernel sandbox (bubblewrap). Run \
-         `scripts/test.sh`, or `eval \"$(scripts/test-tools/sandbox.sh start)\"`."
-    );
-}
 
 fn attempts(s: &Scenario) -> Value {
     serde_json::from_str(&s.read(".agent-state/attempts.json")).expect("the agent recorded its attempts")

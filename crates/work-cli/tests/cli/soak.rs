@@ -158,6 +158,23 @@ pub(crate) fn soak(trial: impl Fn(u64, bool) -> Option<Result<(), String>> + Syn
     (trials, failures)
 }
 
+/// [`soak`] at every `stride`-th call (n = 1, 1 + stride, … with a clean rerun; n = 2, 2 +
+/// stride, … killed twice), or at every call both ways with `WORK_TEST_SOAK_EVERY_CALL=1`: for
+/// a soak whose trials cost several runs of `work` each.
+pub(crate) fn soak_sampled(
+    stride: u64,
+    trial: impl Fn(u64, bool) -> Option<Result<(), String>> + Sync,
+) -> (usize, Vec<String>) {
+    if every_call() {
+        return soak(trial);
+    }
+    let (mut trials, mut failures) = sweep(1, stride, |n| trial(n, false));
+    let (t, f) = sweep(2, stride, |n| trial(n, true));
+    trials += t;
+    failures.extend(f);
+    (trials, failures)
+}
+
 /// Runs `trial(n)` for the odd n = 1, 3, … (every n with `WORK_TEST_SOAK_EVERY_CALL=1`) until
 /// it reports that the run got past the n-th call untouched: for the faults that have one way to
 /// be tried (a full disk from the n-th call on). Returns the trial count and the failures.
