@@ -184,8 +184,11 @@ fn gc_worktrees(ctx: &Ctx, store: &Store, secs: i64, dry_run: bool) -> Result<Tr
     let git = work_git::Git::new(&ctx.root);
     let now = ctx.clock.now();
     let mut out = TreesGc::default();
-    let Ok(trees) = git.task_trees() else { return Ok(out) };
+    if !git.is_repo() {
+        return Ok(out);
+    }
     let failed = |e: &dyn std::fmt::Display| CliError::Runtime(format!("gc of the wave worktrees: {e}"));
+    let trees = git.task_trees().map_err(|e| failed(&e))?;
     for t in trees {
         let age = store.age_of(&t.run, secs, now).map_err(|e| failed(&e))?;
         if age != work_history::store::Age::Old {

@@ -452,7 +452,8 @@ fn a_pth_file_in_the_user_site_gets_erofs_and_the_twin_that_fixes_the_code_is_do
     assert_eq!(v["status"], "done", "{v}");
 }
 
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+/// Every file under `dir`.
+pub(crate) fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let p = e.path();

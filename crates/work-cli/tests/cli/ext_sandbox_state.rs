@@ -15,7 +15,7 @@
 //! the forged surface, the forged event is kept in the sealed log, the virtualenv's patch makes
 //! the check pass (docs/ground-truth.md, "Not yet defended").
 
-use crate::ext_sandbox::{ATTEMPT, sandbox_installed};
+use crate::ext_sandbox::{ATTEMPT, sandbox_installed, walk};
 use crate::support::{KILL_WORK, Scenario};
 use serde_json::Value;
 use std::path::Path;
@@ -123,16 +123,6 @@ attempt('surface', forge)
     assert_eq!(code, -1, "work was killed mid-iteration: {err}");
     let v = s.run_json(&["--isolation", ISOLATION, "until", "resume", "forged", "--agent", &fixer, "--json"], 0);
     assert_eq!(v["status"], "done", "{v}");
-}
-
-/// Every file under `dir`.
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() { out.extend(walk(&p)) } else { out.push(p) }
-    }
-    out
 }
 
 const FORGED: &str = "FORGED-BY-THE-FINDER";

@@ -411,7 +411,7 @@ pub(crate) fn implement_end(s: &Scenario, end: End) -> ImplementEnd {
 }
 
 /// The tasks the progress record says are DONE (its snapshot with its log replayed).
-fn done_tasks(s: &Scenario) -> Vec<String> {
+pub(crate) fn done_tasks(s: &Scenario) -> Vec<String> {
     let p = work_implement::progress::read(&s.path(".work"), "it-1").ok().flatten();
     p.map(|p| {
         p.ended.iter().filter(|t| t.status == work_implement::report::TaskStatus::Done).map(|t| t.id.clone()).collect()

@@ -7,7 +7,7 @@
 //! again.
 
 use crate::implement::{agent, repo_with_plan};
-use crate::soak::{End, assert_soak, run, soak_sampled};
+use crate::soak::{End, assert_soak, done_tasks, run, soak_sampled};
 use crate::support::Scenario;
 use serde_json::Value;
 
@@ -52,15 +52,6 @@ fn implementers(s: &Scenario) -> Vec<String> {
         .collect()
 }
 
-/// The tasks whose result the progress record holds as kept (DONE in a wave: on its ref).
-fn kept(s: &Scenario) -> Vec<String> {
-    let p = work_implement::progress::read(&s.path(".work"), "it-1").ok().flatten();
-    p.map(|p| {
-        p.ended.iter().filter(|t| t.status == work_implement::report::TaskStatus::Done).map(|t| t.id.clone()).collect()
-    })
-    .unwrap_or_default()
-}
-
 /// Every task's work is where it must be: 1 and 3 merged (exactly once), 2 on its ref only.
 fn where_the_work_is(s: &Scenario, report: &Value) -> Result<(), String> {
     let statuses: Vec<(&str, &str)> = report["tasks"]
@@ -91,7 +82,8 @@ fn trial(n: u64, twice: bool) -> Option<Result<(), String>> {
     if let End::Exited(..) = run(&s, &args, Some(n)) {
         return None;
     }
-    let kept_before = kept(&s);
+    // DONE in a wave: its result is kept on its ref.
+    let kept_before = done_tasks(&s);
     let dispatched_before = implementers(&s).len();
     let end = match twice.then(|| run(&s, &args, Some(n))) {
         Some(e @ End::Exited(..)) => e,
